@@ -1,0 +1,49 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Folio",
+    products: [
+        .executable(name: "foliod", targets: ["foliod"]),
+        .executable(name: "folio", targets: ["folio"]),
+        .executable(name: "folio-bench", targets: ["folio-bench"]),
+    ],
+    targets: [
+        // C libraries from Debian packages, found with pkg-config.
+        .systemLibrary(
+            name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .systemLibrary(
+            name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED).
+        .target(name: "CFolioSystem"),
+
+        // LMDB binding: knows nothing of JSON or Folio.
+        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // Pure layers: no platform I/O.
+        .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),
+        // Event log, current state, views, replay: LMDB, no sockets.
+        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto"]),
+        // Wire messages and codec: pure.
+        .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"]),
+        // A blocking client of the socket protocol (CLI, benchmark, tests).
+        .target(name: "FolioClient", dependencies: ["FolioProtocol", "FolioJSON", "CFolioSystem"]),
+        // Sockets, connections, the writer: wires store and protocol.
+        .target(
+            name: "FolioServer",
+            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
+
+        .executableTarget(name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioProtocol"]),
+        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON"]),
+        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem"]),
+
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
+        .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
+        .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
+        .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem"]),
+    ]
+)

@@ -1,0 +1,31 @@
+#ifndef CFOLIOSYSTEM_H
+#define CFOLIOSYSTEM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+// Readiness flags, mirrored from <sys/epoll.h>.
+extern const uint32_t folio_epoll_in;
+extern const uint32_t folio_epoll_out;
+extern const uint32_t folio_epoll_err;
+extern const uint32_t folio_epoll_hup;
+extern const uint32_t folio_epoll_rdhup;
+extern const uint32_t folio_epoll_exclusive;
+
+/// epoll_create1(EPOLL_CLOEXEC).
+int folio_epoll_create(void);
+/// epoll_ctl with the event's data set to `token`; op is 0 add, 1 modify, 2 delete.
+int folio_epoll_control(int epfd, int op, int fd, uint32_t events, uint64_t token);
+/// epoll_wait, unpacking the (packed on x86_64) epoll_event array into two plain arrays.
+int folio_epoll_wait(int epfd, uint32_t *events, uint64_t *tokens, int capacity, int timeout_ms);
+
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC).
+int folio_eventfd(void);
+
+/// getsockopt(SO_PEERCRED): the credentials of the process at the other end of a Unix socket.
+int folio_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid);
+
+/// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC).
+int folio_accept(int fd);
+
+#endif

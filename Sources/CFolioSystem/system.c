@@ -1,0 +1,47 @@
+#define _GNU_SOURCE
+#include "CFolioSystem.h"
+
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+const uint32_t folio_epoll_in = EPOLLIN;
+const uint32_t folio_epoll_out = EPOLLOUT;
+const uint32_t folio_epoll_err = EPOLLERR;
+const uint32_t folio_epoll_hup = EPOLLHUP;
+const uint32_t folio_epoll_rdhup = EPOLLRDHUP;
+const uint32_t folio_epoll_exclusive = EPOLLEXCLUSIVE;
+
+int folio_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int folio_epoll_control(int epfd, int op, int fd, uint32_t events, uint64_t token) {
+    static const int ops[] = {EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLL_CTL_DEL};
+    struct epoll_event event = {.events = events, .data = {.u64 = token}};
+    return epoll_ctl(epfd, ops[op], fd, &event);
+}
+
+int folio_epoll_wait(int epfd, uint32_t *events, uint64_t *tokens, int capacity, int timeout_ms) {
+    struct epoll_event ready[256];
+    if (capacity > 256) capacity = 256;
+    int n = epoll_wait(epfd, ready, capacity, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        events[i] = ready[i].events;
+        tokens[i] = ready[i].data.u64;
+    }
+    return n;
+}
+
+int folio_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int folio_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    *pid = cred.pid;
+    return 0;
+}
+
+int folio_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }

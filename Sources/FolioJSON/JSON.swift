@@ -1,0 +1,67 @@
+/// A JSON value. Numbers keep their kind: an integer literal that fits in 64 bits is `.int`,
+/// any other number `.double`; equality is structural (`.int(1) != .double(1)`), ordering by meaning
+/// lives with the query rules, not here.
+public enum JSON: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSON])
+    case object(JSONObject)
+
+    public var objectValue: JSONObject? {
+        if case .object(let object) = self { return object }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let string) = self { return string }
+        return nil
+    }
+
+    /// The value as an integer, if it is an integer, or a double with an integral value in range.
+    public var integerValue: Int64? {
+        switch self {
+        case .int(let value): return value
+        case .double(let value) where value.rounded() == value && abs(value) < 9.2e18: return Int64(value)
+        default: return nil
+        }
+    }
+
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
+    /// The name of the value's kind, for error messages: "a string", "an object", ...
+    public var kindDescription: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .int, .double: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+}
+
+extension JSON: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        self = .object(JSONObject(elements.map { JSONObject.Field(key: $0.0, value: $0.1) }))
+    }
+}
+
+extension JSON: CustomStringConvertible {
+    public var description: String { String(decoding: serialized(), as: UTF8.self) }
+}

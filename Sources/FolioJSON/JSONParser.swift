@@ -1,0 +1,301 @@
+/// Why a text is not acceptable JSON, and at which byte offset.
+public struct JSONError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let message: String
+    public let offset: Int
+
+    public var description: String { "\(message) at byte \(offset)" }
+}
+
+/// A strict RFC 8259 parser over UTF-8 bytes: rejects invalid UTF-8, control characters in strings,
+/// lone surrogates, duplicate keys, trailing data and nesting deeper than `maxDepth`.
+public struct JSONParser: ~Copyable {
+    public static let defaultMaxDepth = 128
+
+    private let bytes: UnsafeRawBufferPointer
+    private var position = 0
+    private let maxDepth: Int
+    private var depth = 0
+
+    private init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = defaultMaxDepth) throws(JSONError)
+        -> JSON
+    {
+        var parser = JSONParser(bytes, maxDepth: maxDepth)
+        parser.skipWhitespace()
+        let value = try parser.parseValue()
+        parser.skipWhitespace()
+        if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        return value
+    }
+
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSON {
+        let result: Result<JSON, JSONError> = bytes.withUnsafeBytes { buffer in
+            Result { () throws(JSONError) in try parse(buffer, maxDepth: maxDepth) }
+        }
+        return try result.get()
+    }
+
+    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSON {
+        try parse(Array(text.utf8), maxDepth: maxDepth)
+    }
+
+    private func error(_ message: String) -> JSONError {
+        JSONError(message: message, offset: position)
+    }
+
+    private var atEnd: Bool { position >= bytes.count }
+
+    private mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x0A, 0x0D, 0x09: position += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(JSONError) -> JSON {
+        guard !atEnd else { throw error("unexpected end of input") }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected character '\(printable(bytes[position]))'")
+        }
+    }
+
+    private func printable(_ byte: UInt8) -> String {
+        byte >= 0x20 && byte < 0x7F ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16)
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONError) {
+        let count = literal.utf8CodeUnitCount
+        guard position + count <= bytes.count else { throw error("unexpected end of input") }
+        for i in 0..<count where bytes[position + i] != literal.utf8Start[i] {
+            throw error("invalid literal, expected '\(literal)'")
+        }
+        position += count
+    }
+
+    private mutating func enter() throws(JSONError) {
+        depth += 1
+        if depth > maxDepth { throw error("nesting deeper than \(maxDepth) levels") }
+    }
+
+    private mutating func parseObject() throws(JSONError) -> JSON {
+        try enter()
+        position += 1
+        var fields: [JSONObject.Field] = []
+        skipWhitespace()
+        if !atEnd && bytes[position] == UInt8(ascii: "}") {
+            position += 1
+            depth -= 1
+            return .object(JSONObject())
+        }
+        while true {
+            skipWhitespace()
+            guard !atEnd else { throw error("unexpected end of input in an object") }
+            guard bytes[position] == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
+            let keyOffset = position
+            let key = try parseString()
+            for field in fields where field.key == key {
+                throw JSONError(message: "duplicate key \"\(key)\"", offset: keyOffset)
+            }
+            skipWhitespace()
+            guard !atEnd, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
+            position += 1
+            skipWhitespace()
+            fields.append(JSONObject.Field(key: key, value: try parseValue()))
+            skipWhitespace()
+            guard !atEnd else { throw error("unexpected end of input in an object") }
+            switch bytes[position] {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "}"):
+                position += 1
+                depth -= 1
+                return .object(JSONObject(fields))
+            default: throw error("expected ',' or '}' in an object")
+            }
+        }
+    }
+
+    private mutating func parseArray() throws(JSONError) -> JSON {
+        try enter()
+        position += 1
+        var elements: [JSON] = []
+        skipWhitespace()
+        if !atEnd && bytes[position] == UInt8(ascii: "]") {
+            position += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard !atEnd else { throw error("unexpected end of input in an array") }
+            switch bytes[position] {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "]"):
+                position += 1
+                depth -= 1
+                return .array(elements)
+            default: throw error("expected ',' or ']' in an array")
+            }
+        }
+    }
+
+    private mutating func parseString() throws(JSONError) -> String {
+        position += 1
+        let start = position
+        var ascii = true
+        // Fast path: no escapes.
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<position])
+                position += 1
+                if ascii { return String(decoding: slice, as: UTF8.self) }
+                guard let string = String(validating: slice, as: UTF8.self) else {
+                    throw JSONError(message: "invalid UTF-8 in a string", offset: start)
+                }
+                return string
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("control character in a string (escape it)") }
+            if byte >= 0x80 { ascii = false }
+            position += 1
+        }
+        guard position < bytes.count else { throw JSONError(message: "unterminated string", offset: start - 1) }
+        var utf8 = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<position]))
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                position += 1
+                guard let string = String(validating: utf8, as: UTF8.self) else {
+                    throw JSONError(message: "invalid UTF-8 in a string", offset: start)
+                }
+                return string
+            case UInt8(ascii: "\\"):
+                position += 1
+                guard position < bytes.count else { break }
+                let escape = bytes[position]
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""): utf8.append(0x22)
+                case UInt8(ascii: "\\"): utf8.append(0x5C)
+                case UInt8(ascii: "/"): utf8.append(0x2F)
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
+                case UInt8(ascii: "u"): try appendUnicodeEscape(to: &utf8)
+                default:
+                    position -= 1
+                    throw error("invalid escape '\\\(printable(escape))'")
+                }
+            default:
+                if byte < 0x20 { throw error("control character in a string (escape it)") }
+                utf8.append(byte)
+                position += 1
+            }
+        }
+        throw JSONError(message: "unterminated string", offset: start - 1)
+    }
+
+    private mutating func readHex4() throws(JSONError) -> UInt32 {
+        guard position + 4 <= bytes.count else { throw error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw error("invalid hex digit in a \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+            position += 1
+        }
+        return value
+    }
+
+    private mutating func appendUnicodeEscape(to utf8: inout [UInt8]) throws(JSONError) {
+        var scalar = try readHex4()
+        if (0xD800...0xDBFF).contains(scalar) {
+            guard position + 6 <= bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                bytes[position + 1] == UInt8(ascii: "u")
+            else { throw error("lone high surrogate in a \\u escape") }
+            position += 2
+            let low = try readHex4()
+            guard (0xDC00...0xDFFF).contains(low) else { throw error("invalid low surrogate in a \\u escape") }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+        } else if (0xDC00...0xDFFF).contains(scalar) {
+            throw error("lone low surrogate in a \\u escape")
+        }
+        utf8.append(contentsOf: UTF8.encode(Unicode.Scalar(scalar)!)!)
+    }
+
+    private mutating func parseNumber() throws(JSONError) -> JSON {
+        let start = position
+        var negative = false
+        if bytes[position] == UInt8(ascii: "-") {
+            negative = true
+            position += 1
+        }
+        guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number") }
+        var magnitude: UInt64 = 0
+        var overflow = false
+        if bytes[position] == UInt8(ascii: "0") {
+            position += 1
+            if position < bytes.count, isDigit(bytes[position]) { throw error("leading zero in a number") }
+        } else {
+            while position < bytes.count, isDigit(bytes[position]) {
+                let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times10.addingReportingOverflow(UInt64(bytes[position] - UInt8(ascii: "0")))
+                overflow = overflow || o1 || o2
+                magnitude = sum
+                position += 1
+            }
+        }
+        var integral = true
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            integral = false
+            position += 1
+            guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digit expected after '.'") }
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            integral = false
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digit expected in the exponent") }
+            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+        }
+        if integral && !overflow {
+            if !negative && magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
+            if negative && magnitude <= UInt64(Int64.max) + 1 { return .int(Int64(bitPattern: 0 &- magnitude)) }
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+        guard let value = Double(text), value.isFinite else {
+            throw JSONError(message: "number out of range", offset: start)
+        }
+        return .double(value)
+    }
+
+    @inline(__always)
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+}

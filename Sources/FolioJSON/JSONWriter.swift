@@ -1,0 +1,134 @@
+/// Serializes JSON values into UTF-8 bytes: compact, fields in their stored order, so the same value
+/// always gives the same bytes. Non-ASCII text is written as is; only `"`, `\` and control characters
+/// are escaped.
+public struct JSONWriter {
+    public var bytes: [UInt8]
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func write(_ value: JSON) {
+        switch value {
+        case .null: writeRaw("null")
+        case .bool(let flag): writeRaw(flag ? "true" : "false")
+        case .int(let number): write(number)
+        case .double(let number): write(number)
+        case .string(let string): write(string)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(element)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let object): write(object)
+        }
+    }
+
+    public mutating func write(_ object: JSONObject) {
+        bytes.append(UInt8(ascii: "{"))
+        for (index, field) in object.fields.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            write(field.key)
+            bytes.append(UInt8(ascii: ":"))
+            write(field.value)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Writes `"key":` (with a leading comma unless `first`).
+    public mutating func writeKey(_ key: StaticString, first: Bool = false) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func writeRaw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends bytes that already are serialized JSON.
+    public mutating func writeRaw<C: Collection>(_ serialized: C) where C.Element == UInt8 {
+        bytes.append(contentsOf: serialized)
+    }
+
+    public mutating func write(_ number: Int64) {
+        if number == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        var magnitude = number.magnitude
+        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 20 digits, no heap allocation
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            }
+            for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(buffer[index]) }
+        }
+    }
+
+    public mutating func write(_ number: UInt64) {
+        if number <= UInt64(Int64.max) { write(Int64(number)) } else { bytes.append(contentsOf: String(number).utf8) }
+    }
+
+    public mutating func write(_ number: Int) { write(Int64(number)) }
+
+    public mutating func write(_ number: Double) {
+        // Swift prints the shortest text that reads back as the same double; it is valid JSON for
+        // every finite value ("1.0", "1e-07", "1.5e+300").
+        bytes.append(contentsOf: number.description.utf8)
+    }
+
+    public mutating func write(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
+                bytes.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+                case 0x0A: bytes.append(UInt8(ascii: "n"))
+                case 0x0D: bytes.append(UInt8(ascii: "r"))
+                case 0x09: bytes.append(UInt8(ascii: "t"))
+                case 0x08: bytes.append(UInt8(ascii: "b"))
+                case 0x0C: bytes.append(UInt8(ascii: "f"))
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    bytes.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+                }
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+extension JSON {
+    public func serialized() -> [UInt8] {
+        var writer = JSONWriter()
+        writer.write(self)
+        return writer.bytes
+    }
+}
+
+extension JSONObject {
+    public func serialized() -> [UInt8] {
+        var writer = JSONWriter()
+        writer.write(self)
+        return writer.bytes
+    }
+}

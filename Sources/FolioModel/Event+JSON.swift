@@ -1,0 +1,139 @@
+import FolioJSON
+
+extension Event {
+    /// The event's canonical bytes: compact JSON with a fixed key order. These bytes are what the log
+    /// stores and what the chain hash covers; decoding them and encoding again gives the same bytes.
+    public func encoded() -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.bytes.append(UInt8(ascii: "{"))
+        writer.writeKey("seq", first: true)
+        writer.write(sequence)
+        writer.writeKey("type")
+        writer.write(typeName)
+        writer.writeKey("at")
+        writer.write(timestamp)
+        switch change {
+        case .created(let collection, let id, let data):
+            writeObjectFields(collection: collection, id: id, to: &writer)
+            writer.writeKey("data")
+            writer.write(data)
+        case .updated(let collection, let id, let patch):
+            writeObjectFields(collection: collection, id: id, to: &writer)
+            writer.writeKey("patch")
+            writer.write(patch)
+        case .deleted(let collection, let id):
+            writeObjectFields(collection: collection, id: id, to: &writer)
+        case .viewDefined(let definition):
+            writer.writeKey("view")
+            writer.write(definition.json)
+        case .viewDropped(let name):
+            writer.writeKey("view")
+            writer.write(name)
+        }
+        writer.writeKey("by")
+        writer.writeRaw("{\"uid\":")
+        writer.write(UInt64(origin.uid))
+        writer.writeRaw(",\"gid\":")
+        writer.write(UInt64(origin.gid))
+        writer.writeRaw(",\"pid\":")
+        writer.write(Int64(origin.pid))
+        writer.writeRaw("}}")
+    }
+
+    private func writeObjectFields(collection: String, id: String, to writer: inout JSONWriter) {
+        writer.writeKey("collection")
+        writer.write(collection)
+        writer.writeKey("id")
+        writer.write(id)
+        writer.writeKey("version")
+        writer.write(version)
+    }
+
+    /// Decodes canonical event bytes, checking every field; `extraKeys` may appear besides
+    /// (an export line carries `hash`).
+    public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = []) throws(ValidationError) {
+        let json: JSON
+        do { json = try JSONParser.parse(bytes) } catch { throw ValidationError("event is not valid JSON: \(error)") }
+        try self.init(json: json, allowing: extraKeys)
+    }
+
+    public init(json: JSON, allowing extraKeys: Set<String> = []) throws(ValidationError) {
+        guard case .object(let object) = json else { throw ValidationError("an event must be a JSON object") }
+        func field(_ key: String) throws(ValidationError) -> JSON {
+            guard let value = object[key] else { throw ValidationError("event lacks \"\(key)\"") }
+            return value
+        }
+        func string(_ key: String) throws(ValidationError) -> String {
+            guard case .string(let value) = try field(key) else { throw ValidationError("event field \"\(key)\" must be a string") }
+            return value
+        }
+        func unsigned(_ value: JSON, _ key: String, max: UInt64 = UInt64(Int64.max)) throws(ValidationError) -> UInt64 {
+            guard case .int(let number) = value, number >= 0, UInt64(number) <= max else {
+                throw ValidationError("event field \"\(key)\" must be a non-negative integer")
+            }
+            return UInt64(number)
+        }
+        guard let sequence = try? unsigned(try field("seq"), "seq"), sequence > 0 else {
+            throw ValidationError("event field \"seq\" must be a positive integer")
+        }
+        let type = try string("type")
+        guard let timestamp = Timestamp(rfc3339: try string("at")) else {
+            throw ValidationError("event field \"at\" must be an RFC 3339 time with milliseconds")
+        }
+        guard case .object(let by) = try field("by"), by.count == 3, let uid = by["uid"], let gid = by["gid"], let pid = by["pid"]
+        else { throw ValidationError("event field \"by\" must be {\"uid\", \"gid\", \"pid\"}") }
+        guard case .int(let pidNumber) = pid, let pidValue = Int32(exactly: pidNumber) else {
+            throw ValidationError("event field \"by.pid\" must be an integer")
+        }
+        let origin = Origin(
+            uid: UInt32(try unsigned(uid, "by.uid", max: UInt64(UInt32.max))),
+            gid: UInt32(try unsigned(gid, "by.gid", max: UInt64(UInt32.max))), pid: pidValue)
+
+        var expected: Set<String> = ["seq", "type", "at", "by"]
+        let change: Change
+        var version: UInt64 = 0
+        switch type {
+        case "created", "updated", "deleted":
+            let collection = try string("collection")
+            let id = try string("id")
+            try Names.validateCollection(collection)
+            try Names.validateID(id)
+            version = try unsigned(try field("version"), "version")
+            guard version > 0 else { throw ValidationError("event field \"version\" must be positive") }
+            expected.formUnion(["collection", "id", "version"])
+            switch type {
+            case "created":
+                guard case .object(let data) = try field("data") else { throw ValidationError("event field \"data\" must be an object") }
+                try RecordData.validate(data: data)
+                expected.insert("data")
+                change = .created(collection: collection, id: id, data: data)
+            case "updated":
+                guard case .object(let patch) = try field("patch") else { throw ValidationError("event field \"patch\" must be an object") }
+                try RecordData.validate(patch: patch)
+                expected.insert("patch")
+                change = .updated(collection: collection, id: id, patch: patch)
+            default:
+                change = .deleted(collection: collection, id: id)
+            }
+        case "view.defined":
+            change = .viewDefined(try ViewDefinition(parsing: try field("view")))
+            expected.insert("view")
+        case "view.dropped":
+            let name = try string("view")
+            try Names.validateView(name)
+            change = .viewDropped(name: name)
+            expected.insert("view")
+        default:
+            throw ValidationError("unknown event type \(Names.quoted(type))")
+        }
+        for key in object.keys where !expected.contains(key) && !extraKeys.contains(key) {
+            throw ValidationError("unexpected field \(Names.quoted(key)) in a \(type) event")
+        }
+        self.init(sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change)
+    }
+}

@@ -1,0 +1,64 @@
+/// Rules for the names clients choose: collections, object ids, fields, views.
+public enum Names {
+    /// Field names a record's data may not use at its top level: they are the object's own.
+    public static let systemFields: Set<String> = ["collection", "id", "version", "createdAt", "updatedAt"]
+
+    public static let maxCollectionLength = 64
+    public static let maxIDLength = 128
+
+    /// A letter, then letters, digits or `_`, at most 64 characters.
+    public static func validateCollection(_ name: String, role: String = "collection") throws(ValidationError) {
+        guard isIdentifier(name, maxLength: maxCollectionLength) else {
+            throw ValidationError(
+                "\(role) \(quoted(name)) is not a valid name: a letter, then letters, digits or '_', at most \(maxCollectionLength)")
+        }
+    }
+
+    /// View names follow the same rule as collection names.
+    public static func validateView(_ name: String) throws(ValidationError) {
+        try validateCollection(name, role: "view")
+    }
+
+    /// 1 to 128 characters from `A-Z a-z 0-9 _ - . :`; ids appear in keys and in `$ref` values.
+    public static func validateID(_ id: String) throws(ValidationError) {
+        let utf8 = id.utf8
+        guard !utf8.isEmpty, utf8.count <= maxIDLength, utf8.allSatisfy(isIDByte) else {
+            throw ValidationError(
+                "id \(quoted(id)) is not valid: 1 to \(maxIDLength) characters from A-Z a-z 0-9 _ - . :")
+        }
+    }
+
+    /// A top-level field of user data: not empty, not a system field, not starting with `$` or `_`.
+    public static func validateTopLevelField(_ key: String) throws(ValidationError) {
+        if key.isEmpty { throw ValidationError("a field name may not be empty") }
+        if systemFields.contains(key) {
+            throw ValidationError("field \(quoted(key)) is reserved (collection, id, version, createdAt, updatedAt)")
+        }
+        if key.hasPrefix("$") || key.hasPrefix("_") {
+            throw ValidationError("field \(quoted(key)) is reserved: names starting with '$' or '_' belong to Folio")
+        }
+    }
+
+    static func isIdentifier(_ name: String, maxLength: Int) -> Bool {
+        let utf8 = name.utf8
+        guard let first = utf8.first, utf8.count <= maxLength, isLetter(first) else { return false }
+        return utf8.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") }
+    }
+
+    static func isIDByte(_ byte: UInt8) -> Bool {
+        isLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            || byte == UInt8(ascii: ".") || byte == UInt8(ascii: ":")
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// A name in quotes for a message, cut short if long.
+    public static func quoted(_ name: String) -> String {
+        let shown = name.count > 80 ? String(name.prefix(80)) + "…" : name
+        return "\"" + shown + "\""
+    }
+}

@@ -1,0 +1,73 @@
+import FolioJSON
+
+/// An object as it is now: its identity, version, timestamps and data.
+public struct StoredObject: Sendable, Equatable {
+    public var collection: String
+    public var id: String
+    /// 1 after `created`, one more after each event since.
+    public var version: UInt64
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+    public var data: JSONObject
+
+    public init(collection: String, id: String, version: UInt64, createdAt: Timestamp, updatedAt: Timestamp, data: JSONObject) {
+        self.collection = collection
+        self.id = id
+        self.version = version
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.data = data
+    }
+
+    /// The wire shape: system fields first, then the data's fields flattened.
+    public func write(to writer: inout JSONWriter) {
+        StoredObject.writeHeader(collection: collection, id: id, version: version, createdAt: createdAt, updatedAt: updatedAt, to: &writer)
+        for field in data {
+            writer.bytes.append(UInt8(ascii: ","))
+            writer.write(field.key)
+            writer.bytes.append(UInt8(ascii: ":"))
+            writer.write(field.value)
+        }
+        writer.bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Writes `{"collection":...,"updatedAt":"..."` with no closing brace, for callers that splice in
+    /// already serialized data fields.
+    public static func writeHeader(
+        collection: String, id: String, version: UInt64, createdAt: Timestamp, updatedAt: Timestamp, to writer: inout JSONWriter
+    ) {
+        writer.bytes.append(UInt8(ascii: "{"))
+        writer.writeKey("collection", first: true)
+        writer.write(collection)
+        writer.writeKey("id")
+        writer.write(id)
+        writer.writeKey("version")
+        writer.write(version)
+        writer.writeKey("createdAt")
+        writer.write(createdAt)
+        writer.writeKey("updatedAt")
+        writer.write(updatedAt)
+    }
+
+    public var json: JSON {
+        var fields: [JSONObject.Field] = [
+            .init(key: "collection", value: .string(collection)), .init(key: "id", value: .string(id)),
+            .init(key: "version", value: .int(Int64(version))),
+            .init(key: "createdAt", value: .string(createdAt.rfc3339)), .init(key: "updatedAt", value: .string(updatedAt.rfc3339)),
+        ]
+        fields.append(contentsOf: data.fields)
+        return .object(JSONObject(fields))
+    }
+}
+
+extension StoredObject: FieldSource {
+    public func value(at path: FieldPath) -> Value? {
+        switch path {
+        case .id: return .string(id)
+        case .createdAt: return .date(createdAt.instant)
+        case .updatedAt: return .date(updatedAt.instant)
+        case .version: return .int(Int64(version))
+        case .data(let segments): return data.value(atPath: segments).map(Value.init)
+        }
+    }
+}

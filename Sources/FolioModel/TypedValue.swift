@@ -1,0 +1,47 @@
+import FolioJSON
+
+/// The two typed values a record may hold besides plain JSON: `{"$date": "<RFC 3339>"}` and
+/// `{"$ref": "<collection>/<id>"}`. They are stored exactly as given and compare by their meaning.
+public enum TypedValue: Equatable, Sendable {
+    case date(Instant)
+    case reference(collection: String, id: String)
+
+    /// The typed value an object spells, nil if it is a plain object. Throws if it uses `$date` or
+    /// `$ref` wrongly, or any other `$` key.
+    public static func parse(_ object: JSONObject) throws(ValidationError) -> TypedValue? {
+        guard object.fields.contains(where: { $0.key.hasPrefix("$") }) else { return nil }
+        guard object.count == 1, let first = object.fields.first else {
+            throw ValidationError("an object with a '$' key must be exactly {\"$date\": ...} or {\"$ref\": ...}")
+        }
+        switch first.key {
+        case "$date":
+            guard case .string(let text) = first.value, let instant = Instant(rfc3339: text),
+                Instant.range.contains(instant)
+            else {
+                throw ValidationError("$date must be an RFC 3339 date-time string, e.g. \"2026-11-29T10:00:00Z\"")
+            }
+            return .date(instant)
+        case "$ref":
+            guard case .string(let text) = first.value, let slash = text.firstIndex(of: "/") else {
+                throw ValidationError("$ref must be a string \"<collection>/<id>\"")
+            }
+            let collection = String(text[..<slash])
+            let id = String(text[text.index(after: slash)...])
+            do {
+                try Names.validateCollection(collection)
+                try Names.validateID(id)
+            } catch {
+                throw ValidationError("$ref \(Names.quoted(text)): \(error.message)")
+            }
+            return .reference(collection: collection, id: id)
+        default:
+            throw ValidationError("unknown typed value \(Names.quoted(first.key)): only $date and $ref are defined")
+        }
+    }
+
+    /// Like `parse`, for values already validated (stored data): malformed ones count as plain objects.
+    public static func recognize(_ object: JSONObject) -> TypedValue? {
+        guard object.count == 1, object.fields[0].key.hasPrefix("$") else { return nil }
+        return try? parse(object)
+    }
+}

@@ -1,0 +1,424 @@
+import LMDB
+
+/// An order-statistic B+tree of byte-string keys, stored as records of one LMDB database.
+///
+/// LMDB has no rank lookup, so views keep their entries here: each branch entry carries the number
+/// of keys below it, which makes `count` O(1), and finding the key at any rank, or the rank of any
+/// key, O(log n). Leaves are linked both ways, so a page is read by walking from one position.
+///
+/// Records: key = tree id (u32 big-endian) + node id (u64 big-endian); node 0 is the header
+/// (root id, height, next node id, key count). Every change happens in the caller's write
+/// transaction and is a pure function of the tree and the call, so replaying the same calls yields
+/// the same bytes.
+struct CountedTree {
+    static let maxNodeBytes = 1900
+    /// Longest key a tree accepts, so that every node holds at least two entries.
+    static let maxKeyBytes = 512
+
+    let database: Database
+    let id: UInt32
+
+    struct Position: Equatable {
+        var leaf: UInt64
+        var index: Int
+    }
+
+    private struct Header {
+        var root: UInt64
+        /// Branch levels above the leaves: 0 when the root is a leaf.
+        var height: Int
+        var nextNode: UInt64
+        var count: UInt64
+
+        var bytes: [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.appendLittleEndian(root)
+            bytes.appendLittleEndian(UInt64(height))
+            bytes.appendLittleEndian(nextNode)
+            bytes.appendLittleEndian(count)
+            return bytes
+        }
+
+        init(root: UInt64, height: Int, nextNode: UInt64, count: UInt64) {
+            self.root = root
+            self.height = height
+            self.nextNode = nextNode
+            self.count = count
+        }
+
+        init(_ bytes: [UInt8]) {
+            root = bytes.loadLittleEndian(UInt64.self, at: 0)
+            height = Int(bytes.loadLittleEndian(UInt64.self, at: 8))
+            nextNode = bytes.loadLittleEndian(UInt64.self, at: 16)
+            count = bytes.loadLittleEndian(UInt64.self, at: 24)
+        }
+    }
+
+    // MARK: Records
+
+    private func recordKey(_ node: UInt64) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(12)
+        withUnsafeBytes(of: id.bigEndian) { key.append(contentsOf: $0) }
+        withUnsafeBytes(of: node.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    private func header(_ txn: Transaction) throws -> Header {
+        guard let bytes = try txn.get(database, recordKey(0)) else { throw StoreError.corrupted("tree \(id) has no header") }
+        return Header(Array(bytes))
+    }
+
+    private func store(_ header: Header, _ txn: Transaction) throws {
+        try txn.put(database, recordKey(0), header.bytes)
+    }
+
+    private func load(_ node: UInt64, _ txn: Transaction) throws -> TreeNode {
+        guard let bytes = try txn.get(database, recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        return TreeNode(bytes: Array(bytes))
+    }
+
+    private func store(_ node: TreeNode, as nodeID: UInt64, _ txn: Transaction) throws {
+        try txn.put(database, recordKey(nodeID), node.bytes)
+    }
+
+    // MARK: Life cycle
+
+    /// Writes an empty tree.
+    static func create(id: UInt32, in database: Database, _ txn: Transaction) throws -> CountedTree {
+        let tree = CountedTree(database: database, id: id)
+        try tree.store(Header(root: 1, height: 0, nextNode: 2, count: 0), txn)
+        try tree.store(TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]()), as: 1, txn)
+        return tree
+    }
+
+    /// Deletes every record of the tree.
+    func destroy(_ txn: Transaction) throws {
+        let prefix = Array(recordKey(0).prefix(4))
+        var keys: [[UInt8]] = []
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, _) = entry, key.starts(with: prefix) {
+                keys.append(Array(key))
+                entry = try cursor.next()
+            }
+        }
+        for key in keys { try txn.delete(database, key) }
+    }
+
+    func count(_ txn: Transaction) throws -> Int { Int(try header(txn).count) }
+
+    // MARK: Changes
+
+    /// Adds `key`; returns false if it was already there.
+    @discardableResult
+    func insert(_ key: [UInt8], _ txn: Transaction) throws -> Bool {
+        precondition(key.count <= Self.maxKeyBytes)
+        var header = try header(txn)
+        var path = try descend(to: key, header, txn)
+        var leaf = try load(path.leafID, txn)
+        let (index, found) = leaf.search(key)
+        if found { return false }
+        leaf.insert(key, at: index)
+        for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
+        header.count += 1
+
+        // Split upwards while a node is too large. `level` is the depth of `node` (leaves are deepest).
+        var node = leaf
+        var nodeID = path.leafID
+        var level = path.branches.count
+        while node.size > Self.maxNodeBytes {
+            let rightEntries = node.splitOff()
+            let rightID = header.nextNode
+            header.nextNode += 1
+            let right: TreeNode
+            let fence: [UInt8]
+            if node.isLeaf {
+                right = .leaf(previous: nodeID, next: node.next, keys: rightEntries)
+                if node.next != 0 {
+                    var following = try load(node.next, txn)
+                    following.previous = rightID
+                    try store(following, as: node.next, txn)
+                }
+                node.next = rightID
+                fence = Self.separator(after: node.entry(node.count - 1), before: right.entry(0))
+            } else {
+                right = .branch(children: rightEntries)
+                fence = Array(right.fence(0))
+            }
+            let leftCount = node.isLeaf ? UInt64(node.count) : node.totalCount
+            let rightCount = right.isLeaf ? UInt64(right.count) : right.totalCount
+            try store(node, as: nodeID, txn)
+            try store(right, as: rightID, txn)
+            if level == 0 {
+                // The root split: a new root above both halves.
+                let rootID = header.nextNode
+                header.nextNode += 1
+                let root = TreeNode.branch(children: [
+                    TreeNode.child(nodeID, count: leftCount, fence: []),
+                    TreeNode.child(rightID, count: rightCount, fence: fence),
+                ])
+                try store(root, as: rootID, txn)
+                header.root = rootID
+                header.height += 1
+                try store(header, txn)
+                return true
+            }
+            level -= 1
+            let slot = path.branches[level].index
+            path.branches[level].node.setChildCount(slot, leftCount)
+            path.branches[level].node.insert(TreeNode.child(rightID, count: rightCount, fence: fence), at: slot + 1)
+            node = path.branches[level].node
+            nodeID = path.branches[level].id
+        }
+        if level == path.branches.count { try store(leaf, as: path.leafID, txn) }
+        // Branches at `level` and above changed (a count, or a new child); deeper ones were split and stored.
+        for branch in path.branches.prefix(level + 1) { try store(branch.node, as: branch.id, txn) }
+        try store(header, txn)
+        return true
+    }
+
+    /// Removes `key`; returns false if it was not there.
+    @discardableResult
+    func remove(_ key: [UInt8], _ txn: Transaction) throws -> Bool {
+        var header = try header(txn)
+        var path = try descend(to: key, header, txn)
+        var leaf = try load(path.leafID, txn)
+        let (index, found) = leaf.search(key)
+        if !found { return false }
+        leaf.remove(at: index)
+        for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, -1) }
+        header.count -= 1
+
+        // From the leaf up: drop an empty node, merge a small one into a neighbour, else store it.
+        var node = leaf
+        var nodeID = path.leafID
+        for depth in stride(from: path.branches.count - 1, through: 0, by: -1) {
+            var parent = path.branches[depth].node
+            let slot = path.branches[depth].index
+            if node.count == 0 {
+                if node.isLeaf { try unlink(node, txn) }
+                try txn.delete(database, recordKey(nodeID))
+                parent.remove(at: slot)
+            } else if node.size < Self.maxNodeBytes / 4 && parent.count > 1 {
+                let leftSlot = slot + 1 < parent.count ? slot : slot - 1
+                let leftID = parent.childID(leftSlot)
+                let rightID = parent.childID(leftSlot + 1)
+                var left = leftSlot == slot ? node : try load(leftID, txn)
+                var right = leftSlot == slot ? try load(rightID, txn) : node
+                if left.size + right.size <= Self.maxNodeBytes * 3 / 4 {
+                    if right.isLeaf {
+                        try unlink(right, txn)
+                        left.next = right.next
+                    } else {
+                        // The right node's first fence may be unset, or above keys routed to its first
+                        // child: the parent's fence for it is below all of them.
+                        right.replace(
+                            at: 0, with: TreeNode.child(right.childID(0), count: right.childCount(0), fence: parent.fence(leftSlot + 1)))
+                    }
+                    left.append(contentsOf: right)
+                    parent.setChildCount(leftSlot, parent.childCount(leftSlot) + parent.childCount(leftSlot + 1))
+                    parent.remove(at: leftSlot + 1)
+                    try txn.delete(database, recordKey(rightID))
+                    try store(left, as: leftID, txn)
+                } else {
+                    try store(node, as: nodeID, txn)
+                }
+            } else {
+                try store(node, as: nodeID, txn)
+            }
+            node = parent
+            nodeID = path.branches[depth].id
+        }
+        try store(node, as: nodeID, txn)
+
+        // A root branch with a single child hands the root down.
+        while header.height > 0 {
+            let root = try load(header.root, txn)
+            guard root.count <= 1 else { break }
+            try txn.delete(database, recordKey(header.root))
+            if root.count == 0 {
+                header.root = header.nextNode
+                header.nextNode += 1
+                header.height = 0
+                try store(TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]()), as: header.root, txn)
+                break
+            }
+            header.root = root.childID(0)
+            header.height -= 1
+        }
+        try store(header, txn)
+        return true
+    }
+
+    /// Takes a leaf out of the chain of leaves.
+    private func unlink(_ leaf: TreeNode, _ txn: Transaction) throws {
+        if leaf.previous != 0 {
+            var previous = try load(leaf.previous, txn)
+            previous.next = leaf.next
+            try store(previous, as: leaf.previous, txn)
+        }
+        if leaf.next != 0 {
+            var next = try load(leaf.next, txn)
+            next.previous = leaf.previous
+            try store(next, as: leaf.next, txn)
+        }
+    }
+
+    /// The shortest prefix of `next` that still sorts after `last`: a fence needs no more.
+    static func separator(after last: ArraySlice<UInt8>, before next: ArraySlice<UInt8>) -> [UInt8] {
+        var common = 0
+        let lastBytes = Array(last)
+        let nextBytes = Array(next)
+        while common < lastBytes.count && common < nextBytes.count && lastBytes[common] == nextBytes[common] { common += 1 }
+        return Array(nextBytes.prefix(common + 1))
+    }
+
+    // MARK: Lookups
+
+    private struct Path {
+        var branches: [(id: UInt64, node: TreeNode, index: Int)]
+        var leafID: UInt64
+    }
+
+    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: Transaction) throws -> Path {
+        var branches: [(id: UInt64, node: TreeNode, index: Int)] = []
+        var nodeID = header.root
+        for _ in 0..<header.height {
+            let node = try load(nodeID, txn)
+            let index = node.childIndex(for: key)
+            branches.append((nodeID, node, index))
+            nodeID = node.childID(index)
+        }
+        return Path(branches: branches, leafID: nodeID)
+    }
+
+    /// The position of the first key ≥ `key` (> with `strictly`); past the end if none.
+    func position<K: Collection<UInt8>>(of key: K, strictly: Bool = false, _ txn: Transaction) throws -> Position {
+        let path = try descend(to: key, try header(txn), txn)
+        let leaf = try load(path.leafID, txn)
+        return Position(leaf: path.leafID, index: leaf.search(key, strictly: strictly).index)
+    }
+
+    /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
+    func position(atRank rank: Int, _ txn: Transaction) throws -> Position {
+        let header = try header(txn)
+        var remaining = UInt64(max(0, rank))
+        var nodeID = header.root
+        for _ in 0..<header.height {
+            let node = try load(nodeID, txn)
+            var chosen = node.count - 1
+            for index in 0..<node.count {
+                let count = node.childCount(index)
+                if remaining < count {
+                    chosen = index
+                    break
+                }
+                if index < node.count - 1 { remaining -= count }
+            }
+            nodeID = node.childID(chosen)
+        }
+        return Position(leaf: nodeID, index: Int(remaining))
+    }
+
+    /// The first key starting with `prefix`, if any.
+    func firstKey(withPrefix prefix: [UInt8], _ txn: Transaction) throws -> [UInt8]? {
+        var found: [UInt8]?
+        try scan(from: try position(of: prefix, txn), forward: true, txn) { key in
+            if key.starts(with: prefix) { found = Array(key) }
+            return false
+        }
+        return found
+    }
+
+    /// Calls `body` with each key from `position` on, ascending or descending, until it returns
+    /// false or the keys run out. Descending starts at the key just before `position`.
+    func scan(from position: Position, forward: Bool, _ txn: Transaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
+        var leafID = position.leaf
+        var leaf = try load(leafID, txn)
+        var index = forward ? position.index : position.index - 1
+        while true {
+            if forward {
+                while index < leaf.count {
+                    if try !body(leaf.entry(index)) { return }
+                    index += 1
+                }
+                leafID = leaf.next
+                index = 0
+            } else {
+                while index >= 0 {
+                    if try !body(leaf.entry(index)) { return }
+                    index -= 1
+                }
+                leafID = leaf.previous
+                index = Int.max
+            }
+            if leafID == 0 { return }
+            leaf = try load(leafID, txn)
+            if index == Int.max { index = leaf.count - 1 }
+        }
+    }
+
+    /// Every key in order: for checks and digests.
+    func forEach(_ txn: Transaction, _ body: (ArraySlice<UInt8>) throws -> Void) throws {
+        try scan(from: try position(atRank: 0, txn), forward: true, txn) { key in
+            try body(key)
+            return true
+        }
+    }
+}
+
+extension CountedTree {
+    /// Checks the structure: keys strictly increasing along the leaf chain, every branch count equal to
+    /// the keys below it, fences below their subtrees, links consistent, the header's count right.
+    /// Returns the problems found (empty when sound).
+    func structuralProblems(_ txn: Transaction) throws -> [String] {
+        var problems: [String] = []
+        let header = try header(txn)
+        var leaves: [UInt64] = []
+        func walk(_ nodeID: UInt64, depth: Int, lowerBound: [UInt8]?) throws -> UInt64 {
+            let node = try load(nodeID, txn)
+            if depth == header.height {
+                guard node.isLeaf else {
+                    problems.append("node \(nodeID) at leaf depth is a branch")
+                    return 0
+                }
+                leaves.append(nodeID)
+                if let lowerBound, node.count > 0, compareBytes(node.entry(0), lowerBound) < 0 {
+                    problems.append("leaf \(nodeID) holds a key below its fence")
+                }
+                return UInt64(node.count)
+            }
+            guard !node.isLeaf, node.count > 0 else {
+                problems.append("branch \(nodeID) is a leaf or empty")
+                return 0
+            }
+            var total: UInt64 = 0
+            for index in 0..<node.count {
+                let bound = index == 0 ? lowerBound : Array(node.fence(index))
+                let below = try walk(node.childID(index), depth: depth + 1, lowerBound: bound)
+                if below != node.childCount(index) {
+                    problems.append("branch \(nodeID) child \(index) counts \(node.childCount(index)), holds \(below)")
+                }
+                total += below
+            }
+            return total
+        }
+        let total = try walk(header.root, depth: 0, lowerBound: nil)
+        if total != header.count { problems.append("header counts \(header.count), tree holds \(total)") }
+        var previousKey: [UInt8]?
+        var previousLeaf: UInt64 = 0
+        for leafID in leaves {
+            let leaf = try load(leafID, txn)
+            if leaf.previous != previousLeaf { problems.append("leaf \(leafID) links back to \(leaf.previous), not \(previousLeaf)") }
+            for index in 0..<leaf.count {
+                let key = Array(leaf.entry(index))
+                if let previousKey, compareBytes(previousKey, key) >= 0 { problems.append("keys out of order in leaf \(leafID)") }
+                previousKey = key
+            }
+            previousLeaf = leafID
+        }
+        if let last = leaves.last, try load(last, txn).next != 0 { problems.append("last leaf links forward") }
+        return problems
+    }
+}

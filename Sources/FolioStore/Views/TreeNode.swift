@@ -1,0 +1,209 @@
+import Glibc
+
+/// One node of a `CountedTree`, as the bytes stored in LMDB.
+///
+/// Layout (integers little-endian):
+///
+///     kind u8 (0 leaf, 1 branch) | entry count u16 | leaf only: previous u64, next u64
+///     | offsets: (count + 1) × u16, relative to the payload | payload
+///
+/// A leaf's entries are keys. A branch's entries are children: node id u64, entry count u64, then the
+/// fence: every key in that child is ≥ its fence (the first child's fence is not used and may be
+/// empty). Edits rebuild the byte array; nodes are kept under `CountedTree.maxNodeBytes`.
+struct TreeNode {
+    private(set) var bytes: [UInt8]
+
+    static let leafHeaderSize = 19
+    static let branchHeaderSize = 3
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    static func leaf(previous: UInt64, next: UInt64, keys: some Collection<[UInt8]>) -> TreeNode {
+        var header = [UInt8](repeating: 0, count: leafHeaderSize)
+        header.storeLittleEndian(previous, at: 3)
+        header.storeLittleEndian(next, at: 11)
+        return TreeNode(header: header, entries: keys)
+    }
+
+    static func branch(children: some Collection<[UInt8]>) -> TreeNode {
+        var header = [UInt8](repeating: 0, count: branchHeaderSize)
+        header[0] = 1
+        return TreeNode(header: header, entries: children)
+    }
+
+    /// A branch entry: child id, its entry count, its fence.
+    static func child(_ id: UInt64, count: UInt64, fence: some Collection<UInt8>) -> [UInt8] {
+        var entry = [UInt8](repeating: 0, count: 16)
+        entry.storeLittleEndian(id, at: 0)
+        entry.storeLittleEndian(count, at: 8)
+        entry.append(contentsOf: fence)
+        return entry
+    }
+
+    private init(header: [UInt8], entries: some Collection<[UInt8]>) {
+        var bytes = header
+        let count = entries.count
+        bytes.storeLittleEndian(UInt16(count), at: 1)
+        var offset = 0
+        bytes.reserveCapacity(header.count + 2 * (count + 1) + entries.reduce(0) { $0 + $1.count })
+        bytes.appendLittleEndian(UInt16(0))
+        for entry in entries {
+            offset += entry.count
+            bytes.appendLittleEndian(UInt16(offset))
+        }
+        for entry in entries { bytes.append(contentsOf: entry) }
+        self.bytes = bytes
+    }
+
+    var isLeaf: Bool { bytes[0] == 0 }
+    var count: Int { Int(bytes.loadLittleEndian(UInt16.self, at: 1)) }
+    var size: Int { bytes.count }
+
+    private var headerSize: Int { isLeaf ? Self.leafHeaderSize : Self.branchHeaderSize }
+    private var payloadStart: Int { headerSize + 2 * (count + 1) }
+
+    private func offset(_ index: Int) -> Int {
+        Int(bytes.loadLittleEndian(UInt16.self, at: headerSize + 2 * index))
+    }
+
+    func range(of index: Int) -> Range<Int> {
+        let start = payloadStart
+        return (start + offset(index))..<(start + offset(index + 1))
+    }
+
+    func entry(_ index: Int) -> ArraySlice<UInt8> { bytes[range(of: index)] }
+
+    var entries: [[UInt8]] { (0..<count).map { Array(entry($0)) } }
+
+    // MARK: Leaves
+
+    var previous: UInt64 {
+        get { bytes.loadLittleEndian(UInt64.self, at: 3) }
+        set { bytes.storeLittleEndian(newValue, at: 3) }
+    }
+
+    var next: UInt64 {
+        get { bytes.loadLittleEndian(UInt64.self, at: 11) }
+        set { bytes.storeLittleEndian(newValue, at: 11) }
+    }
+
+    /// The first index whose key is ≥ `key` (or > with `strictly`), and whether that key equals it.
+    func search<K: Collection<UInt8>>(_ key: K, strictly: Bool = false) -> (index: Int, found: Bool) {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            let order = compareBytes(entry(middle), key)
+            if order < 0 || (strictly && order == 0) { low = middle + 1 } else { high = middle }
+        }
+        let found = low < count && compareBytes(entry(low), key) == 0
+        return (low, found)
+    }
+
+    // MARK: Branches
+
+    func childID(_ index: Int) -> UInt64 { bytes.loadLittleEndian(UInt64.self, at: range(of: index).lowerBound) }
+    func childCount(_ index: Int) -> UInt64 { bytes.loadLittleEndian(UInt64.self, at: range(of: index).lowerBound + 8) }
+    func fence(_ index: Int) -> ArraySlice<UInt8> { bytes[(range(of: index).lowerBound + 16)..<range(of: index).upperBound] }
+
+    mutating func setChildCount(_ index: Int, _ count: UInt64) {
+        bytes.storeLittleEndian(count, at: range(of: index).lowerBound + 8)
+    }
+
+    mutating func addToChildCount(_ index: Int, _ delta: Int) {
+        setChildCount(index, UInt64(Int(childCount(index)) + delta))
+    }
+
+    /// The child to descend into for `key`: the last whose fence is ≤ key, else the first.
+    func childIndex<K: Collection<UInt8>>(for key: K) -> Int {
+        var low = 1
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if compareBytes(fence(middle), key) <= 0 { low = middle + 1 } else { high = middle }
+        }
+        return low - 1
+    }
+
+    var totalCount: UInt64 { (0..<count).reduce(0) { $0 + childCount($1) } }
+
+    // MARK: Edits
+
+    mutating func insert(_ entry: some Collection<UInt8>, at index: Int) {
+        var all = entries
+        all.insert(Array(entry), at: index)
+        rebuild(all)
+    }
+
+    mutating func remove(at index: Int) {
+        var all = entries
+        all.remove(at: index)
+        rebuild(all)
+    }
+
+    mutating func replace(at index: Int, with entry: [UInt8]) {
+        var all = entries
+        all[index] = entry
+        rebuild(all)
+    }
+
+    /// Appends the entries of `other` (a node of the same kind).
+    mutating func append(contentsOf other: TreeNode) {
+        rebuild(entries + other.entries)
+    }
+
+    /// Keeps the first half of the entries (by bytes) and returns the rest.
+    mutating func splitOff() -> [[UInt8]] {
+        let all = entries
+        let total = all.reduce(0) { $0 + $1.count }
+        var running = 0
+        var middle = 0
+        while middle < all.count - 1 && running < total / 2 {
+            running += all[middle].count
+            middle += 1
+        }
+        middle = max(1, min(middle, all.count - 1))
+        rebuild(Array(all[..<middle]))
+        return Array(all[middle...])
+    }
+
+    private mutating func rebuild(_ all: [[UInt8]]) {
+        if isLeaf {
+            self = .leaf(previous: previous, next: next, keys: all)
+        } else {
+            self = .branch(children: all)
+        }
+    }
+}
+
+/// memcmp order: -1, 0 or 1.
+func compareBytes<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Int {
+    let result = a.withContiguousStorageIfAvailable { left in
+        b.withContiguousStorageIfAvailable { right in compareBytes(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right)) }
+    }
+    if let order = result ?? nil { return order }
+    return compareBytes(Array(a), Array(b))
+}
+
+func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let common = min(a.count, b.count)
+    if common > 0 {
+        let order = memcmp(a.baseAddress!, b.baseAddress!, common)
+        if order != 0 { return order < 0 ? -1 : 1 }
+    }
+    return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+}
+
+extension Array where Element == UInt8 {
+    func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    }
+
+    mutating func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
+    }
+
+    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+}

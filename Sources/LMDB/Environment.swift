@@ -1,0 +1,194 @@
+import CLMDB
+import Glibc
+
+/// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
+///
+/// Opened with `MDB_NOTLS`, so read transactions may be used from any thread. Write transactions
+/// belong to the thread that runs `write`; callers keep all writes on one thread. Every transaction
+/// holds a shared lock on the environment's activity so that `grow(to:)` can wait until none is
+/// active, as `mdb_env_set_mapsize` requires.
+public final class Environment: @unchecked Sendable {
+    public enum SyncMode: Sendable {
+        /// Data and meta page are flushed at every commit (LMDB's default).
+        case full
+        /// `MDB_NOMETASYNC`: the meta page is not flushed; an OS crash may undo the last commit.
+        case noMetaSync
+        /// `MDB_NOSYNC`: nothing is flushed at commit; an OS crash may lose recent commits.
+        case noSync
+    }
+
+    public struct Options: Sendable {
+        public var mapSize: Int = 1 << 30
+        public var maxDatabases: UInt32 = 16
+        public var maxReaders: UInt32 = 512
+        public var sync: SyncMode = .full
+        public var readOnly = false
+        public init() {}
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+    private let activity: UnsafeMutablePointer<pthread_rwlock_t>
+
+    /// Opens (creating if needed) the environment in the existing directory `path`.
+    /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
+    public init(path: String, options: Options = Options()) throws(LMDBError) {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }
+        do {
+            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+            try check(mdb_env_set_maxdbs(env, options.maxDatabases), "mdb_env_set_maxdbs")
+            try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
+            var flags = UInt32(MDB_NOTLS)
+            switch options.sync {
+            case .full: break
+            case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)
+            case .noSync: flags |= UInt32(MDB_NOSYNC)
+            }
+            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+            try check(mdb_env_open(env, path, flags, 0o600), "mdb_env_open")
+            var dead: Int32 = 0
+            try check(mdb_reader_check(env, &dead), "mdb_reader_check")
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        self.handle = env
+        self.path = path
+        activity = .allocate(capacity: 1)
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        // A waiting grow must not starve behind a steady stream of readers.
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(activity, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        pthread_rwlock_destroy(activity)
+        activity.deallocate()
+    }
+
+    /// Opens (or creates) a named database. Call once per name, at start-up, before other threads use it.
+    public func openDatabase(_ name: String, create: Bool = true) throws -> Database {
+        try write { (txn) throws(LMDBError) in
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(txn.handle, name, create ? UInt32(MDB_CREATE) : 0, &dbi), "mdb_dbi_open")
+            return Database(handle: dbi, name: name)
+        }
+    }
+
+    /// Runs `body` in a new read-only transaction, aborted when `body` returns.
+    /// The transaction and every buffer it hands out are valid only inside `body`.
+    public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+        defer { mdb_txn_abort(txn) }
+        return try body(Transaction(handle: txn!))
+    }
+
+    /// Runs `body` in a write transaction and commits it if `body` returns; aborts it and rethrows the
+    /// first error if `body` throws. Must always be called from the same thread.
+    public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(handle, nil, 0, &txn), "mdb_txn_begin")
+        let result: R
+        do {
+            result = try body(Transaction(handle: txn!))
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
+        try check(mdb_txn_commit(txn), "mdb_txn_commit")
+        return result
+    }
+
+    /// A read transaction kept between uses (`mdb_txn_reset` / `mdb_txn_renew`), for a thread that reads
+    /// often: renewing skips finding a reader slot. Use it from one thread at a time.
+    public func makeReader() throws(LMDBError) -> Reader {
+        var txn: OpaquePointer?
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+        mdb_txn_reset(txn)
+        return Reader(environment: self, handle: txn!)
+    }
+
+    public final class Reader: @unchecked Sendable {
+        let environment: Environment
+        let handle: OpaquePointer
+
+        init(environment: Environment, handle: OpaquePointer) {
+            self.environment = environment
+            self.handle = handle
+        }
+
+        deinit { mdb_txn_abort(handle) }
+
+        /// Runs `body` in a fresh snapshot; the snapshot is released when `body` returns.
+        public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
+            pthread_rwlock_rdlock(environment.activity)
+            defer { pthread_rwlock_unlock(environment.activity) }
+            try check(mdb_txn_renew(handle), "mdb_txn_renew")
+            defer { mdb_txn_reset(handle) }
+            return try body(Transaction(handle: handle))
+        }
+    }
+
+    /// Grows the map to `size` bytes, waiting until no transaction of this process is active
+    /// (`mdb_env_set_mapsize`). Call it from the writer's thread, outside any transaction.
+    public func grow(to size: Int) throws(LMDBError) {
+        pthread_rwlock_wrlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        try check(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize")
+    }
+
+    /// Flushes the data buffers to disk (`mdb_env_sync`), for environments opened with `.noSync`.
+    public func sync() throws(LMDBError) {
+        try check(mdb_env_sync(handle, 1), "mdb_env_sync")
+    }
+
+    /// Copies the environment to the existing empty directory `path` from one consistent snapshot
+    /// while writers go on (`mdb_env_copy2`); `compact` omits free pages and renumbers the rest.
+    public func copy(to path: String, compact: Bool) throws(LMDBError) {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        try check(mdb_env_copy2(handle, path, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copy2")
+    }
+
+    /// Clears reader slots left by processes that died (`mdb_reader_check`); returns how many.
+    @discardableResult
+    public func clearStaleReaders() throws(LMDBError) -> Int {
+        var dead: Int32 = 0
+        try check(mdb_reader_check(handle, &dead), "mdb_reader_check")
+        return Int(dead)
+    }
+
+    public var info: EnvironmentInfo {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        mdb_env_info(handle, &info)
+        mdb_env_stat(handle, &stat)
+        return EnvironmentInfo(
+            mapSize: info.me_mapsize, pageSize: Int(stat.ms_psize),
+            usedSize: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+            maxReaders: Int(info.me_maxreaders), readersInUse: Int(info.me_numreaders),
+            lastTransaction: info.me_last_txnid)
+    }
+}
+
+public struct EnvironmentInfo: Sendable {
+    public let mapSize: Int
+    public let pageSize: Int
+    /// Bytes of the map in use: pages up to the last one written.
+    public let usedSize: Int
+    public let maxReaders: Int
+    public let readersInUse: Int
+    public let lastTransaction: Int
+}

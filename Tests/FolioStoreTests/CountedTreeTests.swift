@@ -1,0 +1,139 @@
+import LMDB
+import Testing
+
+@testable import FolioStore
+
+@Suite struct CountedTreeTests {
+    private func withTree(_ body: (Environment, CountedTree) throws -> Void) throws {
+        try withTemporaryDirectory { path in
+            let environment = try Environment(path: path)
+            let database = try environment.openDatabase("trees")
+            let tree = try environment.write { txn in try CountedTree.create(id: 7, in: database, txn) }
+            try body(environment, tree)
+        }
+    }
+
+    private func randomKey(_ random: inout SeededGenerator, maxLength: Int) -> [UInt8] {
+        (0..<Int.random(in: 1...maxLength, using: &random)).map { _ in UInt8.random(in: 0...3, using: &random) }
+    }
+
+    private func allKeys(_ tree: CountedTree, _ txn: Transaction) throws -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        try tree.forEach(txn) { keys.append(Array($0)) }
+        return keys
+    }
+
+    @Test(arguments: [(seed: UInt64(1), maxLength: 8), (seed: 2, maxLength: 120), (seed: 3, maxLength: 400)])
+    func randomInsertsAndRemovesMatchASortedArray(seed: UInt64, maxLength: Int) throws {
+        try withTree { environment, tree in
+            var random = SeededGenerator(seed: seed)
+            var model: [[UInt8]] = []
+            for round in 0..<40 {
+                try environment.write { txn throws in
+                    for _ in 0..<150 {
+                        // Grow during the first rounds, then shrink to nothing.
+                        let removing = round >= 25 ? Int.random(in: 0..<10, using: &random) < 8 : Int.random(in: 0..<10, using: &random) < 3
+                        if removing, !model.isEmpty {
+                            let key = model.remove(at: Int.random(in: 0..<model.count, using: &random))
+                            #expect(try tree.remove(key, txn))
+                        } else {
+                            let key = randomKey(&random, maxLength: maxLength)
+                            let (index, found) = model.binarySearch(key)
+                            #expect(try tree.insert(key, txn) == !found)
+                            if !found { model.insert(key, at: index) }
+                        }
+                    }
+                    #expect(try !tree.remove([9, 9, 9], txn))
+                }
+                try environment.read { txn throws in
+                    #expect(try tree.structuralProblems(txn) == [])
+                    #expect(try tree.count(txn) == model.count)
+                    #expect(try allKeys(tree, txn) == model)
+                    for _ in 0..<20 where !model.isEmpty {
+                        let rank = Int.random(in: 0..<model.count, using: &random)
+                        var page: [[UInt8]] = []
+                        try tree.scan(from: try tree.position(atRank: rank, txn), forward: true, txn) {
+                            page.append(Array($0))
+                            return page.count < 5
+                        }
+                        #expect(page == Array(model[rank..<min(model.count, rank + 5)]))
+                        var backwards: [[UInt8]] = []
+                        try tree.scan(from: try tree.position(atRank: rank, txn), forward: false, txn) {
+                            backwards.append(Array($0))
+                            return backwards.count < 5
+                        }
+                        #expect(backwards == Array(model[max(0, rank - 5)..<rank].reversed()))
+                        let probe = randomKey(&random, maxLength: maxLength)
+                        var after: [UInt8]?
+                        try tree.scan(from: try tree.position(of: probe, strictly: true, txn), forward: true, txn) {
+                            after = Array($0)
+                            return false
+                        }
+                        #expect(after == model.first { compareBytes($0, probe) > 0 })
+                    }
+                }
+            }
+            try environment.write { txn throws in
+                for key in model.shuffled(using: &random) { #expect(try tree.remove(key, txn)) }
+                #expect(try tree.count(txn) == 0)
+                #expect(try tree.structuralProblems(txn) == [])
+                #expect(try txn.statistics(tree.database).entries == 2, "only the header and an empty root remain")
+            }
+        }
+    }
+
+    @Test func prefixLookupFindsTheFirstMatchingKey() throws {
+        try withTree { environment, tree in
+            try environment.write { txn throws in
+                for key: [UInt8] in [[1, 2], [1, 3, 0], [1, 3, 5], [2]] { try tree.insert(key, txn) }
+                #expect(try tree.firstKey(withPrefix: [1, 3], txn) == [1, 3, 0])
+                #expect(try tree.firstKey(withPrefix: [1, 4], txn) == nil)
+                #expect(try tree.firstKey(withPrefix: [3], txn) == nil)
+            }
+        }
+    }
+
+    @Test func destroyRemovesEveryRecordOfTheTreeOnly() throws {
+        try withTemporaryDirectory { path in
+            let environment = try Environment(path: path)
+            let database = try environment.openDatabase("trees")
+            try environment.write { txn throws in
+                let doomed = try CountedTree.create(id: 1, in: database, txn)
+                let kept = try CountedTree.create(id: 2, in: database, txn)
+                for value in 0..<2000 {
+                    let key = Array(String(value).utf8) + [UInt8](repeating: 7, count: 40)
+                    try doomed.insert(key, txn)
+                    try kept.insert(key, txn)
+                }
+                try doomed.destroy(txn)
+                #expect(try kept.count(txn) == 2000)
+                #expect(try kept.structuralProblems(txn) == [])
+                #expect(try txn.statistics(database).entries == (try recordCount(of: kept, txn)))
+            }
+        }
+    }
+
+    private func recordCount(of tree: CountedTree, _ txn: Transaction) throws -> Int {
+        var count = 0
+        try txn.withCursor(tree.database) { cursor in
+            var entry = try cursor.first()
+            while entry != nil {
+                count += 1
+                entry = try cursor.next()
+            }
+        }
+        return count
+    }
+}
+
+extension Array where Element == [UInt8] {
+    func binarySearch(_ key: [UInt8]) -> (index: Int, found: Bool) {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if compareBytes(self[middle], key) < 0 { low = middle + 1 } else { high = middle }
+        }
+        return (low, low < count && self[low] == key)
+    }
+}
