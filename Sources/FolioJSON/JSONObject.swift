@@ -48,3 +48,9 @@ public struct JSONObject: Sendable, Equatable, Sequence {
         return true
     }
 }
+
+extension JSONObject: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        self.init(elements.map { Field(key: $0.0, value: $0.1) })
+    }
+}

@@ -28,6 +28,7 @@ public final class Environment: @unchecked Sendable {
 
     let handle: OpaquePointer
     public let path: String
+    public let syncMode: SyncMode
     private let activity: UnsafeMutablePointer<pthread_rwlock_t>
 
     /// Opens (creating if needed) the environment in the existing directory `path`.
@@ -56,6 +57,7 @@ public final class Environment: @unchecked Sendable {
         }
         self.handle = env
         self.path = path
+        self.syncMode = options.sync
         activity = .allocate(capacity: 1)
         var attributes = pthread_rwlockattr_t()
         pthread_rwlockattr_init(&attributes)
@@ -82,6 +84,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a new read-only transaction, aborted when `body` returns.
     /// The transaction and every buffer it hands out are valid only inside `body`.
+    @discardableResult
     public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
         pthread_rwlock_rdlock(activity)
         defer { pthread_rwlock_unlock(activity) }
@@ -93,6 +96,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a write transaction and commits it if `body` returns; aborts it and rethrows the
     /// first error if `body` throws. Must always be called from the same thread.
+    @discardableResult
     public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
         pthread_rwlock_rdlock(activity)
         defer { pthread_rwlock_unlock(activity) }

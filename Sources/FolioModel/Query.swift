@@ -1,0 +1,123 @@
+import FolioJSON
+
+/// A `list` or `count`: which objects, in which order, which page.
+public struct Query: Sendable {
+    public enum Source: Sendable, Equatable {
+        case collection(String)
+        case view(String)
+    }
+
+    public enum Start: Sendable, Equatable {
+        case offset(Int)
+        case after(PageCursor)
+    }
+
+    public static let defaultLimit = 100
+    public static let maxLimit = 1000
+
+    public var source: Source
+    public var filter: Filter?
+    /// The `where` as given, part of the query's identity for cursors.
+    public var whereJSON: JSON?
+    /// Nil: creation order for a collection, the view's own order for a view.
+    public var sort: SortOrder?
+    /// Read the order backwards (ties by id included): `order: "desc"`.
+    public var descending: Bool
+    public var limit: Int
+    public var start: Start
+    public var explain: Bool
+
+    public init(
+        source: Source, whereJSON: JSON? = nil, sort: SortOrder? = nil, descending: Bool = false, limit: Int = defaultLimit,
+        start: Start = .offset(0), explain: Bool = false
+    ) throws(ValidationError) {
+        self.source = source
+        self.whereJSON = whereJSON
+        self.filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
+        self.sort = sort
+        self.descending = descending
+        self.limit = limit
+        self.start = start
+        self.explain = explain
+    }
+
+    /// Identifies the query's order and filter, so a cursor is only accepted by the query that made it.
+    public var fingerprint: [UInt8] {
+        var identity: [UInt8] = []
+        switch source {
+        case .collection(let name): identity += Array("c:\(name)".utf8)
+        case .view(let name): identity += Array("v:\(name)".utf8)
+        }
+        identity += [0] + Array((sort?.description ?? "").utf8) + [0, descending ? 1 : 0, 0]
+        if let whereJSON { identity += whereJSON.serialized() }
+        return PageCursor.digest(identity)
+    }
+}
+
+/// The opaque `next` of a page: where the page ended (the last item's sort key), bound to its query.
+/// Paging with it is stable under concurrent changes: the next page starts after that key.
+public struct PageCursor: Sendable, Equatable {
+    public let fingerprint: [UInt8]
+    public let key: [UInt8]
+
+    public init(fingerprint: [UInt8], key: [UInt8]) {
+        self.fingerprint = fingerprint
+        self.key = key
+    }
+
+    /// base64url of: 1, fingerprint (8 bytes), key.
+    public var token: String { Base64URL.encode([1] + fingerprint + key) }
+
+    public init(token: String) throws(ValidationError) {
+        guard let bytes = Base64URL.decode(token), bytes.count > 9, bytes[0] == 1 else {
+            throw ValidationError("after: not a cursor returned by list (use the \"next\" of a previous page)")
+        }
+        fingerprint = Array(bytes[1..<9])
+        key = Array(bytes[9...])
+    }
+
+    /// An 8-byte FNV-1a digest: enough to tell queries apart, not a security measure.
+    static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return withUnsafeBytes(of: hash.bigEndian) { Array($0) }
+    }
+}
+
+/// RFC 4648 base64 with the URL alphabet and no padding.
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var text: [UInt8] = []
+        text.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value: UInt32 = 0
+            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
+            for position in 0...chunk.count { text.append(alphabet[Int((value >> (18 - 6 * position)) & 63)]) }
+            index += 3
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var value: UInt32 = 0
+        var bits = 0
+        for character in text.utf8 {
+            guard let digit = alphabet.firstIndex(of: character) else { return nil }
+            value = value << 6 | UInt32(digit)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                bytes.append(UInt8((value >> UInt32(bits)) & 0xFF))
+            }
+        }
+        return bits >= 6 ? nil : bytes
+    }
+}

@@ -1,0 +1,134 @@
+import FolioJSON
+import FolioModel
+import LMDB
+import Synchronization
+
+/// Which trees exist: one per collection (its objects in creation order) and one per view.
+///
+/// Keys of the `catalog` database: `c` collection → tree id; `v` view → tree id + definition JSON;
+/// `w` collection 0 view → nothing (the views of a collection).
+struct Catalog {
+    let database: Database
+    let meta: Database
+    let trees: Database
+    let definitions: DefinitionCache
+
+    struct View {
+        let definition: ViewDefinition
+        let tree: CountedTree
+    }
+
+    // MARK: Collections
+
+    func collectionTree(_ collection: String, _ txn: Transaction) throws -> CountedTree? {
+        guard let record = try txn.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
+        return CountedTree(database: trees, id: record.loadLittleEndian(UInt32.self, at: 0))
+    }
+
+    func createCollectionTree(_ collection: String, _ txn: Transaction) throws -> CountedTree {
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), in: trees, txn)
+        var value: [UInt8] = []
+        value.appendLittleEndian(tree.id)
+        try txn.put(database, [UInt8(ascii: "c")] + Array(collection.utf8), value)
+        return tree
+    }
+
+    /// Every collection that ever had an object, by name.
+    func collections(_ txn: Transaction) throws -> [(name: String, tree: CountedTree)] {
+        var result: [(String, CountedTree)] = []
+        try forEach(prefix: UInt8(ascii: "c"), txn) { name, value in
+            result.append((String(decoding: name, as: UTF8.self), CountedTree(database: trees, id: value.loadLittleEndian(UInt32.self, at: 0))))
+        }
+        return result
+    }
+
+    // MARK: Views
+
+    func view(_ name: String, _ txn: Transaction) throws -> View? {
+        guard let record = try txn.get(database, [UInt8(ascii: "v")] + Array(name.utf8)) else { return nil }
+        return try decodeView(record)
+    }
+
+    func views(on collection: String, _ txn: Transaction) throws -> [View] {
+        var names: [String] = []
+        try forEach(prefix: UInt8(ascii: "w"), after: Array(collection.utf8) + [0], txn) { name, _ in
+            names.append(String(decoding: name, as: UTF8.self))
+        }
+        return try names.map { name in
+            guard let view = try view(name, txn) else { throw StoreError.corrupted("catalog lists view \(name) but lacks it") }
+            return view
+        }
+    }
+
+    func allViews(_ txn: Transaction) throws -> [View] {
+        var views: [View] = []
+        try forEach(prefix: UInt8(ascii: "v"), txn) { _, value in views.append(try decodeView(value)) }
+        return views
+    }
+
+    func addView(_ definition: ViewDefinition, _ txn: Transaction) throws -> CountedTree {
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), in: trees, txn)
+        var value: [UInt8] = []
+        value.appendLittleEndian(tree.id)
+        value.append(contentsOf: definition.json.serialized())
+        try txn.put(database, [UInt8(ascii: "v")] + Array(definition.name.utf8), value)
+        try txn.put(database, viewListingKey(definition), [])
+        return tree
+    }
+
+    func removeView(_ view: View, _ txn: Transaction) throws {
+        try view.tree.destroy(txn)
+        try txn.delete(database, [UInt8(ascii: "v")] + Array(view.definition.name.utf8))
+        try txn.delete(database, viewListingKey(view.definition))
+    }
+
+    private func viewListingKey(_ definition: ViewDefinition) -> [UInt8] {
+        [UInt8(ascii: "w")] + Array(definition.collection.utf8) + [0] + Array(definition.name.utf8)
+    }
+
+    private func decodeView(_ record: UnsafeRawBufferPointer) throws -> View {
+        let tree = CountedTree(database: trees, id: record.loadLittleEndian(UInt32.self, at: 0))
+        return View(definition: try definitions.definition(UnsafeRawBufferPointer(rebasing: record[4...])), tree: tree)
+    }
+
+    /// Calls `body` with the rest of each key that starts with `tag` + `after`, and its value.
+    private func forEach(
+        prefix tag: UInt8, after: [UInt8] = [], _ txn: Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let prefix = [tag] + after
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, key.starts(with: prefix) {
+                try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]), value)
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    private func allocateTreeID(_ txn: Transaction) throws -> UInt32 {
+        let key = Array("nextTree".utf8)
+        let next = try txn.get(meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } ?? 1
+        var value: [UInt8] = []
+        value.appendLittleEndian(next + 1)
+        try txn.put(meta, key, value)
+        return next
+    }
+}
+
+/// Parsed view definitions by their stored bytes: parsing a `where` on every write would cost more
+/// than maintaining the view. Keyed by content, so an entry can never be stale.
+final class DefinitionCache: Sendable {
+    private let parsed = Mutex<[[UInt8]: ViewDefinition]>([:])
+
+    func definition(_ bytes: UnsafeRawBufferPointer) throws -> ViewDefinition {
+        let key = Array(bytes)
+        if let definition = parsed.withLock({ $0[key] }) { return definition }
+        do {
+            let definition = try ViewDefinition(parsing: try JSONParser.parse(key))
+            parsed.withLock { $0[key] = definition }
+            return definition
+        } catch {
+            throw StoreError.corrupted("stored view definition does not parse: \(error)")
+        }
+    }
+}

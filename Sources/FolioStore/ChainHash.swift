@@ -1,0 +1,86 @@
+import CCrypto
+
+/// The head of the tamper-evident chain: SHA-256 over the previous event's chain hash and this
+/// event's canonical bytes. The first event chains from 32 zero bytes.
+public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
+    public static let size = 32
+    public static let genesis = ChainHash(bytes: [UInt8](repeating: 0, count: size))
+
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) {
+        precondition(bytes.count == Self.size)
+        self.bytes = bytes
+    }
+
+    public init?(hex: String) {
+        let digits = Array(hex.utf8)
+        guard digits.count == Self.size * 2 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        self.bytes = bytes
+    }
+
+    /// The hash of the event with `canonicalBytes` that follows this one.
+    public func next(_ canonicalBytes: UnsafeRawBufferPointer) -> ChainHash {
+        var hasher = SHA256Hasher()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        hasher.update(canonicalBytes)
+        return ChainHash(bytes: hasher.finalize())
+    }
+
+    public func next(_ canonicalBytes: [UInt8]) -> ChainHash {
+        canonicalBytes.withUnsafeBytes { next($0) }
+    }
+
+    public var hex: String { hexString(bytes) }
+    public var description: String { hex }
+}
+
+func hexString(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    for byte in bytes {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 15)])
+    }
+    return String(decoding: text, as: UTF8.self)
+}
+
+private func hexValue(_ digit: UInt8) -> UInt8? {
+    switch digit {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+    default: return nil
+    }
+}
+
+/// Streaming SHA-256 from libcrypto's EVP interface.
+public struct SHA256Hasher: ~Copyable {
+    private let context: OpaquePointer
+
+    public init() {
+        context = EVP_MD_CTX_new()
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        if bytes.count > 0 { EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) }
+    }
+
+    public mutating func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    public consuming func finalize() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: ChainHash.size)
+        var length: UInt32 = 0
+        digest.withUnsafeMutableBufferPointer { _ = EVP_DigestFinal_ex(context, $0.baseAddress, &length) }
+        return digest
+    }
+}

@@ -1,0 +1,125 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// Applies one event to current state, history and every tree: a pure function of the event and the
+/// store, used alike by live writes, rebuild, import and verify. Throws `corrupted` when the event
+/// does not fit the store (a damaged or foreign log), and `conflict` when it would break a unique view.
+struct EventApplier {
+    let objects: ObjectTable
+    let history: HistoryIndex
+    let catalog: Catalog
+
+    init(_ databases: StoreDatabases, definitions: DefinitionCache) {
+        objects = ObjectTable(database: databases.objects)
+        history = HistoryIndex(database: databases.history)
+        catalog = Catalog(database: databases.catalog, meta: databases.meta, trees: databases.trees, definitions: definitions)
+    }
+
+    /// The object after the event (nil for deletions and view events).
+    @discardableResult
+    func apply(_ event: Event, _ txn: Transaction) throws -> StoredObject? {
+        switch event.change {
+        case .created(let collection, let id, let data):
+            guard try objects.record(collection, id, txn) == nil else {
+                throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
+            }
+            try expectVersion(event, after: try history.lastVersion(collection, id, txn))
+            let object = StoredObject(
+                collection: collection, id: id, version: event.version, createdAt: event.timestamp, updatedAt: event.timestamp,
+                data: data)
+            try store(object, replacing: nil, event, txn)
+            return object
+        case .updated(let collection, let id, let patch):
+            let old = try existing(collection, id, event, txn)
+            var object = old
+            object.version = event.version
+            object.updatedAt = event.timestamp
+            object.data = MergePatch.apply(patch, to: old.data)
+            try store(object, replacing: old, event, txn)
+            return object
+        case .deleted(let collection, let id):
+            let old = try existing(collection, id, event, txn)
+            try objects.delete(collection, id, txn)
+            try history.record(collection, id, sequence: event.sequence, version: event.version, txn)
+            try updateTrees(from: old, to: nil, txn)
+            return nil
+        case .viewDefined(let definition):
+            guard try catalog.view(definition.name, txn) == nil else {
+                throw StoreError.corrupted("event \(event.sequence) defines view \(definition.name), which exists")
+            }
+            try fill(ViewIndex(Catalog.View(definition: definition, tree: try catalog.addView(definition, txn))), txn)
+            return nil
+        case .viewDropped(let name):
+            guard let view = try catalog.view(name, txn) else {
+                throw StoreError.corrupted("event \(event.sequence) drops view \(name), which does not exist")
+            }
+            try catalog.removeView(view, txn)
+            return nil
+        }
+    }
+
+    private func existing(_ collection: String, _ id: String, _ event: Event, _ txn: Transaction) throws -> StoredObject {
+        guard let old = try objects.get(collection, id, txn) else {
+            throw StoreError.corrupted("event \(event.sequence) changes \(collection)/\(id), which does not exist")
+        }
+        try expectVersion(event, after: old.version)
+        return old
+    }
+
+    private func expectVersion(_ event: Event, after version: UInt64) throws {
+        guard event.version == version + 1 else {
+            throw StoreError.corrupted("event \(event.sequence) sets version \(event.version) after version \(version)")
+        }
+    }
+
+    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: Transaction) throws {
+        try updateTrees(from: old, to: object, txn)
+        try objects.put(object, txn)
+        try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn)
+    }
+
+    /// The collection's creation-order index and every view of the collection.
+    private func updateTrees(from old: StoredObject?, to new: StoredObject?, _ txn: Transaction) throws {
+        guard let collection = (new ?? old)?.collection else { return }
+        for view in try catalog.views(on: collection, txn) {
+            try ViewIndex(view).update(from: old, to: new, txn)
+        }
+        if old == nil || new == nil {
+            let tree = try catalog.collectionTree(collection, txn) ?? catalog.createCollectionTree(collection, txn)
+            try ViewIndex(creationOrderOf: collection, tree: tree).update(from: old, to: new, txn)
+        }
+    }
+
+    /// Fills a new view from the objects of its collection. A unique view over duplicates fails
+    /// with a conflict that lists them.
+    private func fill(_ view: ViewIndex, _ txn: Transaction) throws {
+        var duplicates: [String: [String]] = [:]
+        var order: [String] = []
+        try objects.forEach(in: view.collection, txn) { object in
+            guard let key = try view.key(for: object) else { return true }
+            if view.unique {
+                let tuple = Array(key.prefix(key.count - object.id.utf8.count - 2))
+                if let existing = try view.tree.firstKey(withPrefix: tuple, txn) {
+                    let values = view.sortValues(of: object).description
+                    if duplicates[values] == nil {
+                        order.append(values)
+                        duplicates[values] = [existing.withUnsafeBytes { SortKey.id(in: $0) }]
+                    }
+                    duplicates[values]?.append(object.id)
+                    return true
+                }
+            }
+            try view.tree.insert(key, txn)
+            return true
+        }
+        if !order.isEmpty {
+            let groups = order.map { duplicates[$0]! }
+            let shown = order.prefix(10).map { "\($0): \(duplicates[$0]!.joined(separator: ", "))" }.joined(separator: "; ")
+            throw StoreError.conflict(
+                Conflict(
+                    .duplicates(view: view.name, groups: groups),
+                    "cannot define unique view \(Names.quoted(view.name)): \(order.count) sort key(s) are shared by several objects: \(shown)"))
+        }
+    }
+}

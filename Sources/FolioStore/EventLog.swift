@@ -1,0 +1,81 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// The append-only log: sequence → chain hash + canonical event bytes.
+struct EventLog {
+    let database: Database
+
+    struct Head: Equatable {
+        var sequence: UInt64
+        var hash: ChainHash
+
+        static let empty = Head(sequence: 0, hash: .genesis)
+    }
+
+    /// The last event's sequence and chain hash.
+    func head(_ txn: Transaction) throws -> Head {
+        try txn.withCursor(database) { cursor in
+            guard let (key, value) = try cursor.last() else { return .empty }
+            return Head(sequence: Keys.sequence(from: key), hash: try Self.hash(of: value))
+        }
+    }
+
+    /// Appends the event after `head`, returning the new head.
+    func append(_ canonicalBytes: [UInt8], after head: Head, _ txn: Transaction) throws -> Head {
+        let hash = head.hash.next(canonicalBytes)
+        let sequence = head.sequence + 1
+        try txn.put(database, Keys.sequence(sequence), hash.bytes + canonicalBytes, flags: .append)
+        return Head(sequence: sequence, hash: hash)
+    }
+
+    static func hash(of record: UnsafeRawBufferPointer) throws -> ChainHash {
+        guard record.count > ChainHash.size else { throw StoreError.corrupted("event record of \(record.count) bytes") }
+        return ChainHash(bytes: Array(record[..<ChainHash.size]))
+    }
+
+    static func canonicalBytes(of record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: record[ChainHash.size...])
+    }
+
+    func record(_ sequence: UInt64, _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
+        try txn.get(database, Keys.sequence(sequence))
+    }
+
+    func event(_ sequence: UInt64, _ txn: Transaction) throws -> Event? {
+        guard let record = try record(sequence, txn) else { return nil }
+        return try Self.decode(record, sequence: sequence)
+    }
+
+    static func decode(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> Event {
+        do {
+            let event = try Event(decoding: canonicalBytes(of: record))
+            guard event.sequence == sequence else { throw StoreError.corrupted("event \(sequence) says it is \(event.sequence)") }
+            return event
+        } catch let error as ValidationError {
+            throw StoreError.corrupted("event \(sequence) does not decode: \(error.message)")
+        }
+    }
+
+    /// Calls `body` with each record after `sequence`, in order, until it returns false.
+    func forEach(after sequence: UInt64, _ txn: Transaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: Keys.sequence(sequence &+ 1))
+            if sequence == UInt64.max { entry = nil }
+            while let (key, value) = entry {
+                guard try body(Keys.sequence(from: key), value) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// The wire form of a stored event: its canonical JSON with `"hash"` added at the end.
+    static func writeWireForm(_ record: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws {
+        let bytes = canonicalBytes(of: record)
+        guard bytes.count > 2 else { throw StoreError.corrupted("empty event") }
+        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)]))
+        writer.writeRaw(",\"hash\":\"")
+        writer.bytes.append(contentsOf: try hash(of: record).hex.utf8)
+        writer.writeRaw("\"}")
+    }
+}

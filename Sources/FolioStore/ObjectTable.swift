@@ -1,0 +1,98 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// Current state: one record per live object, `collection 0 id` →
+/// version u64, createdAt i64, updatedAt i64 (little-endian, ms), then the data as canonical JSON.
+struct ObjectTable {
+    static let headerSize = 24
+
+    let database: Database
+
+    func get(_ collection: String, _ id: String, _ txn: Transaction) throws -> StoredObject? {
+        guard let record = try txn.get(database, Keys.object(collection, id)) else { return nil }
+        return try Self.decode(record, collection: collection, id: id)
+    }
+
+    /// The stored bytes, valid inside `txn` only.
+    func record(_ collection: String, _ id: String, _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
+        try txn.get(database, Keys.object(collection, id))
+    }
+
+    func put(_ object: StoredObject, _ txn: Transaction) throws {
+        try txn.put(database, Keys.object(object.collection, object.id), Self.encode(object))
+    }
+
+    func delete(_ collection: String, _ id: String, _ txn: Transaction) throws {
+        try txn.delete(database, Keys.object(collection, id))
+    }
+
+    /// Calls `body` with every object of `collection` in id order until it returns false.
+    func forEach(in collection: String, _ txn: Transaction, _ body: (StoredObject) throws -> Bool) throws {
+        let prefix = Keys.collectionPrefix(collection)
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, key.starts(with: prefix) {
+                let id = String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self)
+                guard try body(try Self.decode(value, collection: collection, id: id)) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    static func encode(_ object: StoredObject) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headerSize + 128)
+        bytes.appendLittleEndian(object.version)
+        bytes.appendLittleEndian(object.createdAt.milliseconds)
+        bytes.appendLittleEndian(object.updatedAt.milliseconds)
+        var writer = JSONWriter(capacity: 0)
+        swap(&writer.bytes, &bytes)
+        writer.write(object.data)
+        return writer.bytes
+    }
+
+    struct Header {
+        let version: UInt64
+        let createdAt: Timestamp
+        let updatedAt: Timestamp
+    }
+
+    static func header(of record: UnsafeRawBufferPointer) throws -> Header {
+        guard record.count >= headerSize + 2 else { throw StoreError.corrupted("object record of \(record.count) bytes") }
+        return Header(
+            version: record.loadLittleEndian(UInt64.self, at: 0),
+            createdAt: Timestamp(milliseconds: record.loadLittleEndian(Int64.self, at: 8)),
+            updatedAt: Timestamp(milliseconds: record.loadLittleEndian(Int64.self, at: 16)))
+    }
+
+    static func data(of record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: record[headerSize...])
+    }
+
+    static func decode(_ record: UnsafeRawBufferPointer, collection: String, id: String) throws -> StoredObject {
+        let header = try header(of: record)
+        guard case .object(let data) = try? JSONParser.parse(Self.data(of: record)) else {
+            throw StoreError.corrupted("object \(collection)/\(id) holds data that is not a JSON object")
+        }
+        return StoredObject(
+            collection: collection, id: id, version: header.version, createdAt: header.createdAt, updatedAt: header.updatedAt,
+            data: data)
+    }
+
+    /// Writes the object's wire form straight from its record, without parsing the data.
+    static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
+        let header = try header(of: record)
+        StoredObject.writeHeader(
+            collection: collection, id: id, version: header.version, createdAt: header.createdAt, updatedAt: header.updatedAt,
+            to: &writer)
+        let data = Self.data(of: record)
+        // The data is `{...}`: splice its fields after the system fields.
+        if data.count > 2 {
+            writer.bytes.append(UInt8(ascii: ","))
+            writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[1...]))
+        } else {
+            writer.bytes.append(UInt8(ascii: "}"))
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import FolioJSON
+import FolioModel
+import Foundation
+import LMDB
+
+/// A Folio data directory: the event log and everything derived from it, in one LMDB environment.
+///
+/// Reads run in snapshots (`read`, or a `Reader` per thread); all writes run in `write`, on one thread.
+public final class Store: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var mapSize = 1 << 30
+        public var sync: Environment.SyncMode = .full
+        public var readOnly = false
+        public init() {}
+    }
+
+    public let directory: String
+    public let environment: Environment
+    let databases: StoreDatabases
+    let definitions = DefinitionCache()
+    let applier: EventApplier
+
+    public init(directory: String, options: Options = Options()) throws {
+        if !options.readOnly {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        var environmentOptions = Environment.Options()
+        environmentOptions.mapSize = options.mapSize
+        environmentOptions.sync = options.sync
+        environmentOptions.readOnly = options.readOnly
+        self.directory = directory
+        environment = try Environment(path: directory, options: environmentOptions)
+        databases = try StoreDatabases(environment)
+        applier = EventApplier(databases, definitions: definitions)
+        try checkFormat(readOnly: options.readOnly)
+    }
+
+    private func checkFormat(readOnly: Bool) throws {
+        let key = Array("format".utf8)
+        let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
+        switch stored {
+        case StoreDatabases.formatVersion?: return
+        case let other?: throw StoreError.unusable("\(directory) holds store format \(other); this foliod reads format \(StoreDatabases.formatVersion)")
+        case nil where !readOnly:
+            try environment.write { txn in
+                var value: [UInt8] = []
+                value.appendLittleEndian(StoreDatabases.formatVersion)
+                try txn.put(databases.meta, key, value)
+            }
+        case nil: throw StoreError.unusable("\(directory) holds no Folio store")
+        }
+    }
+
+    /// Runs `body` on a consistent snapshot, released when `body` returns.
+    public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
+        try environment.read { txn in try body(Snapshot(store: self, txn: txn)) }
+    }
+
+    /// A reusable snapshot source for one thread.
+    public func makeReader() throws -> Reader { Reader(store: self, reader: try environment.makeReader()) }
+
+    public final class Reader: @unchecked Sendable {
+        let store: Store
+        let reader: Environment.Reader
+
+        init(store: Store, reader: Environment.Reader) {
+            self.store = store
+            self.reader = reader
+        }
+
+        public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
+            try reader.read { txn in try body(Snapshot(store: store, txn: txn)) }
+        }
+    }
+
+    /// Runs `body` in one write transaction, committed (durably, unless the store was opened with a
+    /// weaker sync mode) when `body` returns. Call from one thread only.
+    @discardableResult
+    public func write<R>(_ body: (StoreWriter) throws -> R) throws -> R {
+        try environment.write { txn in
+            let writer = try StoreWriter(store: self, txn: txn)
+            return try body(writer)
+        }
+    }
+
+    /// Doubles the map, for a write that failed with `MDB_MAP_FULL`. Waits for open snapshots to end.
+    public func growMap() throws {
+        try environment.grow(to: environment.info.mapSize * 2)
+    }
+}

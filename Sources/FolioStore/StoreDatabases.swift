@@ -1,0 +1,73 @@
+import LMDB
+
+/// The named databases of a Folio environment, and how their keys are built.
+///
+/// | database  | key                                  | value                                        |
+/// |-----------|--------------------------------------|----------------------------------------------|
+/// | `meta`    | `format`, `nextTree`                 | u32                                          |
+/// | `events`  | sequence, u64 big-endian             | chain hash (32 bytes) + canonical event JSON |
+/// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
+/// | `history` | collection 0 id 0 sequence           | version after that event                     |
+/// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
+/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order)   |
+struct StoreDatabases: Sendable {
+    static let formatVersion: UInt32 = 1
+
+    let meta: Database
+    let events: Database
+    let objects: Database
+    let history: Database
+    let catalog: Database
+    let trees: Database
+
+    init(_ environment: Environment) throws {
+        meta = try environment.openDatabase("meta")
+        events = try environment.openDatabase("events")
+        objects = try environment.openDatabase("objects")
+        history = try environment.openDatabase("history")
+        catalog = try environment.openDatabase("catalog")
+        trees = try environment.openDatabase("trees")
+    }
+
+    /// Every database whose content is derived from the log (all but `meta` and `events`).
+    var derived: [Database] { [objects, history, catalog, trees] }
+}
+
+enum Keys {
+    static func sequence(_ sequence: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: sequence.bigEndian) { Array($0) }
+    }
+
+    static func sequence(from key: UnsafeRawBufferPointer) -> UInt64 {
+        UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+    }
+
+    /// `collection 0 id`
+    static func object(_ collection: String, _ id: String) -> [UInt8] {
+        var key = Array(collection.utf8)
+        key.reserveCapacity(key.count + id.utf8.count + 1)
+        key.append(0)
+        key.append(contentsOf: id.utf8)
+        return key
+    }
+
+    /// `collection 0`: the prefix of every object key of a collection.
+    static func collectionPrefix(_ collection: String) -> [UInt8] {
+        Array(collection.utf8) + [0]
+    }
+
+    /// `collection 0 id 0`: the prefix of an object's history entries.
+    static func historyPrefix(_ collection: String, _ id: String) -> [UInt8] {
+        object(collection, id) + [0]
+    }
+
+    static func history(_ collection: String, _ id: String, _ sequence: UInt64) -> [UInt8] {
+        historyPrefix(collection, id) + Self.sequence(sequence)
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+}

@@ -1,0 +1,102 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// Turns commands into events inside one write transaction: checks them against current state,
+/// decides the event's version (and id), appends it to the log and applies it. Each command runs in
+/// its own nested transaction, so one that fails leaves no trace and the others stand.
+public final class StoreWriter {
+    let store: Store
+    let txn: Transaction
+    private let log: EventLog
+    private var head: EventLog.Head
+
+    init(store: Store, txn: Transaction) throws {
+        self.store = store
+        self.txn = txn
+        log = EventLog(database: store.databases.events)
+        head = try log.head(txn)
+    }
+
+    /// The result of one accepted command.
+    public struct Applied: Sendable {
+        public let event: Event
+        public let chainHash: ChainHash
+        /// The object after the event: for create and update.
+        public let object: StoredObject?
+        /// The number of objects in a view just defined.
+        public let viewCount: Int?
+    }
+
+    public var lastSequence: UInt64 { head.sequence }
+
+    /// Executes `command` as one event. Throws `StoreError` (nothing of the command is kept) or
+    /// `LMDBError` (the whole transaction must be abandoned).
+    public func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> Applied {
+        try txn.nested { child in
+            let change: Event.Change
+            var version: UInt64 = 0
+            let objects = store.applier.objects
+            switch command {
+            case .create(let collection, let givenID, let data):
+                let id = givenID ?? ids.next(at: acceptance.timestamp)
+                if givenID != nil, try objects.record(collection, id, child) != nil {
+                    throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
+                }
+                version = try store.applier.history.lastVersion(collection, id, child) + 1
+                change = .created(collection: collection, id: id, data: data)
+            case .update(let collection, let id, let patch, let ifVersion):
+                version = try currentVersion(collection, id, ifVersion: ifVersion, child) + 1
+                change = .updated(collection: collection, id: id, patch: patch)
+            case .delete(let collection, let id, let ifVersion):
+                version = try currentVersion(collection, id, ifVersion: ifVersion, child) + 1
+                change = .deleted(collection: collection, id: id)
+            case .defineView(let definition):
+                if try store.applier.catalog.view(definition.name, child) != nil {
+                    throw StoreError.conflict(Conflict(.viewExists, "view \(Names.quoted(definition.name)) already exists"))
+                }
+                change = .viewDefined(definition)
+            case .dropView(let name):
+                guard try store.applier.catalog.view(name, child) != nil else { throw StoreError.viewNotFound(name) }
+                change = .viewDropped(name: name)
+            }
+            let event = Event(
+                sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version,
+                change: change)
+            return try append(event, child)
+        }
+    }
+
+    /// Appends an event decided elsewhere (an import): its sequence must follow the log's last.
+    public func append(_ event: Event) throws -> Applied {
+        guard event.sequence == head.sequence + 1 else {
+            throw StoreError.invalid("event \(event.sequence) does not follow event \(head.sequence)")
+        }
+        return try txn.nested { child in try append(event, child) }
+    }
+
+    private func append(_ event: Event, _ txn: Transaction) throws -> Applied {
+        let newHead = try log.append(event.encoded(), after: head, txn)
+        let object = try store.applier.apply(event, txn)
+        var viewCount: Int?
+        if case .viewDefined(let definition) = event.change {
+            viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)
+        }
+        head = newHead
+        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount)
+    }
+
+    private func currentVersion(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: Transaction) throws -> UInt64 {
+        guard let record = try store.applier.objects.record(collection, id, txn) else {
+            throw StoreError.notFound(collection: collection, id: id)
+        }
+        let current = try ObjectTable.header(of: record).version
+        if let ifVersion, ifVersion != current {
+            throw StoreError.conflict(
+                Conflict(
+                    .version(expected: ifVersion, current: current),
+                    "\(collection)/\(id) is at version \(current), not \(ifVersion)"))
+        }
+        return current
+    }
+}

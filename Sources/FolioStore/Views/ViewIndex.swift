@@ -1,0 +1,83 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// Keeps one tree equal to "the objects of a collection that match a filter, in sort order":
+/// a view, or a collection's creation-order index.
+struct ViewIndex {
+    let name: String
+    let collection: String
+    let filter: Filter?
+    let sort: SortOrder
+    let unique: Bool
+    let tree: CountedTree
+
+    init(_ view: Catalog.View) {
+        name = view.definition.name
+        collection = view.definition.collection
+        filter = view.definition.filter
+        sort = view.definition.sort
+        unique = view.definition.unique
+        tree = view.tree
+    }
+
+    /// The creation-order index of a collection.
+    init(creationOrderOf collection: String, tree: CountedTree) {
+        name = collection
+        self.collection = collection
+        filter = nil
+        sort = .creation
+        unique = false
+        self.tree = tree
+    }
+
+    /// The object's key in the tree, or nil if it does not belong in the view.
+    func key(for object: StoredObject?) throws -> [UInt8]? {
+        guard let object, filter?.matches(object) ?? true else { return nil }
+        let key = sort.key(for: object, id: object.id)
+        guard key.count <= CountedTree.maxKeyBytes else {
+            throw StoreError.invalid(
+                "object \(object.collection)/\(object.id): the values of \(sort) take \(key.count) bytes as a key of view \(Names.quoted(name)); at most \(CountedTree.maxKeyBytes)")
+        }
+        return key
+    }
+
+    /// Moves the object's entry from where `old` had it to where `new` needs it; either may be nil
+    /// (created, deleted). Throws `conflict` if a unique view already holds the new key.
+    func update(from old: StoredObject?, to new: StoredObject?, _ txn: Transaction) throws {
+        let oldKey = try key(for: old)
+        let newKey = try key(for: new)
+        if oldKey == newKey { return }
+        if let newKey, let new, unique {
+            let tuple = Array(newKey.prefix(newKey.count - new.id.utf8.count - 2))
+            if let existing = try tree.firstKey(withPrefix: tuple, txn) {
+                let existingID = existing.withUnsafeBytes { SortKey.id(in: $0) }
+                if existingID != new.id {
+                    throw StoreError.conflict(uniqueConflict(new, existingID: existingID))
+                }
+            }
+        }
+        if let oldKey { try tree.remove(oldKey, txn) }
+        if let newKey { try tree.insert(newKey, txn) }
+    }
+
+    /// The values of the sort fields of `object`, as JSON, for conflict details.
+    func sortValues(of object: StoredObject) -> JSON {
+        .array(sort.fields.map { field in
+            switch field.path {
+            case .id: return .string(object.id)
+            case .version: return .int(Int64(object.version))
+            case .createdAt: return ["$date": .string(object.createdAt.rfc3339)]
+            case .updatedAt: return ["$date": .string(object.updatedAt.rfc3339)]
+            case .data(let segments): return object.data.value(atPath: segments) ?? .null
+            }
+        })
+    }
+
+    private func uniqueConflict(_ object: StoredObject, existingID: String) -> Conflict {
+        let values = sortValues(of: object)
+        return Conflict(
+            .unique(view: name, key: values, existingID: existingID),
+            "unique view \(Names.quoted(name)) already holds \(collection)/\(existingID) with \(sort) = \(values)")
+    }
+}

@@ -1,0 +1,54 @@
+import FolioJSON
+import FolioModel
+import Foundation
+
+@testable import FolioStore
+
+/// Runs `body` with a new store in its own temporary directory.
+func withTemporaryStore<R>(_ body: (Store) throws -> R) throws -> R {
+    try withTemporaryDirectory { path in try body(try Store(directory: path)) }
+}
+
+/// Executes commands one per transaction, like a writer that commits each, with a test clock.
+final class TestWriter {
+    let store: Store
+    var ids = ObjectIDGenerator(random: SeededGenerator(seed: 42))
+    var clock: Int64 = 1_764_000_000_000
+    let origin = Origin(uid: 1000, gid: 1000, pid: 4242)
+
+    init(_ store: Store) { self.store = store }
+
+    @discardableResult
+    func execute(_ command: Command) throws -> StoreWriter.Applied {
+        clock += 7
+        return try store.write { writer in
+            try writer.execute(command, Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin), ids: &ids)
+        }
+    }
+
+    func create(_ collection: String, _ data: JSON, id: String? = nil) throws -> StoredObject {
+        try execute(.create(collection: collection, id: id, data: data.objectValue!)).object!
+    }
+}
+
+/// Replays `source`'s log into a new store in `path`, as an import would.
+func replay(_ source: Store, into path: String, chunk: Int = 97) throws -> Store {
+    let target = try Store(directory: path)
+    try target.append { after in
+        try source.read { snapshot in
+            var events: [Event] = []
+            try snapshot.forEachEvent(after: after, limit: chunk) { sequence, record in
+                events.append(try EventLog.decode(record, sequence: sequence))
+            }
+            return events
+        }
+    }
+    return target
+}
+
+extension StoreError {
+    var isConflict: Bool {
+        if case .conflict = self { return true }
+        return false
+    }
+}
