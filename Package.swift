@@ -33,9 +33,13 @@ let package = Package(
             name: "FolioServer",
             dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
 
-        .executableTarget(name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioProtocol"]),
-        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON"]),
-        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem"]),
+        // Command-line parsing shared by the executables.
+        .target(name: "FolioCommandLine"),
+
+        .executableTarget(
+            name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
+        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
+        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine"]),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),

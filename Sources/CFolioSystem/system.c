@@ -45,3 +45,38 @@ int folio_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid) {
 }
 
 int folio_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+#include <pthread.h>
+
+void folio_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+#include <errno.h>
+#include <string.h>
+#include <sys/un.h>
+
+int folio_unix_socket(int nonblocking) {
+    return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+}
+
+static int folio_unix_address(const char *path, struct sockaddr_un *address) {
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(address->sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(address->sun_path, path);
+    return 0;
+}
+
+int folio_unix_bind(int fd, const char *path) {
+    struct sockaddr_un address;
+    if (folio_unix_address(path, &address) != 0) return -1;
+    return bind(fd, (struct sockaddr *)&address, sizeof(address));
+}
+
+int folio_unix_connect(int fd, const char *path) {
+    struct sockaddr_un address;
+    if (folio_unix_address(path, &address) != 0) return -1;
+    return connect(fd, (struct sockaddr *)&address, sizeof(address));
+}

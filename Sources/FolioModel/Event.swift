@@ -61,3 +61,32 @@ public struct Event: Sendable, Equatable {
         }
     }
 }
+
+/// Which past state a `get` asks for.
+public enum PointInTime: Sendable, Equatable {
+    /// As it was after the event with this sequence.
+    case sequence(UInt64)
+    /// As it was at this instant: after every event accepted at or before it.
+    case instant(Instant)
+}
+
+extension Event {
+    /// The object after this event, given the object before it: the fold that rebuilds an object
+    /// from its history.
+    public func applied(to object: StoredObject?) -> StoredObject? {
+        switch change {
+        case .created(let collection, let id, let data):
+            return StoredObject(collection: collection, id: id, version: version, createdAt: timestamp, updatedAt: timestamp, data: data)
+        case .updated(_, _, let patch):
+            guard var object else { return nil }
+            object.version = version
+            object.updatedAt = timestamp
+            object.data = MergePatch.apply(patch, to: object.data)
+            return object
+        case .deleted:
+            return nil
+        case .viewDefined, .viewDropped:
+            return object
+        }
+    }
+}

@@ -20,22 +20,17 @@ struct EventApplier {
     @discardableResult
     func apply(_ event: Event, _ txn: Transaction) throws -> StoredObject? {
         switch event.change {
-        case .created(let collection, let id, let data):
+        case .created(let collection, let id, _):
             guard try objects.record(collection, id, txn) == nil else {
                 throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
             }
             try expectVersion(event, after: try history.lastVersion(collection, id, txn))
-            let object = StoredObject(
-                collection: collection, id: id, version: event.version, createdAt: event.timestamp, updatedAt: event.timestamp,
-                data: data)
+            guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
             try store(object, replacing: nil, event, txn)
             return object
-        case .updated(let collection, let id, let patch):
+        case .updated(let collection, let id, _):
             let old = try existing(collection, id, event, txn)
-            var object = old
-            object.version = event.version
-            object.updatedAt = event.timestamp
-            object.data = MergePatch.apply(patch, to: old.data)
+            guard let object = event.applied(to: old) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
             try store(object, replacing: old, event, txn)
             return object
         case .deleted(let collection, let id):

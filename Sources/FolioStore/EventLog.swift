@@ -73,9 +73,13 @@ struct EventLog {
     static func writeWireForm(_ record: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws {
         let bytes = canonicalBytes(of: record)
         guard bytes.count > 2 else { throw StoreError.corrupted("empty event") }
-        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)]))
+        writeWireForm(canonical: bytes, hash: try hash(of: record), to: &writer)
+    }
+
+    static func writeWireForm(canonical: UnsafeRawBufferPointer, hash: ChainHash, to writer: inout JSONWriter) {
+        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: canonical[..<(canonical.count - 1)]))
         writer.writeRaw(",\"hash\":\"")
-        writer.bytes.append(contentsOf: try hash(of: record).hex.utf8)
+        writer.bytes.append(contentsOf: hash.hex.utf8)
         writer.writeRaw("\"}")
     }
 }

@@ -78,6 +78,11 @@ public struct Snapshot {
 
     public func event(_ sequence: UInt64) throws -> Event? { try log.event(sequence, txn) }
 
+    /// The collection of the object a stored event changes; nil for view events.
+    public static func collection(ofEventRecord record: UnsafeRawBufferPointer, sequence: UInt64) throws -> String? {
+        try EventLog.decode(record, sequence: sequence).object?.collection
+    }
+
     // MARK: Views
 
     public struct ViewSummary: Sendable {
@@ -112,5 +117,14 @@ public struct Snapshot {
             objectsPerCollection: try catalog.collections(txn).map { ($0.name, try $0.tree.count(txn)) },
             views: try catalog.allViews(txn).count, mapSize: info.mapSize, usedSize: info.usedSize, pageSize: info.pageSize,
             readersInUse: info.readersInUse, maxReaders: info.maxReaders)
+    }
+}
+
+extension Snapshot {
+    /// When the last event was accepted; nil for an empty log.
+    public func lastTimestamp() throws -> Timestamp? {
+        let head = try log.head(txn)
+        guard head.sequence > 0 else { return nil }
+        return try log.event(head.sequence, txn)?.timestamp
     }
 }

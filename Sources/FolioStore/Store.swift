@@ -89,3 +89,8 @@ public final class Store: @unchecked Sendable {
         try environment.grow(to: environment.info.mapSize * 2)
     }
 }
+
+extension Store {
+    /// Closes the LMDB environment. Release every `Reader` first.
+    public func close() { environment.close() }
+}

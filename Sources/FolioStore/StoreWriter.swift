@@ -26,6 +26,8 @@ public final class StoreWriter {
         public let object: StoredObject?
         /// The number of objects in a view just defined.
         public let viewCount: Int?
+        /// The event as clients see it: canonical JSON with its `hash`.
+        public let wireEvent: [UInt8]
     }
 
     public var lastSequence: UInt64 { head.sequence }
@@ -76,14 +78,17 @@ public final class StoreWriter {
     }
 
     private func append(_ event: Event, _ txn: Transaction) throws -> Applied {
-        let newHead = try log.append(event.encoded(), after: head, txn)
+        let canonical = event.encoded()
+        let newHead = try log.append(canonical, after: head, txn)
         let object = try store.applier.apply(event, txn)
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)
         }
         head = newHead
-        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount)
+        var wire = JSONWriter(capacity: canonical.count + 80)
+        canonical.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: newHead.hash, to: &wire) }
+        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, wireEvent: wire.bytes)
     }
 
     private func currentVersion(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: Transaction) throws -> UInt64 {

@@ -67,10 +67,22 @@ public final class Environment: @unchecked Sendable {
         pthread_rwlockattr_destroy(&attributes)
     }
 
+    private var isClosed = false
+
     deinit {
-        mdb_env_close(handle)
+        close()
         pthread_rwlock_destroy(activity)
         activity.deallocate()
+    }
+
+    /// Closes the environment (`mdb_env_close`). Every transaction must have ended, and every
+    /// `Reader` been released; nothing may use the environment afterwards.
+    public func close() {
+        pthread_rwlock_wrlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        guard !isClosed else { return }
+        isClosed = true
+        mdb_env_close(handle)
     }
 
     /// Opens (or creates) a named database. Call once per name, at start-up, before other threads use it.

@@ -28,4 +28,14 @@ int folio_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid);
 /// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC).
 int folio_accept(int fd);
 
+
+/// pthread_setname_np on the calling thread (names show in top -H and gdb).
+void folio_set_thread_name(const char *name);
+
+/// socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), non-blocking if asked.
+int folio_unix_socket(int nonblocking);
+/// bind to a filesystem path; fails with ENAMETOOLONG if the path does not fit sun_path.
+int folio_unix_bind(int fd, const char *path);
+/// connect to a filesystem path; fails with ENAMETOOLONG if the path does not fit sun_path.
+int folio_unix_connect(int fd, const char *path);
 #endif

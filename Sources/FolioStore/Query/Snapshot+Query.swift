@@ -16,6 +16,12 @@ extension Snapshot {
         }
     }
 
+    /// Whether answering `query` means reading every object of a collection.
+    public func needsScan(_ query: Query) throws -> Bool {
+        if case .scan = try plan(for: query) { return true }
+        return false
+    }
+
     private enum Plan {
         case tree(CountedTree, QueryPlan.Source, SortOrder)
         case scan(String)

@@ -1,0 +1,289 @@
+import FolioJSON
+import FolioModel
+
+/// Decodes one request line into a `Request`, or the error to answer with. Pure: no I/O, no state.
+public enum RequestDecoder {
+    public static let operations = [
+        "hello", "create", "get", "update", "delete", "list", "count", "history", "events", "stats",
+        "view.define", "view.drop", "view.list", "watch", "unwatch", "verify", "backup",
+    ]
+
+    /// On failure, the error comes with the tag if the line got far enough to have one.
+    public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
+        if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
+        let json: JSON
+        do {
+            json = try JSONParser.parse(line)
+        } catch {
+            return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
+        }
+        guard case .object(let object) = json else {
+            return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "a request must be a JSON object, found \(json.kindDescription)")))
+        }
+        var tag: JSON?
+        switch object["tag"] {
+        case nil, .null?: tag = nil
+        case let value? where value.isTagKind: tag = value
+        case let value?:
+            return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "tag must be a string or a number, found \(value.kindDescription)")))
+        }
+        guard let opValue = object["op"] else {
+            return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "missing field \"op\"")))
+        }
+        guard case .string(let op) = opValue else {
+            return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "field \"op\" must be a string, found \(opValue.kindDescription)")))
+        }
+        do {
+            var fields = Fields(object: object, op: op)
+            let operation = try decodeOperation(op, &fields)
+            try fields.rejectUnknown()
+            return .success(Request(tag: tag, operation: operation))
+        } catch let error as ProtocolError {
+            return .failure(TaggedError(tag: tag, error: error))
+        } catch {
+            return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "\(error)")))
+        }
+    }
+
+    public struct TaggedError: Error, Sendable {
+        public var tag: JSON?
+        public var error: ProtocolError
+
+        public init(tag: JSON?, error: ProtocolError) {
+            self.tag = tag
+            self.error = error
+        }
+    }
+
+    private static func decodeOperation(_ op: String, _ fields: inout Fields) throws -> Request.Operation {
+        switch op {
+        case "hello": return .hello
+        case "stats": return .stats
+        case "view.list": return .viewList
+        case "verify": return .verify
+        case "create":
+            let collection = try fields.collection()
+            let data = try fields.requiredObject("data")
+            try validated { () throws(ValidationError) in try RecordData.validate(data: data) }
+            let id = try fields.optionalString("id")
+            if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
+            return .command(.create(collection: collection, id: id, data: data))
+        case "get":
+            let collection = try fields.collection()
+            let id = try fields.id()
+            let atSeq = try fields.optionalUnsigned("atSeq")
+            let asOf = try fields.optionalDate("asOf")
+            if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
+            let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
+            return .get(collection: collection, id: id, at: point)
+        case "update":
+            let collection = try fields.collection()
+            let id = try fields.id()
+            let patch = try fields.requiredObject("patch")
+            try validated { () throws(ValidationError) in try RecordData.validate(patch: patch) }
+            return .command(.update(collection: collection, id: id, patch: patch, ifVersion: try fields.optionalUnsigned("ifVersion")))
+        case "delete":
+            let collection = try fields.collection()
+            let id = try fields.id()
+            return .command(.delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")))
+        case "list": return .list(try decodeQuery(&fields, paging: true))
+        case "count": return .count(try decodeQuery(&fields, paging: false))
+        case "history": return .history(collection: try fields.collection(), id: try fields.id())
+        case "events":
+            let after = try fields.optionalUnsigned("after") ?? 0
+            let limit = try fields.limit(default: 100, max: 1000)
+            return .events(after: after, limit: limit)
+        case "view.define":
+            let name = try fields.requiredString("name")
+            let collection = try fields.collection()
+            let whereJSON = try fields.optionalObjectJSON("where")
+            let sort = try fields.sort() ?? .creation
+            let unique = try fields.optionalBool("unique") ?? false
+            let definition = try validated { () throws(ValidationError) in
+                try ViewDefinition(name: name, collection: collection, whereJSON: whereJSON, sort: sort, unique: unique)
+            }
+            return .command(.defineView(definition))
+        case "view.drop":
+            let name = try fields.requiredString("name")
+            try validated { () throws(ValidationError) in try Names.validateView(name) }
+            return .command(.dropView(name: name))
+        case "watch":
+            let after = try fields.optionalUnsigned("after")
+            let collection = try fields.optionalString("collection")
+            if let collection { try validated { () throws(ValidationError) in try Names.validateCollection(collection) } }
+            return .watch(after: after, collection: collection)
+        case "unwatch":
+            guard let watch = fields.take("watch"), watch.isTagKind else {
+                throw ProtocolError(.badRequest, "unwatch needs \"watch\": the tag of the watch request to end")
+            }
+            return .unwatch(watch: watch)
+        case "backup":
+            let directory = try fields.requiredString("directory")
+            guard directory.hasPrefix("/") else { throw ProtocolError(.badRequest, "backup: \"directory\" must be an absolute path") }
+            return .backup(directory: directory)
+        default:
+            throw ProtocolError(.unknownOp, "unknown op \(Names.quoted(op)); known ops: \(operations.joined(separator: ", "))")
+        }
+    }
+
+    private static func decodeQuery(_ fields: inout Fields, paging: Bool) throws -> Query {
+        let view = try fields.optionalString("view")
+        let collection = try fields.optionalString("collection")
+        let source: Query.Source
+        switch (view, collection) {
+        case (let view?, nil):
+            try validated { () throws(ValidationError) in try Names.validateView(view) }
+            source = .view(view)
+        case (nil, let collection?):
+            try validated { () throws(ValidationError) in try Names.validateCollection(collection) }
+            source = .collection(collection)
+        case (nil, nil): throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"")
+        case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
+        }
+        let whereJSON = try fields.optionalObjectJSON("where")
+        let sort = try fields.sort()
+        if view != nil, whereJSON != nil || sort != nil {
+            throw ProtocolError(.badRequest, "a list of a view takes no \"where\" or \"sort\": the view defines them")
+        }
+        var descending = false
+        var limit = Query.defaultLimit
+        var start = Query.Start.offset(0)
+        if paging {
+            switch try fields.optionalString("order") {
+            case nil, "asc"?: descending = false
+            case "desc"?: descending = true
+            case let other?: throw ProtocolError(.badRequest, "order must be \"asc\" or \"desc\", found \(Names.quoted(other))")
+            }
+            limit = try fields.limit(default: Query.defaultLimit, max: Query.maxLimit)
+            let offset = try fields.optionalUnsigned("offset")
+            let after = try fields.optionalString("after")
+            switch (offset, after) {
+            case (_?, _?): throw ProtocolError(.badRequest, "list takes \"offset\" or \"after\", not both")
+            case (let offset?, nil):
+                guard offset <= UInt64(Int32.max) else { throw ProtocolError(.badRequest, "offset \(offset) is out of range") }
+                start = .offset(Int(offset))
+            case (nil, let token?): start = .after(try validated { () throws(ValidationError) in try PageCursor(token: token) })
+            case (nil, nil): break
+            }
+        }
+        let explain = try fields.optionalBool("explain") ?? false
+        return try validated { () throws(ValidationError) in
+            try Query(source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain)
+        }
+    }
+
+    private static func validated<T>(_ body: () throws(ValidationError) -> T) throws(ProtocolError) -> T {
+        do { return try body() } catch { throw ProtocolError(.badRequest, error.message) }
+    }
+}
+
+extension JSON {
+    var isTagKind: Bool {
+        switch self {
+        case .string, .int, .double: return true
+        default: return false
+        }
+    }
+}
+
+/// The fields of one request, read by name with type checks; whatever is left unread is unknown.
+struct Fields {
+    let object: JSONObject
+    let op: String
+    private var read: Set<String> = ["op", "tag"]
+
+    init(object: JSONObject, op: String) {
+        self.object = object
+        self.op = op
+    }
+
+    mutating func take(_ key: String) -> JSON? {
+        read.insert(key)
+        guard let value = object[key], !value.isNull else { return nil }
+        return value
+    }
+
+    func rejectUnknown() throws {
+        for key in object.keys where !read.contains(key) {
+            throw ProtocolError(.badRequest, "unknown field \(Names.quoted(key)) for op \(op)")
+        }
+    }
+
+    private func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ProtocolError {
+        ProtocolError(.badRequest, "field \"\(key)\" must be \(expected), found \(value.kindDescription)")
+    }
+
+    mutating func requiredString(_ key: String) throws -> String {
+        guard let value = take(key) else { throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\"") }
+        guard case .string(let string) = value else { throw wrongType(key, "a string", value) }
+        return string
+    }
+
+    mutating func optionalString(_ key: String) throws -> String? {
+        guard let value = take(key) else { return nil }
+        guard case .string(let string) = value else { throw wrongType(key, "a string", value) }
+        return string
+    }
+
+    mutating func optionalBool(_ key: String) throws -> Bool? {
+        guard let value = take(key) else { return nil }
+        guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
+        return flag
+    }
+
+    mutating func requiredObject(_ key: String) throws -> JSONObject {
+        guard let value = take(key) else { throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\"") }
+        guard case .object(let object) = value else { throw wrongType(key, "an object", value) }
+        return object
+    }
+
+    mutating func optionalObjectJSON(_ key: String) throws -> JSON? {
+        guard let value = take(key) else { return nil }
+        guard case .object = value else { throw wrongType(key, "an object", value) }
+        return value
+    }
+
+    mutating func optionalUnsigned(_ key: String) throws -> UInt64? {
+        guard let value = take(key) else { return nil }
+        guard let number = value.integerValue, number >= 0 else { throw wrongType(key, "a non-negative integer", value) }
+        return UInt64(number)
+    }
+
+    mutating func optionalDate(_ key: String) throws -> Instant? {
+        guard let value = take(key) else { return nil }
+        switch value {
+        case .string(let text):
+            if let instant = Instant(rfc3339: text) { return instant }
+        case .object(let object):
+            if case .date(let instant)? = try? TypedValue.parse(object) { return instant }
+        default: break
+        }
+        throw ProtocolError(.badRequest, "field \"\(key)\" must be an RFC 3339 date-time or {\"$date\": ...}")
+    }
+
+    mutating func collection() throws -> String {
+        let name = try requiredString("collection")
+        do { try Names.validateCollection(name) } catch { throw ProtocolError(.badRequest, error.message) }
+        return name
+    }
+
+    mutating func id() throws -> String {
+        let id = try requiredString("id")
+        do { try Names.validateID(id) } catch { throw ProtocolError(.badRequest, error.message) }
+        return id
+    }
+
+    mutating func limit(default defaultValue: Int, max: Int) throws -> Int {
+        guard let value = take("limit") else { return defaultValue }
+        guard let number = value.integerValue else { throw wrongType("limit", "an integer", value) }
+        guard number >= 0 && number <= Int64(max) else {
+            throw ProtocolError(.badRequest, "limit \(number) is out of range: 0 to \(max)")
+        }
+        return Int(number)
+    }
+
+    mutating func sort() throws -> SortOrder? {
+        guard let value = take("sort") else { return nil }
+        do { return try SortOrder(parsing: value) } catch { throw ProtocolError(.badRequest, error.message) }
+    }
+}

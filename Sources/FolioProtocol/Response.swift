@@ -1,0 +1,59 @@
+import FolioJSON
+
+/// Writes response lines: `{"tag":...,"ok":true,"result":...}\n` or
+/// `{"tag":...,"ok":false,"error":{"code":...,"message":...}}\n`; `tag` only when the request had one.
+public enum Response {
+    public static func appendSuccess(tag: JSON?, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
+        var writer = JSONWriter(capacity: 0)
+        swap(&writer.bytes, &bytes)
+        defer { swap(&writer.bytes, &bytes) }
+        let start = writer.bytes.count
+        writeTag(tag, to: &writer)
+        writer.writeRaw("\"ok\":true,\"result\":")
+        do {
+            try result(&writer)
+        } catch {
+            writer.bytes.removeSubrange(start...)
+            throw error
+        }
+        writer.writeRaw("}\n")
+    }
+
+    public static func appendFailure(tag: JSON?, error: ProtocolError, to bytes: inout [UInt8]) {
+        var writer = JSONWriter(capacity: 0)
+        swap(&writer.bytes, &bytes)
+        defer { swap(&writer.bytes, &bytes) }
+        writeTag(tag, to: &writer)
+        writer.writeRaw("\"ok\":false,\"error\":{\"code\":")
+        writer.write(error.code.rawValue)
+        writer.writeRaw(",\"message\":")
+        writer.write(error.message)
+        for detail in error.details {
+            writer.bytes.append(UInt8(ascii: ","))
+            writer.write(detail.key)
+            writer.bytes.append(UInt8(ascii: ":"))
+            writer.writeRaw(detail.value.utf8)
+        }
+        writer.writeRaw("}}\n")
+    }
+
+    /// A line of a running watch: `{"tag":...,"event":<event>}\n`.
+    public static func appendWatchEvent(tag: JSON?, event: some Collection<UInt8>, to bytes: inout [UInt8]) {
+        var writer = JSONWriter(capacity: 0)
+        swap(&writer.bytes, &bytes)
+        defer { swap(&writer.bytes, &bytes) }
+        writeTag(tag, to: &writer)
+        writer.writeRaw("\"event\":")
+        writer.writeRaw(event)
+        writer.writeRaw("}\n")
+    }
+
+    private static func writeTag(_ tag: JSON?, to writer: inout JSONWriter) {
+        writer.bytes.append(UInt8(ascii: "{"))
+        if let tag {
+            writer.writeRaw("\"tag\":")
+            writer.write(tag)
+            writer.bytes.append(UInt8(ascii: ","))
+        }
+    }
+}

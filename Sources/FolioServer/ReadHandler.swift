@@ -1,0 +1,206 @@
+import FolioJSON
+import FolioModel
+import FolioProtocol
+import FolioStore
+
+/// Answers requests that only read: each in its own snapshot, never held across socket I/O.
+struct ReadHandler {
+    let store: Store
+    let configuration: ServerConfiguration
+    let statistics: ServerStatistics
+
+
+    /// Whether the request may take long (a scan, a verify, a backup) and belongs on a worker thread
+    /// rather than the event loop.
+    func isHeavy(_ operation: Request.Operation, _ reader: Store.Reader) -> Bool {
+        switch operation {
+        case .verify, .backup: return true
+        case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? false
+        default: return false
+        }
+    }
+
+    /// Appends the response line for a read request.
+    func respond(to request: Request, with reader: Store.Reader, into output: inout [UInt8]) {
+        do {
+            try reader.read { snapshot in try respond(to: request, snapshot: snapshot, into: &output) }
+        } catch {
+            Response.appendFailure(tag: request.tag, error: ProtocolError(error), to: &output)
+        }
+    }
+
+    /// Answers a heavy request on a worker thread, in a snapshot of its own.
+    func respondHeavy(to request: Request, into output: inout [UInt8]) throws {
+        switch request.operation {
+        case .verify, .backup:
+            throw ProtocolError(.unavailable, "not available yet")
+        default:
+            try store.read { snapshot in try respond(to: request, snapshot: snapshot, into: &output) }
+        }
+    }
+
+    func respond(to request: Request, snapshot: Snapshot, into output: inout [UInt8]) throws {
+        let tag = request.tag
+        switch request.operation {
+        case .hello:
+            let head = try snapshot.head()
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.bytes.append(UInt8(ascii: "{"))
+                writer.writeKey("server", first: true)
+                writer.write("foliod")
+                writer.writeKey("version")
+                writer.write(ServerVersion.current)
+                writer.writeKey("protocol")
+                writer.write(1)
+                writer.writeKey("maxLine")
+                writer.write(configuration.maxLineBytes)
+                writer.writeKey("durability")
+                writer.write(configuration.durability.rawValue)
+                writer.writeKey("lastSeq")
+                writer.write(head.sequence)
+                writer.writeKey("chainHead")
+                writer.write(head.hash.hex)
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .get(let collection, let id, nil):
+            var writer = JSONWriter(capacity: 512)
+            guard try snapshot.writeObject(collection, id, to: &writer) else {
+                throw StoreError.notFound(collection: collection, id: id)
+            }
+            Response.appendSuccess(tag: tag, to: &output) { $0.writeRaw(writer.bytes) }
+        case .get(let collection, let id, let point?):
+            guard let object = try snapshot.object(collection, id, at: point) else {
+                throw StoreError.notFound(collection: collection, id: id)
+            }
+            Response.appendSuccess(tag: tag, to: &output) { object.write(to: &$0) }
+        case .list(let query):
+            let result = try snapshot.run(query)
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"items\":[")
+                writer.writeRaw(result.items)
+                writer.writeRaw("],\"next\":")
+                if let next = result.next { writer.write(next.token) } else { writer.writeRaw("null") }
+                writer.writeKey("total")
+                writer.write(result.total)
+                if query.explain { writePlan(result.plan, to: &writer) }
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .count(let query):
+            let result = try snapshot.run(query, countOnly: true)
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"count\":")
+                writer.write(result.total)
+                if query.explain { writePlan(result.plan, to: &writer) }
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .history(let collection, let id):
+            var writer = JSONWriter(capacity: 1024)
+            guard try snapshot.writeHistory(collection, id, to: &writer) else {
+                throw StoreError.notFound(collection: collection, id: id)
+            }
+            Response.appendSuccess(tag: tag, to: &output) { result in
+                result.writeRaw("{\"events\":")
+                result.writeRaw(writer.bytes)
+                result.bytes.append(UInt8(ascii: "}"))
+            }
+        case .events(let after, let limit):
+            let last = try snapshot.head().sequence
+            try Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"events\":")
+                try snapshot.writeEvents(after: after, limit: limit, to: &writer)
+                writer.writeKey("lastSeq")
+                writer.write(last)
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .stats:
+            let stats = try snapshot.statistics()
+            Response.appendSuccess(tag: tag, to: &output) { writeStatistics(stats, to: &$0) }
+        case .viewList:
+            let views = try snapshot.views()
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"views\":[")
+                for (index, view) in views.enumerated() {
+                    if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+                    guard case .object(var object) = view.definition.json else { continue }
+                    object["count"] = .int(Int64(view.count))
+                    writer.write(object)
+                }
+                writer.writeRaw("]}")
+            }
+        case .verify, .backup, .watch, .unwatch, .command:
+            throw ProtocolError(.internal, "request routed to the wrong handler")
+        }
+    }
+
+    private func writePlan(_ plan: QueryPlan, to writer: inout JSONWriter) {
+        writer.writeKey("plan")
+        writer.bytes.append(UInt8(ascii: "{"))
+        writer.writeKey("source", first: true)
+        switch plan.source {
+        case .view(let name):
+            writer.write("view")
+            writer.writeKey("view")
+            writer.write(name)
+        case .creationOrder(let collection):
+            writer.write("creationOrder")
+            writer.writeKey("collection")
+            writer.write(collection)
+        case .scan(let collection):
+            writer.write("scan")
+            writer.writeKey("collection")
+            writer.write(collection)
+        }
+        writer.writeKey("examined")
+        writer.write(plan.examined)
+        writer.bytes.append(UInt8(ascii: "}"))
+    }
+
+    private func writeStatistics(_ stats: Snapshot.Statistics, to writer: inout JSONWriter) {
+        writer.bytes.append(UInt8(ascii: "{"))
+        writer.writeKey("events", first: true)
+        writer.write(stats.lastSequence)
+        writer.writeKey("lastSeq")
+        writer.write(stats.lastSequence)
+        writer.writeKey("chainHead")
+        writer.write(stats.chainHead.hex)
+        writer.writeKey("collections")
+        writer.bytes.append(UInt8(ascii: "{"))
+        for (index, entry) in stats.objectsPerCollection.enumerated() {
+            if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+            writer.write(entry.collection)
+            writer.bytes.append(UInt8(ascii: ":"))
+            writer.write(entry.count)
+        }
+        writer.bytes.append(UInt8(ascii: "}"))
+        writer.writeKey("objects")
+        writer.write(stats.objectsPerCollection.reduce(0) { $0 + $1.count })
+        writer.writeKey("views")
+        writer.write(stats.views)
+        writer.writeKey("connections")
+        writer.write(statistics.connections.load(ordering: .relaxed))
+        writer.writeKey("watches")
+        writer.write(statistics.watches.load(ordering: .relaxed))
+        writer.writeKey("uptimeSeconds")
+        writer.write((statistics.uptime * 1000).rounded() / 1000)
+        writer.writeKey("commits")
+        writer.write(statistics.commits.load(ordering: .relaxed))
+        writer.writeKey("committedWrites")
+        writer.write(statistics.committedWrites.load(ordering: .relaxed))
+        writer.writeKey("failedCommits")
+        writer.write(statistics.failedCommits.load(ordering: .relaxed))
+        writer.writeKey("durability")
+        writer.write(configuration.durability.rawValue)
+        writer.writeKey("lmdb")
+        writer.writeRaw("{\"mapSize\":")
+        writer.write(stats.mapSize)
+        writer.writeKey("usedSize")
+        writer.write(stats.usedSize)
+        writer.writeKey("pageSize")
+        writer.write(stats.pageSize)
+        writer.writeKey("readers")
+        writer.write(stats.readersInUse)
+        writer.writeKey("maxReaders")
+        writer.write(stats.maxReaders)
+        writer.writeRaw("}}")
+    }
+}

@@ -1,0 +1,42 @@
+import FolioProtocol
+import FolioStore
+import LMDB
+
+/// How the daemon runs: where, with which limits and durability.
+public struct ServerConfiguration: Sendable {
+    public enum Durability: String, Sendable, CaseIterable {
+        /// Every acknowledged write is on disk (LMDB syncs data and meta page at each commit).
+        case full
+        /// The meta page is not synced: an OS crash or power loss may undo the last commits; the
+        /// database stays intact. A crash of foliod alone loses nothing.
+        case relaxed
+        /// Nothing is synced at commit; foliod flushes once a second. An OS crash or power loss may
+        /// lose the last second of acknowledged writes. A crash of foliod alone loses nothing.
+        case none
+
+        var syncMode: Environment.SyncMode {
+            switch self {
+            case .full: return .full
+            case .relaxed: return .noMetaSync
+            case .none: return .noSync
+            }
+        }
+    }
+
+    public var dataDirectory: String
+    public var socketPath: String
+    public var maxLineBytes = 1 << 20
+    public var durability = Durability.full
+    public var eventLoops = 2
+    /// Writes applied in one commit at most, and their request bytes at most.
+    public var maxBatchCount = 1024
+    public var maxBatchBytes = 8 << 20
+    public var mapSize = 1 << 30
+    /// Bytes of output a watching connection may have queued before its watch is cut off as lagging.
+    public var watchBufferBytes = 8 << 20
+
+    public init(dataDirectory: String, socketPath: String) {
+        self.dataDirectory = dataDirectory
+        self.socketPath = socketPath
+    }
+}

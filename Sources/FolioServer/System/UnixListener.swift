@@ -1,0 +1,85 @@
+import CFolioSystem
+import Foundation
+import Glibc
+
+/// The listening Unix-domain socket. A socket file left by a daemon that died is replaced; one that
+/// a live daemon answers on is not.
+final class UnixListener: @unchecked Sendable {
+    let path: String
+    let fd: Int32
+
+    /// Creates the parent directory if needed (mode 0700 when it creates it), binds and listens.
+    init(path: String, mode: mode_t = 0o660) throws {
+        self.path = path
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && !FileManager.default.fileExists(atPath: parent) {
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        if FileManager.default.fileExists(atPath: path) || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil {
+            if UnixListener.isAnswering(path) {
+                throw ServerError.socketInUse(path)
+            }
+            unlink(path)
+        }
+        fd = folio_unix_socket(1)
+        if fd < 0 { throw SystemError("socket") }
+        do {
+            guard folio_unix_bind(fd, path) == 0 else { throw SystemError("bind \(path)") }
+            chmod(path, mode)
+            guard listen(fd, 1024) == 0 else { throw SystemError("listen") }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    /// Whether a process accepts connections on the socket at `path`.
+    static func isAnswering(_ path: String) -> Bool {
+        let probe = folio_unix_socket(0)
+        guard probe >= 0 else { return false }
+        defer { Glibc.close(probe) }
+        return folio_unix_connect(probe, path) == 0
+    }
+
+    /// Stops listening and removes the socket file.
+    func close() {
+        Glibc.close(fd)
+        unlink(path)
+    }
+}
+
+/// An exclusive `flock` on `<data>/foliod.lock`, held while the daemon runs, so that a second daemon
+/// on the same data directory refuses to start.
+final class DataDirectoryLock {
+    private let fd: Int32
+
+    init(directory: String) throws {
+        let path = directory + "/foliod.lock"
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd < 0 { throw SystemError("open \(path)") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            Glibc.close(fd)
+            throw ServerError.dataDirectoryInUse(directory, pid: holder)
+        }
+        let pid = "\(getpid())\n"
+        ftruncate(fd, 0)
+        _ = pid.withCString { Glibc.pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    deinit { Glibc.close(fd) }
+}
+
+/// Why the daemon cannot start or go on.
+public enum ServerError: Error, CustomStringConvertible {
+    case socketInUse(String)
+    case dataDirectoryInUse(String, pid: String)
+
+    public var description: String {
+        switch self {
+        case .socketInUse(let path): return "another foliod is listening on \(path)"
+        case .dataDirectoryInUse(let directory, let pid):
+            return "another foliod\(pid.isEmpty ? "" : " (pid \(pid))") is using the data directory \(directory)"
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import FolioJSON
+import FolioModel
+import FolioProtocol
+import FolioStore
+import Glibc
+import LMDB
+
+/// The one thread that writes. It takes every queued command, applies them in one LMDB write
+/// transaction, each in its own nested transaction, commits once (group commit), and only then hands
+/// the outcomes back to the connections' event loops. A command that fails changes nothing and
+/// leaves the others in its batch alone; a commit that fails fails every command of the batch.
+final class Writer: @unchecked Sendable {
+    struct Job {
+        let command: Command
+        let origin: Origin
+        let tag: JSON?
+        let connection: Connection
+        /// Bytes of the request line, to bound batches.
+        let size: Int
+    }
+
+    struct Outcome {
+        let job: Job
+        let result: Result<StoreWriter.Applied, ProtocolError>
+    }
+
+    private let store: Store
+    private let configuration: ServerConfiguration
+    private let statistics: ServerStatistics
+    private let log: Log
+    private let lock = ConditionLock()
+    private var queue: [Job] = []
+    private var stopping = false
+    private var thread: pthread_t?
+    private var ids = ObjectIDGenerator()
+    private var lastTimestamp: Int64
+    /// Called on the writer's thread after each successful commit, with the events it holds.
+    private let committed: @Sendable ([StoreWriter.Applied]) -> Void
+
+    init(
+        store: Store, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
+        committed: @escaping @Sendable ([StoreWriter.Applied]) -> Void
+    ) throws {
+        self.store = store
+        self.configuration = configuration
+        self.statistics = statistics
+        self.log = log
+        self.committed = committed
+        lastTimestamp = try store.read { try $0.lastTimestamp()?.milliseconds } ?? 0
+    }
+
+    func start() {
+        thread = startThread(name: "folio-writer") { [self] in run() }
+    }
+
+    /// Finishes every queued job, then ends the thread.
+    func stop() {
+        lock.withLock {
+            stopping = true
+            lock.signal()
+        }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    func submit(_ jobs: [Job]) {
+        guard !jobs.isEmpty else { return }
+        lock.withLock {
+            queue.append(contentsOf: jobs)
+            lock.signal()
+        }
+    }
+
+    private func run() {
+        while true {
+            let batch: [Job] = lock.withLock {
+                while queue.isEmpty && !stopping { lock.wait() }
+                var count = 0
+                var bytes = 0
+                while count < queue.count && count < configuration.maxBatchCount
+                    && (count == 0 || bytes + queue[count].size <= configuration.maxBatchBytes)
+                {
+                    bytes += queue[count].size
+                    count += 1
+                }
+                let batch = Array(queue.prefix(count))
+                queue.removeFirst(count)
+                return batch
+            }
+            if batch.isEmpty { return }
+            deliver(process(batch))
+        }
+    }
+
+    /// Applies the batch in one transaction; grows the map and retries when it is full.
+    private func process(_ batch: [Job]) -> [Outcome] {
+        var attempts = 0
+        while true {
+            let acceptance = nextTimestamp()
+            var outcomes: [Outcome] = []
+            outcomes.reserveCapacity(batch.count)
+            do {
+                try store.write { writer in
+                    for job in batch {
+                        do {
+                            let applied = try writer.execute(job.command, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
+                            outcomes.append(Outcome(job: job, result: .success(applied)))
+                        } catch let error as StoreError {
+                            outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
+                        }
+                    }
+                }
+                statistics.commits.add(1, ordering: .relaxed)
+                let applied = outcomes.compactMap { try? $0.result.get() }
+                statistics.committedWrites.add(applied.count, ordering: .relaxed)
+                if !applied.isEmpty { committed(applied) }
+                return outcomes
+            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
+                attempts += 1
+                do {
+                    try store.growMap()
+                    log.notice("map full: grew it to \(store.environment.info.mapSize) bytes; retrying \(batch.count) writes")
+                } catch {
+                    log.error("map full and could not grow it: \(error)")
+                }
+            } catch {
+                statistics.failedCommits.add(1, ordering: .relaxed)
+                log.error("commit of \(batch.count) writes failed: \(error)")
+                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                return batch.map { Outcome(job: $0, result: .failure(failure)) }
+            }
+        }
+    }
+
+    /// Acceptance time: the wall clock in ms, never before the last event's.
+    private func nextTimestamp() -> Timestamp {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        lastTimestamp = max(lastTimestamp, Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000)
+        return Timestamp(milliseconds: lastTimestamp)
+    }
+
+    /// Hands each outcome to its connection's event loop, one message per loop.
+    private func deliver(_ outcomes: [Outcome]) {
+        var byLoop: [ObjectIdentifier: (EventLoop, [Outcome])] = [:]
+        for outcome in outcomes {
+            let loop = outcome.job.connection.loop
+            byLoop[ObjectIdentifier(loop), default: (loop, [])].1.append(outcome)
+        }
+        for (loop, outcomes) in byLoop.values {
+            loop.post(.writeOutcomes(outcomes))
+        }
+    }
+}

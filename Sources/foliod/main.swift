@@ -1,0 +1,70 @@
+import FolioCommandLine
+import FolioProtocol
+import FolioServer
+import Foundation
+import Glibc
+
+let usage = """
+    usage: foliod [--data DIR] [--socket PATH] [--max-line BYTES] [--durability full|relaxed|none]
+                  [--threads N] [--watch-buffer BYTES]
+
+    Serves a Folio data directory on a Unix-domain socket until SIGTERM or SIGINT.
+
+      --data DIR            data directory (default: \(DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid()).dataDirectory))
+      --socket PATH         socket to listen on (default: \(DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid()).socket))
+      --max-line BYTES      longest request line accepted (default 1048576)
+      --durability MODE     full (default): a write is acknowledged once it is on disk.
+                            relaxed: an OS crash or power loss may undo the last acknowledged writes.
+                            none: an OS crash or power loss may lose about the last second of writes.
+                            A crash of foliod itself loses no acknowledged write in any mode.
+      --threads N           event loop threads (default 2)
+      --watch-buffer BYTES  output a watcher may fall behind by before its watch is ended (default 8 MiB)
+
+    FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
+    """
+
+func serve(_ argv: [String]) throws -> Int32 {
+    var arguments = try Arguments(
+        argv, valued: ["--data", "--socket", "--max-line", "--durability", "--threads", "--watch-buffer", "--map-size"])
+    if try arguments.flag("--help", "-h") {
+        print(usage)
+        return 0
+    }
+    if try arguments.flag("--version") {
+        print("foliod \(ServerVersion.current)")
+        return 0
+    }
+    let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
+    var configuration = ServerConfiguration(
+        dataDirectory: arguments.value("--data") ?? defaults.dataDirectory, socketPath: arguments.value("--socket") ?? defaults.socket)
+    if let maxLine = try arguments.integer("--max-line") {
+        guard maxLine >= 1024 else { throw UsageError("--max-line must be at least 1024") }
+        configuration.maxLineBytes = maxLine
+    }
+    if let durability = arguments.value("--durability") {
+        guard let mode = ServerConfiguration.Durability(rawValue: durability) else {
+            throw UsageError("--durability must be full, relaxed or none, not '\(durability)'")
+        }
+        configuration.durability = mode
+    }
+    if let threads = try arguments.integer("--threads") {
+        guard (1...64).contains(threads) else { throw UsageError("--threads must be 1 to 64") }
+        configuration.eventLoops = threads
+    }
+    if let bytes = try arguments.integer("--watch-buffer") { configuration.watchBufferBytes = max(bytes, 1024) }
+    if let bytes = try arguments.integer("--map-size") { configuration.mapSize = max(bytes, 1 << 20) }
+    try arguments.rejectUnused()
+    if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+    return try Daemon(configuration: configuration).run()
+}
+
+let log = Log()
+do {
+    exit(try serve(Array(CommandLine.arguments.dropFirst())))
+} catch let error as UsageError {
+    FileHandle.standardError.write(Data("foliod: \(error)\n\n\(usage)\n".utf8))
+    exit(UsageError.exitStatus)
+} catch {
+    log.error("cannot start: \(error)")
+    exit(1)
+}
