@@ -1,0 +1,120 @@
+import CFolioSystem
+import FolioJSON
+import Glibc
+
+/// A blocking client connection to `foliod`: send request lines, read response lines.
+public final class FolioConnection {
+    public let path: String
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var bufferStart = 0
+    private var isClosed = false
+
+    public init(path: String) throws(ClientError) {
+        self.path = path
+        fd = folio_unix_socket(0)
+        guard fd >= 0 else { throw ClientError.system("socket", errno) }
+        if folio_unix_connect(fd, path) != 0 {
+            let code = errno
+            Glibc.close(fd)
+            switch code {
+            case ENOENT, ECONNREFUSED: throw ClientError.notRunning(path)
+            default: throw ClientError.system("connect \(path)", code)
+            }
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Glibc.close(fd)
+    }
+
+    /// Writes raw bytes (whole request lines, newline included).
+    public func send(bytes: [UInt8]) throws(ClientError) {
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ClientError.system("send", errno)
+            }
+            sent += count
+        }
+    }
+
+    /// Sends one request as a line.
+    public func send(_ request: JSON) throws(ClientError) {
+        var bytes = request.serialized()
+        bytes.append(0x0A)
+        try send(bytes: bytes)
+    }
+
+    /// Ends the sending side (`shutdown(SHUT_WR)`); answers can still be read.
+    public func finishSending() {
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// The next line without its newline; nil at end of stream.
+    public func readLine() throws(ClientError) -> [UInt8]? {
+        while true {
+            if let newline = buffer[bufferStart...].firstIndex(of: 0x0A) {
+                let line = Array(buffer[bufferStart..<newline])
+                bufferStart = newline + 1
+                if bufferStart > 1 << 16 {
+                    buffer.removeFirst(bufferStart)
+                    bufferStart = 0
+                }
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            let count = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ClientError.system("recv", errno)
+            }
+            if count == 0 {
+                if bufferStart < buffer.count {
+                    let line = Array(buffer[bufferStart...])
+                    buffer = []
+                    bufferStart = 0
+                    return line
+                }
+                return nil
+            }
+            buffer.append(contentsOf: chunk[..<count])
+        }
+    }
+
+    /// The next line parsed as JSON; nil at end of stream.
+    public func readJSON() throws(ClientError) -> JSON? {
+        guard let line = try readLine() else { return nil }
+        do { return try JSONParser.parse(line) } catch { throw ClientError.malformedResponse("\(error)") }
+    }
+
+    /// Sends one request and returns its response line, parsed.
+    public func request(_ request: JSON) throws(ClientError) -> JSON {
+        try send(request)
+        guard let response = try readJSON() else { throw ClientError.closed }
+        return response
+    }
+}
+
+public enum ClientError: Error, CustomStringConvertible {
+    case notRunning(String)
+    case system(String, Int32)
+    case closed
+    case malformedResponse(String)
+
+    public var description: String {
+        switch self {
+        case .notRunning(let path):
+            return "foliod is not running (no daemon answers on \(path)); start it with `foliod` (or `make run`, or `systemctl start foliod`)"
+        case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
+        case .closed: return "foliod closed the connection"
+        case .malformedResponse(let detail): return "foliod sent a malformed response: \(detail)"
+        }
+    }
+}

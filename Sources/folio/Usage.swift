@@ -1,0 +1,121 @@
+enum Usage {
+    static let main = """
+        usage: folio [--socket PATH] [--json] COMMAND [ARGS]
+
+        Talks to foliod over its Unix socket. Output is a table or text on a terminal; with --json,
+        or when stdout is not a terminal, one JSON object per line.
+
+        Objects
+          create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]
+          get COLLECTION ID [--at-seq N | --as-of TIME]
+          update COLLECTION ID FIELD=TEXT FIELD:=JSON ... [--if-version N]
+          delete COLLECTION ID [--if-version N]
+          history COLLECTION ID
+
+        Lists and views
+          list COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]
+                          [--limit N] [--offset N | --page N | --after CURSOR] [--explain]
+          list --view NAME [--limit N] [--page N | --offset N | --after CURSOR]
+          count COLLECTION [--where JSON] [-w FILTER]... | count --view NAME
+          view define NAME COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--unique]
+          view list
+          view drop NAME
+
+        The log
+          events [--after N] [--limit N]
+          watch [--after N] [--collection C]
+          export [--after N]
+          verify
+          backup DIR
+
+        Server
+          stats
+          hello
+
+        Run `folio COMMAND --help` for one command. FOLIO_SOCKET overrides the socket path.
+        """
+
+    static let commands: [String: String] = [
+        "create": """
+            usage: folio create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]
+
+            Creates an object. FIELD=TEXT stores a string; FIELD:=JSON stores any JSON value
+            (numbers, true/false, null, arrays, objects, {"$date": ...}, {"$ref": ...}).
+            --id gives the object's id instead of letting the server make one.
+
+              folio create Task title="Buy milk" done:=false n:=3
+            """,
+        "get": """
+            usage: folio get COLLECTION ID [--at-seq N | --as-of TIME]
+
+            Shows an object; --at-seq or --as-of (RFC 3339) shows it as it was then.
+            """,
+        "update": """
+            usage: folio update COLLECTION ID FIELD=TEXT FIELD:=JSON ... [--if-version N]
+
+            Changes fields (a JSON Merge Patch): FIELD:=null removes a field. With --if-version,
+            the update applies only if the object is still at version N.
+            """,
+        "delete": """
+            usage: folio delete COLLECTION ID [--if-version N]
+            """,
+        "history": """
+            usage: folio history COLLECTION ID
+
+            Every event of one object, oldest first, also after it was deleted.
+            """,
+        "list": """
+            usage: folio list COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]
+                              [--limit N] [--offset N | --page N | --after CURSOR] [--explain]
+                   folio list --view NAME [...paging]
+
+            Lists objects, 100 per page by default (at most 1000). --sort takes field paths
+            separated by commas, '-' for descending: --sort -createdAt,title. --page N is 1-based.
+            -w adds a simple filter (several are combined with and):
+              -w done=false   -w 'n>5'  -w 'n<=9'  -w 'title!=x'  -w 'title^=Buy' (prefix)
+            A value that is valid JSON is taken as JSON, anything else as text.
+            """,
+        "count": """
+            usage: folio count COLLECTION [--where JSON] [-w FILTER]...
+                   folio count --view NAME
+            """,
+        "view": """
+            usage: folio view define NAME COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--unique]
+                   folio view list
+                   folio view drop NAME
+
+            A view keeps the objects of a collection that match a filter in sort order, updated with
+            every write. --unique makes the sort fields unique among the view's objects.
+            """,
+        "events": """
+            usage: folio events [--after N] [--limit N]
+
+            Events of the log with sequence > N (default 0), at most 100 (or --limit, up to 1000).
+            """,
+        "watch": """
+            usage: folio watch [--after N] [--collection C]
+
+            Prints events as they are committed, from sequence N+1 on (default: new events only),
+            until interrupted.
+            """,
+        "export": """
+            usage: folio export [--after N] > events.jsonl
+
+            Streams the log, one event per line, for `foliod import`.
+            """,
+        "verify": """
+            usage: folio verify
+
+            Asks foliod to check the hash chain and replay the log against the live state and views.
+            Exits 1 if anything differs.
+            """,
+        "backup": """
+            usage: folio backup DIR
+
+            Writes a consistent, compacted copy of the data directory into DIR (created if needed,
+            must be empty) while foliod keeps serving. Start foliod with --data DIR to use it.
+            """,
+        "stats": "usage: folio stats",
+        "hello": "usage: folio hello",
+    ]
+}

@@ -1,0 +1,319 @@
+import FolioClient
+import FolioCommandLine
+import FolioJSON
+import FolioProtocol
+import Foundation
+import Glibc
+
+/// An error answer from foliod: printed to stderr, exit status 1.
+struct ServerError: Error {
+    let code: String
+    let message: String
+}
+
+let valuedOptions: Set<String> = [
+    "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
+    "--at-seq", "--as-of", "--collection",
+]
+
+final class CLI {
+    var arguments: Arguments
+    let output: Output
+    let socketCandidates: [String]
+
+    init(_ argv: [String]) throws {
+        arguments = try Arguments(argv, valued: valuedOptions)
+        let json = try arguments.flag("--json") || !Output.isTerminal
+        output = Output(json: json)
+        let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        if let socket = arguments.value("--socket") {
+            socketCandidates = [socket]
+        } else {
+            socketCandidates = defaults.clientSocketCandidates
+        }
+    }
+
+    func connect() throws -> FolioConnection {
+        var firstError: ClientError?
+        for path in socketCandidates {
+            do { return try FolioConnection(path: path) } catch { firstError = firstError ?? error }
+        }
+        throw firstError ?? ClientError.notRunning(socketCandidates.first ?? "")
+    }
+
+    /// Sends one request and returns its result, or throws the server's error.
+    func call(_ request: JSON) throws -> JSON {
+        let connection = try connect()
+        defer { connection.close() }
+        return try result(of: try connection.request(request))
+    }
+
+    func result(of response: JSON) throws -> JSON {
+        guard case .object(let object) = response else { throw ClientError.malformedResponse("not an object") }
+        if object["ok"] == .bool(true) { return object["result"] ?? .null }
+        let error = object["error"]?.objectValue
+        throw ServerError(code: error?["code"]?.stringValue ?? "internal", message: error?["message"]?.stringValue ?? "\(response)")
+    }
+
+    func positional(_ name: String) throws -> String {
+        guard let value = arguments.takePositional() else { throw UsageError("missing \(name)") }
+        return value
+    }
+
+    func finishArguments() throws {
+        try arguments.rejectUnused()
+        if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+    }
+
+    func run() throws -> Int32 {
+        guard let command = arguments.takePositional() else {
+            if try arguments.flag("--help", "-h") {
+                print(Usage.main)
+                return 0
+            }
+            throw UsageError("no command given")
+        }
+        if try arguments.flag("--help", "-h") {
+            guard let text = Usage.commands[command] else { throw UsageError("unknown command '\(command)'") }
+            print(text)
+            return 0
+        }
+        switch command {
+        case "hello", "stats":
+            try finishArguments()
+            output.object(try call(["op": .string(command)]))
+        case "create": try create()
+        case "get": try get()
+        case "update": try update()
+        case "delete": try delete()
+        case "history": try history()
+        case "list": try list()
+        case "count": try count()
+        case "view": try view()
+        case "events": try events()
+        case "watch": try watch()
+        case "export": try export()
+        case "verify": return try verify()
+        case "backup":
+            let directory = try positional("DIR")
+            try finishArguments()
+            let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+            output.object(try call(["op": "backup", "directory": .string(absolute)]))
+        case "help":
+            print(Usage.main)
+        default:
+            throw UsageError("unknown command '\(command)'")
+        }
+        return 0
+    }
+
+    private func ifVersion() throws -> JSON? {
+        try arguments.integer("--if-version").map { .int(Int64($0)) }
+    }
+
+    private func create() throws {
+        let collection = try positional("COLLECTION")
+        var request: JSONObject = ["op": "create", "collection": .string(collection)]
+        if let id = arguments.value("--id") { request["id"] = .string(id) }
+        try arguments.rejectUnused()
+        request["data"] = .object(try Assignments.object(arguments.positionals))
+        output.object(try call(.object(request)))
+    }
+
+    private func get() throws {
+        let collection = try positional("COLLECTION")
+        let id = try positional("ID")
+        var request: JSONObject = ["op": "get", "collection": .string(collection), "id": .string(id)]
+        if let sequence = try arguments.integer("--at-seq") { request["atSeq"] = .int(Int64(sequence)) }
+        if let instant = arguments.value("--as-of") { request["asOf"] = .string(instant) }
+        try finishArguments()
+        output.object(try call(.object(request)))
+    }
+
+    private func update() throws {
+        let collection = try positional("COLLECTION")
+        let id = try positional("ID")
+        var request: JSONObject = ["op": "update", "collection": .string(collection), "id": .string(id)]
+        request["ifVersion"] = try ifVersion()
+        try arguments.rejectUnused()
+        let patch = try Assignments.object(arguments.positionals)
+        if patch.isEmpty { throw UsageError("nothing to update: give FIELD=TEXT or FIELD:=JSON") }
+        request["patch"] = .object(patch)
+        output.object(try call(.object(request)))
+    }
+
+    private func delete() throws {
+        let collection = try positional("COLLECTION")
+        let id = try positional("ID")
+        var request: JSONObject = ["op": "delete", "collection": .string(collection), "id": .string(id)]
+        request["ifVersion"] = try ifVersion()
+        try finishArguments()
+        let result = try call(.object(request))
+        if output.json {
+            output.jsonLine(result)
+        } else {
+            output.line("deleted \(collection)/\(id) (version \(Output.cell(result.objectValue?["version"])))")
+        }
+    }
+
+    private func history() throws {
+        let collection = try positional("COLLECTION")
+        let id = try positional("ID")
+        try finishArguments()
+        printEvents(try call(["op": "history", "collection": .string(collection), "id": .string(id)]))
+    }
+
+    private func printEvents(_ result: JSON) {
+        if output.json { return output.jsonLine(result) }
+        guard case .array(let events)? = result.objectValue?["events"] else { return }
+        output.table(events, leading: ["seq", "type", "at", "collection", "id", "version", "data", "patch", "view"], skipping: ["by", "hash"])
+    }
+
+    /// The query fields shared by list, count and view define.
+    private func queryFields(into request: inout JSONObject, allowView: Bool) throws {
+        if allowView, let view = arguments.value("--view") { request["view"] = .string(view) }
+        if let whereClause = try FilterShorthand.whereClause(json: arguments.value("--where"), shorthands: arguments.values("-w")) {
+            request["where"] = whereClause
+        }
+        if let sort = arguments.value("--sort") {
+            request["sort"] = .array(sort.split(separator: ",").map { .string(String($0).trimmingCharacters(in: .whitespaces)) })
+        }
+        if request["view"] == nil {
+            request["collection"] = .string(try positional("COLLECTION"))
+        }
+    }
+
+    private func list() throws {
+        var request: JSONObject = ["op": "list"]
+        try queryFields(into: &request, allowView: true)
+        let limit = try arguments.integer("--limit")
+        if let limit { request["limit"] = .int(Int64(limit)) }
+        if let offset = try arguments.integer("--offset") { request["offset"] = .int(Int64(offset)) }
+        if let page = try arguments.integer("--page") {
+            guard page >= 1 else { throw UsageError("--page counts from 1") }
+            if request["offset"] != nil { throw UsageError("--page and --offset cannot be combined") }
+            request["offset"] = .int(Int64((page - 1) * (limit ?? 100)))
+        }
+        if let after = arguments.value("--after") { request["after"] = .string(after) }
+        if try arguments.flag("--desc") { request["order"] = "desc" }
+        if try arguments.flag("--explain") { request["explain"] = true }
+        try finishArguments()
+        let result = try call(.object(request))
+        if output.json { return output.jsonLine(result) }
+        let object = result.objectValue
+        guard case .array(let items)? = object?["items"] else { return output.object(result) }
+        output.table(items, leading: ["id", "version"], skipping: ["collection", "createdAt", "updatedAt"])
+        var footer = "\(items.count) of \(Output.cell(object?["total"]))"
+        if let next = object?["next"]?.stringValue { footer += " — next page: --after \(next)" }
+        output.line(footer)
+        if let plan = object?["plan"] { output.line("plan: \(plan)") }
+    }
+
+    private func count() throws {
+        var request: JSONObject = ["op": "count"]
+        try queryFields(into: &request, allowView: true)
+        if try arguments.flag("--explain") { request["explain"] = true }
+        try finishArguments()
+        let result = try call(.object(request))
+        if output.json { return output.jsonLine(result) }
+        output.line(Output.cell(result.objectValue?["count"]))
+        if let plan = result.objectValue?["plan"] { output.line("plan: \(plan)") }
+    }
+
+    private func view() throws {
+        switch try positional("define, list or drop") {
+        case "define":
+            var request: JSONObject = ["op": "view.define", "name": .string(try positional("NAME"))]
+            try queryFields(into: &request, allowView: false)
+            if try arguments.flag("--unique") { request["unique"] = true }
+            try finishArguments()
+            output.object(try call(.object(request)))
+        case "list":
+            try finishArguments()
+            let result = try call(["op": "view.list"])
+            if output.json { return output.jsonLine(result) }
+            guard case .array(let views)? = result.objectValue?["views"] else { return }
+            output.table(views, leading: ["name", "collection", "count", "sort", "where", "unique"])
+        case "drop":
+            let name = try positional("NAME")
+            try finishArguments()
+            let result = try call(["op": "view.drop", "name": .string(name)])
+            if output.json { output.jsonLine(result) } else { output.line("dropped view \(name)") }
+        case let other:
+            throw UsageError("unknown view command '\(other)': define, list or drop")
+        }
+    }
+
+    private func events() throws {
+        var request: JSONObject = ["op": "events"]
+        if let after = try arguments.integer("--after") { request["after"] = .int(Int64(after)) }
+        if let limit = try arguments.integer("--limit") { request["limit"] = .int(Int64(limit)) }
+        try finishArguments()
+        printEvents(try call(.object(request)))
+    }
+
+    private func watch() throws {
+        var request: JSONObject = ["op": "watch", "tag": "watch"]
+        if let after = try arguments.integer("--after") { request["after"] = .int(Int64(after)) }
+        if let collection = arguments.value("--collection") { request["collection"] = .string(collection) }
+        try finishArguments()
+        let connection = try connect()
+        try connection.send(.object(request))
+        while let line = try connection.readJSON() {
+            guard case .object(let object) = line else { continue }
+            if let event = object["event"] {
+                if output.json {
+                    output.jsonLine(event)
+                } else {
+                    let fields = event.objectValue
+                    let target = fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" } ?? Output.cell(fields?["view"])
+                    let body = fields?["data"] ?? fields?["patch"]
+                    output.line("\(Output.cell(fields?["seq"]))  \(Output.cell(fields?["at"]))  \(Output.cell(fields?["type"]))  \(target)  \(body.map { $0.description } ?? "")")
+                }
+            } else if object["ok"] == .bool(false) {
+                _ = try result(of: line)
+            } else if !output.json {
+                output.line("watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)")
+            }
+        }
+    }
+
+    private func export() throws {
+        var after = UInt64(try arguments.integer("--after") ?? 0)
+        try finishArguments()
+        let connection = try connect()
+        while true {
+            let result = try result(of: try connection.request(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
+            guard case .array(let events)? = result.objectValue?["events"] else { throw ClientError.malformedResponse("events without events") }
+            for event in events { output.jsonLine(event) }
+            guard events.count == 1000, let last = events.last?.objectValue?["seq"]?.integerValue else { return }
+            after = UInt64(last)
+        }
+    }
+
+    private func verify() throws -> Int32 {
+        try finishArguments()
+        let result = try call(["op": "verify"])
+        output.object(result)
+        return result.objectValue?["ok"] == .bool(true) ? 0 : 1
+    }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("folio: \(message)\n".utf8))
+    exit(status)
+}
+
+do {
+    let cli = try CLI(Array(CommandLine.arguments.dropFirst()))
+    exit(try cli.run())
+} catch let error as UsageError {
+    fail("\(error)\nRun `folio --help` for usage.", status: UsageError.exitStatus)
+} catch let error as ServerError {
+    fail("\(error.code): \(error.message)", status: 1)
+} catch let error as ClientError {
+    if case .notRunning = error { fail("\(error)", status: 69) }
+    fail("\(error)", status: 1)
+} catch {
+    fail("\(error)", status: 1)
+}
