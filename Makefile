@@ -1,0 +1,25 @@
+# Set-up and everyday commands. `make run` and `make test` install what is missing first.
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := $(SUDO) apt-get install -y -q
+
+.PHONY: deps run build test bench bench-views bench-replay clean
+
+# System libraries the package links, from Debian packages (found with pkg-config).
+deps:
+	@pkg-config --exists lmdb libcrypto || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev pkg-config)
+
+build: deps
+	$(SWIFT) build -c release
+
+# Builds and starts foliod in the foreground on its default socket and data directory.
+run: build
+	.build/release/foliod
+
+# Every test: unit tests of each layer and integration tests against the real foliod binary.
+test: deps
+	$(SWIFT) build
+	$(SWIFT) test
+
+clean:
+	rm -rf .build
