@@ -1,0 +1,105 @@
+import FolioJSON
+import Testing
+
+@testable import FolioModel
+
+@Suite struct FilterTests {
+    let object = StoredObject(
+        collection: "Student", id: "s1", version: 3, createdAt: Timestamp(milliseconds: 1_764_000_000_000),
+        updatedAt: Timestamp(milliseconds: 1_764_000_100_000),
+        data: [
+            "name": "Kim", "stuId": 7, "score": 8.5, "tags": ["a", "b", 3], "address": ["city": "Oslo"], "born": ["$date": "2008-05-01T00:00:00Z"],
+            "class": ["$ref": "Class/c1"], "nothing": nil, "active": true,
+        ])
+
+    private func matches(_ whereJSON: String) throws -> Bool {
+        try Filter(parsing: try JSONParser.parse(whereJSON)).matches(object)
+    }
+
+    @Test(arguments: [
+        (#"{"name": "Kim"}"#, true), (#"{"name": "kim"}"#, false), (#"{"stuId": 7.0}"#, true),
+        (#"{"stuId": {"$eq": 7}}"#, true), (#"{"stuId": {"$ne": 7}}"#, false), (#"{"missing": {"$ne": 7}}"#, true),
+        (#"{"stuId": {"$gt": 6}}"#, true), (#"{"stuId": {"$gt": 7}}"#, false), (#"{"stuId": {"$gte": 7}}"#, true),
+        (#"{"stuId": {"$lt": 7.5}}"#, true), (#"{"stuId": {"$lte": 6}}"#, false), (#"{"stuId": {"$gt": 1, "$lt": 8}}"#, true),
+        (#"{"stuId": {"$gt": "1"}}"#, false), (#"{"name": {"$gt": 5}}"#, false), (#"{"name": {"$gt": "J"}}"#, true),
+        (#"{"stuId": {"$in": [1, 7]}}"#, true), (#"{"stuId": {"$in": []}}"#, false), (#"{"stuId": {"$nin": [1, 7]}}"#, false),
+        (#"{"missing": {"$nin": [1]}}"#, true), (#"{"nothing": {"$exists": true}}"#, true), (#"{"missing": {"$exists": false}}"#, true),
+        (#"{"nothing": null}"#, true), (#"{"missing": null}"#, false), (#"{"name": {"$prefix": "Ki"}}"#, true),
+        (#"{"name": {"$prefix": "ki"}}"#, false), (#"{"stuId": {"$prefix": "7"}}"#, false), (#"{"tags": {"$contains": "b"}}"#, true),
+        (#"{"tags": {"$contains": 3.0}}"#, true), (#"{"tags": {"$contains": "c"}}"#, false), (#"{"name": {"$contains": "K"}}"#, false),
+        (#"{"tags": ["a", "b", 3]}"#, true), (#"{"tags": ["b", "a", 3]}"#, false), (#"{"address.city": "Oslo"}"#, true),
+        (#"{"address": {"city": "Oslo"}}"#, true), (#"{"address.city.x": "Oslo"}"#, false),
+        (#"{"born": {"$date": "2008-05-01T02:00:00+02:00"}}"#, true), (#"{"born": {"$gt": {"$date": "2008-01-01T00:00:00Z"}}}"#, true),
+        (#"{"born": {"$gt": "2008"}}"#, false), (#"{"class": {"$ref": "Class/c1"}}"#, true), (#"{"class": "Class/c1"}"#, false),
+        (#"{"active": {"$gt": false}}"#, true), (#"{"id": "s1"}"#, true), (#"{"version": {"$gte": 3}}"#, true),
+        (#"{"createdAt": {"$lt": {"$date": "2026-01-01T00:00:00Z"}}}"#, true), (#"{"updatedAt": {"$gt": {"$date": "2025-11-24T16:01:39Z"}}}"#, true), (#"{"updatedAt": {"$gt": {"$date": "2025-11-24T16:01:40Z"}}}"#, false),
+        (#"{"$or": [{"stuId": 8}, {"name": "Kim"}]}"#, true), (#"{"$or": [{"stuId": 8}, {"name": "Lee"}]}"#, false),
+        (#"{"$and": [{"stuId": 7}, {"$or": [{"name": "Lee"}, {"score": {"$gte": 8}}]}]}"#, true),
+        (#"{"stuId": 7, "name": "Lee"}"#, false),
+    ])
+    func operatorsAndTypeRules(whereJSON: String, expected: Bool) throws {
+        #expect(try matches(whereJSON) == expected, "\(whereJSON)")
+    }
+
+    @Test(arguments: [
+        (#"{"n": {"$gt": 1, "$bogus": 2}}"#, "$bogus"), (#"{"$nor": []}"#, "$nor"), (#"{"n": {"$in": 3}}"#, "$in"),
+        (#"{"n": {"$exists": 1}}"#, "$exists"), (#"{"n": {"$prefix": 1}}"#, "$prefix"), (#"{"$or": []}"#, "$or"),
+        (#"{"$and": {"a": 1}}"#, "$and"), (#"{"a..b": 1}"#, "a..b"), (#"{"_x": 1}"#, "_x"), (#"{"collection": "A"}"#, "collection"),
+        (#"{"d": {"$date": "yesterday"}}"#, "$date"), (#"{"r": {"$ref": "nope"}}"#, "$ref"), (#"[1]"#, "object"),
+        (#"{"$or": [1]}"#, "$or[0]"),
+    ])
+    func badQueriesNameTheOffendingPart(whereJSON: String, named: String) throws {
+        do {
+            _ = try Filter(parsing: try JSONParser.parse(whereJSON))
+            Issue.record("accepted \(whereJSON)")
+        } catch let error as ValidationError {
+            #expect(error.message.contains(named), "\(error.message)")
+        }
+    }
+
+    @Test func sortParsesDirectionsAndRejectsBadEntries() throws {
+        let sort = try SortOrder(parsing: ["-stuId", "name", "+address.city"])
+        #expect(sort.fields == [.init(.data(["stuId"]), descending: true), .init(.data(["name"])), .init(.data(["address", "city"]))])
+        #expect(try SortOrder(parsing: []) == .creation)
+        #expect(throws: ValidationError.self) { try SortOrder(parsing: "name") }
+        #expect(throws: ValidationError.self) { try SortOrder(parsing: [1]) }
+        #expect(throws: ValidationError.self) { try SortOrder(parsing: ["a", "b", "c", "d", "e", "f", "g", "h", "i"]) }
+    }
+
+    @Test func mixedDirectionSortKeysOrderTiesByID() {
+        let sort = SortOrder([.init(.data(["a"]), descending: true), .init(.data(["b"]))])
+        func key(_ a: Int64, _ b: String, _ id: String) -> [UInt8] {
+            sort.key(for: StoredObject(collection: "T", id: id, version: 1, createdAt: .init(milliseconds: 0), updatedAt: .init(milliseconds: 0), data: ["a": .int(a), "b": .string(b)]), id: id)
+        }
+        let expected = [key(2, "x", "1"), key(1, "a", "1"), key(1, "a", "2"), key(1, "b", "0")]
+        #expect(expected.sorted { $0.lexicographicallyPrecedes($1) } == expected)
+    }
+}
+
+@Suite struct RecordRulesTests {
+    @Test func reservedNamesAndTypedValuesAreChecked() throws {
+        for bad: JSONObject in [["id": 1], ["version": 1], ["createdAt": 1], ["$x": 1], ["_x": 1], ["": 1], ["a": ["$date": "x"]],
+            ["a": ["$ref": "1x/2"]], ["a": ["$date": "2026-01-01T00:00:00Z", "b": 1]], ["a": [["$unknown": 1]]]]
+        {
+            #expect(throws: ValidationError.self, "\(bad)") { try RecordData.validate(data: bad) }
+        }
+        try RecordData.validate(data: ["a": ["b": ["_fine": 1, "x.y": 2]], "when": ["$date": "2026-01-01T00:00:00Z"]])
+    }
+
+    @Test func mergePatchFollowsRFC7386AndKeepsTypedValuesWhole() {
+        let target: JSONObject = ["a": "b", "c": ["d": "e", "f": "g"], "when": ["$date": "2026-01-01T00:00:00Z"]]
+        let patch: JSONObject = ["a": "z", "c": ["f": nil], "when": ["$date": "2027-01-01T00:00:00Z"], "new": [1]]
+        #expect(MergePatch.apply(patch, to: target) == ["a": "z", "c": ["d": "e"], "when": ["$date": "2027-01-01T00:00:00Z"], "new": [1]])
+        #expect(MergePatch.apply(["when": ["x": 1]], to: target)["when"] == ["x": 1])
+    }
+
+    @Test func namesFollowTheRules() {
+        for good in ["Task", "a", "A_1", String(repeating: "x", count: 64)] { #expect((try? Names.validateCollection(good)) != nil) }
+        for bad in ["", "1a", "_a", "a-b", "a b", String(repeating: "x", count: 65), "é"] {
+            #expect(throws: ValidationError.self) { try Names.validateCollection(bad) }
+        }
+        for bad in ["", "a/b", "a b", String(repeating: "x", count: 129), "a\u{0}"] {
+            #expect(throws: ValidationError.self) { try Names.validateID(bad) }
+        }
+    }
+}

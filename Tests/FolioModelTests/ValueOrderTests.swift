@@ -1,0 +1,80 @@
+import FolioJSON
+import Testing
+
+@testable import FolioModel
+
+@Suite struct ValueOrderTests {
+    /// One value of each kind, in the documented total order.
+    static let ordered: [JSON] = [
+        .null, false, true, -1e300, -5, -1.5, 0, 1, 1.5, 9_007_199_254_740_993, 1e300,
+        "", "A", "Z", "a", "ab", "b", "é", "😀",
+        ["$date": "1969-12-31T23:59:59Z"], ["$date": "2026-01-01T00:00:00Z"], ["$date": "2026-01-01T00:00:00.001Z"],
+        ["$ref": "A/1"], ["$ref": "Task/1"], ["$ref": "Task/2"],
+        [], [1], [1, 2], [2], ["a"],
+        .object(JSONObject()), ["a": 1], ["a": 2], ["b": 0],
+    ]
+
+    @Test func theTotalOrderSpansAllKinds() {
+        let values = Self.ordered.map(Value.init)
+        for i in values.indices {
+            for j in values.indices {
+                #expect((Value.compare(values[i], values[j]) < 0) == (i < j), "\(values[i]) vs \(values[j])")
+            }
+        }
+        #expect(Value.compare(nil, .null) < 0, "missing sorts first")
+    }
+
+    @Test func sortKeysOrderLikeValues() {
+        let values = Self.ordered.map(Value.init)
+        for i in values.indices {
+            for j in values.indices {
+                var a: [UInt8] = []
+                var b: [UInt8] = []
+                SortKey.append(values[i], descending: false, to: &a)
+                SortKey.append(values[j], descending: false, to: &b)
+                #expect(a.lexicographicallyPrecedes(b) == (i < j), "\(values[i]) vs \(values[j])")
+                var c: [UInt8] = []
+                var d: [UInt8] = []
+                SortKey.append(values[i], descending: true, to: &c)
+                SortKey.append(values[j], descending: true, to: &d)
+                #expect(d.lexicographicallyPrecedes(c) == (i < j), "descending \(values[i]) vs \(values[j])")
+            }
+        }
+    }
+
+    @Test func numbersCompareByValueAcrossIntegersAndDoubles() {
+        #expect(Value(.int(1)) == Value(.double(1.0)))
+        #expect(Value(.double(-0.0)) == Value(.int(0)))
+        #expect(Value(.int(9_007_199_254_740_993)) > Value(.double(9_007_199_254_740_992)))
+        #expect(Value(.int(Int64.max)) < Value(.double(9.3e18)))
+        var a: [UInt8] = []
+        var b: [UInt8] = []
+        SortKey.append(Value(.int(1)), descending: false, to: &a)
+        SortKey.append(Value(.double(1.0)), descending: false, to: &b)
+        #expect(a == b)
+        var big: [UInt8] = []
+        var bigger: [UInt8] = []
+        SortKey.append(Value(.int(Int64.max - 1)), descending: false, to: &big)
+        SortKey.append(Value(.int(Int64.max)), descending: false, to: &bigger)
+        #expect(big.lexicographicallyPrecedes(bigger))
+    }
+
+    @Test func datesCompareByInstantWhateverTheOffset() throws {
+        #expect(Value(["$date": "2026-01-01T01:00:00+01:00"]) == Value(["$date": "2026-01-01T00:00:00Z"]))
+        #expect(Value(["$date": "2026-01-01T00:00:00.5Z"]) > Value(["$date": "2026-01-01T00:00:00Z"]))
+    }
+
+    @Test func instantsParseAndFormatRFC3339() throws {
+        let instant = try #require(Instant(rfc3339: "2026-11-29T10:00:00.123Z"))
+        #expect(instant.rfc3339Milliseconds == "2026-11-29T10:00:00.123Z")
+        #expect(Instant(rfc3339: "1970-01-01T00:00:00Z")?.seconds == 0)
+        #expect(Instant(rfc3339: "1969-12-31T23:59:59.999Z")?.milliseconds == -1)
+        #expect(Instant(milliseconds: -1).rfc3339Milliseconds == "1969-12-31T23:59:59.999Z")
+        #expect(Instant(rfc3339: "2024-02-29T00:00:00Z") != nil)
+        for bad in ["2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01", "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00+0100"]
+        {
+            #expect(Instant(rfc3339: bad) == nil, "\(bad)")
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import FolioJSON
+import FolioModel
+import Testing
+
+@testable import FolioStore
+
+@Suite struct ViewTests {
+    /// What a query should return, computed the plain way: every object, filter, sort by key.
+    private func expected(_ store: Store, collection: String, filter: Filter?, sort: SortOrder) throws -> [String] {
+        try store.read { snapshot in
+            var matches: [(key: [UInt8], id: String)] = []
+            try snapshot.objects.forEach(in: collection, snapshot.txn) { object in
+                if filter?.matches(object) ?? true { matches.append((sort.key(for: object, id: object.id), object.id)) }
+                return true
+            }
+            return matches.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.id)
+        }
+    }
+
+    private func ids(_ result: QueryResult) throws -> [String] {
+        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
+        return items.compactMap { $0.objectValue?["id"]?.stringValue }
+    }
+
+    /// Every item of a query, page by page with cursors (or offsets), in either direction.
+    private func allPages(_ store: Store, _ base: Query, limit: Int, useCursor: Bool) throws -> [String] {
+        var query = base
+        query.limit = limit
+        var collected: [String] = []
+        var offset = 0
+        while true {
+            let result = try store.read { try $0.run(query) }
+            let page = try ids(result)
+            collected += page
+            offset += page.count
+            guard let next = result.next else { return collected }
+            query.start = useCursor ? .after(next) : .offset(offset)
+        }
+    }
+
+    @Test func viewsEqualScanFilterSortAfterARandomWorkload() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            var random = SeededGenerator(seed: 11)
+            try runRandomWorkload(writer, steps: 2500, random: &random)
+            for view in try store.read({ try $0.views() }) {
+                let definition = view.definition
+                let model = try expected(store, collection: definition.collection, filter: definition.filter, sort: definition.sort)
+                #expect(view.count == model.count)
+                let viewQuery = try Query(source: .view(definition.name))
+                #expect(try allPages(store, viewQuery, limit: 37, useCursor: true) == model, "view \(definition.name) by cursor")
+                #expect(try allPages(store, viewQuery, limit: 41, useCursor: false) == model, "view \(definition.name) by offset")
+                var backwards = viewQuery
+                backwards.descending = true
+                #expect(try allPages(store, backwards, limit: 29, useCursor: true) == model.reversed(), "view \(definition.name) backwards")
+                #expect(try allPages(store, backwards, limit: 29, useCursor: false) == model.reversed())
+
+                // The same query by collection uses the view; wrapped in $and it cannot, and scans.
+                let byCollection = try Query(source: .collection(definition.collection), whereJSON: definition.whereJSON, sort: definition.sort)
+                let viaView = try store.read { try $0.run(byCollection) }
+                #expect(viaView.plan.source == .view(definition.name))
+                let scanWhere: JSON = ["$and": [definition.whereJSON ?? ["id": ["$exists": true]]]]
+                let scanned = try Query(source: .collection(definition.collection), whereJSON: scanWhere, sort: definition.sort, limit: 1000)
+                let scanResult = try store.read { try $0.run(scanned) }
+                #expect(scanResult.plan.source == .scan(definition.collection))
+                #expect(try allPages(store, scanned, limit: 33, useCursor: true) == model, "scan of \(definition.name)")
+                #expect(scanResult.total == model.count)
+                #expect(try store.read { try $0.run(byCollection, countOnly: true).total } == model.count)
+            }
+            for collection in ["Task", "Student", "Item"] {
+                let model = try expected(store, collection: collection, filter: nil, sort: .creation)
+                let query = try Query(source: .collection(collection))
+                #expect(try allPages(store, query, limit: 50, useCursor: true) == model)
+                var newest = query
+                newest.descending = true
+                #expect(try allPages(store, newest, limit: 50, useCursor: false) == model.reversed())
+            }
+        }
+    }
+
+    @Test func pagesAtAnyOffsetMatchTheModel() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byScore", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["-score", "name"]), unique: false)))
+            var random = SeededGenerator(seed: 3)
+            try store.write { txn in
+                for index in 0..<3000 {
+                    _ = try txn.execute(
+                        .create(collection: "Student", id: "s\(index)", data: ["score": .int(Int64.random(in: 0...50, using: &random)), "name": .string("n\(index % 97)")]),
+                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin), ids: &writer.ids)
+                }
+            }
+            let model = try expected(store, collection: "Student", filter: nil, sort: try SortOrder(parsing: ["-score", "name"]))
+            for offset in [0, 1, 19, 20, 1499, 2980, 2999, 3000, 5000] {
+                var query = try Query(source: .view("byScore"), limit: 20, start: .offset(offset))
+                let result = try store.read { try $0.run(query) }
+                #expect(try ids(result) == Array(model[min(offset, 3000)..<min(offset + 20, 3000)]), "offset \(offset)")
+                #expect(result.total == 3000)
+                #expect(result.plan.examined <= 21, "a page reads the page, not the offset")
+                query.descending = true
+                let reversed = try store.read { try $0.run(query) }
+                let backwards = Array(model.reversed())
+                #expect(try ids(reversed) == Array(backwards[min(offset, 3000)..<min(offset + 20, 3000)]), "desc offset \(offset)")
+            }
+        }
+    }
+
+    @Test func cursorPagingSkipsAndRepeatsNothingUnderConcurrentChanges() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            var random = SeededGenerator(seed: 5)
+            var live: [String] = []
+            for index in 0..<600 {
+                live.append(try writer.create("Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))], id: "i\(index)").id)
+            }
+            let before = Set(live)
+            var deleted = Set<String>()
+            var seen: [String] = []
+            var query = try Query(source: .view("byRank"), limit: 25)
+            var lastKey: [UInt8]?
+            while true {
+                let result = try store.read { try $0.run(query) }
+                let page = try ids(result)
+                seen += page
+                // Keys must keep increasing across pages.
+                for id in page {
+                    let object = try #require(try store.read { try $0.object("Item", id) })
+                    let key = try SortOrder(parsing: ["rank"]).key(for: object, id: id)
+                    if let lastKey { #expect(lastKey.lexicographicallyPrecedes(key)) }
+                    lastKey = key
+                }
+                guard let next = result.next else { break }
+                query.start = .after(next)
+                // Between pages: inserts anywhere, deletes of seen and unseen objects.
+                for _ in 0..<10 {
+                    live.append(try writer.create("Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))]).id)
+                }
+                for _ in 0..<6 {
+                    let victim = live.remove(at: Int.random(in: 0..<live.count, using: &random))
+                    try writer.execute(.delete(collection: "Item", id: victim, ifVersion: nil))
+                    deleted.insert(victim)
+                }
+            }
+            #expect(Set(seen).count == seen.count, "no item repeated")
+            #expect(before.subtracting(deleted).isSubset(of: Set(seen)), "every item that existed throughout was seen")
+        }
+    }
+
+    @Test func uniqueViewsRefuseDuplicateKeysAndChangeNothing() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byStuId", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["stuId"]), unique: true)))
+            _ = try writer.create("Student", ["stuId": 7, "name": "Kim"], id: "kim")
+            let lee = try writer.create("Student", ["stuId": 8, "name": "Lee"], id: "lee")
+            #expect {
+                try writer.create("Student", ["stuId": 7.0, "name": "Other"])
+            } throws: { error in
+                guard case .conflict(let conflict) = error as? StoreError, case .unique(let view, let key, let existing) = conflict.reason else { return false }
+                return view == "byStuId" && key == [7.0] && existing == "kim"
+            }
+            #expect(throws: StoreError.self) {
+                try writer.execute(.update(collection: "Student", id: lee.id, patch: ["stuId": 7], ifVersion: nil))
+            }
+            // Changing one's own key, or leaving the key as it is, is fine.
+            try writer.execute(.update(collection: "Student", id: "kim", patch: ["name": "Kim K"], ifVersion: nil))
+            try writer.execute(.update(collection: "Student", id: "kim", patch: ["stuId": 9], ifVersion: nil))
+            _ = try writer.create("Student", ["stuId": 7, "name": "New"], id: "new")
+            try store.read { snapshot throws in
+                #expect(try snapshot.object("Student", "lee")?.data["stuId"] == 8)
+                #expect(try snapshot.views().first?.count == 3)
+                #expect(try snapshot.head().sequence == 6)
+            }
+            // Objects without the field share the key "missing": only one may lack it.
+            _ = try writer.create("Student", ["name": "No id"], id: "noid")
+            #expect(throws: StoreError.self) { try writer.create("Student", ["name": "No id either"]) }
+        }
+    }
+
+    @Test func aUniqueViewOverDuplicatesIsRefusedAndListsThem() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            for (id, name) in [("a", "Kim"), ("b", "Lee"), ("c", "Kim"), ("d", "Kim"), ("e", "Lee"), ("f", "Max")] {
+                _ = try writer.create("Student", ["name": .string(name)], id: id)
+            }
+            #expect {
+                try writer.execute(.defineView(try ViewDefinition(name: "byName", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["name"]), unique: true)))
+            } throws: { error in
+                guard case .conflict(let conflict) = error as? StoreError, case .duplicates(let view, let groups) = conflict.reason else { return false }
+                return view == "byName" && Set(groups.map(Set.init)) == [["a", "c", "d"], ["b", "e"]]
+            }
+            try store.read { snapshot throws in
+                #expect(try snapshot.views().isEmpty)
+                #expect(try snapshot.head().sequence == 6)
+            }
+        }
+    }
+
+    @Test func viewsSurviveReopeningAndAreRecreatedByReplay() throws {
+        try withTemporaryDirectory { root in
+            do {
+                let store = try Store(directory: root + "/a")
+                let writer = TestWriter(store)
+                try writer.execute(.defineView(try ViewDefinition(name: "open", collection: "Task", whereJSON: ["done": false], sort: SortOrder(parsing: ["title"]), unique: false)))
+                for index in 0..<50 { _ = try writer.create("Task", ["title": .string("t\(index)"), "done": .bool(index % 3 == 0)]) }
+            }
+            let reopened = try Store(directory: root + "/a")
+            #expect(try reopened.read { try $0.views().map(\.count) } == [33])
+            let replayed = try replay(reopened, into: root + "/b")
+            #expect(try replayed.read { try $0.views().map(\.definition.name) } == ["open"])
+            #expect(try reopened.differences(from: replayed) == [])
+        }
+    }
+
+    @Test func sortKeysTooLongForAViewAreRefused() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title"]), unique: false)))
+            #expect(throws: StoreError.self) { try writer.create("Task", ["title": .string(String(repeating: "x", count: 600))]) }
+            _ = try writer.create("Task", ["title": .string(String(repeating: "x", count: 300))])
+        }
+    }
+}
