@@ -41,12 +41,13 @@ public final class Daemon {
             watchers.publish(applied)
         }
         let workers = DispatchQueue(label: "folio-workers", attributes: .concurrent)
+        let digests = DigestCache()
         var loops: [EventLoop] = []
         for index in 0..<max(1, configuration.eventLoops) {
             loops.append(
                 try EventLoop(
                     index: index, listener: listener, writer: writer, store: store, configuration: configuration,
-                    statistics: statistics, log: log, workers: workers, watchers: watchers))
+                    statistics: statistics, log: log, workers: workers, watchers: watchers, digests: digests))
         }
         writer.start()
         for loop in loops { loop.start() }

@@ -52,7 +52,7 @@ final class EventLoop: @unchecked Sendable {
 
     init(
         index: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
-        statistics: ServerStatistics, log: Log, workers: DispatchQueue, watchers: WatchRegistry
+        statistics: ServerStatistics, log: Log, workers: DispatchQueue, watchers: WatchRegistry, digests: DigestCache
     ) throws {
         self.index = index
         self.listener = listener
@@ -62,7 +62,7 @@ final class EventLoop: @unchecked Sendable {
         self.log = log
         self.workers = workers
         self.watchers = watchers
-        reads = ReadHandler(store: store, configuration: configuration, statistics: statistics)
+        reads = ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests)
         reader = try store.makeReader()
         epoll = try Epoll()
         wake = try WakeSignal()

@@ -2,12 +2,14 @@ import FolioJSON
 import FolioModel
 import FolioProtocol
 import FolioStore
+import Glibc
 
 /// Answers requests that only read: each in its own snapshot, never held across socket I/O.
 struct ReadHandler {
     let store: Store
     let configuration: ServerConfiguration
     let statistics: ServerStatistics
+    let digests: DigestCache
 
 
     /// Whether the request may take long (a scan, a verify, a backup) and belongs on a worker thread
@@ -15,6 +17,7 @@ struct ReadHandler {
     func isHeavy(_ operation: Request.Operation, _ reader: Store.Reader) -> Bool {
         switch operation {
         case .verify, .backup: return true
+        case .stats: return !((try? reader.read { digests.isFresh(at: try $0.head().sequence) }) ?? false)
         case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? false
         default: return false
         }
@@ -32,8 +35,18 @@ struct ReadHandler {
     /// Answers a heavy request on a worker thread, in a snapshot of its own.
     func respondHeavy(to request: Request, into output: inout [UInt8]) throws {
         switch request.operation {
-        case .verify, .backup:
-            throw ProtocolError(.unavailable, "not available yet")
+        case .verify:
+            let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+            let report = try store.verify(scratchDirectory: scratch)
+            Response.appendSuccess(tag: request.tag, to: &output) { $0.write(report.json) }
+        case .backup(let directory):
+            let copy = try store.backup(to: directory)
+            Response.appendSuccess(tag: request.tag, to: &output) { writer in
+                writer.write([
+                    "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
+                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
+                ] as JSON)
+            }
         default:
             try store.read { snapshot in try respond(to: request, snapshot: snapshot, into: &output) }
         }
@@ -114,7 +127,8 @@ struct ReadHandler {
             }
         case .stats:
             let stats = try snapshot.statistics()
-            Response.appendSuccess(tag: tag, to: &output) { writeStatistics(stats, to: &$0) }
+            let digest = try digests.digest(at: stats.lastSequence) { try snapshot.digest() }
+            Response.appendSuccess(tag: tag, to: &output) { writeStatistics(stats, digest: digest, to: &$0) }
         case .viewList:
             let views = try snapshot.views()
             Response.appendSuccess(tag: tag, to: &output) { writer in
@@ -155,7 +169,7 @@ struct ReadHandler {
         writer.bytes.append(UInt8(ascii: "}"))
     }
 
-    private func writeStatistics(_ stats: Snapshot.Statistics, to writer: inout JSONWriter) {
+    private func writeStatistics(_ stats: Snapshot.Statistics, digest: ChainHash, to writer: inout JSONWriter) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("events", first: true)
         writer.write(stats.lastSequence)
@@ -163,6 +177,8 @@ struct ReadHandler {
         writer.write(stats.lastSequence)
         writer.writeKey("chainHead")
         writer.write(stats.chainHead.hex)
+        writer.writeKey("digest")
+        writer.write(digest.hex)
         writer.writeKey("collections")
         writer.bytes.append(UInt8(ascii: "{"))
         for (index, entry) in stats.objectsPerCollection.enumerated() {

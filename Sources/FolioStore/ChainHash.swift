@@ -26,7 +26,7 @@ public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
 
     /// The hash of the event with `canonicalBytes` that follows this one.
     public func next(_ canonicalBytes: UnsafeRawBufferPointer) -> ChainHash {
-        var hasher = SHA256Hasher()
+        let hasher = SHA256Hasher()
         bytes.withUnsafeBytes { hasher.update($0) }
         hasher.update(canonicalBytes)
         return ChainHash(bytes: hasher.finalize())
@@ -59,7 +59,7 @@ private func hexValue(_ digit: UInt8) -> UInt8? {
 }
 
 /// Streaming SHA-256 from libcrypto's EVP interface.
-public struct SHA256Hasher: ~Copyable {
+public final class SHA256Hasher {
     private let context: OpaquePointer
 
     public init() {
@@ -69,15 +69,16 @@ public struct SHA256Hasher: ~Copyable {
 
     deinit { EVP_MD_CTX_free(context) }
 
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    public func update(_ bytes: UnsafeRawBufferPointer) {
         if bytes.count > 0 { EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) }
     }
 
-    public mutating func update(_ bytes: [UInt8]) {
+    public func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    public consuming func finalize() -> [UInt8] {
+    /// The digest of everything passed to `update`; call once.
+    public func finalize() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: ChainHash.size)
         var length: UInt32 = 0
         digest.withUnsafeMutableBufferPointer { _ = EVP_DigestFinal_ex(context, $0.baseAddress, &length) }

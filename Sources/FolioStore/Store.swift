@@ -10,7 +10,6 @@ public final class Store: @unchecked Sendable {
     public struct Options: Sendable {
         public var mapSize = 1 << 30
         public var sync: Environment.SyncMode = .full
-        public var readOnly = false
         public init() {}
     }
 
@@ -21,34 +20,29 @@ public final class Store: @unchecked Sendable {
     let applier: EventApplier
 
     public init(directory: String, options: Options = Options()) throws {
-        if !options.readOnly {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var environmentOptions = Environment.Options()
         environmentOptions.mapSize = options.mapSize
         environmentOptions.sync = options.sync
-        environmentOptions.readOnly = options.readOnly
         self.directory = directory
         environment = try Environment(path: directory, options: environmentOptions)
         databases = try StoreDatabases(environment)
         applier = EventApplier(databases, definitions: definitions)
-        try checkFormat(readOnly: options.readOnly)
+        try checkFormat()
     }
 
-    private func checkFormat(readOnly: Bool) throws {
+    private func checkFormat() throws {
         let key = Array("format".utf8)
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
         case let other?: throw StoreError.unusable("\(directory) holds store format \(other); this foliod reads format \(StoreDatabases.formatVersion)")
-        case nil where !readOnly:
+        case nil:
             try environment.write { txn in
                 var value: [UInt8] = []
                 value.appendLittleEndian(StoreDatabases.formatVersion)
                 try txn.put(databases.meta, key, value)
             }
-        case nil: throw StoreError.unusable("\(directory) holds no Folio store")
         }
     }
 

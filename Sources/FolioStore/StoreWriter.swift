@@ -69,11 +69,14 @@ public final class StoreWriter {
         }
     }
 
-    /// Appends an event decided elsewhere (an import): its sequence must follow the log's last.
-    public func append(_ event: Event) throws -> Applied {
+    /// Appends an event decided elsewhere (a replay, an import): its sequence must follow the log's
+    /// last. `isolated` runs it in a nested transaction, so that a failure leaves the rest of this
+    /// transaction usable; without it a failure spoils the whole transaction.
+    public func append(_ event: Event, isolated: Bool = true) throws -> Applied {
         guard event.sequence == head.sequence + 1 else {
             throw StoreError.invalid("event \(event.sequence) does not follow event \(head.sequence)")
         }
+        if !isolated { return try append(event, txn) }
         return try txn.nested { child in try append(event, child) }
     }
 

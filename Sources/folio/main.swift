@@ -278,17 +278,29 @@ final class CLI {
         }
     }
 
+    /// Every event after N, one per line, then the end line `{"end":true,"lastSeq":...,"chainHead":...}`
+    /// that lets `foliod import` tell a complete export from a truncated one.
     private func export() throws {
         var after = UInt64(try arguments.integer("--after") ?? 0)
         try finishArguments()
         let connection = try connect()
+        var chainHead: JSON = .string(String(repeating: "0", count: 64))
         while true {
             let result = try result(of: try connection.request(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
             guard case .array(let events)? = result.objectValue?["events"] else { throw ClientError.malformedResponse("events without events") }
-            for event in events { output.jsonLine(event) }
-            guard events.count == 1000, let last = events.last?.objectValue?["seq"]?.integerValue else { return }
-            after = UInt64(last)
+            var lines: [UInt8] = []
+            for event in events {
+                lines += event.serialized()
+                lines.append(0x0A)
+            }
+            FileHandle.standardOutput.write(Data(lines))
+            if let last = events.last?.objectValue, let sequence = last["seq"]?.integerValue, let hash = last["hash"] {
+                after = UInt64(sequence)
+                chainHead = hash
+            }
+            if events.count < 1000 { break }
         }
+        output.jsonLine(["end": true, "lastSeq": .int(Int64(after)), "chainHead": chainHead])
     }
 
     private func verify() throws -> Int32 {

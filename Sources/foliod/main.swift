@@ -1,6 +1,7 @@
 import FolioCommandLine
 import FolioProtocol
 import FolioServer
+import FolioStore
 import Foundation
 import Glibc
 
@@ -21,6 +22,8 @@ let usage = """
       --watch-buffer BYTES  output a watcher may fall behind by before its watch is ended (default 8 MiB)
 
     FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
+
+    \(OfflineCommands.usage)
     """
 
 func serve(_ argv: [String]) throws -> Int32 {
@@ -60,7 +63,14 @@ func serve(_ argv: [String]) throws -> Int32 {
 
 let log = Log()
 do {
-    exit(try serve(Array(CommandLine.arguments.dropFirst())))
+    let argv = Array(CommandLine.arguments.dropFirst())
+    switch argv.first {
+    case "rebuild"?, "verify"?, "import"?: exit(try OfflineCommands.run(argv[0], Array(argv.dropFirst())))
+    default: exit(try serve(argv))
+    }
+} catch let error as ImportError {
+    FileHandle.standardError.write(Data("foliod import: \(error)\n".utf8))
+    exit(1)
 } catch let error as UsageError {
     FileHandle.standardError.write(Data("foliod: \(error)\n\n\(usage)\n".utf8))
     exit(UsageError.exitStatus)

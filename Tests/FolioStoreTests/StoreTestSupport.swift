@@ -10,7 +10,7 @@ func withTemporaryStore<R>(_ body: (Store) throws -> R) throws -> R {
 }
 
 /// Executes commands one per transaction, like a writer that commits each, with a test clock.
-final class TestWriter {
+final class TestWriter: @unchecked Sendable {
     let store: Store
     var ids = ObjectIDGenerator(random: SeededGenerator(seed: 42))
     var clock: Int64 = 1_764_000_000_000

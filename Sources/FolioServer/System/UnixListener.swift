@@ -50,10 +50,10 @@ final class UnixListener: @unchecked Sendable {
 
 /// An exclusive `flock` on `<data>/foliod.lock`, held while the daemon runs, so that a second daemon
 /// on the same data directory refuses to start.
-final class DataDirectoryLock {
+public final class DataDirectoryLock {
     private let fd: Int32
 
-    init(directory: String) throws {
+    public init(directory: String) throws {
         let path = directory + "/foliod.lock"
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 { throw SystemError("open \(path)") }

@@ -73,7 +73,7 @@ struct CountedTree {
         try txn.put(database, recordKey(0), header.bytes)
     }
 
-    private func load(_ node: UInt64, _ txn: Transaction) throws -> TreeNode {
+    func load(_ node: UInt64, _ txn: Transaction) throws -> TreeNode {
         guard let bytes = try txn.get(database, recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
         return TreeNode(bytes: Array(bytes))
     }
@@ -420,5 +420,34 @@ extension CountedTree {
         }
         if let last = leaves.last, try load(last, txn).next != 0 { problems.append("last leaf links forward") }
         return problems
+    }
+}
+
+extension CountedTree {
+    /// Walks the keys in order, one at a time (for merging two trees).
+    struct KeyIterator {
+        let tree: CountedTree
+        let txn: Transaction
+        private var leaf: TreeNode?
+        private var index = 0
+
+        init(_ tree: CountedTree, _ txn: Transaction) throws {
+            self.tree = tree
+            self.txn = txn
+            let start = try tree.position(atRank: 0, txn)
+            leaf = try tree.load(start.leaf, txn)
+        }
+
+        mutating func next() throws -> [UInt8]? {
+            while let current = leaf {
+                if index < current.count {
+                    index += 1
+                    return Array(current.entry(index - 1))
+                }
+                leaf = current.next == 0 ? nil : try tree.load(current.next, txn)
+                index = 0
+            }
+            return nil
+        }
     }
 }

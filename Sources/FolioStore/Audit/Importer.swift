@@ -1,0 +1,112 @@
+import FolioJSON
+import FolioModel
+import Foundation
+
+/// Why an import was refused: the line and what is wrong with it.
+public struct ImportError: Error, CustomStringConvertible {
+    public let line: Int
+    public let message: String
+
+    public var description: String { "line \(line): \(message)" }
+}
+
+/// Builds a new store from an export: one event per line, oldest first from sequence 1, then the
+/// trailer `{"end":true,"lastSeq":N,"chainHead":"..."}` that `folio export` writes last. Sequences
+/// must be continuous, each event's `hash` must match the chain, and the trailer must close it.
+/// The store is built in a temporary directory beside the target and moved into place only when
+/// everything checked out, so a damaged or truncated file leaves nothing behind.
+public struct Importer {
+    public struct Summary: Sendable {
+        public let events: UInt64
+        public let chainHead: ChainHash
+        public let digest: ChainHash
+    }
+
+    public let directory: String
+
+    public init(directory: String) { self.directory = directory }
+
+    public func run(nextLine: () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws -> Summary {
+        let manager = FileManager.default
+        if manager.fileExists(atPath: directory), !(try manager.contentsOfDirectory(atPath: directory)).isEmpty {
+            throw StoreError.invalid("\(directory) is not empty: import builds a new store")
+        }
+        let building = directory + ".importing-\(ProcessInfo.processInfo.processIdentifier)"
+        try? manager.removeItem(atPath: building)
+        do {
+            let summary = try build(in: building, nextLine: nextLine, progress: progress)
+            if manager.fileExists(atPath: directory) { try manager.removeItem(atPath: directory) }
+            try manager.moveItem(atPath: building, toPath: directory)
+            return summary
+        } catch {
+            try? manager.removeItem(atPath: building)
+            throw error
+        }
+    }
+
+    private func build(in path: String, nextLine: () throws -> [UInt8]?, progress: (UInt64) -> Void) throws -> Summary {
+        var options = Store.Options()
+        options.sync = .noSync
+        let store = try Store(directory: path, options: options)
+        defer { store.close() }
+        var lineNumber = 0
+        var chain = ChainHash.genesis
+        var lastSequence: UInt64 = 0
+        var ended = false
+        while !ended {
+            var batch: [(line: Int, event: Event)] = []
+            while batch.count < Store.replayChunk, let line = try nextLine() {
+                lineNumber += 1
+                let json: JSON
+                do { json = try JSONParser.parse(line) } catch { throw ImportError(line: lineNumber, message: "not valid JSON: \(error)") }
+                if case .object(let object) = json, object["end"] != nil {
+                    try checkTrailer(object, lastSequence: lastSequence, chain: chain, line: lineNumber)
+                    ended = true
+                    if let extra = try nextLine() {
+                        _ = extra
+                        throw ImportError(line: lineNumber + 1, message: "data after the end of the export")
+                    }
+                    break
+                }
+                let event: Event
+                do { event = try Event(json: json, allowing: ["hash"]) } catch { throw ImportError(line: lineNumber, message: error.message) }
+                guard event.sequence == lastSequence + 1 else {
+                    throw ImportError(line: lineNumber, message: "event \(event.sequence) where event \(lastSequence + 1) was expected")
+                }
+                chain = chain.next(event.encoded())
+                guard case .string(let hex)? = json.objectValue?["hash"], let stated = ChainHash(hex: hex) else {
+                    throw ImportError(line: lineNumber, message: "event \(event.sequence) has no valid \"hash\"")
+                }
+                guard stated == chain else {
+                    throw ImportError(line: lineNumber, message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
+                }
+                lastSequence = event.sequence
+                batch.append((lineNumber, event))
+            }
+            if batch.isEmpty && !ended {
+                throw ImportError(line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated")
+            }
+            try store.write { writer in
+                for (line, event) in batch {
+                    do {
+                        _ = try writer.append(event, isolated: false)
+                    } catch let error as StoreError {
+                        throw ImportError(line: line, message: "event \(event.sequence) does not apply: \(error)")
+                    }
+                }
+            }
+            progress(lastSequence)
+        }
+        try store.environment.sync()
+        return Summary(events: lastSequence, chainHead: chain, digest: try store.read { try $0.digest() })
+    }
+
+    private func checkTrailer(_ object: JSONObject, lastSequence: UInt64, chain: ChainHash, line: Int) throws {
+        guard object["end"] == .bool(true), object["lastSeq"]?.integerValue == Int64(lastSequence) else {
+            throw ImportError(line: line, message: "the end line says the export has \(object["lastSeq"]?.description ?? "?") events, the file holds \(lastSequence)")
+        }
+        guard case .string(let hex)? = object["chainHead"], ChainHash(hex: hex) == chain else {
+            throw ImportError(line: line, message: "the end line's chainHead does not match the events")
+        }
+    }
+}

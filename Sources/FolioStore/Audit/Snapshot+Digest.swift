@@ -1,0 +1,36 @@
+import FolioModel
+import LMDB
+
+extension Snapshot {
+    /// SHA-256 over current state and every view, in key order: every object record, then each
+    /// collection's creation order, then each view's definition and entries. Stores that hold the
+    /// same objects and views have the same digest, however they were built (live, rebuilt,
+    /// imported, restored from a backup).
+    public func digest() throws -> ChainHash {
+        let hasher = SHA256Hasher()
+        func frame(_ bytes: some Collection<UInt8>) {
+            var length = UInt32(bytes.count).bigEndian
+            withUnsafeBytes(of: &length) { hasher.update($0) }
+            hasher.update(Array(bytes))
+        }
+        frame(Array("objects".utf8))
+        try txn.withCursor(store.databases.objects) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                frame(key)
+                frame(value)
+                entry = try cursor.next()
+            }
+        }
+        for (name, tree) in try catalog.collections(txn).sorted(by: { $0.name < $1.name }) {
+            frame(Array("collection \(name)".utf8))
+            try tree.forEach(txn) { frame($0) }
+        }
+        for view in try catalog.allViews(txn).sorted(by: { $0.definition.name < $1.definition.name }) {
+            frame(Array("view".utf8))
+            frame(view.definition.json.serialized())
+            try view.tree.forEach(txn) { frame($0) }
+        }
+        return ChainHash(bytes: hasher.finalize())
+    }
+}

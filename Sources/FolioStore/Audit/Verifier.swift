@@ -1,0 +1,225 @@
+import FolioJSON
+import FolioModel
+import Foundation
+import LMDB
+
+/// The outcome of a verification: the chain, the replay and every difference found.
+public struct VerificationReport: Sendable {
+    public struct Mismatch: Sendable, Equatable {
+        /// `object`, `view`, `creationOrder`, `history`, `catalog`, `event`
+        public let kind: String
+        public let description: String
+    }
+
+    public static let maxMismatches = 1000
+
+    public var lastSequence: UInt64 = 0
+    public var chainHead = ChainHash.genesis
+    /// The first sequence at which the stored log is not what the chain says: changed, missing or
+    /// out of place.
+    public var chainBrokenAt: UInt64?
+    public var chainProblem: String?
+    public var replayedEvents: UInt64 = 0
+    public var digest = ChainHash.genesis
+    public var mismatches: [Mismatch] = []
+    public var omittedMismatches = 0
+
+    public var isConsistent: Bool { chainBrokenAt == nil && mismatches.isEmpty }
+
+    mutating func add(_ kind: String, _ description: String) {
+        if mismatches.count < Self.maxMismatches {
+            mismatches.append(Mismatch(kind: kind, description: description))
+        } else {
+            omittedMismatches += 1
+        }
+    }
+}
+
+extension Store {
+    /// Checks the hash chain, replays the log into a scratch store in `scratchDirectory` (removed
+    /// afterwards) and compares it with the live state and views, all from one snapshot, so it can run
+    /// while writers go on.
+    public func verify(scratchDirectory: String, progress: (Progress) -> Void = { _ in }) throws -> VerificationReport {
+        try read { snapshot in
+            var scratchOptions = Options()
+            scratchOptions.sync = .noSync
+            let scratch = try Store(directory: scratchDirectory, options: scratchOptions)
+            defer {
+                scratch.close()
+                try? FileManager.default.removeItem(atPath: scratchDirectory)
+            }
+            var verifier = Verifier(live: snapshot, scratch: scratch)
+            try verifier.replay(progress: progress)
+            try scratch.read { replayed in try verifier.compare(with: replayed) }
+            verifier.report.digest = try snapshot.digest()
+            return verifier.report
+        }
+    }
+}
+
+/// Replays a snapshot's log into a scratch store and lists where the snapshot's derived state differs.
+struct Verifier {
+    let live: Snapshot
+    let scratch: Store
+    var report = VerificationReport()
+
+    init(live: Snapshot, scratch: Store) {
+        self.live = live
+        self.scratch = scratch
+    }
+
+    /// Reads the log in order, checking sequence and chain, and applies each event to the scratch store.
+    mutating func replay(progress: (Store.Progress) -> Void) throws {
+        let head = try live.head()
+        report.lastSequence = head.sequence
+        report.chainHead = head.hash
+        var expected: UInt64 = 1
+        var chain = ChainHash.genesis
+        var decodable = true
+        while decodable && expected <= head.sequence {
+            var batch: [Event] = []
+            try live.log.forEach(after: expected - 1, live.txn) { sequence, record in
+                if report.chainBrokenAt == nil {
+                    if sequence != expected {
+                        breakChain(at: expected, "event \(expected) is missing (the next stored event is \(sequence))")
+                    } else {
+                        chain = chain.next(EventLog.canonicalBytes(of: record))
+                        if (try? EventLog.hash(of: record)) != chain {
+                            breakChain(at: sequence, "event \(sequence) does not match the chain: it or its hash was changed")
+                        }
+                    }
+                }
+                do {
+                    var event = try EventLog.decode(record, sequence: sequence)
+                    event.sequence = expected
+                    batch.append(event)
+                } catch {
+                    report.add("event", "event \(sequence) cannot be decoded, replay stops there: \(error)")
+                    if report.chainBrokenAt == nil { breakChain(at: sequence, "event \(sequence) cannot be decoded") }
+                    decodable = false
+                    return false
+                }
+                expected += 1
+                return batch.count < Store.replayChunk
+            }
+            if batch.isEmpty { break }
+            try scratch.write { writer in
+                for event in batch {
+                    do {
+                        _ = try writer.append(event, isolated: false)
+                    } catch let error as StoreError {
+                        report.add("event", "event \(event.sequence) does not apply: \(error)")
+                        throw error
+                    }
+                }
+            }
+            report.replayedEvents = expected - 1
+            progress(Store.Progress(done: expected - 1, total: head.sequence))
+        }
+    }
+
+    private mutating func breakChain(at sequence: UInt64, _ problem: String) {
+        report.chainBrokenAt = sequence
+        report.chainProblem = problem
+    }
+
+    mutating func compare(with replayed: Snapshot) throws {
+        try compareObjects(replayed)
+        try compareTrees(replayed)
+        let liveDatabases = live.store.databases
+        let replayedDatabases = replayed.store.databases
+        var raw: [StoreDifference] = []
+        try Store.compare(liveDatabases.history, live.txn, replayedDatabases.history, replayed.txn, limit: 100, into: &raw)
+        for difference in raw { report.add("history", "history entry \(describeHistoryKey(difference.key)) \(side(difference))") }
+        raw = []
+        try Store.compare(liveDatabases.catalog, live.txn, replayedDatabases.catalog, replayed.txn, limit: 100, into: &raw)
+        for difference in raw {
+            report.add("catalog", "catalog entry \(String(decoding: difference.key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)) \(side(difference))")
+        }
+    }
+
+    private func side(_ difference: StoreDifference) -> String {
+        switch (difference.left, difference.right) {
+        case (nil, _): return "is missing from the live store"
+        case (_, nil): return "is in the live store but not in the log"
+        default: return "differs from the replayed log"
+        }
+    }
+
+    private func describeHistoryKey(_ key: [UInt8]) -> String {
+        guard key.count > 9 else { return "?" }
+        let prefix = key.prefix(key.count - 9)
+        let sequence = key.suffix(8).withUnsafeBytes { Keys.sequence(from: UnsafeRawBufferPointer($0)) }
+        return describeObjectKey(Array(prefix)) + " at event \(sequence)"
+    }
+
+    private func describeObjectKey(_ key: [UInt8]) -> String {
+        String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+    }
+
+    private mutating func compareObjects(_ replayed: Snapshot) throws {
+        var differences: [StoreDifference] = []
+        try Store.compare(
+            live.store.databases.objects, live.txn, replayed.store.databases.objects, replayed.txn, limit: VerificationReport.maxMismatches,
+            into: &differences)
+        for difference in differences {
+            let name = describeObjectKey(difference.key)
+            switch (difference.left, difference.right) {
+            case (nil, _): report.add("object", "object \(name) is missing from current state")
+            case (_, nil): report.add("object", "object \(name) is in current state, but the log does not create it")
+            default: report.add("object", "object \(name) differs from its state replayed from the log")
+            }
+        }
+    }
+
+    /// Views and creation orders, entry by entry, plus the structure of every live tree.
+    private mutating func compareTrees(_ replayed: Snapshot) throws {
+        var liveTrees: [String: (kind: String, tree: CountedTree, definition: ViewDefinition?)] = [:]
+        var replayedTrees = liveTrees
+        for view in try live.catalog.allViews(live.txn) {
+            liveTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
+        }
+        for view in try replayed.catalog.allViews(replayed.txn) {
+            replayedTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
+        }
+        for (name, tree) in try live.catalog.collections(live.txn) { liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil) }
+        for (name, tree) in try replayed.catalog.collections(replayed.txn) {
+            replayedTrees["creation order of \(name)"] = ("creationOrder", tree, nil)
+        }
+        for name in Set(liveTrees.keys).union(replayedTrees.keys).sorted() {
+            guard let mine = liveTrees[name] else {
+                report.add(replayedTrees[name]!.kind, "\(name) is missing from the live store")
+                continue
+            }
+            guard let theirs = replayedTrees[name] else {
+                report.add(mine.kind, "\(name) is in the live store, but the log does not define it")
+                continue
+            }
+            if mine.definition != theirs.definition { report.add(mine.kind, "\(name) has another definition than the log gives") }
+            for problem in try mine.tree.structuralProblems(live.txn) { report.add(mine.kind, "\(name): \(problem)") }
+            var left = try CountedTree.KeyIterator(mine.tree, live.txn)
+            var right = try CountedTree.KeyIterator(theirs.tree, replayed.txn)
+            var a = try left.next()
+            var b = try right.next()
+            while a != nil || b != nil {
+                let order = a == nil ? 1 : (b == nil ? -1 : compareBytes(a!, b!))
+                if order == 0 {
+                    a = try left.next()
+                    b = try right.next()
+                } else if order < 0 {
+                    report.add(mine.kind, "\(name) holds an entry for \(entryName(a!)) that the log does not give")
+                    a = try left.next()
+                } else {
+                    report.add(mine.kind, "\(name) lacks the entry for \(entryName(b!))")
+                    b = try right.next()
+                }
+                if report.mismatches.count >= VerificationReport.maxMismatches { return }
+            }
+        }
+    }
+
+    private func entryName(_ key: [UInt8]) -> String {
+        guard key.count >= 2, Int(key[key.count - 1]) + 2 <= key.count else { return "an unreadable key" }
+        return "id " + key.withUnsafeBytes { SortKey.id(in: $0) }
+    }
+}

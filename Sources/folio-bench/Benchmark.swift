@@ -1,0 +1,51 @@
+import Glibc
+
+/// The whole run: checks each daemon answers, pre-populates the keys, then runs every scenario
+/// against every daemon, alternating which goes first so slow drifts of the machine hit both.
+struct Benchmark {
+    let options: BenchOptions
+    /// One line per daemon: version and durability settings, as each reported them.
+    private(set) var servers: [String] = []
+
+    init(options: BenchOptions) { self.options = options }
+
+    mutating func run() throws -> Report {
+        for target in options.targets {
+            let client = try target.connectWhenReady(timeout: options.connectTimeout)
+            servers.append("\(target.name): \(try client.describeServer()) on \(target.socketPath)" + (target.pid.map { ", pid \($0)" } ?? ""))
+            progress("\(target.name): creating keys k0..k\(options.keyCount - 1)")
+            try KeyPreloader(target: target, keyCount: options.keyCount).preload()
+        }
+        let nonce = String(time(nil), radix: 36)
+        var runNumber = 0
+        var rows: [Report.Row] = []
+        for (index, scenario) in options.scenarios.enumerated() {
+            var results: [Target.Kind: RunResult] = [:]
+            for round in 0..<options.rounds {
+                let order = (index + round) % 2 == 0 ? options.targets : options.targets.reversed()
+                for target in order {
+                    runNumber += 1
+                    let runner = ScenarioRunner(
+                        scenario: scenario, target: target, timing: options.timing, keyCount: options.keyCount, runNumber: runNumber,
+                        nonce: nonce)
+                    let result = try runner.run()
+                    progress(
+                        "\(scenario.id) \(target.name): \(Report.rate(result)) ops/s, p50/p99 \(Report.percentiles(result.tally.allLatencies)), "
+                            + "\(result.tally.failures) failed, RSS max \(Report.mebibytes(result.memory?.maxResidentKiB))")
+                    if var merged = results[target.kind] {
+                        merged.merge(result)
+                        results[target.kind] = merged
+                    } else {
+                        results[target.kind] = result
+                    }
+                }
+            }
+            rows.append(Report.Row(scenario: scenario, folio: results[.folio], redis: results[.redis]))
+        }
+        return Report(rows: rows)
+    }
+
+    private func progress(_ line: String) {
+        StandardError.write("folio-bench: \(line)")
+    }
+}

@@ -1,0 +1,60 @@
+import FolioJSON
+
+/// Speaks foliod's JSON-lines protocol over a raw socket: `create` with a client-given id and `get`
+/// by id in the `Bench` collection, without tags (answers come back in request order).
+final class FolioLoadClient: LoadClient {
+    static let collection = "Bench"
+
+    private static let createHead = Array(#"{"op":"create","collection":"\#(collection)","id":""#.utf8)
+    private static let createData = Array(#"","data":"#.utf8)
+    private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
+    private static let getTail = Array(#""}"#.utf8) + [0x0A]
+    /// An answer without a tag starts so when it succeeds.
+    private static let successPrefix = Array(#"{"ok":true"#.utf8)
+
+    private let stream: SocketStream
+    private var output: [UInt8] = []
+
+    init(path: String) throws {
+        stream = try SocketStream(path: path)
+        output.reserveCapacity(64 << 10)
+    }
+
+    func send(_ operations: [Operation]) throws {
+        output.removeAll(keepingCapacity: true)
+        for operation in operations {
+            switch operation.kind {
+            case .create:
+                output.append(contentsOf: Self.createHead)
+                operation.key.append(to: &output)
+                output.append(contentsOf: Self.createData)
+                output.append(contentsOf: Payload.bytes)
+                output.append(UInt8(ascii: "}"))
+                output.append(0x0A)
+            case .get:
+                output.append(contentsOf: Self.getHead)
+                operation.key.append(to: &output)
+                output.append(contentsOf: Self.getTail)
+            }
+        }
+        try stream.send(output)
+    }
+
+    func receive() throws -> Reply {
+        try stream.withLine { line in
+            if line.starts(with: Self.successPrefix) { return .success }
+            return .failure(String(decoding: line, as: UTF8.self))
+        }
+    }
+
+    func describeServer() throws -> String {
+        try stream.send(Array(#"{"op":"hello"}"#.utf8) + [0x0A])
+        let hello = try stream.withLine { line in try JSONParser.parse(line) }
+        guard let result = hello.objectValue?["result"]?.objectValue else {
+            throw BenchError.protocolViolation("hello answered \(hello)")
+        }
+        let version = result["version"]?.stringValue ?? "?"
+        let durability = result["durability"]?.stringValue ?? "?"
+        return "foliod \(version), durability \(durability)"
+    }
+}

@@ -1,0 +1,28 @@
+/// Creates the keys `k0 ..< kN` that read scenarios look up, with the benchmark's payload, in
+/// pipelined batches over one connection. A Folio id that already exists (a daemon reused from an
+/// earlier run) is left as it is.
+struct KeyPreloader {
+    static let batchSize = 256
+
+    let target: Target
+    let keyCount: Int
+
+    func preload() throws {
+        let client = try target.connect()
+        var next = 0
+        while next < keyCount {
+            let batch = (next..<min(next + Self.batchSize, keyCount)).map { Operation(kind: .create, key: .existing($0)) }
+            try client.send(batch)
+            for operation in batch {
+                if case .failure(let message) = try client.receive(), !isExistingKey(message) {
+                    throw BenchError.setup("\(target.name): pre-populating k\(operation.key.number) failed: \(message)")
+                }
+            }
+            next += batch.count
+        }
+    }
+
+    private func isExistingKey(_ message: String) -> Bool {
+        target.kind == .folio && message.contains(#""code":"conflict""#)
+    }
+}

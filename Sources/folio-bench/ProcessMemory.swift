@@ -1,0 +1,52 @@
+import Glibc
+
+/// A process's resident memory from `/proc/PID/status`: `VmRSS` now and `VmHWM`, its peak since start.
+struct ProcessMemory {
+    var residentKiB: Int
+    var peakKiB: Int
+
+    static func read(pid: Int32) -> ProcessMemory? {
+        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        var memory = ProcessMemory(residentKiB: 0, peakKiB: 0)
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard fields.count >= 2, let kib = Int(fields[1]) else { continue }
+            switch fields[0] {
+            case "VmRSS:": memory.residentKiB = kib
+            case "VmHWM:": memory.peakKiB = kib
+            default: break
+            }
+        }
+        return memory
+    }
+}
+
+/// The most resident memory seen over a run of samples, and the process's peak at the last one.
+struct MemoryWatch {
+    let pid: Int32
+    private(set) var maxResidentKiB = 0
+    private(set) var peakKiB = 0
+
+    init(pid: Int32) { self.pid = pid }
+
+    mutating func sample() {
+        guard let memory = ProcessMemory.read(pid: pid) else { return }
+        maxResidentKiB = max(maxResidentKiB, memory.residentKiB)
+        peakKiB = max(peakKiB, memory.peakKiB)
+    }
+
+    mutating func merge(_ other: MemoryWatch) {
+        maxResidentKiB = max(maxResidentKiB, other.maxResidentKiB)
+        peakKiB = max(peakKiB, other.peakKiB)
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+/// Turns the results into the tables the benchmark prints: throughput and latency side by side,
+/// then failures and daemon memory, then latency per kind of request.
+struct Report {
+    struct Row {
+        let scenario: Scenario
+        let folio: RunResult?
+        let redis: RunResult?
+    }
+
+    let rows: [Row]
+
+    var throughput: TextTable {
+        var table = TextTable(header: ["scenario", "clients", "Folio ops/s", "Redis ops/s", "ratio", "Folio p50 / p99", "Redis p50 / p99"])
+        for row in rows {
+            let ratio: String
+            if let folio = row.folio, let redis = row.redis, redis.operationsPerSecond > 0 {
+                ratio = String(format: "%.2f", folio.operationsPerSecond / redis.operationsPerSecond)
+            } else {
+                ratio = "-"
+            }
+            table.append([
+                row.scenario.title, "\(row.scenario.clients)", Self.rate(row.folio), Self.rate(row.redis), ratio,
+                Self.percentiles(row.folio?.tally.allLatencies), Self.percentiles(row.redis?.tally.allLatencies),
+            ])
+        }
+        return table
+    }
+
+    var failuresAndMemory: TextTable {
+        var table = TextTable(header: [
+            "scenario", "clients", "Folio failed", "Redis failed", "Folio RSS max", "Folio VmHWM", "Redis RSS max", "Redis VmHWM",
+        ])
+        for row in rows {
+            table.append([
+                row.scenario.title, "\(row.scenario.clients)", Self.failures(row.folio), Self.failures(row.redis),
+                Self.mebibytes(row.folio?.memory?.maxResidentKiB), Self.mebibytes(row.folio?.memory?.peakKiB),
+                Self.mebibytes(row.redis?.memory?.maxResidentKiB), Self.mebibytes(row.redis?.memory?.peakKiB),
+            ])
+        }
+        return table
+    }
+
+    var latencyByKind: TextTable {
+        var table = TextTable(header: ["scenario", "clients", "request", "system", "count", "p50", "p99", "p99.9", "max"], leftAligned: 4)
+        for row in rows {
+            for (name, result) in [("Folio", row.folio), ("Redis", row.redis)] {
+                guard let result else { continue }
+                for kind in Operation.Kind.allCases {
+                    let latencies = result.tally.latencies(of: kind)
+                    guard latencies.count > 0 else { continue }
+                    table.append([
+                        row.scenario.title, "\(row.scenario.clients)", "\(kind)", name, "\(latencies.count)",
+                        Self.duration(latencies.percentile(0.5)), Self.duration(latencies.percentile(0.99)),
+                        Self.duration(latencies.percentile(0.999)), Self.duration(latencies.maximum),
+                    ])
+                }
+            }
+        }
+        return table
+    }
+
+    var failureMessages: [String] {
+        rows.flatMap { row in
+            [("Folio", row.folio), ("Redis", row.redis)].compactMap { name, result in
+                guard let result, result.tally.failures > 0 else { return nil }
+                return "\(name), \(row.scenario.id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")"
+            }
+        }
+    }
+
+    static func rate(_ result: RunResult?) -> String {
+        guard let result else { return "-" }
+        let digits = Array(String(Int(result.operationsPerSecond.rounded())))
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { grouped.append(",") }
+            grouped.append(digit)
+        }
+        return grouped
+    }
+
+    static func percentiles(_ latencies: LatencyHistogram?) -> String {
+        guard let latencies, latencies.count > 0 else { return "-" }
+        return "\(duration(latencies.percentile(0.5))) / \(duration(latencies.percentile(0.99)))"
+    }
+
+    /// Microseconds below 1 ms, milliseconds above.
+    static func duration(_ nanoseconds: UInt64?) -> String {
+        guard let nanoseconds else { return "-" }
+        let microseconds = Double(nanoseconds) / 1000
+        switch microseconds {
+        case ..<100: return String(format: "%.1f µs", microseconds)
+        case ..<1000: return String(format: "%.0f µs", microseconds)
+        case ..<10_000: return String(format: "%.2f ms", microseconds / 1000)
+        default: return String(format: "%.1f ms", microseconds / 1000)
+        }
+    }
+
+    static func failures(_ result: RunResult?) -> String {
+        guard let result else { return "-" }
+        return "\(result.tally.failures)"
+    }
+
+    static func mebibytes(_ kib: Int?) -> String {
+        guard let kib, kib > 0 else { return "-" }
+        return String(format: "%.1f MiB", Double(kib) / 1024)
+    }
+}

@@ -1,0 +1,24 @@
+/// One row of the benchmark: how many clients, how deep each pipelines, what share of requests read.
+struct Scenario: Sendable {
+    /// Short name for `--only`, e.g. `create-16`.
+    let id: String
+    let title: String
+    let clients: Int
+    /// Requests each client sends before reading their answers (1: one at a time).
+    let depth: Int
+    /// Percent of requests that are reads of pre-populated keys; the rest create fresh keys.
+    let readPercent: Int
+
+    var writes: Bool { readPercent < 100 }
+
+    /// The scenarios of the issue, in the order they run.
+    static let standard: [Scenario] = [
+        Scenario(id: "create-1", title: "durable create", clients: 1, depth: 1, readPercent: 0),
+        Scenario(id: "create-16", title: "durable create", clients: 16, depth: 1, readPercent: 0),
+        Scenario(id: "create-64", title: "durable create", clients: 64, depth: 1, readPercent: 0),
+        Scenario(id: "get-1", title: "get by id", clients: 1, depth: 1, readPercent: 100),
+        Scenario(id: "get-16", title: "get by id", clients: 16, depth: 1, readPercent: 100),
+        Scenario(id: "pipelined-16", title: "pipelined get, depth 32", clients: 16, depth: 32, readPercent: 100),
+        Scenario(id: "mixed-16", title: "mixed 90% get / 10% create", clients: 16, depth: 1, readPercent: 90),
+    ]
+}

@@ -1,0 +1,44 @@
+/// Runs one scenario against one daemon: connects its clients, starts a thread per client, samples
+/// the daemon's memory while they run, then joins them and merges what they counted.
+struct ScenarioRunner {
+    struct Timing {
+        var warmupSeconds: Double
+        var durationSeconds: Double
+    }
+
+    let scenario: Scenario
+    let target: Target
+    let timing: Timing
+    let keyCount: Int
+    /// Numbers this run within the benchmark: seeds its clients and, with the benchmark's nonce,
+    /// names its fresh keys so they never repeat.
+    let runNumber: Int
+    let nonce: String
+
+    func run() throws -> RunResult {
+        var loops: [ClientLoop] = []
+        for index in 0..<scenario.clients {
+            loops.append(
+                ClientLoop(
+                    client: try target.connect(), scenario: scenario, keyCount: keyCount, freshPrefix: "w\(nonce)-\(runNumber)-\(index)-",
+                    seed: UInt64(runNumber) << 16 | UInt64(index)))
+        }
+        let start = MonotonicClock.now() + 50_000_000
+        let measureFrom = start + MonotonicClock.nanoseconds(seconds: timing.warmupSeconds)
+        let window = ClientLoop.Window(
+            start: start, measureFrom: measureFrom, end: measureFrom + MonotonicClock.nanoseconds(seconds: timing.durationSeconds))
+        let threads = loops.enumerated().map { index, loop in ClientThread(name: "bench-\(index)") { loop.run(window) } }
+
+        var memory = target.pid.map(MemoryWatch.init(pid:))
+        while MonotonicClock.now() < window.end {
+            memory?.sample()
+            MonotonicClock.sleep(until: min(MonotonicClock.now() + 100_000_000, window.end))
+        }
+        for thread in threads { thread.join() }
+        memory?.sample()
+
+        var tally = Tally()
+        for loop in loops { tally.merge(loop.tally) }
+        return RunResult(tally: tally, seconds: timing.durationSeconds, memory: memory)
+    }
+}

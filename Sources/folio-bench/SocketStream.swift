@@ -1,0 +1,100 @@
+import CFolioSystem
+import Glibc
+
+/// A blocking Unix-domain stream connection with its own read buffer, used by one thread at a time.
+/// Lines and byte runs are handed out in place, valid only during the closure that receives them.
+final class SocketStream {
+    static let bufferCapacity = 256 << 10
+
+    let path: String
+    private let fd: Int32
+    private let buffer: UnsafeMutableRawBufferPointer
+    /// First byte not yet consumed, and one past the last byte received.
+    private var start = 0
+    private var end = 0
+
+    /// `socket` + `connect` (`folio_unix_connect`).
+    init(path: String) throws {
+        self.path = path
+        fd = folio_unix_socket(0)
+        guard fd >= 0 else { throw BenchError.system("socket", errno) }
+        if folio_unix_connect(fd, path) != 0 {
+            let code = errno
+            Glibc.close(fd)
+            throw BenchError.system("connect \(path)", code)
+        }
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferCapacity, alignment: 16)
+    }
+
+    deinit {
+        Glibc.close(fd)
+        buffer.deallocate()
+    }
+
+    /// Writes all of `bytes` (`send` with `MSG_NOSIGNAL`, retried on `EINTR` and short writes).
+    func send(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { raw in
+            var sent = 0
+            while sent < raw.count {
+                let count = Glibc.send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw BenchError.system("send to \(path)", errno)
+                }
+                sent += count
+            }
+        }
+    }
+
+    /// The next line, without its `\n` or `\r\n`.
+    func withLine<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        var searchFrom = start
+        while true {
+            if searchFrom < end, let newline = memchr(buffer.baseAddress! + searchFrom, 0x0A, end - searchFrom) {
+                let newlineOffset = UnsafeRawPointer(newline) - UnsafeRawPointer(buffer.baseAddress!)
+                var lineEnd = newlineOffset
+                if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+                let line = UnsafeRawBufferPointer(rebasing: buffer[start..<lineEnd])
+                start = newlineOffset + 1
+                return try body(line)
+            }
+            let scanned = end
+            searchFrom = scanned - (try receiveMore())
+        }
+    }
+
+    /// The next `count` bytes.
+    func withBytes<Result>(count: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        guard count <= Self.bufferCapacity else { throw BenchError.protocolViolation("a reply of \(count) bytes is too large") }
+        while end - start < count { _ = try receiveMore() }
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[start..<start + count])
+        start += count
+        return try body(bytes)
+    }
+
+    /// Receives at least one more byte, first moving unread bytes to the front if the buffer is
+    /// full; returns how far they moved.
+    private func receiveMore() throws -> Int {
+        var shift = 0
+        if end == buffer.count {
+            guard start > 0 else { throw BenchError.protocolViolation("a reply line longer than \(buffer.count) bytes") }
+            shift = start
+            memmove(buffer.baseAddress!, buffer.baseAddress! + start, end - start)
+            end -= start
+            start = 0
+        } else if start == end {
+            shift = start
+            start = 0
+            end = 0
+        }
+        while true {
+            let count = recv(fd, buffer.baseAddress! + end, buffer.count - end, 0)
+            if count > 0 {
+                end += count
+                return shift
+            }
+            if count == 0 { throw BenchError.closed(path) }
+            if errno != EINTR { throw BenchError.system("recv from \(path)", errno) }
+        }
+    }
+}

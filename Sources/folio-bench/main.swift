@@ -1,0 +1,47 @@
+import FolioCommandLine
+import Foundation
+import Glibc
+
+func runBench(_ argv: [String]) -> Int32 {
+    let options: BenchOptions
+    do {
+        options = try BenchOptions(argv)
+    } catch {
+        StandardError.write("folio-bench: \(error)\n\n\(BenchOptions.usage)")
+        return UsageError.exitStatus
+    }
+    if options.showHelp {
+        print(BenchOptions.usage)
+        return 0
+    }
+    var benchmark = Benchmark(options: options)
+    let report: Report
+    do {
+        report = try benchmark.run()
+    } catch {
+        StandardError.write("folio-bench: \(error)")
+        return 1
+    }
+    let timing = options.timing
+    let settings =
+        "\(options.keyCount) keys, payload \(Payload.bytes.count) bytes, warm-up \(timing.warmupSeconds) s, "
+        + "\(timing.durationSeconds) s measured per scenario per daemon, \(options.rounds) round(s), alternating"
+    print((benchmark.servers + [settings]).joined(separator: "\n"))
+    for table in [report.throughput, report.failuresAndMemory, report.latencyByKind] {
+        print("\n" + table.plain)
+    }
+    let markdown = ([report.throughput, report.failuresAndMemory, report.latencyByKind].map(\.markdown)).joined(separator: "\n\n")
+    print("\nMarkdown:\n\n" + markdown)
+    if let path = options.markdownPath {
+        let text = (benchmark.servers + [settings]).map { "- " + $0 }.joined(separator: "\n") + "\n\n" + markdown + "\n"
+        if !FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) {
+            StandardError.write("folio-bench: cannot write \(path)")
+            return 1
+        }
+    }
+    let failures = report.failureMessages
+    for message in failures { StandardError.write("folio-bench: FAILED: \(message)") }
+    return failures.isEmpty ? 0 : 1
+}
+
+exit(runBench(Array(CommandLine.arguments.dropFirst())))

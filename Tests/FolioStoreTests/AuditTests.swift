@@ -1,0 +1,181 @@
+import FolioJSON
+import FolioModel
+import Foundation
+import LMDB
+import Testing
+
+@testable import FolioStore
+
+@Suite struct AuditTests {
+    /// The store's log as `folio export` writes it: event lines with hashes, then the end line.
+    private func exportLines(_ store: Store) throws -> [[UInt8]] {
+        try store.read { snapshot in
+            var lines: [[UInt8]] = []
+            try snapshot.forEachEvent(after: 0, limit: .max) { _, record in
+                var writer = JSONWriter()
+                try Snapshot.writeEventRecord(record, to: &writer)
+                lines.append(writer.bytes)
+            }
+            let head = try snapshot.head()
+            lines.append(JSON.object(["end": true, "lastSeq": .int(Int64(head.sequence)), "chainHead": .string(head.hash.hex)]).serialized())
+            return lines
+        }
+    }
+
+    private func importLines(_ lines: [[UInt8]], into directory: String) throws -> Importer.Summary {
+        var iterator = lines.makeIterator()
+        return try Importer(directory: directory).run(nextLine: { iterator.next() })
+    }
+
+    @Test func timeTravelGivesEveryVersionOfAnObject() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            var random = SeededGenerator(seed: 21)
+            var versions: [(sequence: UInt64, timestamp: Timestamp, object: StoredObject)] = []
+            let first = try writer.execute(.create(collection: "Report", id: "r1", data: ["n": 0, "tags": ["a"]]))
+            versions.append((first.event.sequence, first.event.timestamp, first.object!))
+            for step in 1...150 {
+                _ = try writer.create("Noise", ["step": .int(Int64(step))])
+                var patch: JSONObject = ["n": .int(Int64(step))]
+                if Bool.random(using: &random) { patch["tags"] = Bool.random(using: &random) ? .null : ["b", .int(Int64(step))] }
+                if step % 10 == 0 { patch["nested"] = ["x": .int(Int64(step)), "gone": nil] }
+                let applied = try writer.execute(.update(collection: "Report", id: "r1", patch: patch, ifVersion: nil))
+                versions.append((applied.event.sequence, applied.event.timestamp, applied.object!))
+            }
+            let deleted = try writer.execute(.delete(collection: "Report", id: "r1", ifVersion: nil))
+            try store.read { snapshot throws in
+                #expect(try snapshot.object("Report", "r1", at: .sequence(first.event.sequence - 1)) == nil)
+                for (index, version) in versions.enumerated() {
+                    #expect(try snapshot.object("Report", "r1", at: .sequence(version.sequence)) == version.object)
+                    let nextSequence = index + 1 < versions.count ? versions[index + 1].sequence : deleted.event.sequence
+                    #expect(try snapshot.object("Report", "r1", at: .sequence(nextSequence - 1)) == version.object, "between events")
+                    #expect(try snapshot.object("Report", "r1", at: .instant(version.timestamp.instant)) == version.object)
+                }
+                #expect(try snapshot.object("Report", "r1", at: .sequence(deleted.event.sequence)) == nil)
+                #expect(try snapshot.object("Report", "r1", at: .instant(Instant(seconds: 0))) == nil)
+            }
+        }
+    }
+
+    @Test func rebuildAndImportGiveTheOriginalDigest() throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/live")
+            var random = SeededGenerator(seed: 31)
+            try runRandomWorkload(TestWriter(store), steps: 2000, random: &random)
+            let original = try store.read { try $0.digest() }
+
+            let summary = try importLines(try exportLines(store), into: root + "/imported")
+            #expect(summary.digest == original)
+            let imported = try Store(directory: root + "/imported")
+            #expect(try imported.read { try $0.digest() } == original)
+            #expect(try store.differences(from: imported) == [])
+
+            try store.rebuild()
+            #expect(try store.read { try $0.digest() } == original)
+            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
+        }
+    }
+
+    @Test func importRejectsDamagedOrTruncatedFilesAndLeavesNothing() throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/live")
+            let writer = TestWriter(store)
+            for index in 0..<30 { _ = try writer.create("Task", ["n": .int(Int64(index))]) }
+            let lines = try exportLines(store)
+
+            func expectRefused(_ damaged: [[UInt8]], line: Int, _ comment: Comment) throws {
+                #expect(comment) {
+                    try importLines(damaged, into: root + "/target")
+                } throws: { error in
+                    (error as? ImportError)?.line == line
+                }
+                #expect(!FileManager.default.fileExists(atPath: root + "/target"), "nothing half-built")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: root).sorted() == ["live"])
+            }
+            try expectRefused(Array(lines.prefix(20)), line: 21, "truncated at a line boundary")
+            var cut = Array(lines.prefix(20))
+            cut[19] = Array(cut[19].prefix(40))
+            try expectRefused(cut, line: 20, "truncated inside a line")
+            var changed = lines
+            changed[12] = Array(String(decoding: changed[12], as: UTF8.self).replacingOccurrences(of: "\"n\":12", with: "\"n\":13").utf8)
+            try expectRefused(changed, line: 13, "an event's data changed")
+            var skipped = lines
+            skipped.remove(at: 5)
+            try expectRefused(skipped, line: 6, "an event missing")
+            var garbage = lines
+            garbage[3] = Array("{not json".utf8)
+            try expectRefused(garbage, line: 4, "not JSON")
+            try expectRefused(lines + [Array("{}".utf8)], line: lines.count + 1, "data after the end")
+
+            _ = try importLines(lines, into: root + "/target")
+            #expect(throws: StoreError.self) { try importLines(lines, into: root + "/target") }
+        }
+    }
+
+    @Test func verifyNamesDamageToAViewToCurrentStateAndToTheLog() throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/live")
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+            for index in 0..<200 { _ = try writer.create("Task", ["n": .int(Int64(index))], id: "t\(index)") }
+            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
+
+            // A view entry, removed from its leaf behind the tree's back.
+            try store.environment.write { txn in
+                let view = try #require(try store.applier.catalog.view("byN", txn))
+                let position = try view.tree.position(atRank: 100, txn)
+                var leaf = try view.tree.load(position.leaf, txn)
+                leaf.remove(at: position.index)
+                var key: [UInt8] = []
+                withUnsafeBytes(of: view.tree.id.bigEndian) { key += $0 }
+                withUnsafeBytes(of: position.leaf.bigEndian) { key += $0 }
+                try txn.put(store.databases.trees, key, leaf.bytes)
+            }
+            // A current-state record with other data.
+            try store.environment.write { txn in
+                var object = try #require(try store.applier.objects.get("Task", "t42", txn))
+                object.data["n"] = 4242
+                try txn.put(store.databases.objects, Keys.object("Task", "t42"), ObjectTable.encode(object))
+            }
+            var report = try store.verify(scratchDirectory: root + "/scratch")
+            #expect(!report.isConsistent)
+            #expect(report.chainBrokenAt == nil)
+            let descriptions = report.mismatches.map(\.description)
+            #expect(descriptions.contains { $0.contains("object Task/t42") }, "\(descriptions)")
+            #expect(descriptions.contains { $0.contains("view byN") && $0.contains("t100") }, "\(descriptions)")
+
+            // One event in the middle of the log, changed in place.
+            try store.environment.write { txn in
+                let key = Keys.sequence(120)
+                var record = Array(try #require(try txn.get(store.databases.events, key)))
+                let text = String(decoding: record[ChainHash.size...], as: UTF8.self).replacingOccurrences(of: "\"n\":118", with: "\"n\":999")
+                record = Array(record[..<ChainHash.size]) + Array(text.utf8)
+                try txn.put(store.databases.events, key, record)
+            }
+            report = try store.verify(scratchDirectory: root + "/scratch")
+            #expect(report.chainBrokenAt == 120)
+            #expect(!FileManager.default.fileExists(atPath: root + "/scratch"), "the scratch store is removed")
+        }
+    }
+
+    @Test func aBackupTakenDuringWritesOpensAndVerifies() throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/live")
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["-n"]), unique: false)))
+            let writing = Thread {
+                for index in 0..<3000 { _ = try? writer.create("Task", ["n": .int(Int64(index % 17))]) }
+            }
+            writing.start()
+            usleep(100_000)
+            let copy = try store.backup(to: root + "/backup")
+            while writing.isExecuting { usleep(10_000) }
+            #expect(copy.lastSequence > 0)
+            let restored = try Store(directory: root + "/backup")
+            #expect(try restored.read { try $0.head().sequence } == copy.lastSequence)
+            #expect(try restored.read { try $0.digest() } == copy.digest)
+            #expect(try restored.verify(scratchDirectory: root + "/scratch").isConsistent)
+            #expect(throws: StoreError.self) { try store.backup(to: root + "/backup") }
+        }
+    }
+}
