@@ -55,14 +55,18 @@ extension Event {
     }
 
     /// Decodes canonical event bytes, checking every field; `extraKeys` may appear besides
-    /// (an export line carries `hash`).
-    public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = []) throws(ValidationError) {
+    /// (an export line carries `hash`). `checkingData: false` trusts the data and patch to follow the
+    /// record rules: for events this store accepted itself, whose bytes the hash chain vouches for.
+    public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
         let json: JSON
         do { json = try JSONParser.parse(bytes) } catch { throw ValidationError("event is not valid JSON: \(error)") }
-        try self.init(json: json, allowing: extraKeys)
+        try self.init(json: json, allowing: extraKeys, checkingData: checkingData)
     }
 
-    public init(json: JSON, allowing extraKeys: Set<String> = []) throws(ValidationError) {
+    private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version"]
+    private static let viewEventKeys: Set<String> = ["seq", "type", "at", "by", "view"]
+
+    public init(json: JSON, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
         guard case .object(let object) = json else { throw ValidationError("an event must be a JSON object") }
         func field(_ key: String) throws(ValidationError) -> JSON {
             guard let value = object[key] else { throw ValidationError("event lacks \"\(key)\"") }
@@ -94,8 +98,8 @@ extension Event {
             uid: UInt32(try unsigned(uid, "by.uid", max: UInt64(UInt32.max))),
             gid: UInt32(try unsigned(gid, "by.gid", max: UInt64(UInt32.max))), pid: pidValue)
 
-        var expected: Set<String> = ["seq", "type", "at", "by"]
         let change: Change
+        var payloadKey: String?
         var version: UInt64 = 0
         switch type {
         case "created", "updated", "deleted":
@@ -105,35 +109,42 @@ extension Event {
             try Names.validateID(id)
             version = try unsigned(try field("version"), "version")
             guard version > 0 else { throw ValidationError("event field \"version\" must be positive") }
-            expected.formUnion(["collection", "id", "version"])
             switch type {
             case "created":
                 guard case .object(let data) = try field("data") else { throw ValidationError("event field \"data\" must be an object") }
-                try RecordData.validate(data: data)
-                expected.insert("data")
+                if checkingData { try RecordData.validate(data: data) }
+                payloadKey = "data"
                 change = .created(collection: collection, id: id, data: data)
             case "updated":
                 guard case .object(let patch) = try field("patch") else { throw ValidationError("event field \"patch\" must be an object") }
-                try RecordData.validate(patch: patch)
-                expected.insert("patch")
+                if checkingData { try RecordData.validate(patch: patch) }
+                payloadKey = "patch"
                 change = .updated(collection: collection, id: id, patch: patch)
             default:
                 change = .deleted(collection: collection, id: id)
             }
         case "view.defined":
             change = .viewDefined(try ViewDefinition(parsing: try field("view")))
-            expected.insert("view")
         case "view.dropped":
             let name = try string("view")
             try Names.validateView(name)
             change = .viewDropped(name: name)
-            expected.insert("view")
         default:
             throw ValidationError("unknown event type \(Names.quoted(type))")
         }
-        for key in object.keys where !expected.contains(key) && !extraKeys.contains(key) {
+        let expected = change.isViewChange ? Self.viewEventKeys : Self.objectEventKeys
+        for key in object.keys where !expected.contains(key) && key != payloadKey && !extraKeys.contains(key) {
             throw ValidationError("unexpected field \(Names.quoted(key)) in a \(type) event")
         }
         self.init(sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change)
+    }
+}
+
+extension Event.Change {
+    var isViewChange: Bool {
+        switch self {
+        case .viewDefined, .viewDropped: return true
+        default: return false
+        }
     }
 }

@@ -10,7 +10,6 @@ import Synchronization
 struct Catalog {
     let database: Database
     let meta: Database
-    let trees: Database
     let definitions: DefinitionCache
 
     struct View {
@@ -20,36 +19,36 @@ struct Catalog {
 
     // MARK: Collections
 
-    func collectionTree(_ collection: String, _ txn: Transaction) throws -> CountedTree? {
-        guard let record = try txn.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
-        return CountedTree(database: trees, id: record.loadLittleEndian(UInt32.self, at: 0))
+    func collectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
+        guard let record = try txn.lmdb.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
+        return CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
     }
 
-    func createCollectionTree(_ collection: String, _ txn: Transaction) throws -> CountedTree {
-        let tree = try CountedTree.create(id: try allocateTreeID(txn), in: trees, txn)
+    func createCollectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree {
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), txn)
         var value: [UInt8] = []
         value.appendLittleEndian(tree.id)
-        try txn.put(database, [UInt8(ascii: "c")] + Array(collection.utf8), value)
+        try txn.lmdb.put(database, [UInt8(ascii: "c")] + Array(collection.utf8), value)
         return tree
     }
 
     /// Every collection that ever had an object, by name.
-    func collections(_ txn: Transaction) throws -> [(name: String, tree: CountedTree)] {
+    func collections(_ txn: StoreTransaction) throws -> [(name: String, tree: CountedTree)] {
         var result: [(String, CountedTree)] = []
         try forEach(prefix: UInt8(ascii: "c"), txn) { name, value in
-            result.append((String(decoding: name, as: UTF8.self), CountedTree(database: trees, id: value.loadLittleEndian(UInt32.self, at: 0))))
+            result.append((String(decoding: name, as: UTF8.self), CountedTree(id: value.loadLittleEndian(UInt32.self, at: 0))))
         }
         return result
     }
 
     // MARK: Views
 
-    func view(_ name: String, _ txn: Transaction) throws -> View? {
-        guard let record = try txn.get(database, [UInt8(ascii: "v")] + Array(name.utf8)) else { return nil }
+    func view(_ name: String, _ txn: StoreTransaction) throws -> View? {
+        guard let record = try txn.lmdb.get(database, [UInt8(ascii: "v")] + Array(name.utf8)) else { return nil }
         return try decodeView(record)
     }
 
-    func views(on collection: String, _ txn: Transaction) throws -> [View] {
+    func views(on collection: String, _ txn: StoreTransaction) throws -> [View] {
         var names: [String] = []
         try forEach(prefix: UInt8(ascii: "w"), after: Array(collection.utf8) + [0], txn) { name, _ in
             names.append(String(decoding: name, as: UTF8.self))
@@ -60,26 +59,26 @@ struct Catalog {
         }
     }
 
-    func allViews(_ txn: Transaction) throws -> [View] {
+    func allViews(_ txn: StoreTransaction) throws -> [View] {
         var views: [View] = []
         try forEach(prefix: UInt8(ascii: "v"), txn) { _, value in views.append(try decodeView(value)) }
         return views
     }
 
-    func addView(_ definition: ViewDefinition, _ txn: Transaction) throws -> CountedTree {
-        let tree = try CountedTree.create(id: try allocateTreeID(txn), in: trees, txn)
+    func addView(_ definition: ViewDefinition, _ txn: StoreTransaction) throws -> CountedTree {
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), txn)
         var value: [UInt8] = []
         value.appendLittleEndian(tree.id)
         value.append(contentsOf: definition.json.serialized())
-        try txn.put(database, [UInt8(ascii: "v")] + Array(definition.name.utf8), value)
-        try txn.put(database, viewListingKey(definition), [])
+        try txn.lmdb.put(database, [UInt8(ascii: "v")] + Array(definition.name.utf8), value)
+        try txn.lmdb.put(database, viewListingKey(definition), [])
         return tree
     }
 
-    func removeView(_ view: View, _ txn: Transaction) throws {
+    func removeView(_ view: View, _ txn: StoreTransaction) throws {
         try view.tree.destroy(txn)
-        try txn.delete(database, [UInt8(ascii: "v")] + Array(view.definition.name.utf8))
-        try txn.delete(database, viewListingKey(view.definition))
+        try txn.lmdb.delete(database, [UInt8(ascii: "v")] + Array(view.definition.name.utf8))
+        try txn.lmdb.delete(database, viewListingKey(view.definition))
     }
 
     private func viewListingKey(_ definition: ViewDefinition) -> [UInt8] {
@@ -87,16 +86,16 @@ struct Catalog {
     }
 
     private func decodeView(_ record: UnsafeRawBufferPointer) throws -> View {
-        let tree = CountedTree(database: trees, id: record.loadLittleEndian(UInt32.self, at: 0))
+        let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
         return View(definition: try definitions.definition(UnsafeRawBufferPointer(rebasing: record[4...])), tree: tree)
     }
 
     /// Calls `body` with the rest of each key that starts with `tag` + `after`, and its value.
     private func forEach(
-        prefix tag: UInt8, after: [UInt8] = [], _ txn: Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        prefix tag: UInt8, after: [UInt8] = [], _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let prefix = [tag] + after
-        try txn.withCursor(database) { cursor in
+        try txn.lmdb.withCursor(database) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let (key, value) = entry, key.starts(with: prefix) {
                 try body(UnsafeRawBufferPointer(rebasing: key[prefix.count...]), value)
@@ -105,12 +104,12 @@ struct Catalog {
         }
     }
 
-    private func allocateTreeID(_ txn: Transaction) throws -> UInt32 {
+    private func allocateTreeID(_ txn: StoreTransaction) throws -> UInt32 {
         let key = Array("nextTree".utf8)
-        let next = try txn.get(meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } ?? 1
+        let next = try txn.lmdb.get(meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } ?? 1
         var value: [UInt8] = []
         value.appendLittleEndian(next + 1)
-        try txn.put(meta, key, value)
+        try txn.lmdb.put(meta, key, value)
         return next
     }
 }

@@ -13,18 +13,18 @@ struct EventApplier {
     init(_ databases: StoreDatabases, definitions: DefinitionCache) {
         objects = ObjectTable(database: databases.objects)
         history = HistoryIndex(database: databases.history)
-        catalog = Catalog(database: databases.catalog, meta: databases.meta, trees: databases.trees, definitions: definitions)
+        catalog = Catalog(database: databases.catalog, meta: databases.meta, definitions: definitions)
     }
 
     /// The object after the event (nil for deletions and view events).
     @discardableResult
-    func apply(_ event: Event, _ txn: Transaction) throws -> StoredObject? {
+    func apply(_ event: Event, _ txn: StoreTransaction) throws -> StoredObject? {
         switch event.change {
         case .created(let collection, let id, _):
-            guard try objects.record(collection, id, txn) == nil else {
+            guard try objects.record(collection, id, txn.lmdb) == nil else {
                 throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
             }
-            try expectVersion(event, after: try history.lastVersion(collection, id, txn))
+            try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
             try store(object, replacing: nil, event, txn)
             return object
@@ -35,8 +35,8 @@ struct EventApplier {
             return object
         case .deleted(let collection, let id):
             let old = try existing(collection, id, event, txn)
-            try objects.delete(collection, id, txn)
-            try history.record(collection, id, sequence: event.sequence, version: event.version, txn)
+            try objects.delete(collection, id, txn.lmdb)
+            try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
             try updateTrees(from: old, to: nil, txn)
             return nil
         case .viewDefined(let definition):
@@ -54,8 +54,8 @@ struct EventApplier {
         }
     }
 
-    private func existing(_ collection: String, _ id: String, _ event: Event, _ txn: Transaction) throws -> StoredObject {
-        guard let old = try objects.get(collection, id, txn) else {
+    private func existing(_ collection: String, _ id: String, _ event: Event, _ txn: StoreTransaction) throws -> StoredObject {
+        guard let old = try objects.get(collection, id, txn.lmdb) else {
             throw StoreError.corrupted("event \(event.sequence) changes \(collection)/\(id), which does not exist")
         }
         try expectVersion(event, after: old.version)
@@ -68,14 +68,14 @@ struct EventApplier {
         }
     }
 
-    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: Transaction) throws {
+    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction) throws {
         try updateTrees(from: old, to: object, txn)
-        try objects.put(object, txn)
-        try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn)
+        try objects.put(object, txn.lmdb)
+        try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn.lmdb)
     }
 
     /// The collection's creation-order index and every view of the collection.
-    private func updateTrees(from old: StoredObject?, to new: StoredObject?, _ txn: Transaction) throws {
+    private func updateTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
         guard let collection = (new ?? old)?.collection else { return }
         for view in try catalog.views(on: collection, txn) {
             try ViewIndex(view).update(from: old, to: new, txn)
@@ -88,10 +88,10 @@ struct EventApplier {
 
     /// Fills a new view from the objects of its collection. A unique view over duplicates fails
     /// with a conflict that lists them.
-    private func fill(_ view: ViewIndex, _ txn: Transaction) throws {
+    private func fill(_ view: ViewIndex, _ txn: StoreTransaction) throws {
         var duplicates: [String: [String]] = [:]
         var order: [String] = []
-        try objects.forEach(in: view.collection, txn) { object in
+        try objects.forEach(in: view.collection, txn.lmdb) { object in
             guard let key = try view.key(for: object) else { return true }
             if view.unique {
                 let tuple = Array(key.prefix(key.count - object.id.utf8.count - 2))

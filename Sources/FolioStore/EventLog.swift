@@ -49,7 +49,7 @@ struct EventLog {
 
     static func decode(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> Event {
         do {
-            let event = try Event(decoding: canonicalBytes(of: record))
+            let event = try Event(decoding: canonicalBytes(of: record), checkingData: false)
             guard event.sequence == sequence else { throw StoreError.corrupted("event \(sequence) says it is \(event.sequence)") }
             return event
         } catch let error as ValidationError {

@@ -8,6 +8,9 @@ public struct Snapshot {
     let store: Store
     let txn: Transaction
 
+    /// The snapshot as trees read it (no write cache).
+    var storeTxn: StoreTransaction { StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil) }
+
     var objects: ObjectTable { store.applier.objects }
     var catalog: Catalog { store.applier.catalog }
     var log: EventLog { EventLog(database: store.databases.events) }
@@ -91,7 +94,7 @@ public struct Snapshot {
     }
 
     public func views() throws -> [ViewSummary] {
-        try catalog.allViews(txn).map { ViewSummary(definition: $0.definition, count: try $0.tree.count(txn)) }
+        try catalog.allViews(storeTxn).map { ViewSummary(definition: $0.definition, count: try $0.tree.count(storeTxn)) }
     }
 
     // MARK: Statistics
@@ -114,8 +117,8 @@ public struct Snapshot {
         let info = store.environment.info
         return Statistics(
             lastSequence: head.sequence, chainHead: head.hash,
-            objectsPerCollection: try catalog.collections(txn).map { ($0.name, try $0.tree.count(txn)) },
-            views: try catalog.allViews(txn).count, mapSize: info.mapSize, usedSize: info.usedSize, pageSize: info.pageSize,
+            objectsPerCollection: try catalog.collections(storeTxn).map { ($0.name, try $0.tree.count(storeTxn)) },
+            views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize, pageSize: info.pageSize,
             readersInUse: info.readersInUse, maxReaders: info.maxReaders)
     }
 }

@@ -74,7 +74,9 @@ public final class Store: @unchecked Sendable {
     public func write<R>(_ body: (StoreWriter) throws -> R) throws -> R {
         try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
-            return try body(writer)
+            let result = try body(writer)
+            try writer.finish()
+            return result
         }
     }
 

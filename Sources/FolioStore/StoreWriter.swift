@@ -7,15 +7,20 @@ import LMDB
 /// its own nested transaction, so one that fails leaves no trace and the others stand.
 public final class StoreWriter {
     let store: Store
-    let txn: Transaction
+    let txn: StoreTransaction
     private let log: EventLog
     private var head: EventLog.Head
 
     init(store: Store, txn: Transaction) throws {
         self.store = store
-        self.txn = txn
+        self.txn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: TreeNodeCache(parent: nil))
         log = EventLog(database: store.databases.events)
         head = try log.head(txn)
+    }
+
+    /// Writes the tree nodes changed in memory; called once, before the transaction commits.
+    func finish() throws {
+        try txn.cache?.flush(into: txn.lmdb, trees: store.databases.trees)
     }
 
     /// The result of one accepted command.
@@ -35,17 +40,17 @@ public final class StoreWriter {
     /// Executes `command` as one event. Throws `StoreError` (nothing of the command is kept) or
     /// `LMDBError` (the whole transaction must be abandoned).
     public func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> Applied {
-        try txn.nested { child in
+        try nested { child in
             let change: Event.Change
             var version: UInt64 = 0
             let objects = store.applier.objects
             switch command {
             case .create(let collection, let givenID, let data):
                 let id = givenID ?? ids.next(at: acceptance.timestamp)
-                if givenID != nil, try objects.record(collection, id, child) != nil {
+                if givenID != nil, try objects.record(collection, id, child.lmdb) != nil {
                     throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
                 }
-                version = try store.applier.history.lastVersion(collection, id, child) + 1
+                version = try store.applier.history.lastVersion(collection, id, child.lmdb) + 1
                 change = .created(collection: collection, id: id, data: data)
             case .update(let collection, let id, let patch, let ifVersion):
                 version = try currentVersion(collection, id, ifVersion: ifVersion, child) + 1
@@ -77,12 +82,22 @@ public final class StoreWriter {
             throw StoreError.invalid("event \(event.sequence) does not follow event \(head.sequence)")
         }
         if !isolated { return try append(event, txn) }
-        return try txn.nested { child in try append(event, child) }
+        return try nested { child in try append(event, child) }
     }
 
-    private func append(_ event: Event, _ txn: Transaction) throws -> Applied {
+    /// Runs `body` in a nested transaction whose tree changes join this one's only if it returns.
+    private func nested<R>(_ body: (StoreTransaction) throws -> R) throws -> R {
+        try txn.lmdb.nested { child in
+            let nested = txn.nested(child)
+            let result = try body(nested)
+            nested.cache?.mergeIntoParent()
+            return result
+        }
+    }
+
+    private func append(_ event: Event, _ txn: StoreTransaction) throws -> Applied {
         let canonical = event.encoded()
-        let newHead = try log.append(canonical, after: head, txn)
+        let newHead = try log.append(canonical, after: head, txn.lmdb)
         let object = try store.applier.apply(event, txn)
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
@@ -94,8 +109,8 @@ public final class StoreWriter {
         return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, wireEvent: wire.bytes)
     }
 
-    private func currentVersion(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: Transaction) throws -> UInt64 {
-        guard let record = try store.applier.objects.record(collection, id, txn) else {
+    private func currentVersion(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> UInt64 {
+        guard let record = try store.applier.objects.record(collection, id, txn.lmdb) else {
             throw StoreError.notFound(collection: collection, id: id)
         }
         let current = try ObjectTable.header(of: record).version

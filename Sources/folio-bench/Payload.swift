@@ -4,12 +4,11 @@ import FolioJSON
 /// record's data, Redis as the string value of `SET`, byte for byte the same.
 enum Payload {
     static let object: JSON = [
-        "title": "Water the plants on the balcony",
+        "title": "Water the balcony plants",
         "done": false,
         "priority": 3,
         "tags": ["home", "weekly"],
         "owner": "mira",
-        "estimate": 15,
     ]
 
     static let bytes: [UInt8] = object.serialized()

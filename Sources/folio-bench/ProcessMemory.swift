@@ -1,8 +1,10 @@
 import Glibc
 
-/// A process's resident memory from `/proc/PID/status`: `VmRSS` now and `VmHWM`, its peak since start.
+/// A process's resident memory from `/proc/PID/status`: `VmRSS` now, the part of it that is anonymous
+/// (`RssAnon`: heap and stacks, not mapped files such as an LMDB map), and `VmHWM`, its peak since start.
 struct ProcessMemory {
     var residentKiB: Int
+    var anonymousKiB: Int
     var peakKiB: Int
 
     static func read(pid: Int32) -> ProcessMemory? {
@@ -17,36 +19,17 @@ struct ProcessMemory {
             guard count > 0 else { break }
             bytes.append(contentsOf: chunk[..<count])
         }
-        var memory = ProcessMemory(residentKiB: 0, peakKiB: 0)
+        var memory = ProcessMemory(residentKiB: 0, anonymousKiB: 0, peakKiB: 0)
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard fields.count >= 2, let kib = Int(fields[1]) else { continue }
             switch fields[0] {
             case "VmRSS:": memory.residentKiB = kib
+            case "RssAnon:": memory.anonymousKiB = kib
             case "VmHWM:": memory.peakKiB = kib
             default: break
             }
         }
         return memory
-    }
-}
-
-/// The most resident memory seen over a run of samples, and the process's peak at the last one.
-struct MemoryWatch {
-    let pid: Int32
-    private(set) var maxResidentKiB = 0
-    private(set) var peakKiB = 0
-
-    init(pid: Int32) { self.pid = pid }
-
-    mutating func sample() {
-        guard let memory = ProcessMemory.read(pid: pid) else { return }
-        maxResidentKiB = max(maxResidentKiB, memory.residentKiB)
-        peakKiB = max(peakKiB, memory.peakKiB)
-    }
-
-    mutating func merge(_ other: MemoryWatch) {
-        maxResidentKiB = max(maxResidentKiB, other.maxResidentKiB)
-        peakKiB = max(peakKiB, other.peakKiB)
     }
 }

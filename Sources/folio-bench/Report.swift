@@ -30,13 +30,14 @@ struct Report {
 
     var failuresAndMemory: TextTable {
         var table = TextTable(header: [
-            "scenario", "clients", "Folio failed", "Redis failed", "Folio RSS max", "Folio VmHWM", "Redis RSS max", "Redis VmHWM",
+            "scenario", "clients", "Folio failed", "Redis failed", "Folio RSS max (anon)", "Folio VmHWM", "Redis RSS max (anon)",
+            "Redis VmHWM",
         ])
         for row in rows {
             table.append([
                 row.scenario.title, "\(row.scenario.clients)", Self.failures(row.folio), Self.failures(row.redis),
-                Self.mebibytes(row.folio?.memory?.maxResidentKiB), Self.mebibytes(row.folio?.memory?.peakKiB),
-                Self.mebibytes(row.redis?.memory?.maxResidentKiB), Self.mebibytes(row.redis?.memory?.peakKiB),
+                Self.residentMemory(row.folio?.memory), Self.mebibytes(row.folio?.memory?.peakKiB),
+                Self.residentMemory(row.redis?.memory), Self.mebibytes(row.redis?.memory?.peakKiB),
             ])
         }
         return table
@@ -101,6 +102,12 @@ struct Report {
     static func failures(_ result: RunResult?) -> String {
         guard let result else { return "-" }
         return "\(result.tally.failures)"
+    }
+
+    /// The most resident memory seen, with the most of it that was anonymous (heap, not mapped files).
+    static func residentMemory(_ memory: MemoryWatch?) -> String {
+        guard let memory, memory.maxResidentKiB > 0 else { return "-" }
+        return "\(mebibytes(memory.maxResidentKiB)) (\(mebibytes(memory.maxAnonymousKiB)))"
     }
 
     static func mebibytes(_ kib: Int?) -> String {

@@ -5,6 +5,8 @@ import Glibc
 /// Lines and byte runs are handed out in place, valid only during the closure that receives them.
 final class SocketStream {
     static let bufferCapacity = 256 << 10
+    /// A daemon that does not answer within this long has stalled: the wait ends as a failure.
+    static let replyTimeoutSeconds = 30
 
     let path: String
     private let fd: Int32
@@ -23,6 +25,8 @@ final class SocketStream {
             Glibc.close(fd)
             throw BenchError.system("connect \(path)", code)
         }
+        var timeout = timeval(tv_sec: Self.replyTimeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferCapacity, alignment: 16)
     }
 
@@ -94,7 +98,11 @@ final class SocketStream {
                 return shift
             }
             if count == 0 { throw BenchError.closed(path) }
-            if errno != EINTR { throw BenchError.system("recv from \(path)", errno) }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: throw BenchError.stalled(path, seconds: Self.replyTimeoutSeconds)
+            default: throw BenchError.system("recv from \(path)", errno)
+            }
         }
     }
 }

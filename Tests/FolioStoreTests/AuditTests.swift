@@ -121,7 +121,8 @@ import Testing
             #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
 
             // A view entry, removed from its leaf behind the tree's back.
-            try store.environment.write { txn in
+            try store.environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil)
                 let view = try #require(try store.applier.catalog.view("byN", txn))
                 let position = try view.tree.position(atRank: 100, txn)
                 var leaf = try view.tree.load(position.leaf, txn)
@@ -129,7 +130,7 @@ import Testing
                 var key: [UInt8] = []
                 withUnsafeBytes(of: view.tree.id.bigEndian) { key += $0 }
                 withUnsafeBytes(of: position.leaf.bigEndian) { key += $0 }
-                try txn.put(store.databases.trees, key, leaf.bytes)
+                try lmdb.put(store.databases.trees, key, leaf.bytes)
             }
             // A current-state record with other data.
             try store.environment.write { txn in

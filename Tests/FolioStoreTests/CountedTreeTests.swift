@@ -4,12 +4,33 @@ import Testing
 @testable import FolioStore
 
 @Suite struct CountedTreeTests {
-    private func withTree(_ body: (Environment, CountedTree) throws -> Void) throws {
+    /// A tree in a fresh environment; `write` runs a closure in a write transaction whose tree
+    /// changes are cached and flushed at the end (`cached`) or written through.
+    private struct Fixture {
+        let environment: Environment
+        let database: Database
+        let tree: CountedTree
+        let cached: Bool
+
+        func write(_ body: (StoreTransaction) throws -> Void) throws {
+            try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: cached ? TreeNodeCache(parent: nil) : nil)
+                try body(txn)
+                try txn.cache?.flush(into: lmdb, trees: database)
+            }
+        }
+
+        func read(_ body: (StoreTransaction) throws -> Void) throws {
+            try environment.read { lmdb in try body(StoreTransaction(lmdb: lmdb, trees: database, cache: nil)) }
+        }
+    }
+
+    private func withTree(cached: Bool = false, _ body: (Fixture) throws -> Void) throws {
         try withTemporaryDirectory { path in
             let environment = try Environment(path: path)
             let database = try environment.openDatabase("trees")
-            let tree = try environment.write { txn in try CountedTree.create(id: 7, in: database, txn) }
-            try body(environment, tree)
+            let tree = try environment.write { txn in try CountedTree.create(id: 7, StoreTransaction(lmdb: txn, trees: database, cache: nil)) }
+            try body(Fixture(environment: environment, database: database, tree: tree, cached: cached))
         }
     }
 
@@ -17,19 +38,20 @@ import Testing
         (0..<Int.random(in: 1...maxLength, using: &random)).map { _ in UInt8.random(in: 0...3, using: &random) }
     }
 
-    private func allKeys(_ tree: CountedTree, _ txn: Transaction) throws -> [[UInt8]] {
+    private func allKeys(_ tree: CountedTree, _ txn: StoreTransaction) throws -> [[UInt8]] {
         var keys: [[UInt8]] = []
         try tree.forEach(txn) { keys.append(Array($0)) }
         return keys
     }
 
-    @Test(arguments: [(seed: UInt64(1), maxLength: 8), (seed: 2, maxLength: 120), (seed: 3, maxLength: 400)])
-    func randomInsertsAndRemovesMatchASortedArray(seed: UInt64, maxLength: Int) throws {
-        try withTree { environment, tree in
+    @Test(arguments: [(seed: UInt64(1), maxLength: 8, cached: false), (2, 120, false), (3, 400, false), (4, 8, true), (5, 120, true)])
+    func randomInsertsAndRemovesMatchASortedArray(seed: UInt64, maxLength: Int, cached: Bool) throws {
+        try withTree(cached: cached) { fixture in
+            let tree = fixture.tree
             var random = SeededGenerator(seed: seed)
             var model: [[UInt8]] = []
             for round in 0..<40 {
-                try environment.write { txn throws in
+                try fixture.write { txn throws in
                     for _ in 0..<150 {
                         // Grow during the first rounds, then shrink to nothing.
                         let removing = round >= 25 ? Int.random(in: 0..<10, using: &random) < 8 : Int.random(in: 0..<10, using: &random) < 3
@@ -45,7 +67,7 @@ import Testing
                     }
                     #expect(try !tree.remove([9, 9, 9], txn))
                 }
-                try environment.read { txn throws in
+                try fixture.read { txn throws in
                     #expect(try tree.structuralProblems(txn) == [])
                     #expect(try tree.count(txn) == model.count)
                     #expect(try allKeys(tree, txn) == model)
@@ -73,18 +95,21 @@ import Testing
                     }
                 }
             }
-            try environment.write { txn throws in
+            try fixture.write { txn throws in
                 for key in model.shuffled(using: &random) { #expect(try tree.remove(key, txn)) }
                 #expect(try tree.count(txn) == 0)
                 #expect(try tree.structuralProblems(txn) == [])
-                #expect(try txn.statistics(tree.database).entries == 2, "only the header and an empty root remain")
+            }
+            try fixture.read { txn throws in
+                #expect(try txn.lmdb.statistics(fixture.database).entries == 2, "only the header and an empty root remain")
             }
         }
     }
 
     @Test func prefixLookupFindsTheFirstMatchingKey() throws {
-        try withTree { environment, tree in
-            try environment.write { txn throws in
+        try withTree { fixture in
+            let tree = fixture.tree
+            try fixture.write { txn throws in
                 for key: [UInt8] in [[1, 2], [1, 3, 0], [1, 3, 5], [2]] { try tree.insert(key, txn) }
                 #expect(try tree.firstKey(withPrefix: [1, 3], txn) == [1, 3, 0])
                 #expect(try tree.firstKey(withPrefix: [1, 4], txn) == nil)
@@ -93,13 +118,13 @@ import Testing
         }
     }
 
-    @Test func destroyRemovesEveryRecordOfTheTreeOnly() throws {
-        try withTemporaryDirectory { path in
-            let environment = try Environment(path: path)
-            let database = try environment.openDatabase("trees")
-            try environment.write { txn throws in
-                let doomed = try CountedTree.create(id: 1, in: database, txn)
-                let kept = try CountedTree.create(id: 2, in: database, txn)
+    /// Also when the doomed tree exists only in the write cache (defined and dropped in one batch).
+    @Test(arguments: [false, true])
+    func destroyRemovesEveryRecordOfTheTreeOnly(cached: Bool) throws {
+        try withTree(cached: cached) { fixture in
+            try fixture.write { txn throws in
+                let doomed = try CountedTree.create(id: 1, txn)
+                let kept = try CountedTree.create(id: 2, txn)
                 for value in 0..<2000 {
                     let key = Array(String(value).utf8) + [UInt8](repeating: 7, count: 40)
                     try doomed.insert(key, txn)
@@ -108,14 +133,19 @@ import Testing
                 try doomed.destroy(txn)
                 #expect(try kept.count(txn) == 2000)
                 #expect(try kept.structuralProblems(txn) == [])
-                #expect(try txn.statistics(database).entries == (try recordCount(of: kept, txn)))
+            }
+            try fixture.read { txn throws in
+                let records = try recordCount(txn)
+                #expect(try CountedTree(id: 2).count(txn) == 2000)
+                #expect(try txn.treeNodes(1).isEmpty)
+                #expect(try txn.treeNodes(2).count + (try txn.treeNodes(7).count) == records)
             }
         }
     }
 
-    private func recordCount(of tree: CountedTree, _ txn: Transaction) throws -> Int {
+    private func recordCount(_ txn: StoreTransaction) throws -> Int {
         var count = 0
-        try txn.withCursor(tree.database) { cursor in
+        try txn.lmdb.withCursor(txn.trees) { cursor in
             var entry = try cursor.first()
             while entry != nil {
                 count += 1

@@ -22,14 +22,14 @@ extension Snapshot {
                 entry = try cursor.next()
             }
         }
-        for (name, tree) in try catalog.collections(txn).sorted(by: { $0.name < $1.name }) {
+        for (name, tree) in try catalog.collections(storeTxn).sorted(by: { $0.name < $1.name }) {
             frame(Array("collection \(name)".utf8))
-            try tree.forEach(txn) { frame($0) }
+            try tree.forEach(storeTxn) { frame($0) }
         }
-        for view in try catalog.allViews(txn).sorted(by: { $0.definition.name < $1.definition.name }) {
+        for view in try catalog.allViews(storeTxn).sorted(by: { $0.definition.name < $1.definition.name }) {
             frame(Array("view".utf8))
             frame(view.definition.json.serialized())
-            try view.tree.forEach(txn) { frame($0) }
+            try view.tree.forEach(storeTxn) { frame($0) }
         }
         return ChainHash(bytes: hasher.finalize())
     }

@@ -22,15 +22,17 @@ extension Store {
         }
         var done: UInt64 = 0
         while done < total {
-            done = try environment.write { txn in
+            done = try environment.write { lmdb in
                 let log = EventLog(database: databases.events)
+                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil))
                 var last = done
-                try log.forEach(after: done, txn) { sequence, record in
+                try log.forEach(after: done, lmdb) { sequence, record in
                     let event = try EventLog.decode(record, sequence: sequence)
                     try applier.apply(event, txn)
                     last = sequence
                     return sequence - done < UInt64(Self.replayChunk)
                 }
+                try txn.cache?.flush(into: lmdb, trees: databases.trees)
                 return last
             }
             progress(Progress(done: done, total: total))

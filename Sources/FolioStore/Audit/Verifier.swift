@@ -176,14 +176,14 @@ struct Verifier {
     private mutating func compareTrees(_ replayed: Snapshot) throws {
         var liveTrees: [String: (kind: String, tree: CountedTree, definition: ViewDefinition?)] = [:]
         var replayedTrees = liveTrees
-        for view in try live.catalog.allViews(live.txn) {
+        for view in try live.catalog.allViews(live.storeTxn) {
             liveTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
         }
-        for view in try replayed.catalog.allViews(replayed.txn) {
+        for view in try replayed.catalog.allViews(replayed.storeTxn) {
             replayedTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
         }
-        for (name, tree) in try live.catalog.collections(live.txn) { liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil) }
-        for (name, tree) in try replayed.catalog.collections(replayed.txn) {
+        for (name, tree) in try live.catalog.collections(live.storeTxn) { liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil) }
+        for (name, tree) in try replayed.catalog.collections(replayed.storeTxn) {
             replayedTrees["creation order of \(name)"] = ("creationOrder", tree, nil)
         }
         for name in Set(liveTrees.keys).union(replayedTrees.keys).sorted() {
@@ -196,9 +196,9 @@ struct Verifier {
                 continue
             }
             if mine.definition != theirs.definition { report.add(mine.kind, "\(name) has another definition than the log gives") }
-            for problem in try mine.tree.structuralProblems(live.txn) { report.add(mine.kind, "\(name): \(problem)") }
-            var left = try CountedTree.KeyIterator(mine.tree, live.txn)
-            var right = try CountedTree.KeyIterator(theirs.tree, replayed.txn)
+            for problem in try mine.tree.structuralProblems(live.storeTxn) { report.add(mine.kind, "\(name): \(problem)") }
+            var left = try CountedTree.KeyIterator(mine.tree, live.storeTxn)
+            var right = try CountedTree.KeyIterator(theirs.tree, replayed.storeTxn)
             var a = try left.next()
             var b = try right.next()
             while a != nil || b != nil {

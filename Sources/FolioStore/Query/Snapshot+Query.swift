@@ -32,15 +32,15 @@ extension Snapshot {
     private func plan(for query: Query) throws -> Plan {
         switch query.source {
         case .view(let name):
-            guard let view = try catalog.view(name, txn) else { throw StoreError.viewNotFound(name) }
+            guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
             return .tree(view.tree, .view(name), view.definition.sort)
         case .collection(let collection):
             let sort = query.sort ?? .creation
             if query.filter == nil && sort == .creation {
-                guard let tree = try catalog.collectionTree(collection, txn) else { return .empty(.creationOrder(collection)) }
+                guard let tree = try catalog.collectionTree(collection, storeTxn) else { return .empty(.creationOrder(collection)) }
                 return .tree(tree, .creationOrder(collection), .creation)
             }
-            for view in try catalog.views(on: collection, txn)
+            for view in try catalog.views(on: collection, storeTxn)
             where view.definition.sort == sort && view.definition.filter == query.filter {
                 return .tree(view.tree, .view(view.definition.name), sort)
             }
@@ -52,7 +52,7 @@ extension Snapshot {
         switch query.source {
         case .collection(let name): return name
         case .view(let name):
-            guard let view = try catalog.view(name, txn) else { throw StoreError.viewNotFound(name) }
+            guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
             return view.definition.collection
         }
     }
@@ -65,7 +65,7 @@ extension Snapshot {
 
     private func runOnTree(_ query: Query, tree: CountedTree, sort: SortOrder, source: QueryPlan.Source, countOnly: Bool) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        result.total = try tree.count(txn)
+        result.total = try tree.count(storeTxn)
         if countOnly { return result }
         let collection = try collectionName(query, source)
         let forward = !query.descending
@@ -73,13 +73,13 @@ extension Snapshot {
         switch query.start {
         case .offset(let offset):
             guard offset < result.total else { return result }
-            position = try tree.position(atRank: forward ? offset : result.total - offset, txn)
+            position = try tree.position(atRank: forward ? offset : result.total - offset, storeTxn)
         case .after(let cursor):
             try checkCursor(cursor, query)
-            position = try tree.position(of: cursor.key, strictly: forward, txn)
+            position = try tree.position(of: cursor.key, strictly: forward, storeTxn)
         }
         var keys: [[UInt8]] = []
-        try tree.scan(from: position, forward: forward, txn) { key in
+        try tree.scan(from: position, forward: forward, storeTxn) { key in
             keys.append(Array(key))
             return keys.count <= query.limit
         }

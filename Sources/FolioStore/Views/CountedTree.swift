@@ -6,7 +6,8 @@ import LMDB
 /// of keys below it, which makes `count` O(1), and finding the key at any rank, or the rank of any
 /// key, O(log n). Leaves are linked both ways, so a page is read by walking from one position.
 ///
-/// Records: key = tree id (u32 big-endian) + node id (u64 big-endian); node 0 is the header
+/// Records of the `trees` database: key = tree id (u32 big-endian) + node id (u64 big-endian),
+/// read and written through `StoreTransaction` (which caches them in a write); node 0 is the header
 /// (root id, height, next node id, key count). Every change happens in the caller's write
 /// transaction and is a pure function of the tree and the call, so replaying the same calls yields
 /// the same bytes.
@@ -15,7 +16,6 @@ struct CountedTree {
     /// Longest key a tree accepts, so that every node holds at least two entries.
     static let maxKeyBytes = 512
 
-    let database: Database
     let id: UInt32
 
     struct Position: Equatable {
@@ -56,63 +56,50 @@ struct CountedTree {
 
     // MARK: Records
 
-    private func recordKey(_ node: UInt64) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(12)
-        withUnsafeBytes(of: id.bigEndian) { key.append(contentsOf: $0) }
-        withUnsafeBytes(of: node.bigEndian) { key.append(contentsOf: $0) }
-        return key
+    private func recordKey(_ node: UInt64) -> TreeNodeCache.NodeKey {
+        TreeNodeCache.NodeKey(tree: id, node: node)
     }
 
-    private func header(_ txn: Transaction) throws -> Header {
-        guard let bytes = try txn.get(database, recordKey(0)) else { throw StoreError.corrupted("tree \(id) has no header") }
-        return Header(Array(bytes))
+    private func header(_ txn: StoreTransaction) throws -> Header {
+        guard let bytes = try txn.treeRecord(recordKey(0)) else { throw StoreError.corrupted("tree \(id) has no header") }
+        return Header(bytes)
     }
 
-    private func store(_ header: Header, _ txn: Transaction) throws {
-        try txn.put(database, recordKey(0), header.bytes)
+    private func store(_ header: Header, _ txn: StoreTransaction) throws {
+        try txn.setTreeRecord(recordKey(0), header.bytes)
     }
 
-    func load(_ node: UInt64, _ txn: Transaction) throws -> TreeNode {
-        guard let bytes = try txn.get(database, recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
-        return TreeNode(bytes: Array(bytes))
+    func load(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
+        guard let bytes = try txn.treeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        return TreeNode(bytes: bytes)
     }
 
-    private func store(_ node: TreeNode, as nodeID: UInt64, _ txn: Transaction) throws {
-        try txn.put(database, recordKey(nodeID), node.bytes)
+    private func store(_ node: TreeNode, as nodeID: UInt64, _ txn: StoreTransaction) throws {
+        try txn.setTreeRecord(recordKey(nodeID), node.bytes)
     }
 
     // MARK: Life cycle
 
     /// Writes an empty tree.
-    static func create(id: UInt32, in database: Database, _ txn: Transaction) throws -> CountedTree {
-        let tree = CountedTree(database: database, id: id)
+    static func create(id: UInt32, _ txn: StoreTransaction) throws -> CountedTree {
+        let tree = CountedTree(id: id)
         try tree.store(Header(root: 1, height: 0, nextNode: 2, count: 0), txn)
         try tree.store(TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]()), as: 1, txn)
         return tree
     }
 
     /// Deletes every record of the tree.
-    func destroy(_ txn: Transaction) throws {
-        let prefix = Array(recordKey(0).prefix(4))
-        var keys: [[UInt8]] = []
-        try txn.withCursor(database) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let (key, _) = entry, key.starts(with: prefix) {
-                keys.append(Array(key))
-                entry = try cursor.next()
-            }
-        }
-        for key in keys { try txn.delete(database, key) }
+    func destroy(_ txn: StoreTransaction) throws {
+        for node in try txn.treeNodes(id) { try txn.removeTreeRecord(recordKey(node)) }
     }
 
-    func count(_ txn: Transaction) throws -> Int { Int(try header(txn).count) }
+    func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).count) }
 
     // MARK: Changes
 
     /// Adds `key`; returns false if it was already there.
     @discardableResult
-    func insert(_ key: [UInt8], _ txn: Transaction) throws -> Bool {
+    func insert(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
         var header = try header(txn)
         var path = try descend(to: key, header, txn)
@@ -180,7 +167,7 @@ struct CountedTree {
 
     /// Removes `key`; returns false if it was not there.
     @discardableResult
-    func remove(_ key: [UInt8], _ txn: Transaction) throws -> Bool {
+    func remove(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
         var header = try header(txn)
         var path = try descend(to: key, header, txn)
         var leaf = try load(path.leafID, txn)
@@ -198,7 +185,7 @@ struct CountedTree {
             let slot = path.branches[depth].index
             if node.count == 0 {
                 if node.isLeaf { try unlink(node, txn) }
-                try txn.delete(database, recordKey(nodeID))
+                try txn.removeTreeRecord(recordKey(nodeID))
                 parent.remove(at: slot)
             } else if node.size < Self.maxNodeBytes / 4 && parent.count > 1 {
                 let leftSlot = slot + 1 < parent.count ? slot : slot - 1
@@ -219,7 +206,7 @@ struct CountedTree {
                     left.append(contentsOf: right)
                     parent.setChildCount(leftSlot, parent.childCount(leftSlot) + parent.childCount(leftSlot + 1))
                     parent.remove(at: leftSlot + 1)
-                    try txn.delete(database, recordKey(rightID))
+                    try txn.removeTreeRecord(recordKey(rightID))
                     try store(left, as: leftID, txn)
                 } else {
                     try store(node, as: nodeID, txn)
@@ -236,7 +223,7 @@ struct CountedTree {
         while header.height > 0 {
             let root = try load(header.root, txn)
             guard root.count <= 1 else { break }
-            try txn.delete(database, recordKey(header.root))
+            try txn.removeTreeRecord(recordKey(header.root))
             if root.count == 0 {
                 header.root = header.nextNode
                 header.nextNode += 1
@@ -252,7 +239,7 @@ struct CountedTree {
     }
 
     /// Takes a leaf out of the chain of leaves.
-    private func unlink(_ leaf: TreeNode, _ txn: Transaction) throws {
+    private func unlink(_ leaf: TreeNode, _ txn: StoreTransaction) throws {
         if leaf.previous != 0 {
             var previous = try load(leaf.previous, txn)
             previous.next = leaf.next
@@ -281,7 +268,7 @@ struct CountedTree {
         var leafID: UInt64
     }
 
-    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: Transaction) throws -> Path {
+    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: StoreTransaction) throws -> Path {
         var branches: [(id: UInt64, node: TreeNode, index: Int)] = []
         var nodeID = header.root
         for _ in 0..<header.height {
@@ -294,14 +281,14 @@ struct CountedTree {
     }
 
     /// The position of the first key ≥ `key` (> with `strictly`); past the end if none.
-    func position<K: Collection<UInt8>>(of key: K, strictly: Bool = false, _ txn: Transaction) throws -> Position {
+    func position<K: Collection<UInt8>>(of key: K, strictly: Bool = false, _ txn: StoreTransaction) throws -> Position {
         let path = try descend(to: key, try header(txn), txn)
         let leaf = try load(path.leafID, txn)
         return Position(leaf: path.leafID, index: leaf.search(key, strictly: strictly).index)
     }
 
     /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
-    func position(atRank rank: Int, _ txn: Transaction) throws -> Position {
+    func position(atRank rank: Int, _ txn: StoreTransaction) throws -> Position {
         let header = try header(txn)
         var remaining = UInt64(max(0, rank))
         var nodeID = header.root
@@ -322,7 +309,7 @@ struct CountedTree {
     }
 
     /// The first key starting with `prefix`, if any.
-    func firstKey(withPrefix prefix: [UInt8], _ txn: Transaction) throws -> [UInt8]? {
+    func firstKey(withPrefix prefix: [UInt8], _ txn: StoreTransaction) throws -> [UInt8]? {
         var found: [UInt8]?
         try scan(from: try position(of: prefix, txn), forward: true, txn) { key in
             if key.starts(with: prefix) { found = Array(key) }
@@ -333,7 +320,7 @@ struct CountedTree {
 
     /// Calls `body` with each key from `position` on, ascending or descending, until it returns
     /// false or the keys run out. Descending starts at the key just before `position`.
-    func scan(from position: Position, forward: Bool, _ txn: Transaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
+    func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
         var leafID = position.leaf
         var leaf = try load(leafID, txn)
         var index = forward ? position.index : position.index - 1
@@ -360,7 +347,7 @@ struct CountedTree {
     }
 
     /// Every key in order: for checks and digests.
-    func forEach(_ txn: Transaction, _ body: (ArraySlice<UInt8>) throws -> Void) throws {
+    func forEach(_ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Void) throws {
         try scan(from: try position(atRank: 0, txn), forward: true, txn) { key in
             try body(key)
             return true
@@ -372,7 +359,7 @@ extension CountedTree {
     /// Checks the structure: keys strictly increasing along the leaf chain, every branch count equal to
     /// the keys below it, fences below their subtrees, links consistent, the header's count right.
     /// Returns the problems found (empty when sound).
-    func structuralProblems(_ txn: Transaction) throws -> [String] {
+    func structuralProblems(_ txn: StoreTransaction) throws -> [String] {
         var problems: [String] = []
         let header = try header(txn)
         var leaves: [UInt64] = []
@@ -427,11 +414,11 @@ extension CountedTree {
     /// Walks the keys in order, one at a time (for merging two trees).
     struct KeyIterator {
         let tree: CountedTree
-        let txn: Transaction
+        let txn: StoreTransaction
         private var leaf: TreeNode?
         private var index = 0
 
-        init(_ tree: CountedTree, _ txn: Transaction) throws {
+        init(_ tree: CountedTree, _ txn: StoreTransaction) throws {
             self.tree = tree
             self.txn = txn
             let start = try tree.position(atRank: 0, txn)

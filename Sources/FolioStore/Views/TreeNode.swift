@@ -129,22 +129,45 @@ struct TreeNode {
 
     // MARK: Edits
 
+    /// Inserts an entry by splicing bytes: no per-entry copies.
     mutating func insert(_ entry: some Collection<UInt8>, at index: Int) {
-        var all = entries
-        all.insert(Array(entry), at: index)
-        rebuild(all)
+        let n = count
+        let header = headerSize
+        let payload = header + 2 * (n + 1)
+        let splice = payload + offset(index)
+        let length = entry.count
+        var new: [UInt8] = []
+        new.reserveCapacity(bytes.count + length + 2)
+        new.append(contentsOf: bytes[0..<header])
+        new.storeLittleEndian(UInt16(n + 1), at: 1)
+        for j in 0...index { new.appendLittleEndian(UInt16(offset(j))) }
+        for j in index...n { new.appendLittleEndian(UInt16(offset(j) + length)) }
+        new.append(contentsOf: bytes[payload..<splice])
+        new.append(contentsOf: entry)
+        new.append(contentsOf: bytes[splice...])
+        bytes = new
     }
 
+    /// Removes an entry by splicing bytes.
     mutating func remove(at index: Int) {
-        var all = entries
-        all.remove(at: index)
-        rebuild(all)
+        let n = count
+        let header = headerSize
+        let payload = header + 2 * (n + 1)
+        let removed = range(of: index)
+        var new: [UInt8] = []
+        new.reserveCapacity(bytes.count)
+        new.append(contentsOf: bytes[0..<header])
+        new.storeLittleEndian(UInt16(n - 1), at: 1)
+        for j in 0..<index { new.appendLittleEndian(UInt16(offset(j))) }
+        for j in (index + 1)...n { new.appendLittleEndian(UInt16(offset(j) - removed.count)) }
+        new.append(contentsOf: bytes[payload..<removed.lowerBound])
+        new.append(contentsOf: bytes[removed.upperBound...])
+        bytes = new
     }
 
     mutating func replace(at index: Int, with entry: [UInt8]) {
-        var all = entries
-        all[index] = entry
-        rebuild(all)
+        remove(at: index)
+        insert(entry, at: index)
     }
 
     /// Appends the entries of `other` (a node of the same kind).

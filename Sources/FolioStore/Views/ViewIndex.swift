@@ -44,7 +44,7 @@ struct ViewIndex {
 
     /// Moves the object's entry from where `old` had it to where `new` needs it; either may be nil
     /// (created, deleted). Throws `conflict` if a unique view already holds the new key.
-    func update(from old: StoredObject?, to new: StoredObject?, _ txn: Transaction) throws {
+    func update(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
         let oldKey = try key(for: old)
         let newKey = try key(for: new)
         if oldKey == newKey { return }
