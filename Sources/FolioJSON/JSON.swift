@@ -62,6 +62,22 @@ extension JSON: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expressibl
     }
 }
 
+extension JSON {
+    /// The same value with every object's fields sorted by key (UTF-8 order): equal values that
+    /// differ only in field order have the same canonical form.
+    public var canonical: JSON {
+        switch self {
+        case .array(let elements): return .array(elements.map(\.canonical))
+        case .object(let object):
+            return .object(
+                JSONObject(
+                    object.fields.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                        .map { JSONObject.Field(key: $0.key, value: $0.value.canonical) }))
+        default: return self
+        }
+    }
+}
+
 extension JSON: CustomStringConvertible {
     public var description: String { String(decoding: serialized(), as: UTF8.self) }
 }

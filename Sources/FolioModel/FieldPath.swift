@@ -22,8 +22,11 @@ public enum FieldPath: Hashable, Sendable, CustomStringConvertible {
             guard !segments.contains(where: \.isEmpty) else {
                 throw ValidationError("field path \(Names.quoted(text)) has an empty segment")
             }
-            if let first = segments.first, first.hasPrefix("$") || first.hasPrefix("_") {
+            if let first = segments.first, first.hasPrefix("_") {
                 throw ValidationError("field path \(Names.quoted(text)) names a reserved field")
+            }
+            if segments.contains(where: { $0.hasPrefix("$") }) {
+                throw ValidationError("field path \(Names.quoted(text)) reaches into a typed value or names a reserved field")
             }
             self = .data(segments)
         }

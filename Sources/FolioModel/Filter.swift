@@ -34,7 +34,8 @@ public indirect enum Filter: Equatable, Sendable {
             throw ValidationError("\(location) must be an object, found \(json.kindDescription)")
         }
         var parts: [Filter] = []
-        for field in object {
+        // Sorted, so that where-objects differing only in key order parse to equal filters.
+        for field in object.fields.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
             budget -= 1
             if budget < 0 { throw ValidationError("where is too large: at most \(maxNodes) conditions") }
             switch field.key {

@@ -32,8 +32,10 @@ public struct Query: Sendable {
         start: Start = .offset(0), explain: Bool = false
     ) throws(ValidationError) {
         self.source = source
-        self.whereJSON = whereJSON
-        self.filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
+        let filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
+        // An empty where matches everything: no filter at all, so indexes still answer.
+        self.whereJSON = filter == .all([]) ? nil : whereJSON
+        self.filter = filter == .all([]) ? nil : filter
         self.sort = sort
         self.descending = descending
         self.limit = limit
@@ -41,15 +43,23 @@ public struct Query: Sendable {
         self.explain = explain
     }
 
-    /// Identifies the query's order and filter, so a cursor is only accepted by the query that made it.
+    private var sourceName: String {
+        switch source {
+        case .collection(let name), .view(let name): return name
+        }
+    }
+
+    /// Identifies the query's order and filter, so a cursor is only accepted by the query that made
+    /// it (however its where and sort were spelled).
     public var fingerprint: [UInt8] {
         var identity: [UInt8] = []
         switch source {
         case .collection(let name): identity += Array("c:\(name)".utf8)
         case .view(let name): identity += Array("v:\(name)".utf8)
         }
-        identity += [0] + Array((sort?.description ?? "").utf8) + [0, descending ? 1 : 0, 0]
-        if let whereJSON { identity += whereJSON.serialized() }
+        let order = sort ?? (source == .collection(sourceName) ? SortOrder.creation : nil)
+        identity += [0] + Array((order?.description ?? "").utf8) + [0, descending ? 1 : 0, 0]
+        if let whereJSON { identity += whereJSON.canonical.serialized() }
         return PageCursor.digest(identity)
     }
 }

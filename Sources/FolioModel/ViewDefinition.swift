@@ -16,8 +16,9 @@ public struct ViewDefinition: Equatable, Sendable {
         try Names.validateCollection(collection)
         self.name = name
         self.collection = collection
-        self.whereJSON = whereJSON
-        self.filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
+        let filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
+        self.whereJSON = filter == .all([]) ? nil : whereJSON
+        self.filter = filter == .all([]) ? nil : filter
         self.sort = sort
         self.unique = unique
     }

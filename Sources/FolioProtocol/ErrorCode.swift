@@ -9,7 +9,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case conflict
     /// The line is longer than the server's maximum.
     case tooLarge = "too_large"
-    /// The server cannot take the request now (shutting down, disk full); it may succeed later.
+    /// The server cannot take the request now (its storage is full); it may succeed later.
     case unavailable
     /// A fault in the server or its storage.
     case `internal`

@@ -290,6 +290,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Answers `too_large` and closes the connection once answered: the rest of the line is not read.
     private func refuseLongLine(_ connection: Connection) {
         connection.partialLine = []
         connection.pending.append(
@@ -305,8 +306,7 @@ final class EventLoop: @unchecked Sendable {
         var line = line
         if let last = line.last, last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
         if line.count > configuration.maxLineBytes {
-            connection.pending.append(
-                .failure(RequestDecoder.TaggedError(tag: nil, error: ProtocolError(.tooLarge, "line of \(line.count) bytes; at most \(configuration.maxLineBytes)"))))
+            refuseLongLine(connection)
             return
         }
         switch RequestDecoder.decode(line) {
@@ -473,11 +473,12 @@ final class EventLoop: @unchecked Sendable {
                 Response.appendFailure(tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"), to: &connection.output)
                 return
             }
-            let start: UInt64
-            if let after {
-                start = after
-            } else {
-                start = (try? reader.read { try $0.head().sequence }) ?? 0
+            let head = (try? reader.read { try $0.head().sequence }) ?? 0
+            let start = after ?? head
+            guard start <= head else {
+                Response.appendFailure(
+                    tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
+                return
             }
             let watch = Watch(tag: tag, after: start, collection: collection)
             connection.watches.append(watch)
@@ -572,8 +573,10 @@ final class EventLoop: @unchecked Sendable {
     }
 }
 
-func monotonicMilliseconds() -> UInt64 {
+func monotonicMilliseconds() -> UInt64 { monotonicMicroseconds() / 1000 }
+
+func monotonicMicroseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
+    return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
 }

@@ -87,7 +87,9 @@ struct ReadHandler {
             }
             Response.appendSuccess(tag: tag, to: &output) { object.write(to: &$0) }
         case .list(let query):
+            let started = monotonicMicroseconds()
             let result = try snapshot.run(query)
+            let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"items\":[")
                 writer.writeRaw(result.items)
@@ -95,15 +97,17 @@ struct ReadHandler {
                 if let next = result.next { writer.write(next.token) } else { writer.writeRaw("null") }
                 writer.writeKey("total")
                 writer.write(result.total)
-                if query.explain { writePlan(result.plan, to: &writer) }
+                if query.explain { writePlan(result.plan, micros: micros, to: &writer) }
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .count(let query):
+            let started = monotonicMicroseconds()
             let result = try snapshot.run(query, countOnly: true)
+            let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"count\":")
                 writer.write(result.total)
-                if query.explain { writePlan(result.plan, to: &writer) }
+                if query.explain { writePlan(result.plan, micros: micros, to: &writer) }
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .history(let collection, let id):
@@ -146,7 +150,9 @@ struct ReadHandler {
         }
     }
 
-    private func writePlan(_ plan: QueryPlan, to writer: inout JSONWriter) {
+    /// `{"source", "view" | "collection", "examined", "micros"}`: micros is the time the server spent
+    /// answering, page included.
+    private func writePlan(_ plan: QueryPlan, micros: UInt64, to writer: inout JSONWriter) {
         writer.writeKey("plan")
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("source", first: true)
@@ -166,6 +172,8 @@ struct ReadHandler {
         }
         writer.writeKey("examined")
         writer.write(plan.examined)
+        writer.writeKey("micros")
+        writer.write(micros)
         writer.bytes.append(UInt8(ascii: "}"))
     }
 
@@ -213,8 +221,8 @@ struct ReadHandler {
         writer.write(stats.usedSize)
         writer.writeKey("pageSize")
         writer.write(stats.pageSize)
-        writer.writeKey("readers")
-        writer.write(stats.readersInUse)
+        writer.writeKey("readerSlotsUsed")
+        writer.write(stats.readerSlotsUsed)
         writer.writeKey("maxReaders")
         writer.write(stats.maxReaders)
         writer.writeRaw("}}")

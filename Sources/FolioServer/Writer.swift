@@ -46,7 +46,8 @@ final class Writer: @unchecked Sendable {
         self.statistics = statistics
         self.log = log
         self.committed = committed
-        lastTimestamp = try store.read { try $0.lastTimestamp()?.milliseconds } ?? 0
+        // One past the last event's time: ids made now sort after every id made before a restart.
+        lastTimestamp = (try store.read { try $0.lastTimestamp()?.milliseconds } ?? -1) + 1
     }
 
     func start() {
@@ -126,7 +127,8 @@ final class Writer: @unchecked Sendable {
             } catch {
                 statistics.failedCommits.add(1, ordering: .relaxed)
                 log.error("commit of \(batch.count) writes failed: \(error)")
-                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                var failure = ProtocolError(error)
+                if failure.code != .unavailable { failure = ProtocolError(.unavailable, "the write was not stored: \(failure.message)") }
                 return batch.map { Outcome(job: $0, result: .failure(failure)) }
             }
         }

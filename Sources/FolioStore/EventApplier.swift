@@ -93,7 +93,7 @@ struct EventApplier {
         var order: [String] = []
         try objects.forEach(in: view.collection, txn.lmdb) { object in
             guard let key = try view.key(for: object) else { return true }
-            if view.unique {
+            if view.unique && view.constrainsUniqueness(object) {
                 let tuple = Array(key.prefix(key.count - object.id.utf8.count - 2))
                 if let existing = try view.tree.firstKey(withPrefix: tuple, txn) {
                     let values = view.sortValues(of: object).description

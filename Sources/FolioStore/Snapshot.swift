@@ -108,7 +108,8 @@ public struct Snapshot {
         public let mapSize: Int
         public let usedSize: Int
         public let pageSize: Int
-        public let readersInUse: Int
+        /// The most reader slots in use at once since the environment was opened.
+        public let readerSlotsUsed: Int
         public let maxReaders: Int
     }
 
@@ -119,7 +120,7 @@ public struct Snapshot {
             lastSequence: head.sequence, chainHead: head.hash,
             objectsPerCollection: try catalog.collections(storeTxn).map { ($0.name, try $0.tree.count(storeTxn)) },
             views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize, pageSize: info.pageSize,
-            readersInUse: info.readersInUse, maxReaders: info.maxReaders)
+            readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders)
     }
 }
 

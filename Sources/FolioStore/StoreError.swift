@@ -32,7 +32,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 /// The details a `conflict` answer carries.
 public struct Conflict: Equatable, Sendable {
     public enum Reason: Equatable, Sendable {
-        /// `ifVersion` did not match; `current` is the object's version (0 if deleted).
+        /// `ifVersion` did not match; `current` is the object's version.
         case version(expected: UInt64, current: UInt64)
         /// A client-chosen id is taken.
         case exists

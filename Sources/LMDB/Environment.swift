@@ -194,7 +194,7 @@ public final class Environment: @unchecked Sendable {
         return EnvironmentInfo(
             mapSize: info.me_mapsize, pageSize: Int(stat.ms_psize),
             usedSize: (info.me_last_pgno + 1) * Int(stat.ms_psize),
-            maxReaders: Int(info.me_maxreaders), readersInUse: Int(info.me_numreaders),
+            maxReaders: Int(info.me_maxreaders), readerSlotsUsed: Int(info.me_numreaders),
             lastTransaction: info.me_last_txnid)
     }
 }
@@ -205,6 +205,7 @@ public struct EnvironmentInfo: Sendable {
     /// Bytes of the map in use: pages up to the last one written.
     public let usedSize: Int
     public let maxReaders: Int
-    public let readersInUse: Int
+    /// The high-water mark of reader slots (`me_numreaders`), not the readers active now.
+    public let readerSlotsUsed: Int
     public let lastTransaction: Int
 }

@@ -31,7 +31,7 @@ struct Benchmark {
                     let result = try runner.run()
                     progress(
                         "\(scenario.id) \(target.name): \(Report.rate(result)) ops/s, p50/p99 \(Report.percentiles(result.tally.allLatencies)), "
-                            + "\(result.tally.failures) failed, RSS max (anon) \(Report.residentMemory(result.memory))")
+                            + "\(result.tally.failures) failed, CPU/op \(Report.cpu(result)), RSS max (anon) \(Report.residentMemory(result.memory))")
                     if var merged = results[target.kind] {
                         merged.merge(result)
                         results[target.kind] = merged

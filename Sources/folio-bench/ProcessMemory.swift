@@ -8,19 +8,9 @@ struct ProcessMemory {
     var peakKiB: Int
 
     static func read(pid: Int32) -> ProcessMemory? {
-        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes.append(contentsOf: chunk[..<count])
-        }
+        guard let status = ProcFile.read("/proc/\(pid)/status") else { return nil }
         var memory = ProcessMemory(residentKiB: 0, anonymousKiB: 0, peakKiB: 0)
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+        for line in status.split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard fields.count >= 2, let kib = Int(fields[1]) else { continue }
             switch fields[0] {

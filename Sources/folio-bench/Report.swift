@@ -1,7 +1,7 @@
 import Foundation
 
 /// Turns the results into the tables the benchmark prints: throughput and latency side by side,
-/// then failures and daemon memory, then latency per kind of request.
+/// then failures and the daemons' CPU time and memory, then latency per kind of request.
 struct Report {
     struct Row {
         let scenario: Scenario
@@ -28,14 +28,15 @@ struct Report {
         return table
     }
 
-    var failuresAndMemory: TextTable {
+    var failuresAndResources: TextTable {
         var table = TextTable(header: [
-            "scenario", "clients", "Folio failed", "Redis failed", "Folio RSS max (anon)", "Folio VmHWM", "Redis RSS max (anon)",
-            "Redis VmHWM",
+            "scenario", "clients", "Folio failed", "Redis failed", "Folio CPU/op", "Redis CPU/op", "Folio RSS max (anon)", "Folio VmHWM",
+            "Redis RSS max (anon)", "Redis VmHWM",
         ])
         for row in rows {
             table.append([
                 row.scenario.title, "\(row.scenario.clients)", Self.failures(row.folio), Self.failures(row.redis),
+                Self.cpu(row.folio), Self.cpu(row.redis),
                 Self.residentMemory(row.folio?.memory), Self.mebibytes(row.folio?.memory?.peakKiB),
                 Self.residentMemory(row.redis?.memory), Self.mebibytes(row.redis?.memory?.peakKiB),
             ])
@@ -97,6 +98,11 @@ struct Report {
         case ..<10_000: return String(format: "%.2f ms", microseconds / 1000)
         default: return String(format: "%.1f ms", microseconds / 1000)
         }
+    }
+
+    static func cpu(_ result: RunResult?) -> String {
+        guard let microseconds = result?.cpuMicrosecondsPerOperation else { return "-" }
+        return String(format: "%.1f µs", microseconds)
     }
 
     static func failures(_ result: RunResult?) -> String {

@@ -5,12 +5,21 @@ struct RunResult {
     var seconds: Double
     /// Nil when the daemon's pid is unknown.
     var memory: MemoryWatch?
+    /// CPU time the daemon used during the measured seconds (all its threads); nil when its pid is unknown.
+    var cpuSeconds: Double?
 
     var operationsPerSecond: Double { seconds > 0 ? Double(tally.operations) / seconds : 0 }
+
+    /// The daemon's CPU time per answered request, in microseconds.
+    var cpuMicrosecondsPerOperation: Double? {
+        guard let cpuSeconds, tally.operations > 0 else { return nil }
+        return cpuSeconds * 1e6 / Double(tally.operations)
+    }
 
     mutating func merge(_ other: RunResult) {
         tally.merge(other.tally)
         seconds += other.seconds
+        cpuSeconds = cpuSeconds.flatMap { mine in other.cpuSeconds.map { mine + $0 } }
         if let next = other.memory {
             if var current = memory {
                 current.merge(next)

@@ -1,5 +1,6 @@
 /// Runs one scenario against one daemon: connects its clients, starts a thread per client, samples
-/// the daemon's memory while they run, then joins them and merges what they counted.
+/// the daemon's memory while they run and its CPU time over the measured window, then joins them and
+/// merges what they counted.
 struct ScenarioRunner {
     struct Timing {
         var warmupSeconds: Double
@@ -30,15 +31,22 @@ struct ScenarioRunner {
         let threads = loops.enumerated().map { index, loop in ClientThread(name: "bench-\(index)") { loop.run(window) } }
 
         var memory = target.pid.map(MemoryWatch.init(pid:))
-        while MonotonicClock.now() < window.end {
+        var cpuAtStart: ProcessCPU?
+        while true {
+            let now = MonotonicClock.now()
+            if now >= window.end { break }
             memory?.sample()
-            MonotonicClock.sleep(until: min(MonotonicClock.now() + 100_000_000, window.end))
+            if cpuAtStart == nil && now >= window.measureFrom { cpuAtStart = target.pid.flatMap(ProcessCPU.read(pid:)) }
+            let nextMark = cpuAtStart == nil && target.pid != nil ? window.measureFrom : window.end
+            MonotonicClock.sleep(until: min(now + 100_000_000, max(nextMark, now)))
         }
+        let cpuAtEnd = target.pid.flatMap(ProcessCPU.read(pid:))
         for thread in threads { thread.join() }
         memory?.sample()
 
         var tally = Tally()
         for loop in loops { tally.merge(loop.tally) }
-        return RunResult(tally: tally, seconds: timing.durationSeconds, memory: memory)
+        let cpuSeconds = cpuAtStart.flatMap { start in cpuAtEnd.map { $0.seconds - start.seconds } }
+        return RunResult(tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: cpuSeconds)
     }
 }

@@ -27,10 +27,10 @@ func runBench(_ argv: [String]) -> Int32 {
         "\(options.keyCount) keys, payload \(Payload.bytes.count) bytes, warm-up \(timing.warmupSeconds) s, "
         + "\(timing.durationSeconds) s measured per scenario per daemon, \(options.rounds) round(s), alternating"
     print((benchmark.servers + [settings]).joined(separator: "\n"))
-    for table in [report.throughput, report.failuresAndMemory, report.latencyByKind] {
+    for table in [report.throughput, report.failuresAndResources, report.latencyByKind] {
         print("\n" + table.plain)
     }
-    let markdown = ([report.throughput, report.failuresAndMemory, report.latencyByKind].map(\.markdown)).joined(separator: "\n\n")
+    let markdown = ([report.throughput, report.failuresAndResources, report.latencyByKind].map(\.markdown)).joined(separator: "\n\n")
     print("\nMarkdown:\n\n" + markdown)
     if let path = options.markdownPath {
         let text = (benchmark.servers + [settings]).map { "- " + $0 }.joined(separator: "\n") + "\n\n" + markdown + "\n"

@@ -20,6 +20,7 @@ let usage = """
                             A crash of foliod itself loses no acknowledged write in any mode.
       --threads N           event loop threads (default 2)
       --watch-buffer BYTES  output a watcher may fall behind by before its watch is ended (default 8 MiB)
+      --map-size BYTES      initial LMDB map size (default 1 GiB); it doubles whenever it fills
 
     FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
 

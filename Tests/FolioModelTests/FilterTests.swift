@@ -46,7 +46,7 @@ import Testing
         (#"{"n": {"$exists": 1}}"#, "$exists"), (#"{"n": {"$prefix": 1}}"#, "$prefix"), (#"{"$or": []}"#, "$or"),
         (#"{"$and": {"a": 1}}"#, "$and"), (#"{"a..b": 1}"#, "a..b"), (#"{"_x": 1}"#, "_x"), (#"{"collection": "A"}"#, "collection"),
         (#"{"d": {"$date": "yesterday"}}"#, "$date"), (#"{"r": {"$ref": "nope"}}"#, "$ref"), (#"[1]"#, "object"),
-        (#"{"$or": [1]}"#, "$or[0]"),
+        (#"{"$or": [1]}"#, "$or[0]"), (#"{"r.$ref": "A/1"}"#, "r.$ref"),
     ])
     func badQueriesNameTheOffendingPart(whereJSON: String, named: String) throws {
         do {

@@ -16,18 +16,28 @@ extension Store {
     /// Returns what the copy holds, read back from the copy itself.
     public func backup(to directory: String) throws -> CopySummary {
         let manager = FileManager.default
-        if manager.fileExists(atPath: directory) {
-            guard (try manager.contentsOfDirectory(atPath: directory)).isEmpty else {
-                throw StoreError.invalid("backup directory \(directory) is not empty")
+        let target = URL(fileURLWithPath: directory).resolvingSymlinksInPath().standardizedFileURL.path
+        guard target != URL(fileURLWithPath: self.directory).resolvingSymlinksInPath().standardizedFileURL.path else {
+            throw StoreError.invalid("backup directory \(directory) is the data directory itself")
+        }
+        var isDirectory: ObjCBool = false
+        if manager.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw StoreError.invalid("backup directory \(directory) is a file") }
+            guard ((try? manager.contentsOfDirectory(atPath: directory)) ?? ["?"]).isEmpty else {
+                throw StoreError.invalid("backup directory \(directory) is not empty (or not readable)")
             }
         } else {
-            try manager.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            do {
+                try manager.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw StoreError.invalid("cannot create backup directory \(directory): \((error as NSError).localizedDescription)")
+            }
         }
-        let standardized = URL(fileURLWithPath: directory).standardizedFileURL.path
-        guard standardized != URL(fileURLWithPath: self.directory).standardizedFileURL.path else {
-            throw StoreError.invalid("backup directory is the data directory itself")
+        do {
+            try environment.copy(to: directory, compact: true)
+        } catch {
+            throw StoreError.invalid("cannot write the backup into \(directory): \(error)")
         }
-        try environment.copy(to: directory, compact: true)
         let copy = try Store(directory: directory)
         defer { copy.close() }
         return try copy.read { snapshot in

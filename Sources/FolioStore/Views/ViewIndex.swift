@@ -48,7 +48,7 @@ struct ViewIndex {
         let oldKey = try key(for: old)
         let newKey = try key(for: new)
         if oldKey == newKey { return }
-        if let newKey, let new, unique {
+        if let newKey, let new, unique, constrainsUniqueness(new) {
             let tuple = Array(newKey.prefix(newKey.count - new.id.utf8.count - 2))
             if let existing = try tree.firstKey(withPrefix: tuple, txn) {
                 let existingID = existing.withUnsafeBytes { SortKey.id(in: $0) }
@@ -59,6 +59,12 @@ struct ViewIndex {
         }
         if let oldKey { try tree.remove(oldKey, txn) }
         if let newKey { try tree.insert(newKey, txn) }
+    }
+
+    /// Uniqueness binds objects that have every sort field; one that lacks any is exempt, as a row
+    /// with a NULL is from an SQL unique index.
+    func constrainsUniqueness(_ object: StoredObject) -> Bool {
+        sort.fields.allSatisfy { object.value(at: $0.path) != nil }
     }
 
     /// The values of the sort fields of `object`, as JSON, for conflict details.
