@@ -48,6 +48,6 @@ let package = Package(
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem"]),
+            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),
     ]
 )

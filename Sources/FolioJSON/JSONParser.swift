@@ -15,6 +15,8 @@ public struct JSONParser: ~Copyable {
     private var position = 0
     private let maxDepth: Int
     private var depth = 0
+    /// Byte ranges of the values of a top-level object, when asked for.
+    private var topLevelRanges: [String: Range<Int>]?
 
     private init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
@@ -29,6 +31,18 @@ public struct JSONParser: ~Copyable {
         let value = try parser.parseValue()
         parser.skipWhitespace()
         if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        return value
+    }
+
+    /// Parses, and records where each value of a top-level object lies in `bytes` (to echo one verbatim).
+    public static func parse(_ bytes: UnsafeRawBufferPointer, topLevelRanges: inout [String: Range<Int>]) throws(JSONError) -> JSON {
+        var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
+        parser.topLevelRanges = [:]
+        parser.skipWhitespace()
+        let value = try parser.parseValue()
+        parser.skipWhitespace()
+        if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        topLevelRanges = parser.topLevelRanges ?? [:]
         return value
     }
 
@@ -113,7 +127,9 @@ public struct JSONParser: ~Copyable {
             guard !atEnd, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
             position += 1
             skipWhitespace()
+            let valueStart = position
             fields.append(JSONObject.Field(key: key, value: try parseValue()))
+            if depth == 1, topLevelRanges != nil { topLevelRanges?[key] = valueStart..<position }
             skipWhitespace()
             guard !atEnd else { throw error("unexpected end of input in an object") }
             switch bytes[position] {

@@ -3,11 +3,11 @@ import FolioModel
 
 /// A decoded request line: what to do, and the tag to echo.
 public struct Request: Sendable {
-    /// The client's correlation tag, a string or a number, echoed verbatim; nil when absent.
-    public var tag: JSON?
+    /// The client's correlation tag; nil when absent.
+    public var tag: Tag?
     public var operation: Operation
 
-    public init(tag: JSON?, operation: Operation) {
+    public init(tag: Tag?, operation: Operation) {
         self.tag = tag
         self.operation = operation
     }

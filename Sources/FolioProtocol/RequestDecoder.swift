@@ -12,18 +12,21 @@ public enum RequestDecoder {
     public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
         if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
         let json: JSON
+        var ranges: [String: Range<Int>] = [:]
         do {
-            json = try JSONParser.parse(line)
+            json = try JSONParser.parse(line, topLevelRanges: &ranges)
         } catch {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
         }
         guard case .object(let object) = json else {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "a request must be a JSON object, found \(json.kindDescription)")))
         }
-        var tag: JSON?
+        var tag: Tag?
         switch object["tag"] {
         case nil, .null?: tag = nil
-        case let value? where value.isTagKind: tag = value
+        case let value? where value.isTagKind:
+            let text = ranges["tag"].map { Array(UnsafeRawBufferPointer(rebasing: line[$0])) } ?? value.serialized()
+            tag = Tag(value: value, text: text)
         case let value?:
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "tag must be a string or a number, found \(value.kindDescription)")))
         }
@@ -46,10 +49,10 @@ public enum RequestDecoder {
     }
 
     public struct TaggedError: Error, Sendable {
-        public var tag: JSON?
+        public var tag: Tag?
         public var error: ProtocolError
 
-        public init(tag: JSON?, error: ProtocolError) {
+        public init(tag: Tag?, error: ProtocolError) {
             self.tag = tag
             self.error = error
         }

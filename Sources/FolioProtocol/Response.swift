@@ -3,7 +3,7 @@ import FolioJSON
 /// Writes response lines: `{"tag":...,"ok":true,"result":...}\n` or
 /// `{"tag":...,"ok":false,"error":{"code":...,"message":...}}\n`; `tag` only when the request had one.
 public enum Response {
-    public static func appendSuccess(tag: JSON?, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
+    public static func appendSuccess(tag: Tag?, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
@@ -19,7 +19,7 @@ public enum Response {
         writer.writeRaw("}\n")
     }
 
-    public static func appendFailure(tag: JSON?, error: ProtocolError, to bytes: inout [UInt8]) {
+    public static func appendFailure(tag: Tag?, error: ProtocolError, to bytes: inout [UInt8]) {
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
@@ -38,7 +38,7 @@ public enum Response {
     }
 
     /// A line of a running watch: `{"tag":...,"event":<event>}\n`.
-    public static func appendWatchEvent(tag: JSON?, event: some Collection<UInt8>, to bytes: inout [UInt8]) {
+    public static func appendWatchEvent(tag: Tag?, event: some Collection<UInt8>, to bytes: inout [UInt8]) {
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
@@ -48,11 +48,11 @@ public enum Response {
         writer.writeRaw("}\n")
     }
 
-    private static func writeTag(_ tag: JSON?, to writer: inout JSONWriter) {
+    private static func writeTag(_ tag: Tag?, to writer: inout JSONWriter) {
         writer.bytes.append(UInt8(ascii: "{"))
         if let tag {
             writer.writeRaw("\"tag\":")
-            writer.write(tag)
+            writer.writeRaw(tag.text)
             writer.bytes.append(UInt8(ascii: ","))
         }
     }

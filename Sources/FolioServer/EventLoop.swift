@@ -270,7 +270,8 @@ final class EventLoop: @unchecked Sendable {
         var start = 0
         while start < chunk.count {
             guard let newline = memchr(chunk.baseAddress! + start, 0x0A, chunk.count - start) else {
-                if connection.partialLine.count + chunk.count - start > configuration.maxLineBytes {
+                // One byte of grace: a line of exactly the limit may end in "\r" before its "\n" arrives.
+                if connection.partialLine.count + chunk.count - start > configuration.maxLineBytes + 1 {
                     refuseLongLine(connection)
                     return
                 }
@@ -469,7 +470,7 @@ final class EventLoop: @unchecked Sendable {
                     to: &connection.output)
                 return
             }
-            guard !connection.watches.contains(where: { $0.tag == tag }) else {
+            guard !connection.watches.contains(where: { $0.tag.matches(tag.value) }) else {
                 Response.appendFailure(tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"), to: &connection.output)
                 return
             }
@@ -490,7 +491,7 @@ final class EventLoop: @unchecked Sendable {
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .unwatch(let tag):
-            guard let index = connection.watches.firstIndex(where: { $0.tag == tag }) else {
+            guard let index = connection.watches.firstIndex(where: { $0.tag.matches(tag) }) else {
                 Response.appendFailure(tag: request.tag, error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"), to: &connection.output)
                 return
             }
@@ -499,7 +500,7 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(1, loop: self)
             Response.appendSuccess(tag: request.tag, to: &connection.output) { writer in
                 writer.writeRaw("{\"watch\":")
-                writer.write(tag)
+                writer.writeRaw(watch.tag.text)
                 writer.writeRaw(",\"lastSeq\":")
                 writer.write(watch.lastSequence)
                 writer.bytes.append(UInt8(ascii: "}"))

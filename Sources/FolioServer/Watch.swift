@@ -1,17 +1,18 @@
 import FolioJSON
+import FolioProtocol
 import FolioStore
 
 /// A running `watch` on one connection: events with sequence ≥ `next` still to deliver, first from
 /// the log (catch-up), then as the writer commits them (live).
 final class Watch {
-    let tag: JSON
+    let tag: Tag
     let collection: String?
     /// The next sequence this watch delivers.
     var next: UInt64
     /// Reading the log; live events are ignored until the log is read to its end.
     var catchingUp = true
 
-    init(tag: JSON, after: UInt64, collection: String?) {
+    init(tag: Tag, after: UInt64, collection: String?) {
         self.tag = tag
         self.collection = collection
         next = after + 1

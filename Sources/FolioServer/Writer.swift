@@ -13,7 +13,7 @@ final class Writer: @unchecked Sendable {
     struct Job {
         let command: Command
         let origin: Origin
-        let tag: JSON?
+        let tag: Tag?
         let connection: Connection
         /// Bytes of the request line, to bound batches.
         let size: Int

@@ -5,7 +5,7 @@ struct BenchOptions {
     static let usage = """
         usage: folio-bench [--folio-socket PATH] [--folio-pid PID] [--redis-socket PATH] [--redis-pid PID]
                            [--duration SECONDS] [--warmup SECONDS] [--rounds N] [--keys N]
-                           [--only ID,ID...] [--markdown FILE] [--connect-timeout SECONDS]
+                           [--only ID,ID...] [--markdown FILE] [--connect-timeout SECONDS] [--sync-probe DIR]
 
         Runs the same closed-loop load against foliod (JSON lines) and redis-server (RESP), each on a
         Unix socket, scenario by scenario, alternating between them, and prints one table. Give at
@@ -19,6 +19,9 @@ struct BenchOptions {
           --only IDS            scenarios to run, by id (default: all): \(Scenario.standard.map(\.id).joined(separator: ", "))
           --markdown FILE       also write the tables as Markdown to FILE
           --connect-timeout S   how long to wait for a daemon's socket to answer (default 10)
+          --sync-probe DIR      before and after the scenarios, time 4 KiB appends + fdatasync in DIR (on
+                                the daemons' disk), so durable-write figures come with the disk's own
+                                sync latency
 
         Exit status: 0 when every request succeeded, 1 when any failed, 64 on a usage error.
         """
@@ -30,6 +33,7 @@ struct BenchOptions {
     var scenarios = Scenario.standard
     var markdownPath: String?
     var connectTimeout = 10.0
+    var syncProbeDirectory: String?
     var showHelp = false
 
     init(_ argv: [String]) throws(UsageError) {
@@ -37,7 +41,7 @@ struct BenchOptions {
             argv,
             valued: [
                 "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--duration", "--warmup", "--rounds", "--keys",
-                "--only", "--markdown", "--connect-timeout",
+                "--only", "--markdown", "--connect-timeout", "--sync-probe",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -65,6 +69,7 @@ struct BenchOptions {
             scenarios = Scenario.standard.filter { ids.contains($0.id) }
         }
         markdownPath = arguments.value("--markdown")
+        syncProbeDirectory = arguments.value("--sync-probe")
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
     }

@@ -4,17 +4,20 @@ import Glibc
 /// against every daemon, alternating which goes first so slow drifts of the machine hit both.
 struct Benchmark {
     let options: BenchOptions
-    /// One line per daemon: version and durability settings, as each reported them.
-    private(set) var servers: [String] = []
+    /// One line per daemon (version and durability settings, as each reported them), and the disk
+    /// probe's lines: what the figures were measured against.
+    private(set) var context: [String] = []
 
     init(options: BenchOptions) { self.options = options }
 
     mutating func run() throws -> Report {
+        let probe = options.syncProbeDirectory.map { SyncProbe(directory: $0) }
+        if let probe { context.append("disk before: " + (try probe.describe())) }
         for target in options.targets {
             let client = try target.connectWhenReady(timeout: options.connectTimeout)
-            servers.append("\(target.name): \(try client.describeServer()) on \(target.socketPath)" + (target.pid.map { ", pid \($0)" } ?? ""))
-            progress("\(target.name): creating keys k0..k\(options.keyCount - 1)")
-            try KeyPreloader(target: target, keyCount: options.keyCount).preload()
+            context.append("\(target.name): \(try client.describeServer()) on \(target.socketPath)" + (target.pid.map { ", pid \($0)" } ?? ""))
+            let created = try KeyPreloader(target: target, keyCount: options.keyCount).preload()
+            progress("\(target.name): keys k0..k\(options.keyCount - 1) " + (created ? "created" : "were there already"))
         }
         let nonce = String(time(nil), radix: 36)
         var runNumber = 0
@@ -42,6 +45,7 @@ struct Benchmark {
             }
             rows.append(Report.Row(scenario: scenario, folio: results[.folio], redis: results[.redis]))
         }
+        if let probe { context.append("disk after: " + (try probe.describe())) }
         return Report(rows: rows)
     }
 

@@ -26,14 +26,14 @@ func runBench(_ argv: [String]) -> Int32 {
     let settings =
         "\(options.keyCount) keys, payload \(Payload.bytes.count) bytes, warm-up \(timing.warmupSeconds) s, "
         + "\(timing.durationSeconds) s measured per scenario per daemon, \(options.rounds) round(s), alternating"
-    print((benchmark.servers + [settings]).joined(separator: "\n"))
+    print((benchmark.context + [settings]).joined(separator: "\n"))
     for table in [report.throughput, report.failuresAndResources, report.latencyByKind] {
         print("\n" + table.plain)
     }
     let markdown = ([report.throughput, report.failuresAndResources, report.latencyByKind].map(\.markdown)).joined(separator: "\n\n")
     print("\nMarkdown:\n\n" + markdown)
     if let path = options.markdownPath {
-        let text = (benchmark.servers + [settings]).map { "- " + $0 }.joined(separator: "\n") + "\n\n" + markdown + "\n"
+        let text = (benchmark.context + [settings]).map { "- " + $0 }.joined(separator: "\n") + "\n\n" + markdown + "\n"
         if !FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) {
             StandardError.write("folio-bench: cannot write \(path)")
             return 1

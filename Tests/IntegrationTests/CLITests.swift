@@ -1,0 +1,101 @@
+import FolioJSON
+import Testing
+
+/// The real `folio` binary against a real foliod; stdout is a pipe, so results are JSON lines.
+@Suite struct CLITests {
+    static func folio(_ arguments: String..., socket: String) throws -> CommandRun {
+        try Binaries.require()
+        return try CommandRun.run(Binaries.folio, arguments, environment: ["FOLIO_SOCKET": socket])
+    }
+
+    /// The one JSON line a command printed.
+    static func output(_ run: CommandRun) throws -> JSON {
+        #expect(run.status == 0, "\(run)")
+        let lines = run.jsonLines
+        #expect(lines.count == 1, "one JSON line: \(run)")
+        return try JSONParser.parse(try #require(lines.first, "\(run)"))
+    }
+
+    @Test func objectCommandsEndToEnd() throws {
+        try withRunningDaemon { daemon in
+            let socket = daemon.socketPath
+            let created = try Self.output(
+                try Self.folio("create", "Task", "title=Buy milk", "done:=false", "n:=3", socket: socket))
+            #expect(created["title"] == "Buy milk")
+            #expect(created["done"] == false)
+            #expect(created["n"] == 3)
+            #expect(created["version"] == 1)
+            #expect(created["collection"] == "Task")
+            let id = try #require(created["id"]?.stringValue)
+
+            let fetched = try Self.output(try Self.folio("get", "Task", id, socket: socket))
+            #expect(fetched == created)
+
+            let updated = try Self.output(
+                try Self.folio("update", "Task", id, "done:=true", "--if-version", "1", socket: socket))
+            #expect(updated["version"] == 2)
+            #expect(updated["done"] == true)
+            #expect(updated["title"] == "Buy milk")
+
+            let second = try Self.output(
+                try Self.folio(
+                    "create", "Task", "--id", "t2", "title=Walk the dog", "done:=false", "n:=5", socket: socket))
+            #expect(second["id"] == "t2")
+
+            let page = try Self.output(try Self.folio("list", "Task", "--limit", "1", socket: socket))
+            #expect(page["items"]?.arrayValue?.count == 1, "\(page)")
+            #expect(page["items"]?.arrayValue?.first?["id"] == .string(id), "creation order: \(page)")
+            #expect(page["total"] == 2)
+            #expect(page["next"]?.stringValue != nil, "a cursor for the next page: \(page)")
+
+            let count = try Self.output(try Self.folio("count", "Task", "-w", "done=false", socket: socket))
+            #expect(count == ["count": 1])
+
+            let stale = try Self.folio("update", "Task", id, "n:=4", "--if-version", "1", socket: socket)
+            #expect(stale.status == 1, "\(stale)")
+            #expect(stale.stdout.isEmpty, "\(stale)")
+            #expect(
+                stale.stderr.contains("conflict") && stale.stderr.contains("version 2"),
+                "the server's message on stderr: \(stale)")
+
+            let deleted = try Self.output(try Self.folio("delete", "Task", id, socket: socket))
+            #expect(deleted == ["id": .string(id), "version": 3])
+
+            let missing = try Self.folio("get", "Task", id, socket: socket)
+            #expect(missing.status == 1, "\(missing)")
+            #expect(missing.stderr.contains("not_found"), "\(missing)")
+            #expect(try Self.output(try Self.folio("count", "Task", socket: socket)) == ["count": 1])
+        }
+    }
+
+    @Test func helpAndUsageErrors() throws {
+        try withTemporaryDirectory { directory in
+            let socket = directory + "/none.sock"
+            let help = try Self.folio("--help", socket: socket)
+            #expect(help.status == 0, "\(help)")
+            #expect(help.stdout.contains("usage: folio"), "\(help)")
+            #expect(help.stderr.isEmpty, "\(help)")
+
+            let commandHelp = try Self.folio("create", "--help", socket: socket)
+            #expect(commandHelp.status == 0 && commandHelp.stdout.contains("usage: folio create"), "\(commandHelp)")
+
+            let noCollection = try Self.folio("list", socket: socket)
+            #expect(noCollection.status == 64, "\(noCollection)")
+            #expect(noCollection.stderr.contains("COLLECTION"), "\(noCollection)")
+            #expect(noCollection.stdout.isEmpty, "\(noCollection)")
+
+            let unknown = try Self.folio("frobnicate", socket: socket)
+            #expect(unknown.status == 64 && unknown.stderr.contains("frobnicate"), "\(unknown)")
+        }
+    }
+
+    @Test func withoutADaemonTheCLISaysHowToStartIt() throws {
+        try withTemporaryDirectory { directory in
+            let run = try Self.folio("stats", socket: directory + "/folio.sock")
+            #expect(run.status != 0, "\(run)")
+            #expect(run.stderr.contains("foliod is not running"), "\(run)")
+            #expect(run.stderr.contains("start it with `foliod`"), "\(run)")
+            #expect(run.stderr.contains(directory + "/folio.sock"), "names the socket it tried: \(run)")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import FolioJSON
+import Testing
+
+/// Many requests on one connection, written before any answer is read.
+@Suite struct PipeliningTests {
+    /// 1,000 requests in one write: per object a create with a client-given id, a get of it (it must
+    /// see the create: read-your-writes), and a get of the next id, not created yet (not_found: it must
+    /// not see a later write) or a filtered count. The last is a hello. Answers come back in request
+    /// order.
+    @Test func thousandPipelinedRequestsAreAnsweredInOrder() throws {
+        try withRunningDaemon { daemon in
+            var requests: [JSON] = []
+            for index in 0..<333 {
+                requests.append([
+                    "op": "create", "collection": "Item", "id": .string("p\(index)"), "tag": .string("c\(index)"),
+                    "data": ["n": .int(Int64(index))],
+                ])
+                requests.append([
+                    "op": "get", "collection": "Item", "id": .string("p\(index)"), "tag": .string("g\(index)"),
+                ])
+                if index % 10 == 9 {
+                    // A filtered count scans the collection, off the event loop: it must still see
+                    // every earlier write of this connection, and answer in its place.
+                    requests.append([
+                        "op": "count", "collection": "Item", "where": ["n": ["$gte": 0]],
+                        "tag": .int(Int64(100_000 + index)),
+                    ])
+                } else {
+                    requests.append([
+                        "op": "get", "collection": "Item", "id": .string("p\(index + 1)"),
+                        "tag": .int(Int64(100_000 + index)),
+                    ])
+                }
+            }
+            requests.append(["op": "hello", "tag": "last"])
+            #expect(requests.count == 1000)
+
+            var bytes: [UInt8] = []
+            for request in requests { bytes += request.serialized() + [0x0A] }
+            let connection = try daemon.connect()
+            try connection.send(bytes: bytes)
+
+            var responses: [JSON] = []
+            for _ in requests { responses.append(try connection.readResponse()) }
+            #expect(responses.map { $0["tag"] } == requests.map { $0["tag"] }, "answers come in request order")
+
+            var wrong: [String] = []
+            for index in 0..<333 {
+                let created = responses[3 * index]
+                let fetched = responses[3 * index + 1]
+                let third = responses[3 * index + 2]
+                if created.result?["id"] != .string("p\(index)") || created.version != 1 {
+                    wrong.append("create p\(index): \(created)")
+                }
+                if fetched.result?["n"] != .int(Int64(index)) || fetched.result != created.result {
+                    wrong.append("get after create of p\(index) on the same connection: \(fetched)")
+                }
+                if index % 10 == 9 {
+                    if third.result?["count"] != .int(Int64(index + 1)) {
+                        wrong.append("count after \(index + 1) creates: \(third)")
+                    }
+                } else if third.errorCode != "not_found" {
+                    wrong.append("get before the create of p\(index + 1): \(third)")
+                }
+            }
+            #expect(wrong.isEmpty, "\(wrong.count) wrong answers; the first: \(wrong.prefix(5))")
+            #expect(responses.last?.result?["lastSeq"] == 333)
+            #expect(try connection.request(["op": "count", "collection": "Item"]).result?["count"] == 333)
+        }
+    }
+}

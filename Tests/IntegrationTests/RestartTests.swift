@@ -1,0 +1,158 @@
+import FolioJSON
+import Foundation
+import Testing
+
+/// What survives a restart: everything on SIGTERM, every acknowledged write on kill -9.
+@Suite struct RestartTests {
+    @Test func restartKeepsAllDataAndTheLogContinues() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            var expected: [String: JSON] = [:]
+            for index in 0..<60 {
+                let id = "r\(index)"
+                let created = try connection.request([
+                    "op": "create", "collection": "Doc", "id": .string(id), "data": ["n": .int(Int64(index))],
+                ])
+                let object: JSON = try #require(created.result, "\(created)")
+                expected[id] = object
+            }
+            for index in stride(from: 0, to: 60, by: 3) {
+                let id = "r\(index)"
+                let updated = try connection.request([
+                    "op": "update", "collection": "Doc", "id": .string(id), "patch": ["touched": true],
+                ])
+                let object: JSON = try #require(updated.result, "\(updated)")
+                expected[id] = object
+            }
+            _ = try #require(try connection.request(["op": "delete", "collection": "Doc", "id": "r1"]).result)
+            expected["r1"] = nil
+            let before = try #require(try connection.request(["op": "stats"]).result)
+            #expect(before["lastSeq"] == 81)
+            connection.close()
+
+            try daemon.restart()
+
+            let reopened = try daemon.connect()
+            for (id, object) in expected {
+                let fetched = try reopened.request(["op": "get", "collection": "Doc", "id": .string(id)])
+                #expect(fetched.result == object, "\(id) after restart: \(fetched)")
+            }
+            #expect(try reopened.request(["op": "get", "collection": "Doc", "id": "r1"]).errorCode == "not_found")
+            let after = try #require(try reopened.request(["op": "stats"]).result)
+            #expect(after["lastSeq"] == before["lastSeq"])
+            #expect(after["chainHead"] == before["chainHead"])
+            #expect(after["objects"] == 59)
+            #expect(try reopened.request(["op": "hello"]).result?["lastSeq"] == 81)
+
+            let next = try reopened.request(["op": "create", "collection": "Doc", "id": "after", "data": ["n": -1]])
+            #expect(next.version == 1)
+            let events = try reopened.request(["op": "events", "after": 80])
+            let sequences = events.result?["events"]?.arrayValue?.map { $0["seq"] }
+            #expect(sequences == [81, 82], "the log continues with the next sequence: \(events)")
+            #expect(events.result?["events"]?.arrayValue?.last?["id"] == "after")
+            #expect(events.result?["lastSeq"] == 82)
+        }
+    }
+
+    /// 8 clients create and update their own objects; foliod is killed with SIGKILL in the middle.
+    /// After a restart every acknowledged write is there: each object at least at its acknowledged
+    /// version, and exactly at it when no later write to it was sent. The README promises this in
+    /// every durability mode (they differ only for OS crashes).
+    @Test(arguments: ["full", "relaxed", "none"])
+    func killNineLosesNoAcknowledgedWrite(durability: String) throws {
+        try withRunningDaemon(arguments: ["--durability", durability]) { daemon in
+            struct Ledger {
+                var acknowledged: [String: Int64] = [:]
+                /// Ids with a write sent and not answered.
+                var inFlight: Set<String> = []
+                var acknowledgements = 0
+                var problems: [String] = []
+            }
+            let ledger = Locked(Ledger())
+            let socket = daemon.socketPath
+            let clients = 8
+            let loadErrors = Locked<[(index: Int, error: any Error)]>([])
+            let loadFinished = Locked(false)
+            let connected = Locked(0)
+            Thread {
+                let errors = runOnThreads(clients) { client in
+                    let connection = try TestConnection(path: socket)
+                    connected.withLock { $0 += 1 }
+                    for object in 0... {
+                        let id = "k\(client)-\(object)"
+                        for version in Int64(1)...3 {
+                            let request: JSON =
+                                version == 1
+                                ? [
+                                    "op": "create", "collection": "Load", "id": .string(id),
+                                    "data": ["step": 1, "client": .int(Int64(client))],
+                                ]
+                                : [
+                                    "op": "update", "collection": "Load", "id": .string(id),
+                                    "patch": ["step": .int(version)], "ifVersion": .int(version - 1),
+                                ]
+                            ledger.withLock { _ = $0.inFlight.insert(id) }
+                            // Once foliod is killed, sends fail or the stream ends: this client is done.
+                            guard (try? connection.send(request)) != nil, let response = try? connection.readJSON()
+                            else { return }
+                            ledger.withLock { ledger in
+                                if response.version == version {
+                                    ledger.acknowledged[id] = version
+                                    ledger.inFlight.remove(id)
+                                    ledger.acknowledgements += 1
+                                } else {
+                                    ledger.problems.append("\(id) v\(version): \(response)")
+                                }
+                            }
+                        }
+                    }
+                }
+                loadErrors.withLock { $0 = errors }
+                loadFinished.withLock { $0 = true }
+            }.start()
+
+            // Kill once every client is connected and the load is well under way (or after a minute,
+            // and the checks below fail).
+            let loadDeadline = Date().addingTimeInterval(60)
+            while (connected.current < clients || ledger.withLock({ $0.acknowledgements }) < 400) && !loadFinished.current
+                && Date() < loadDeadline
+            {
+                usleep(1_000)
+            }
+            daemon.killHard()
+            let killedAt = ledger.withLock { $0.acknowledgements }
+            let finishDeadline = Date().addingTimeInterval(60)
+            while !loadFinished.current && Date() < finishDeadline { usleep(2_000) }
+            #expect(loadFinished.current, "clients did not notice foliod died")
+            #expect(loadErrors.current.isEmpty, "\(loadErrors.current)")
+
+            let final = ledger.current
+            #expect(final.problems.isEmpty, "\(final.problems.prefix(5))")
+            #expect(killedAt >= 400, "the load ran (\(killedAt) acknowledged writes before the kill)")
+            #expect(FileManager.default.fileExists(atPath: daemon.socketPath), "kill -9 leaves the socket file")
+
+            try daemon.start()
+            let connection = try daemon.connect()
+            var lost: [String] = []
+            for (id, version) in final.acknowledged.sorted(by: { $0.key < $1.key }) {
+                let fetched = try connection.request(["op": "get", "collection": "Load", "id": .string(id)])
+                guard let stored = fetched.version else {
+                    lost.append("\(id): acknowledged v\(version), now \(fetched)")
+                    continue
+                }
+                if stored < version || (!final.inFlight.contains(id) && stored != version) {
+                    lost.append(
+                        "\(id): acknowledged v\(version), in flight \(final.inFlight.contains(id)), stored v\(stored)")
+                }
+            }
+            #expect(
+                lost.isEmpty,
+                "\(lost.count) objects differ from what was acknowledged: \(lost.prefix(5))\n\(daemon.log)")
+            let acknowledgedEvents = final.acknowledged.values.reduce(0, +)
+            let lastSeq = try #require(try connection.request(["op": "stats"]).result?["lastSeq"]?.integerValue)
+            #expect(
+                lastSeq >= acknowledgedEvents && lastSeq <= acknowledgedEvents + Int64(clients),
+                "log of \(lastSeq) events for \(acknowledgedEvents) acknowledged writes")
+        }
+    }
+}
