@@ -38,6 +38,9 @@ final class Connection: @unchecked Sendable {
     var registered: Epoll.Events = []
 
     var watches: [Watch] = []
+    /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered
+    /// when the output is written out.
+    var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
 
     init(fd: Int32, loop: EventLoop, origin: Origin) {
         self.fd = fd

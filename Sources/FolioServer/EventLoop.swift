@@ -416,6 +416,13 @@ final class EventLoop: @unchecked Sendable {
         if connection.unsentBytes == 0 {
             connection.output.removeAll(keepingCapacity: connection.output.capacity <= 1 << 20)
             connection.outputSent = 0
+            if !connection.undeliveredCommits.isEmpty {
+                let now = monotonicMicroseconds()
+                for (committedAt, events) in connection.undeliveredCommits {
+                    statistics.watchDelivery.record(now - min(now, committedAt), count: events)
+                }
+                connection.undeliveredCommits.removeAll(keepingCapacity: true)
+            }
             if !connection.watches.isEmpty && connection.watches.contains(where: \.catchingUp) {
                 markForFlush(connection)
             }
@@ -551,6 +558,11 @@ final class EventLoop: @unchecked Sendable {
                     watch.next = event.sequence + 1
                     if watch.wants(collection: event.collection) {
                         Response.appendWatchEvent(tag: watch.tag, event: event.wire, to: &connection.output)
+                        if connection.undeliveredCommits.last?.committedAt == event.committedAt {
+                            connection.undeliveredCommits[connection.undeliveredCommits.count - 1].events += 1
+                        } else {
+                            connection.undeliveredCommits.append((event.committedAt, 1))
+                        }
                     }
                 }
                 if connection.unsentBytes > configuration.watchBufferBytes {

@@ -10,6 +10,8 @@ final class ServerStatistics: Sendable {
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
+    /// From the commit of an event to its line being written to a watcher's socket.
+    let watchDelivery = LatencyRecorder()
 
     var uptime: Double { Date().timeIntervalSince(startedAt) }
 }

@@ -33,4 +33,6 @@ struct CommittedEvent: Sendable {
     let collection: String?
     /// The event's wire JSON (canonical bytes with `hash`).
     let wire: [UInt8]
+    /// When its commit returned (monotonic µs).
+    let committedAt: UInt64
 }

@@ -21,8 +21,11 @@ final class WatchRegistry: Sendable {
     /// commit order, so each loop receives commits in order.
     func publish(_ applied: [StoreWriter.Applied]) {
         guard total.load(ordering: .acquiring) > 0 else { return }
+        let committedAt = monotonicMicroseconds()
         let events = applied.map { applied in
-            CommittedEvent(sequence: applied.event.sequence, collection: applied.event.object?.collection, wire: applied.wireEvent)
+            CommittedEvent(
+                sequence: applied.event.sequence, collection: applied.event.object?.collection, wire: applied.wireEvent,
+                committedAt: committedAt)
         }
         let loops = counts.withLock { $0.values.filter { $0.count > 0 }.map(\.loop) }
         for loop in loops { loop.post(.committed(events)) }
