@@ -21,5 +21,10 @@ test: deps
 	$(SWIFT) build
 	$(SWIFT) test
 
+# Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
+# missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.
+bench: deps
+	SWIFT="$(SWIFT)" bench/run.sh $(BENCH_ARGS)
+
 clean:
 	rm -rf .build

@@ -40,7 +40,8 @@ struct BenchOptions {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--duration", "--warmup", "--rounds", "--keys",
+                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--duration", "--warmup", "--rounds",
+                "--keys",
                 "--only", "--markdown", "--connect-timeout", "--sync-probe",
             ])
         if try arguments.flag("--help", "-h") {
@@ -64,7 +65,8 @@ struct BenchOptions {
         if let only = arguments.value("--only") {
             let ids = only.split(separator: ",").map(String.init)
             for id in ids where !Scenario.standard.contains(where: { $0.id == id }) {
-                throw UsageError("unknown scenario '\(id)'; known: \(Scenario.standard.map(\.id).joined(separator: ", "))")
+                throw UsageError(
+                    "unknown scenario '\(id)'; known: \(Scenario.standard.map(\.id).joined(separator: ", "))")
             }
             scenarios = Scenario.standard.filter { ids.contains($0.id) }
         }
@@ -76,7 +78,9 @@ struct BenchOptions {
 
     private static func pid(_ value: Int?) throws(UsageError) -> Int32? {
         guard let value else { return nil }
-        guard value > 0 && value <= Int(Int32.max) else { throw UsageError("a pid must be a positive process id, not \(value)") }
+        guard value > 0 && value <= Int(Int32.max) else {
+            throw UsageError("a pid must be a positive process id, not \(value)")
+        }
         return Int32(value)
     }
 

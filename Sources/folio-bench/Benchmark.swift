@@ -15,9 +15,12 @@ struct Benchmark {
         if let probe { context.append("disk before: " + (try probe.describe())) }
         for target in options.targets {
             let client = try target.connectWhenReady(timeout: options.connectTimeout)
-            context.append("\(target.name): \(try client.describeServer()) on \(target.socketPath)" + (target.pid.map { ", pid \($0)" } ?? ""))
+            context.append(
+                "\(target.name): \(try client.describeServer()) on \(target.socketPath)"
+                    + (target.pid.map { ", pid \($0)" } ?? ""))
             let created = try KeyPreloader(target: target, keyCount: options.keyCount).preload()
-            progress("\(target.name): keys k0..k\(options.keyCount - 1) " + (created ? "created" : "were there already"))
+            progress(
+                "\(target.name): keys k0..k\(options.keyCount - 1) " + (created ? "created" : "were there already"))
         }
         let nonce = String(time(nil), radix: 36)
         var runNumber = 0
@@ -29,12 +32,10 @@ struct Benchmark {
                 for target in order {
                     runNumber += 1
                     let runner = ScenarioRunner(
-                        scenario: scenario, target: target, timing: options.timing, keyCount: options.keyCount, runNumber: runNumber,
-                        nonce: nonce)
+                        scenario: scenario, target: target, timing: options.timing, keyCount: options.keyCount,
+                        runNumber: runNumber, nonce: nonce)
                     let result = try runner.run()
-                    progress(
-                        "\(scenario.id) \(target.name): \(Report.rate(result)) ops/s, p50/p99 \(Report.percentiles(result.tally.allLatencies)), "
-                            + "\(result.tally.failures) failed, CPU/op \(Report.cpu(result)), RSS max (anon) \(Report.residentMemory(result.memory))")
+                    progress("\(scenario.id) \(target.name): \(Report.summary(result))")
                     if var merged = results[target.kind] {
                         merged.merge(result)
                         results[target.kind] = merged

@@ -50,7 +50,7 @@ final class ClientLoop: @unchecked Sendable {
                             tally.record(operation.kind, latency: answered - sent)
                         }
                     case .failure(let message):
-                        tally.fail("\(operation.kind) \(String(decoding: keyText(operation.key), as: UTF8.self)): \(message)")
+                        tally.fail("\(operation.kind) \(operation.key): \(message)")
                     }
                 }
             } catch {
@@ -61,16 +61,11 @@ final class ClientLoop: @unchecked Sendable {
     }
 
     private func nextOperation(serial: inout Int) -> Operation {
-        if scenario.readPercent == 100 || (scenario.readPercent > 0 && Int(random.next() % 100) < scenario.readPercent) {
+        if scenario.readPercent == 100 || (scenario.readPercent > 0 && Int(random.next() % 100) < scenario.readPercent)
+        {
             return Operation(kind: .get, key: .existing(Int(random.next() % UInt64(keyCount))))
         }
         serial += 1
         return Operation(kind: .create, key: Key(prefix: freshPrefix, number: serial))
-    }
-
-    private func keyText(_ key: Key) -> [UInt8] {
-        var bytes: [UInt8] = []
-        key.append(to: &bytes)
-        return bytes
     }
 }

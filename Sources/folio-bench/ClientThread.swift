@@ -16,12 +16,14 @@ struct ClientThread {
         }
         var thread = pthread_t()
         let start = Unmanaged.passRetained(Start(body, name)).toOpaque()
-        let rc = pthread_create(&thread, nil, { pointer in
-            let start = Unmanaged<Start>.fromOpaque(pointer!).takeRetainedValue()
-            folio_set_thread_name(String(start.name.prefix(15)))
-            start.body()
-            return nil
-        }, start)
+        let rc = pthread_create(
+            &thread, nil,
+            { pointer in
+                let start = Unmanaged<Start>.fromOpaque(pointer!).takeRetainedValue()
+                folio_set_thread_name(String(start.name.prefix(15)))
+                start.body()
+                return nil
+            }, start)
         precondition(rc == 0, "pthread_create failed: \(rc)")
         self.thread = thread
     }

@@ -1,6 +1,6 @@
 /// The key (Folio id, Redis key) of one operation: a prefix shared by a run of keys and a number,
 /// so a key is written out without building a string per operation.
-struct Key {
+struct Key: CustomStringConvertible {
     /// The pre-populated keys `k0 ..< kN` that reads look up.
     static let existingPrefix = Array("k".utf8)
 
@@ -14,5 +14,11 @@ struct Key {
     func append(to bytes: inout [UInt8]) {
         bytes.append(contentsOf: prefix)
         bytes.appendDecimal(number)
+    }
+
+    var description: String {
+        var bytes: [UInt8] = []
+        append(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -14,11 +14,13 @@ struct KeyPreloader {
         if case .success = try client.receive() { return false }
         var next = 0
         while next < keyCount {
-            let batch = (next..<min(next + Self.batchSize, keyCount)).map { Operation(kind: .create, key: .existing($0)) }
+            let batch = (next..<min(next + Self.batchSize, keyCount)).map {
+                Operation(kind: .create, key: .existing($0))
+            }
             try client.send(batch)
             for operation in batch {
                 if case .failure(let message) = try client.receive(), !isExistingKey(message) {
-                    throw BenchError.setup("\(target.name): pre-populating k\(operation.key.number) failed: \(message)")
+                    throw BenchError.setup("\(target.name): pre-populating \(operation.key) failed: \(message)")
                 }
             }
             next += batch.count

@@ -49,7 +49,8 @@ final class RESPClient: LoadClient {
 
     func describeServer() throws -> String {
         let info = try String(decoding: bulkBytes(command(["INFO", "server"])), as: UTF8.self)
-        let version = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("redis_version:") }?.dropFirst(14) ?? "?"
+        let version =
+            info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("redis_version:") }?.dropFirst(14) ?? "?"
         let settings = try ["appendonly", "appendfsync", "save"].map { name in
             guard case .array(let pair) = try command(["CONFIG", "GET", name]), pair.count == 2 else {
                 throw BenchError.protocolViolation("CONFIG GET \(name)")
@@ -71,7 +72,9 @@ final class RESPClient: LoadClient {
     }
 
     private func bulkBytes(_ value: Value) throws -> [UInt8] {
-        guard case .bulk(let bytes) = value else { throw BenchError.protocolViolation("expected a bulk string, got \(value)") }
+        guard case .bulk(let bytes) = value else {
+            throw BenchError.protocolViolation("expected a bulk string, got \(value)")
+        }
         return bytes
     }
 
@@ -116,7 +119,9 @@ final class RESPClient: LoadClient {
         switch header {
         case .value(let value): return value
         case .bulk(let count):
-            return try stream.withBytes(count: count + 2) { bytes in .bulk(keepingBulk ? Array(bytes.prefix(count)) : []) }
+            return try stream.withBytes(count: count + 2) { bytes in
+                .bulk(keepingBulk ? Array(bytes.prefix(count)) : [])
+            }
         case .array(let count):
             return .array(try (0..<count).map { _ in try readValue(keepingBulk: keepingBulk) })
         }

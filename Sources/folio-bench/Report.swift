@@ -12,7 +12,9 @@ struct Report {
     let rows: [Row]
 
     var throughput: TextTable {
-        var table = TextTable(header: ["scenario", "clients", "Folio ops/s", "Redis ops/s", "ratio", "Folio p50 / p99", "Redis p50 / p99"])
+        var table = TextTable(header: [
+            "scenario", "clients", "Folio ops/s", "Redis ops/s", "ratio", "Folio p50 / p99", "Redis p50 / p99",
+        ])
         for row in rows {
             let ratio: String
             if let folio = row.folio, let redis = row.redis, redis.operationsPerSecond > 0 {
@@ -30,7 +32,8 @@ struct Report {
 
     var failuresAndResources: TextTable {
         var table = TextTable(header: [
-            "scenario", "clients", "Folio failed", "Redis failed", "Folio CPU/op", "Redis CPU/op", "Folio RSS max (anon)", "Folio VmHWM",
+            "scenario", "clients", "Folio failed", "Redis failed", "Folio CPU/op", "Redis CPU/op",
+            "Folio RSS max (anon)", "Folio VmHWM",
             "Redis RSS max (anon)", "Redis VmHWM",
         ])
         for row in rows {
@@ -45,7 +48,8 @@ struct Report {
     }
 
     var latencyByKind: TextTable {
-        var table = TextTable(header: ["scenario", "clients", "request", "system", "count", "p50", "p99", "p99.9", "max"], leftAligned: 4)
+        var table = TextTable(
+            header: ["scenario", "clients", "request", "system", "count", "p50", "p99", "p99.9", "max"], leftAligned: 4)
         for row in rows {
             for (name, result) in [("Folio", row.folio), ("Redis", row.redis)] {
                 guard let result else { continue }
@@ -63,13 +67,31 @@ struct Report {
         return table
     }
 
+    /// Where each daemon's CPU time went, per scenario (measured windows, all rounds).
+    var cpuByThread: [String] {
+        rows.flatMap { row in
+            [("Folio", row.folio), ("Redis", row.redis)].compactMap { name, result in
+                guard let threads = result?.threadCPU else { return nil }
+                return "\(row.scenario.id) \(name): \(threads.summary())"
+            }
+        }
+    }
+
     var failureMessages: [String] {
         rows.flatMap { row in
             [("Folio", row.folio), ("Redis", row.redis)].compactMap { name, result in
                 guard let result, result.tally.failures > 0 else { return nil }
-                return "\(name), \(row.scenario.id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")"
+                return
+                    "\(name), \(row.scenario.id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")"
             }
         }
+    }
+
+    /// One line for a run: throughput, latency, failures, CPU and memory of the daemon.
+    static func summary(_ result: RunResult) -> String {
+        "\(rate(result)) ops/s, p50/p99 \(percentiles(result.tally.allLatencies)), \(result.tally.failures) failed, "
+            + "CPU/op \(cpu(result)), RSS max (anon) \(residentMemory(result.memory))"
+            + (result.threadCPU.map { "; CPU by thread: \($0.summary())" } ?? "")
     }
 
     static func rate(_ result: RunResult?) -> String {
@@ -104,6 +126,8 @@ struct Report {
         guard let microseconds = result?.cpuMicrosecondsPerOperation else { return "-" }
         return String(format: "%.1f µs", microseconds)
     }
+
+    static func seconds(_ value: Double) -> String { String(format: "%.2f s", value) }
 
     static func failures(_ result: RunResult?) -> String {
         guard let result else { return "-" }

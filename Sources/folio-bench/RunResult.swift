@@ -7,6 +7,8 @@ struct RunResult {
     var memory: MemoryWatch?
     /// CPU time the daemon used during the measured seconds (all its threads); nil when its pid is unknown.
     var cpuSeconds: Double?
+    /// The same, per thread name.
+    var threadCPU: ThreadCPU?
 
     var operationsPerSecond: Double { seconds > 0 ? Double(tally.operations) / seconds : 0 }
 
@@ -20,6 +22,12 @@ struct RunResult {
         tally.merge(other.tally)
         seconds += other.seconds
         cpuSeconds = cpuSeconds.flatMap { mine in other.cpuSeconds.map { mine + $0 } }
+        if var threads = threadCPU, let others = other.threadCPU {
+            threads.add(others)
+            threadCPU = threads
+        } else {
+            threadCPU = nil
+        }
         if let next = other.memory {
             if var current = memory {
                 current.merge(next)

@@ -1,6 +1,6 @@
 /// Runs one scenario against one daemon: connects its clients, starts a thread per client, samples
-/// the daemon's memory while they run and its CPU time over the measured window, then joins them and
-/// merges what they counted.
+/// the daemon's memory while they run and its CPU time (in all, and per thread) over the measured
+/// window, then joins them and merges what they counted.
 struct ScenarioRunner {
     struct Timing {
         var warmupSeconds: Double
@@ -21,32 +21,42 @@ struct ScenarioRunner {
         for index in 0..<scenario.clients {
             loops.append(
                 ClientLoop(
-                    client: try target.connect(), scenario: scenario, keyCount: keyCount, freshPrefix: "w\(nonce)-\(runNumber)-\(index)-",
+                    client: try target.connect(), scenario: scenario, keyCount: keyCount,
+                    freshPrefix: "w\(nonce)-\(runNumber)-\(index)-",
                     seed: UInt64(runNumber) << 16 | UInt64(index)))
         }
         let start = MonotonicClock.now() + 50_000_000
         let measureFrom = start + MonotonicClock.nanoseconds(seconds: timing.warmupSeconds)
         let window = ClientLoop.Window(
-            start: start, measureFrom: measureFrom, end: measureFrom + MonotonicClock.nanoseconds(seconds: timing.durationSeconds))
-        let threads = loops.enumerated().map { index, loop in ClientThread(name: "bench-\(index)") { loop.run(window) } }
+            start: start, measureFrom: measureFrom,
+            end: measureFrom + MonotonicClock.nanoseconds(seconds: timing.durationSeconds))
+        let threads = loops.enumerated().map { index, loop in ClientThread(name: "bench-\(index)") { loop.run(window) }
+        }
 
         var memory = target.pid.map(MemoryWatch.init(pid:))
         var cpuAtStart: ProcessCPU?
+        var threadsAtStart: ThreadCPU?
         while true {
             let now = MonotonicClock.now()
             if now >= window.end { break }
             memory?.sample()
-            if cpuAtStart == nil && now >= window.measureFrom { cpuAtStart = target.pid.flatMap(ProcessCPU.read(pid:)) }
+            if cpuAtStart == nil && now >= window.measureFrom {
+                cpuAtStart = target.pid.flatMap(ProcessCPU.read(pid:))
+                threadsAtStart = target.pid.flatMap(ThreadCPU.read(pid:))
+            }
             let nextMark = cpuAtStart == nil && target.pid != nil ? window.measureFrom : window.end
             MonotonicClock.sleep(until: min(now + 100_000_000, max(nextMark, now)))
         }
         let cpuAtEnd = target.pid.flatMap(ProcessCPU.read(pid:))
+        let threadsAtEnd = target.pid.flatMap(ThreadCPU.read(pid:))
         for thread in threads { thread.join() }
         memory?.sample()
 
         var tally = Tally()
         for loop in loops { tally.merge(loop.tally) }
         let cpuSeconds = cpuAtStart.flatMap { start in cpuAtEnd.map { $0.seconds - start.seconds } }
-        return RunResult(tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: cpuSeconds)
+        let threadCPU = threadsAtStart.flatMap { start in threadsAtEnd.map { $0.since(start) } }
+        return RunResult(
+            tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: cpuSeconds, threadCPU: threadCPU)
     }
 }

@@ -69,7 +69,9 @@ final class SocketStream {
 
     /// The next `count` bytes.
     func withBytes<Result>(count: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
-        guard count <= Self.bufferCapacity else { throw BenchError.protocolViolation("a reply of \(count) bytes is too large") }
+        guard count <= Self.bufferCapacity else {
+            throw BenchError.protocolViolation("a reply of \(count) bytes is too large")
+        }
         while end - start < count { _ = try receiveMore() }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[start..<start + count])
         start += count
@@ -81,7 +83,9 @@ final class SocketStream {
     private func receiveMore() throws -> Int {
         var shift = 0
         if end == buffer.count {
-            guard start > 0 else { throw BenchError.protocolViolation("a reply line longer than \(buffer.count) bytes") }
+            guard start > 0 else {
+                throw BenchError.protocolViolation("a reply line longer than \(buffer.count) bytes")
+            }
             shift = start
             memmove(buffer.baseAddress!, buffer.baseAddress! + start, end - start)
             end -= start

@@ -29,7 +29,8 @@ struct SyncProbe {
     /// One line for the report.
     func describe() throws -> String {
         let latencies = try run()
-        return "4 KiB append + fdatasync in \(directory), \(samples) times: p50 \(Report.duration(latencies.percentile(0.5))), "
+        return
+            "4 KiB append + fdatasync in \(directory), \(samples) times: p50 \(Report.duration(latencies.percentile(0.5))), "
             + "p99 \(Report.duration(latencies.percentile(0.99))), max \(Report.duration(latencies.maximum))"
     }
 }

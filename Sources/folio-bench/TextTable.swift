@@ -19,7 +19,8 @@ struct TextTable {
         let widths = columnWidths
         let lines = [header, widths.map { String(repeating: "-", count: $0) }] + rows
         return lines.map { cells in
-            cells.enumerated().map { column, cell in pad(cell, to: widths[column], column: column) }.joined(separator: "  ")
+            cells.enumerated().map { column, cell in pad(cell, to: widths[column], column: column) }.joined(
+                separator: "  ")
         }.joined(separator: "\n")
     }
 

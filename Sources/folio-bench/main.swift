@@ -30,7 +30,12 @@ func runBench(_ argv: [String]) -> Int32 {
     for table in [report.throughput, report.failuresAndResources, report.latencyByKind] {
         print("\n" + table.plain)
     }
-    let markdown = ([report.throughput, report.failuresAndResources, report.latencyByKind].map(\.markdown)).joined(separator: "\n\n")
+    let threads = report.cpuByThread
+    if !threads.isEmpty { print("\nCPU by thread:\n" + threads.joined(separator: "\n")) }
+    let markdown =
+        ([report.throughput, report.failuresAndResources, report.latencyByKind].map(\.markdown)).joined(
+            separator: "\n\n")
+        + (threads.isEmpty ? "" : "\n\nCPU by thread:\n\n" + threads.map { "- " + $0 }.joined(separator: "\n"))
     print("\nMarkdown:\n\n" + markdown)
     if let path = options.markdownPath {
         let text = (benchmark.context + [settings]).map { "- " + $0 }.joined(separator: "\n") + "\n\n" + markdown + "\n"
