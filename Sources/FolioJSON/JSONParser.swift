@@ -15,8 +15,9 @@ public struct JSONParser: ~Copyable {
     private var position = 0
     private let maxDepth: Int
     private var depth = 0
-    /// Byte ranges of the values of a top-level object, when asked for.
-    private var topLevelRanges: [String: Range<Int>]?
+    /// The top-level key whose value's byte range is wanted, and that range once found.
+    private var rangeKey: String?
+    private var keyRange: Range<Int>?
 
     private init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
@@ -34,15 +35,15 @@ public struct JSONParser: ~Copyable {
         return value
     }
 
-    /// Parses, and records where each value of a top-level object lies in `bytes` (to echo one verbatim).
-    public static func parse(_ bytes: UnsafeRawBufferPointer, topLevelRanges: inout [String: Range<Int>]) throws(JSONError) -> JSON {
+    /// Parses, and tells where the value of top-level field `key` lies in `bytes` (to echo it verbatim).
+    public static func parse(_ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?) throws(JSONError) -> JSON {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
-        parser.topLevelRanges = [:]
+        parser.rangeKey = key
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
         if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
-        topLevelRanges = parser.topLevelRanges ?? [:]
+        range = parser.keyRange
         return value
     }
 
@@ -129,7 +130,7 @@ public struct JSONParser: ~Copyable {
             skipWhitespace()
             let valueStart = position
             fields.append(JSONObject.Field(key: key, value: try parseValue()))
-            if depth == 1, topLevelRanges != nil { topLevelRanges?[key] = valueStart..<position }
+            if depth == 1, let rangeKey, key == rangeKey { keyRange = valueStart..<position }
             skipWhitespace()
             guard !atEnd else { throw error("unexpected end of input in an object") }
             switch bytes[position] {

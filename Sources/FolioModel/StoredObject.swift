@@ -21,21 +21,6 @@ public struct StoredObject: Sendable, Equatable {
 
     /// The wire shape: system fields first, then the data's fields flattened.
     public func write(to writer: inout JSONWriter) {
-        StoredObject.writeHeader(collection: collection, id: id, version: version, createdAt: createdAt, updatedAt: updatedAt, to: &writer)
-        for field in data {
-            writer.bytes.append(UInt8(ascii: ","))
-            writer.write(field.key)
-            writer.bytes.append(UInt8(ascii: ":"))
-            writer.write(field.value)
-        }
-        writer.bytes.append(UInt8(ascii: "}"))
-    }
-
-    /// Writes `{"collection":...,"updatedAt":"..."` with no closing brace, for callers that splice in
-    /// already serialized data fields.
-    public static func writeHeader(
-        collection: String, id: String, version: UInt64, createdAt: Timestamp, updatedAt: Timestamp, to writer: inout JSONWriter
-    ) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("collection", first: true)
         writer.write(collection)
@@ -47,6 +32,13 @@ public struct StoredObject: Sendable, Equatable {
         writer.write(createdAt)
         writer.writeKey("updatedAt")
         writer.write(updatedAt)
+        for field in data {
+            writer.bytes.append(UInt8(ascii: ","))
+            writer.write(field.key)
+            writer.bytes.append(UInt8(ascii: ":"))
+            writer.write(field.value)
+        }
+        writer.bytes.append(UInt8(ascii: "}"))
     }
 
     public var json: JSON {

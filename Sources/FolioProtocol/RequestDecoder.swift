@@ -12,9 +12,9 @@ public enum RequestDecoder {
     public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
         if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
         let json: JSON
-        var ranges: [String: Range<Int>] = [:]
+        var tagRange: Range<Int>?
         do {
-            json = try JSONParser.parse(line, topLevelRanges: &ranges)
+            json = try JSONParser.parse(line, rangeOf: "tag", range: &tagRange)
         } catch {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
         }
@@ -25,7 +25,7 @@ public enum RequestDecoder {
         switch object["tag"] {
         case nil, .null?: tag = nil
         case let value? where value.isTagKind:
-            let text = ranges["tag"].map { Array(UnsafeRawBufferPointer(rebasing: line[$0])) } ?? value.serialized()
+            let text = tagRange.map { Array(UnsafeRawBufferPointer(rebasing: line[$0])) } ?? value.serialized()
             tag = Tag(value: value, text: text)
         case let value?:
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "tag must be a string or a number, found \(value.kindDescription)")))
@@ -193,22 +193,26 @@ extension JSON {
 struct Fields {
     let object: JSONObject
     let op: String
-    private var read: Set<String> = ["op", "tag"]
+    /// Which of the object's fields were read, by position.
+    private var read: [Bool]
 
     init(object: JSONObject, op: String) {
         self.object = object
         self.op = op
+        read = object.fields.map { $0.key == "op" || $0.key == "tag" }
     }
 
     mutating func take(_ key: String) -> JSON? {
-        read.insert(key)
-        guard let value = object[key], !value.isNull else { return nil }
+        guard let index = object.fields.firstIndex(where: { $0.key == key }) else { return nil }
+        read[index] = true
+        let value = object.fields[index].value
+        if value.isNull { return nil }  // (a ternary would turn nil into JSON.null)
         return value
     }
 
     func rejectUnknown() throws {
-        for key in object.keys where !read.contains(key) {
-            throw ProtocolError(.badRequest, "unknown field \(Names.quoted(key)) for op \(op)")
+        if let index = read.firstIndex(of: false) {
+            throw ProtocolError(.badRequest, "unknown field \(Names.quoted(object.fields[index].key)) for op \(op)")
         }
     }
 

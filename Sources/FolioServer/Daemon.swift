@@ -49,6 +49,7 @@ public final class Daemon {
                     index: index, listener: listener, writer: writer, store: store, configuration: configuration,
                     statistics: statistics, log: log, workers: workers, watchers: watchers, digests: digests))
         }
+        try loops[0].acceptConnections(for: loops)
         writer.start()
         for loop in loops { loop.start() }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store, log: log) : nil

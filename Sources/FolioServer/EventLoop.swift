@@ -16,6 +16,8 @@ final class EventLoop: @unchecked Sendable {
         /// A read that ran on a worker thread finished with this response line.
         case answered(Connection, [UInt8])
         case committed([CommittedEvent])
+        /// A connection accepted by another loop, to serve here.
+        case adopt(fd: Int32, origin: Origin)
         /// Shut down: accept nothing, read nothing new, close each connection once it is answered.
         case drain
     }
@@ -40,6 +42,9 @@ final class EventLoop: @unchecked Sendable {
     private let log: Log
     private let workers: DispatchQueue
     private let watchers: WatchRegistry
+    /// Set on the loop that accepts: every loop, served in turn.
+    private var peers: [EventLoop] = []
+    private var nextPeer = 0
 
     private let mailbox = Mutex<[Message]>([])
     private var connections: [Int32: Connection] = [:]
@@ -68,7 +73,13 @@ final class EventLoop: @unchecked Sendable {
         wake = try WakeSignal()
         readBuffer = [UInt8](repeating: 0, count: Self.readChunk)
         try epoll.add(wake.fd, .readable, token: Self.wakeToken)
-        try epoll.add(listener.fd, [.readable, .exclusive], token: Self.listenerToken)
+    }
+
+    /// Makes this loop the one that accepts connections, handing them to `loops` in turn, so that
+    /// clients connecting in a burst still spread over every loop (and core).
+    func acceptConnections(for loops: [EventLoop]) throws {
+        peers = loops
+        try epoll.add(listener.fd, .readable, token: Self.listenerToken)
     }
 
     func start() {
@@ -120,7 +131,7 @@ final class EventLoop: @unchecked Sendable {
             }
             if acceptPausedUntil > 0 && monotonicMilliseconds() >= acceptPausedUntil {
                 acceptPausedUntil = 0
-                try? epoll.add(listener.fd, [.readable, .exclusive], token: Self.listenerToken)
+                try? epoll.add(listener.fd, .readable, token: Self.listenerToken)
             }
             finishIteration()
             if draining {
@@ -169,6 +180,8 @@ final class EventLoop: @unchecked Sendable {
                 markForFlush(connection)
             case .committed(let events):
                 deliverLive(events)
+            case .adopt(let fd, let origin):
+                if draining { Glibc.close(fd) } else { adopt(fd, origin) }
             case .drain:
                 startDraining()
             }
@@ -177,7 +190,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func startDraining() {
         draining = true
-        epoll.remove(listener.fd)
+        if !peers.isEmpty { epoll.remove(listener.fd) }
         for connection in connections.values {
             connection.inputFinished = true
             connection.closeWhenIdle = true
@@ -211,19 +224,26 @@ final class EventLoop: @unchecked Sendable {
                 gid = .max
                 pid = 0
             }
-            let connection = Connection(fd: fd, loop: self, origin: Origin(uid: uid, gid: gid, pid: pid))
-            do {
-                try epoll.add(fd, .readable, token: UInt64(fd))
-            } catch {
-                log.error("cannot watch a new connection: \(error)")
-                Glibc.close(fd)
-                continue
-            }
-            connection.registered = .readable
-            connections[fd] = connection
-            statistics.connections.add(1, ordering: .relaxed)
-            statistics.acceptedConnections.add(1, ordering: .relaxed)
+            let origin = Origin(uid: uid, gid: gid, pid: pid)
+            let target = peers[nextPeer % peers.count]
+            nextPeer &+= 1
+            if target === self { adopt(fd, origin) } else { target.post(.adopt(fd: fd, origin: origin)) }
         }
+    }
+
+    private func adopt(_ fd: Int32, _ origin: Origin) {
+        let connection = Connection(fd: fd, loop: self, origin: origin)
+        do {
+            try epoll.add(fd, .readable, token: UInt64(fd))
+        } catch {
+            log.error("cannot watch a new connection: \(error)")
+            Glibc.close(fd)
+            return
+        }
+        connection.registered = .readable
+        connections[fd] = connection
+        statistics.connections.add(1, ordering: .relaxed)
+        statistics.acceptedConnections.add(1, ordering: .relaxed)
     }
 
     // MARK: Reading

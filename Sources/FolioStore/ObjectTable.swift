@@ -3,9 +3,12 @@ import FolioModel
 import LMDB
 
 /// Current state: one record per live object, `collection 0 id` →
-/// version u64, createdAt i64, updatedAt i64 (little-endian, ms), then the data as canonical JSON.
+/// version u64, createdAt i64, updatedAt i64 (little-endian, ms), createdAt and updatedAt again as
+/// RFC 3339 text (24 bytes each, so reads copy them instead of formatting them), then the data as
+/// canonical JSON.
 struct ObjectTable {
-    static let headerSize = 24
+    static let headerSize = 72
+    static let timestampTextSize = 24
 
     let database: Database
 
@@ -46,6 +49,9 @@ struct ObjectTable {
         bytes.appendLittleEndian(object.version)
         bytes.appendLittleEndian(object.createdAt.milliseconds)
         bytes.appendLittleEndian(object.updatedAt.milliseconds)
+        object.createdAt.instant.appendRFC3339Milliseconds(to: &bytes)
+        object.updatedAt.instant.appendRFC3339Milliseconds(to: &bytes)
+        precondition(bytes.count == headerSize, "timestamps outside years 0000-9999")
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         writer.write(object.data)
@@ -80,12 +86,21 @@ struct ObjectTable {
             data: data)
     }
 
-    /// Writes the object's wire form straight from its record, without parsing the data.
+    /// Writes the object's wire form straight from its record, without parsing the data or formatting
+    /// its timestamps.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
         let header = try header(of: record)
-        StoredObject.writeHeader(
-            collection: collection, id: id, version: header.version, createdAt: header.createdAt, updatedAt: header.updatedAt,
-            to: &writer)
+        writer.writeRaw("{\"collection\":")
+        writer.write(collection)
+        writer.writeRaw(",\"id\":")
+        writer.write(id)
+        writer.writeRaw(",\"version\":")
+        writer.write(header.version)
+        writer.writeRaw(",\"createdAt\":\"")
+        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[24..<48]))
+        writer.writeRaw("\",\"updatedAt\":\"")
+        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[48..<72]))
+        writer.bytes.append(UInt8(ascii: "\""))
         let data = Self.data(of: record)
         // The data is `{...}`: splice its fields after the system fields.
         if data.count > 2 {

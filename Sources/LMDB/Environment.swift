@@ -41,7 +41,9 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
             try check(mdb_env_set_maxdbs(env, options.maxDatabases), "mdb_env_set_maxdbs")
             try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
-            var flags = UInt32(MDB_NOTLS)
+            // MDB_NOMEMINIT: pages written from malloc'd buffers are not zeroed first (the file is
+            // private to its owner; LMDB's own docs call the zeroing only a privacy measure).
+            var flags = UInt32(MDB_NOTLS | MDB_NOMEMINIT)
             switch options.sync {
             case .full: break
             case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)

@@ -10,8 +10,6 @@ struct Epoll {
         static let error = Events(rawValue: folio_epoll_err)
         static let hangUp = Events(rawValue: folio_epoll_hup)
         static let peerClosed = Events(rawValue: folio_epoll_rdhup)
-        /// `EPOLLEXCLUSIVE`: of several epolls waiting on one fd, wake only one.
-        static let exclusive = Events(rawValue: folio_epoll_exclusive)
     }
 
     let fd: Int32

@@ -1,0 +1,84 @@
+import FolioJSON
+import FolioModel
+import Testing
+
+@testable import FolioProtocol
+
+@Suite struct RequestDecoderTests {
+    private func decode(_ line: String) -> Result<Request, RequestDecoder.TaggedError> {
+        var bytes = Array(line.utf8)
+        return bytes.withUnsafeMutableBytes { RequestDecoder.decode(UnsafeRawBufferPointer($0)) }
+    }
+
+    private func error(_ line: String) -> ProtocolError? {
+        if case .failure(let failure) = decode(line) { return failure.error }
+        return nil
+    }
+
+    @Test func nullFieldsCountAsAbsent() throws {
+        guard case .success(let request) = decode(#"{"op":"list","collection":"Task","after":null,"where":null,"limit":null,"tag":null}"#),
+            case .list(let query) = request.operation
+        else {
+            Issue.record("not decoded")
+            return
+        }
+        #expect(request.tag == nil)
+        #expect(query.start == .offset(0))
+        #expect(query.limit == Query.defaultLimit)
+        #expect(query.filter == nil)
+    }
+
+    @Test func tagsKeepTheirTextAndMatchByValue() throws {
+        guard case .success(let request) = decode(#"{"op":"hello","tag":1.50}"#), let tag = request.tag else {
+            Issue.record("not decoded")
+            return
+        }
+        #expect(tag.description == "1.50")
+        #expect(tag.matches(1.5))
+        #expect(tag.matches(.double(1.5)))
+        var line: [UInt8] = []
+        Response.appendSuccess(tag: tag, to: &line) { $0.write(true) }
+        #expect(String(decoding: line, as: UTF8.self) == "{\"tag\":1.50,\"ok\":true,\"result\":true}\n")
+    }
+
+    @Test(arguments: [
+        (#"{"op":"get","collection":"Task","id":"a","extra":1}"#, ErrorCode.badRequest, "extra"),
+        (#"{"op":"get","collection":"Task"}"#, .badRequest, "\"id\""),
+        (#"{"op":"get","collection":7,"id":"a"}"#, .badRequest, "collection"),
+        (#"{"op":"teleport"}"#, .unknownOp, "teleport"),
+        (#"{"tag":"x"}"#, .badRequest, "op"),
+        (#"[1]"#, .badRequest, "object"),
+        (#"{"op":"list","collection":"T","limit":1001}"#, .badRequest, "limit"),
+        (#"{"op":"list","collection":"T","offset":1,"after":"AQ"}"#, .badRequest, "offset"),
+        (#"{"op":"list","view":"v","where":{"a":1}}"#, .badRequest, "view"),
+        (#"{"op":"list","collection":"T","after":"%%%"}"#, .badRequest, "cursor"),
+        (#"{"op":"create","collection":"T","data":{"id":1}}"#, .badRequest, "reserved"),
+        (#"{"op":"update","collection":"T","id":"a","patch":{},"ifVersion":-1}"#, .badRequest, "ifVersion"),
+        (#"{"op":"get","collection":"T","id":"a","atSeq":1,"asOf":"2026-01-01T00:00:00Z"}"#, .badRequest, "atSeq"),
+        (#"{"op":"backup","directory":"relative/path"}"#, .badRequest, "absolute"),
+    ])
+    func badRequestsNameTheProblem(line: String, code: ErrorCode, named: String) {
+        let error = error(line)
+        #expect(error?.code == code, "\(line)")
+        #expect(error?.message.contains(named) == true, "\(error?.message ?? "decoded") should name \(named)")
+    }
+
+    @Test func commandsAndReadsDecodeToTheirOperations() {
+        guard case .success(let create) = decode(#"{"op":"create","collection":"Task","id":"t1","data":{"n":1}}"#),
+            case .command(.create(let collection, let id, let data)) = create.operation
+        else {
+            Issue.record("create not decoded")
+            return
+        }
+        #expect(collection == "Task" && id == "t1" && data == ["n": 1])
+        #expect(create.operation.isWrite)
+        guard case .success(let get) = decode(#"{"op":"get","collection":"Task","id":"t1","asOf":{"$date":"2026-01-01T00:00:00Z"}}"#),
+            case .get(_, _, let point?) = get.operation
+        else {
+            Issue.record("get not decoded")
+            return
+        }
+        #expect(point == .instant(Instant(rfc3339: "2026-01-01T00:00:00Z")!))
+        #expect(!get.operation.isWrite)
+    }
+}
