@@ -69,7 +69,7 @@ public final class Daemon {
         writer.stop()
         flusher?.stop()
         workers.sync(flags: .barrier) {}
-        if configuration.durability != .full { try? store.environment.sync() }
+        try? store.environment.sync()
         let final = try store.read { try $0.head().sequence }
         store.close()
         listener.close()

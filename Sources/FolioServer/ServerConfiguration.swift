@@ -14,9 +14,10 @@ public struct ServerConfiguration: Sendable {
         /// lose the last second of acknowledged writes. A crash of foliod alone loses nothing.
         case none
 
+        /// `full` also runs LMDB without meta syncs: the writer confirms each batch with a later sync.
         var syncMode: Environment.SyncMode {
             switch self {
-            case .full: return .full
+            case .full: return .noMetaSync
             case .relaxed: return .noMetaSync
             case .none: return .noSync
             }

@@ -9,6 +9,11 @@ import LMDB
 /// transaction, each in its own nested transaction, commits once (group commit), and only then hands
 /// the outcomes back to the connections' event loops. A command that fails changes nothing and
 /// leaves the others in its batch alone; a commit that fails fails every command of the batch.
+///
+/// With full durability LMDB runs with `MDB_NOMETASYNC`: a commit syncs its data pages, then writes
+/// the meta page that makes them current without syncing it. The `SyncConfirmer` syncs that meta
+/// page on its own thread and only then lets the batch be answered, while this thread already
+/// applies the next batch: the second sync of every commit leaves the writer's path.
 final class Writer: @unchecked Sendable {
     struct Job {
         let command: Command
@@ -34,6 +39,8 @@ final class Writer: @unchecked Sendable {
     private var thread: pthread_t?
     private var ids = ObjectIDGenerator()
     private var lastTimestamp: Int64
+    /// Syncs committed batches and answers them, in commit order (full durability only).
+    private var confirmer: SyncConfirmer?
     /// Called on the writer's thread after each successful commit, with the events it holds.
     private let committed: @Sendable ([StoreWriter.Applied]) -> Void
 
@@ -51,6 +58,11 @@ final class Writer: @unchecked Sendable {
     }
 
     func start() {
+        if configuration.durability == .full {
+            let confirmer = SyncConfirmer(environment: store.environment, log: log) { [self] outcomes in release(outcomes) }
+            confirmer.start()
+            self.confirmer = confirmer
+        }
         thread = startThread(name: "folio-writer") { [self] in run() }
     }
 
@@ -62,6 +74,8 @@ final class Writer: @unchecked Sendable {
         }
         if let thread { pthread_join(thread, nil) }
         thread = nil
+        confirmer?.stop()
+        confirmer = nil
     }
 
     func submit(_ jobs: [Job]) {
@@ -89,12 +103,25 @@ final class Writer: @unchecked Sendable {
                 return batch
             }
             if batch.isEmpty { return }
-            deliver(process(batch))
+            let (outcomes, committedData) = process(batch)
+            if let confirmer {
+                confirmer.confirm(outcomes, needsSync: committedData)
+            } else {
+                release(outcomes)
+            }
         }
     }
 
+    /// Answers a batch, and shows its events to watchers. Called in commit order.
+    private func release(_ outcomes: [Outcome]) {
+        let applied = outcomes.compactMap { try? $0.result.get() }
+        if !applied.isEmpty { committed(applied) }
+        deliver(outcomes)
+    }
+
     /// Applies the batch in one transaction; grows the map and retries when it is full.
-    private func process(_ batch: [Job]) -> [Outcome] {
+    /// `committedData`: the commit stored at least one write.
+    private func process(_ batch: [Job]) -> (outcomes: [Outcome], committedData: Bool) {
         var attempts = 0
         while true {
             let acceptance = nextTimestamp()
@@ -111,11 +138,10 @@ final class Writer: @unchecked Sendable {
                         }
                     }
                 }
-                statistics.commits.add(1, ordering: .relaxed)
-                let applied = outcomes.compactMap { try? $0.result.get() }
-                statistics.committedWrites.add(applied.count, ordering: .relaxed)
-                if !applied.isEmpty { committed(applied) }
-                return outcomes
+                let applied = outcomes.reduce(0) { $0 + ((try? $1.result.get()) == nil ? 0 : 1) }
+                if applied > 0 { statistics.commits.add(1, ordering: .relaxed) }
+                statistics.committedWrites.add(applied, ordering: .relaxed)
+                return (outcomes, applied > 0)
             } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
                 attempts += 1
                 do {
@@ -129,7 +155,7 @@ final class Writer: @unchecked Sendable {
                 log.error("commit of \(batch.count) writes failed: \(error)")
                 var failure = ProtocolError(error)
                 if failure.code != .unavailable { failure = ProtocolError(.unavailable, "the write was not stored: \(failure.message)") }
-                return batch.map { Outcome(job: $0, result: .failure(failure)) }
+                return (batch.map { Outcome(job: $0, result: .failure(failure)) }, false)
             }
         }
     }

@@ -12,7 +12,7 @@ struct EventApplier {
 
     init(_ databases: StoreDatabases, definitions: DefinitionCache) {
         objects = ObjectTable(database: databases.objects)
-        history = HistoryIndex(database: databases.history)
+        history = HistoryIndex(database: databases.objects)
         catalog = Catalog(database: databases.catalog, meta: databases.meta, definitions: definitions)
     }
 

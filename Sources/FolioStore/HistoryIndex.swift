@@ -1,8 +1,8 @@
 import LMDB
 
-/// Which events touched each object: `collection 0 id 0 sequence` → the version after the event.
-/// Kept after an object is deleted, so its history stays readable and a re-created object goes on
-/// from the last version.
+/// Which events touched each object: `collection 0 id 0 sequence` → the version after the event,
+/// in the objects database, right after the object's own record. Kept after an object is deleted,
+/// so its history stays readable and a re-created object goes on from the last version.
 struct HistoryIndex {
     let database: Database
 

@@ -36,6 +36,10 @@ struct ObjectTable {
         try txn.withCursor(database) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let (key, value) = entry, key.starts(with: prefix) {
+                if Keys.isHistory(key) {
+                    entry = try cursor.next()
+                    continue
+                }
                 let id = String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self)
                 guard try body(try Self.decode(value, collection: collection, id: id)) else { return }
                 entry = try cursor.next()

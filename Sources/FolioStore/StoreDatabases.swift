@@ -7,7 +7,7 @@ import LMDB
 /// | `meta`    | `format`, `nextTree`                 | u32                                          |
 /// | `events`  | sequence, u64 big-endian             | chain hash (32 bytes) + canonical event JSON |
 /// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
-/// | `history` | collection 0 id 0 sequence           | version after that event                     |
+/// | `objects` | collection 0 id 0 sequence           | history: version after that event            |
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
 /// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order)   |
 struct StoreDatabases: Sendable {
@@ -15,8 +15,9 @@ struct StoreDatabases: Sendable {
 
     let meta: Database
     let events: Database
+    /// Current state, and each object's history right after it: keys of one object sort together,
+    /// so a write dirties one leaf page for both (random ids would otherwise dirty two per write).
     let objects: Database
-    let history: Database
     let catalog: Database
     let trees: Database
 
@@ -24,13 +25,12 @@ struct StoreDatabases: Sendable {
         meta = try environment.openDatabase("meta")
         events = try environment.openDatabase("events")
         objects = try environment.openDatabase("objects")
-        history = try environment.openDatabase("history")
         catalog = try environment.openDatabase("catalog")
         trees = try environment.openDatabase("trees")
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
-    var derived: [Database] { [objects, history, catalog, trees] }
+    var derived: [Database] { [objects, catalog, trees] }
 }
 
 enum Keys {
@@ -54,6 +54,11 @@ enum Keys {
     /// `collection 0`: the prefix of every object key of a collection.
     static func collectionPrefix(_ collection: String) -> [UInt8] {
         Array(collection.utf8) + [0]
+    }
+
+    /// Whether a key of the objects database is a history entry rather than an object.
+    static func isHistory(_ key: some Collection<UInt8>) -> Bool {
+        key.lazy.filter { $0 == 0 }.count >= 2
     }
 
     /// `collection 0 id 0`: the prefix of an object's history entries.

@@ -17,8 +17,10 @@ extension Snapshot {
         try txn.withCursor(store.databases.objects) { cursor in
             var entry = try cursor.first()
             while let (key, value) = entry {
-                frame(key)
-                frame(value)
+                if !Keys.isHistory(key) {
+                    frame(key)
+                    frame(value)
+                }
                 entry = try cursor.next()
             }
         }
