@@ -123,12 +123,14 @@ final class Writer: @unchecked Sendable {
     /// `committedData`: the commit stored at least one write.
     private func process(_ batch: [Job]) -> (outcomes: [Outcome], committedData: Bool) {
         var attempts = 0
+        var isolating = false
         while true {
             let acceptance = nextTimestamp()
             var outcomes: [Outcome] = []
             outcomes.reserveCapacity(batch.count)
             do {
                 try store.write { writer in
+                    writer.isolatesEveryCommand = isolating
                     for job in batch {
                         do {
                             let applied = try writer.execute(job.command, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
@@ -142,6 +144,10 @@ final class Writer: @unchecked Sendable {
                 if applied > 0 { statistics.commits.add(1, ordering: .relaxed) }
                 statistics.committedWrites.add(applied, ordering: .relaxed)
                 return (outcomes, applied > 0)
+            } catch let error as StoreWriter.SpoiledTransaction where !isolating {
+                // A command failed halfway; run the batch again with every command isolated.
+                log.error("\(error); retrying \(batch.count) writes one nested transaction each")
+                isolating = true
             } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
                 attempts += 1
                 do {

@@ -16,25 +16,34 @@ struct EventApplier {
         catalog = Catalog(database: databases.catalog, meta: databases.meta, definitions: definitions)
     }
 
+    /// The object before an event: unknown (read and check it), or known because the caller already
+    /// read and checked it (a live write).
+    enum Before {
+        case unknown
+        case known(StoredObject?)
+    }
+
     /// The object after the event (nil for deletions and view events).
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction) throws -> StoredObject? {
+    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown) throws -> StoredObject? {
         switch event.change {
         case .created(let collection, let id, _):
-            guard try objects.record(collection, id, txn.lmdb) == nil else {
-                throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
+            if case .unknown = before {
+                guard try objects.record(collection, id, txn.lmdb) == nil else {
+                    throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
+                }
+                try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
-            try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
             try store(object, replacing: nil, event, txn)
             return object
         case .updated(let collection, let id, _):
-            let old = try existing(collection, id, event, txn)
+            let old = try existing(collection, id, event, before, txn)
             guard let object = event.applied(to: old) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
             try store(object, replacing: old, event, txn)
             return object
         case .deleted(let collection, let id):
-            let old = try existing(collection, id, event, txn)
+            let old = try existing(collection, id, event, before, txn)
             try objects.delete(collection, id, txn.lmdb)
             try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
             try updateTrees(from: old, to: nil, txn)
@@ -54,7 +63,10 @@ struct EventApplier {
         }
     }
 
-    private func existing(_ collection: String, _ id: String, _ event: Event, _ txn: StoreTransaction) throws -> StoredObject {
+    private func existing(_ collection: String, _ id: String, _ event: Event, _ before: Before, _ txn: StoreTransaction) throws
+        -> StoredObject
+    {
+        if case .known(let old?) = before { return old }
         guard let old = try objects.get(collection, id, txn.lmdb) else {
             throw StoreError.corrupted("event \(event.sequence) changes \(collection)/\(id), which does not exist")
         }
@@ -72,6 +84,15 @@ struct EventApplier {
         try updateTrees(from: old, to: object, txn)
         try objects.put(object, txn.lmdb)
         try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn.lmdb)
+    }
+
+    /// Throws what moving the object from `old` to `new` would throw in its views (a unique conflict,
+    /// a key too long), changing nothing.
+    func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
+        guard let collection = (new ?? old)?.collection else { return }
+        for view in try catalog.views(on: collection, txn) {
+            try ViewIndex(view).check(from: old, to: new, txn)
+        }
     }
 
     /// The collection's creation-order index and every view of the collection.

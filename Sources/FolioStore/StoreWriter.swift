@@ -3,9 +3,23 @@ import FolioModel
 import LMDB
 
 /// Turns commands into events inside one write transaction: checks them against current state,
-/// decides the event's version (and id), appends it to the log and applies it. Each command runs in
-/// its own nested transaction, so one that fails leaves no trace and the others stand.
+/// decides the event's version (and id), appends it to the log and applies it. A command that fails
+/// leaves no trace and the commands before it stand: an object command is checked completely
+/// (versions, ids, every view's keys and unique rules) before it changes anything, so it either fails
+/// unchanged or cannot fail; view commands, and every command when `isolatesEveryCommand` is set,
+/// run in their own nested transaction instead.
 public final class StoreWriter {
+    /// Thrown when a command failed after it began to change the transaction, which must then be
+    /// abandoned (the caller may retry the batch with `isolatesEveryCommand`).
+    public struct SpoiledTransaction: Error, CustomStringConvertible {
+        public let underlying: any Error
+        public var description: String { "the transaction was left unusable: \(underlying)" }
+    }
+
+    /// Run every command in a nested transaction: slower, but a failure anywhere in a command leaves
+    /// the transaction usable.
+    public var isolatesEveryCommand = false
+
     let store: Store
     let txn: StoreTransaction
     private let log: EventLog
@@ -40,37 +54,58 @@ public final class StoreWriter {
     /// Executes `command` as one event. Throws `StoreError` (nothing of the command is kept) or
     /// `LMDBError` (the whole transaction must be abandoned).
     public func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> Applied {
-        try nested { child in
-            let change: Event.Change
-            var version: UInt64 = 0
-            let objects = store.applier.objects
-            switch command {
-            case .create(let collection, let givenID, let data):
-                let id = givenID ?? ids.next(at: acceptance.timestamp)
-                if givenID != nil, try objects.record(collection, id, child.lmdb) != nil {
-                    throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
-                }
-                version = try store.applier.history.lastVersion(collection, id, child.lmdb) + 1
-                change = .created(collection: collection, id: id, data: data)
-            case .update(let collection, let id, let patch, let ifVersion):
-                version = try currentVersion(collection, id, ifVersion: ifVersion, child) + 1
-                change = .updated(collection: collection, id: id, patch: patch)
-            case .delete(let collection, let id, let ifVersion):
-                version = try currentVersion(collection, id, ifVersion: ifVersion, child) + 1
-                change = .deleted(collection: collection, id: id)
-            case .defineView(let definition):
-                if try store.applier.catalog.view(definition.name, child) != nil {
-                    throw StoreError.conflict(Conflict(.viewExists, "view \(Names.quoted(definition.name)) already exists"))
-                }
-                change = .viewDefined(definition)
-            case .dropView(let name):
-                guard try store.applier.catalog.view(name, child) != nil else { throw StoreError.viewNotFound(name) }
-                change = .viewDropped(name: name)
+        if !isolatesEveryCommand, command.isObjectCommand {
+            return try executeChecked(command, acceptance, ids: &ids, txn, isolated: false)
+        }
+        return try nested { child in try executeChecked(command, acceptance, ids: &ids, child, isolated: true) }
+    }
+
+    /// Decides the event and checks everything that could refuse it, then applies it. Errors thrown
+    /// before the first change are the command's. Unless `isolated` (in a nested transaction of its
+    /// own), a store error thrown after is a `SpoiledTransaction`; LMDB errors spoil the transaction
+    /// anyway and pass as they are.
+    private func executeChecked(
+        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction, isolated: Bool
+    ) throws -> Applied {
+        let change: Event.Change
+        var version: UInt64 = 0
+        var before: StoredObject?
+        let applier = store.applier
+        switch command {
+        case .create(let collection, let givenID, let data):
+            let id = givenID ?? ids.next(at: acceptance.timestamp)
+            if givenID != nil, try applier.objects.record(collection, id, txn.lmdb) != nil {
+                throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
             }
-            let event = Event(
-                sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version,
-                change: change)
-            return try append(event, child)
+            version = try applier.history.lastVersion(collection, id, txn.lmdb) + 1
+            change = .created(collection: collection, id: id, data: data)
+        case .update(let collection, let id, let patch, let ifVersion):
+            before = try current(collection, id, ifVersion: ifVersion, txn)
+            version = before!.version + 1
+            change = .updated(collection: collection, id: id, patch: patch)
+        case .delete(let collection, let id, let ifVersion):
+            before = try current(collection, id, ifVersion: ifVersion, txn)
+            version = before!.version + 1
+            change = .deleted(collection: collection, id: id)
+        case .defineView(let definition):
+            if try applier.catalog.view(definition.name, txn) != nil {
+                throw StoreError.conflict(Conflict(.viewExists, "view \(Names.quoted(definition.name)) already exists"))
+            }
+            change = .viewDefined(definition)
+        case .dropView(let name):
+            guard try applier.catalog.view(name, txn) != nil else { throw StoreError.viewNotFound(name) }
+            change = .viewDropped(name: name)
+        }
+        let event = Event(
+            sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version,
+            change: change)
+        guard event.object != nil else { return try append(event, txn) }
+        // Every view's key and unique rule, checked before anything changes.
+        try applier.checkTrees(from: before, to: event.applied(to: before), txn)
+        do {
+            return try append(event, txn, before: .known(before))
+        } catch let error as StoreError where !isolated {
+            throw SpoiledTransaction(underlying: error)
         }
     }
 
@@ -95,10 +130,10 @@ public final class StoreWriter {
         }
     }
 
-    private func append(_ event: Event, _ txn: StoreTransaction) throws -> Applied {
+    private func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
         let canonical = event.encoded()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
-        let object = try store.applier.apply(event, txn)
+        let object = try store.applier.apply(event, txn, before: before)
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)
@@ -109,17 +144,28 @@ public final class StoreWriter {
         return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, wireEvent: wire.bytes)
     }
 
-    private func currentVersion(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> UInt64 {
-        guard let record = try store.applier.objects.record(collection, id, txn.lmdb) else {
+    /// The object now, after checking it exists and is at `ifVersion`.
+    private func current(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> StoredObject {
+        guard let object = try store.applier.objects.get(collection, id, txn.lmdb) else {
             throw StoreError.notFound(collection: collection, id: id)
         }
-        let current = try ObjectTable.header(of: record).version
+        let current = object.version
         if let ifVersion, ifVersion != current {
             throw StoreError.conflict(
                 Conflict(
                     .version(expected: ifVersion, current: current),
                     "\(collection)/\(id) is at version \(current), not \(ifVersion)"))
         }
-        return current
+        return object
+    }
+}
+
+extension Command {
+    /// create, update, delete: checked completely before they change anything.
+    var isObjectCommand: Bool {
+        switch self {
+        case .create, .update, .delete: return true
+        case .defineView, .dropView: return false
+        }
     }
 }

@@ -103,6 +103,54 @@ import Testing
         }
     }
 
+    /// Many commands in one transaction, as the writer batches them: each failure leaves no trace and
+    /// the rest stand, whether commands run checked-then-applied or each in a nested transaction.
+    @Test(arguments: [false, true])
+    func commandsInOneTransactionFailIndependently(isolating: Bool) throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/live")
+            let helper = TestWriter(store)
+            try helper.execute(.defineView(try ViewDefinition(name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]), unique: true)))
+            var outcomes: [Bool] = []
+            try store.write { writer in
+                writer.isolatesEveryCommand = isolating
+                let acceptance = Acceptance(timestamp: Timestamp(milliseconds: 1_800_000_000_000), origin: helper.origin)
+                let commands: [Command] = [
+                    .create(collection: "Item", id: "a", data: ["code": 1]),
+                    .create(collection: "Item", id: "a", data: ["code": 2]),  // id taken
+                    .create(collection: "Item", id: "b", data: ["code": 1]),  // unique code taken
+                    .update(collection: "Item", id: "nope", patch: ["code": 3], ifVersion: nil),  // missing
+                    .create(collection: "Item", id: "c", data: ["code": 3]),
+                    .update(collection: "Item", id: "c", patch: ["code": 1], ifVersion: nil),  // unique code taken
+                    .update(collection: "Item", id: "c", patch: ["code": 4], ifVersion: 9),  // stale version
+                    .update(collection: "Item", id: "c", patch: ["code": 5], ifVersion: 1),
+                    .create(collection: "Item", id: "d", data: ["code": 3]),  // 3 is free again
+                    .delete(collection: "Item", id: "a", ifVersion: nil),
+                    .create(collection: "Item", id: "e", data: ["code": 1]),  // 1 is free again
+                ]
+                for command in commands {
+                    do {
+                        _ = try writer.execute(command, acceptance, ids: &helper.ids)
+                        outcomes.append(true)
+                    } catch let error as StoreError {
+                        #expect(error.isConflict || error == .notFound(collection: "Item", id: "nope"))
+                        outcomes.append(false)
+                    }
+                }
+            }
+            #expect(outcomes == [true, false, false, false, true, false, false, true, true, true, true])
+            try store.read { snapshot throws in
+                #expect(try snapshot.head().sequence == 7)
+                #expect(try snapshot.object("Item", "c")?.data == ["code": 5])
+                #expect(try snapshot.object("Item", "a") == nil)
+                #expect(try snapshot.views().first?.count == 3)
+            }
+            let replayed = try replay(store, into: root + "/replayed")
+            #expect(try store.differences(from: replayed) == [])
+            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
+        }
+    }
+
     @Test func replayingTheLogReproducesEveryDerivedByte() throws {
         try withTemporaryDirectory { root in
             let store = try Store(directory: root + "/live")

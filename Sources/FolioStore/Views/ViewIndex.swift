@@ -45,9 +45,21 @@ struct ViewIndex {
     /// Moves the object's entry from where `old` had it to where `new` needs it; either may be nil
     /// (created, deleted). Throws `conflict` if a unique view already holds the new key.
     func update(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
+        guard let (oldKey, newKey) = try plannedMove(from: old, to: new, txn) else { return }
+        if let oldKey { try tree.remove(oldKey, txn) }
+        if let newKey { try tree.insert(newKey, txn) }
+    }
+
+    /// Throws what `update` would throw, changing nothing.
+    func check(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
+        _ = try plannedMove(from: old, to: new, txn)
+    }
+
+    /// The keys to remove and insert; nil when the entry stays where it is.
+    private func plannedMove(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> ([UInt8]?, [UInt8]?)? {
         let oldKey = try key(for: old)
         let newKey = try key(for: new)
-        if oldKey == newKey { return }
+        if oldKey == newKey { return nil }
         if let newKey, let new, unique, constrainsUniqueness(new) {
             let tuple = Array(newKey.prefix(newKey.count - new.id.utf8.count - 2))
             if let existing = try tree.firstKey(withPrefix: tuple, txn) {
@@ -57,8 +69,7 @@ struct ViewIndex {
                 }
             }
         }
-        if let oldKey { try tree.remove(oldKey, txn) }
-        if let newKey { try tree.insert(newKey, txn) }
+        return (oldKey, newKey)
     }
 
     /// Uniqueness binds objects that have every sort field; one that lacks any is exempt, as a row
