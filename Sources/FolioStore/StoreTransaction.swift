@@ -13,6 +13,13 @@ struct StoreTransaction {
         return try lmdb.get(trees, key.bytes).map { Array($0) }
     }
 
+    /// A record about to be changed and stored again: taken out of a top-level cache, so that it is
+    /// uniquely held and changes in place instead of being copied.
+    func takeTreeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
+        if let taken = cache?.take(key) { return taken }
+        return try treeRecord(key)
+    }
+
     func setTreeRecord(_ key: TreeNodeCache.NodeKey, _ bytes: [UInt8]) throws {
         if let cache { cache.set(key, bytes) } else { try lmdb.put(trees, key.bytes, bytes) }
     }
@@ -76,6 +83,14 @@ final class TreeNodeCache {
     }
 
     func set(_ key: NodeKey, _ bytes: [UInt8]?) { records[key] = .some(bytes) }
+
+    /// Removes and returns a record held by this cache (top level only; a nested cache's parent keeps
+    /// its copy). The caller must store it again.
+    func take(_ key: NodeKey) -> [UInt8]? {
+        guard parent == nil, let index = records.index(forKey: key), let bytes = records[index].value else { return nil }
+        records.remove(at: index)
+        return bytes
+    }
 
     /// Adds the tree's nodes created in memory and takes out those removed.
     func adjust(_ nodes: inout Set<UInt64>, tree: UInt32) {

@@ -65,6 +65,12 @@ struct CountedTree {
         return Header(bytes)
     }
 
+    /// A node that will be changed and stored again (see `StoreTransaction.takeTreeRecord`).
+    private func take(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
+        guard let bytes = try txn.takeTreeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        return TreeNode(bytes: bytes)
+    }
+
     private func store(_ header: Header, _ txn: StoreTransaction) throws {
         try txn.setTreeRecord(recordKey(0), header.bytes)
     }
@@ -103,9 +109,11 @@ struct CountedTree {
         precondition(key.count <= Self.maxKeyBytes)
         var header = try header(txn)
         var path = try descend(to: key, header, txn)
-        var leaf = try load(path.leafID, txn)
-        let (index, found) = leaf.search(key)
+        let (index, found) = try load(path.leafID, txn).search(key)
         if found { return false }
+        // Every node on the path changes from here on: take them, to change them in place.
+        for depth in path.branches.indices { path.branches[depth].node = try take(path.branches[depth].id, txn) }
+        var leaf = try take(path.leafID, txn)
         leaf.insert(key, at: index)
         for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
         header.count += 1

@@ -129,40 +129,32 @@ struct TreeNode {
 
     // MARK: Edits
 
-    /// Inserts an entry by splicing bytes: no per-entry copies.
+    /// Inserts an entry in place: the payload and the offset table each move once; no allocation
+    /// when the node's storage is uniquely held and has room.
     mutating func insert(_ entry: some Collection<UInt8>, at index: Int) {
         let n = count
         let header = headerSize
-        let payload = header + 2 * (n + 1)
-        let splice = payload + offset(index)
         let length = entry.count
-        var new: [UInt8] = []
-        new.reserveCapacity(bytes.count + length + 2)
-        new.append(contentsOf: bytes[0..<header])
-        new.storeLittleEndian(UInt16(n + 1), at: 1)
-        for j in 0...index { new.appendLittleEndian(UInt16(offset(j))) }
-        for j in index...n { new.appendLittleEndian(UInt16(offset(j) + length)) }
-        new.append(contentsOf: bytes[payload..<splice])
-        new.append(contentsOf: entry)
-        new.append(contentsOf: bytes[splice...])
-        bytes = new
+        let start = offset(index)
+        bytes.insert(contentsOf: entry, at: header + 2 * (n + 1) + start)
+        for j in (index + 1)..<(n + 1) { setOffset(j, offset(j) + length) }
+        withUnsafeBytes(of: UInt16(start + length).littleEndian) { bytes.insert(contentsOf: $0, at: header + 2 * (index + 1)) }
+        bytes.storeLittleEndian(UInt16(n + 1), at: 1)
     }
 
-    /// Removes an entry by splicing bytes.
+    /// Removes an entry in place.
     mutating func remove(at index: Int) {
         let n = count
         let header = headerSize
-        let payload = header + 2 * (n + 1)
         let removed = range(of: index)
-        var new: [UInt8] = []
-        new.reserveCapacity(bytes.count)
-        new.append(contentsOf: bytes[0..<header])
-        new.storeLittleEndian(UInt16(n - 1), at: 1)
-        for j in 0..<index { new.appendLittleEndian(UInt16(offset(j))) }
-        for j in (index + 1)...n { new.appendLittleEndian(UInt16(offset(j) - removed.count)) }
-        new.append(contentsOf: bytes[payload..<removed.lowerBound])
-        new.append(contentsOf: bytes[removed.upperBound...])
-        bytes = new
+        bytes.removeSubrange(removed)
+        for j in (index + 1)..<(n + 1) { setOffset(j, offset(j) - removed.count) }
+        bytes.removeSubrange((header + 2 * (index + 1))..<(header + 2 * (index + 2)))
+        bytes.storeLittleEndian(UInt16(n - 1), at: 1)
+    }
+
+    private mutating func setOffset(_ index: Int, _ value: Int) {
+        bytes.storeLittleEndian(UInt16(value), at: headerSize + 2 * index)
     }
 
     mutating func replace(at index: Int, with entry: [UInt8]) {
