@@ -26,5 +26,13 @@ test: deps
 bench: deps
 	SWIFT="$(SWIFT)" bench/run.sh $(BENCH_ARGS)
 
+# Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
+bench-views: deps
+	SWIFT="$(SWIFT)" bench/views.sh $(BENCH_ARGS)
+
+# Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
+bench-replay: deps
+	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
+
 clean:
 	rm -rf .build

@@ -8,6 +8,7 @@ public final class FolioConnection {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var bufferStart = 0
+    private var chunk = [UInt8](repeating: 0, count: 1 << 16)
     private var isClosed = false
 
     public init(path: String) throws(ClientError) {
@@ -60,7 +61,13 @@ public final class FolioConnection {
     /// The next line without its newline; nil at end of stream.
     public func readLine() throws(ClientError) -> [UInt8]? {
         while true {
-            if let newline = buffer[bufferStart...].firstIndex(of: 0x0A) {
+            let newline: Int? = buffer.withUnsafeBytes { bytes in
+                guard bufferStart < bytes.count, let found = memchr(bytes.baseAddress! + bufferStart, 0x0A, bytes.count - bufferStart) else {
+                    return nil
+                }
+                return UnsafeRawPointer(found) - bytes.baseAddress!
+            }
+            if let newline {
                 let line = Array(buffer[bufferStart..<newline])
                 bufferStart = newline + 1
                 if bufferStart > 1 << 16 {
@@ -69,7 +76,6 @@ public final class FolioConnection {
                 }
                 return line
             }
-            var chunk = [UInt8](repeating: 0, count: 1 << 16)
             let count = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0 {
                 if errno == EINTR { continue }

@@ -20,8 +20,11 @@ struct Catalog {
     // MARK: Collections
 
     func collectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
+        if let tree = txn.catalogMemo?.collectionTrees[collection] { return tree }
         guard let record = try txn.lmdb.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
-        return CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+        let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+        txn.catalogMemo?.collectionTrees[collection] = tree
+        return tree
     }
 
     func createCollectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree {
@@ -49,6 +52,13 @@ struct Catalog {
     }
 
     func views(on collection: String, _ txn: StoreTransaction) throws -> [View] {
+        if let memo = txn.catalogMemo?.views[collection] { return memo }
+        let views = try readViews(on: collection, txn)
+        txn.catalogMemo?.views[collection] = views
+        return views
+    }
+
+    private func readViews(on collection: String, _ txn: StoreTransaction) throws -> [View] {
         var names: [String] = []
         try forEach(prefix: UInt8(ascii: "w"), after: Array(collection.utf8) + [0], txn) { name, _ in
             names.append(String(decoding: name, as: UTF8.self))
@@ -66,6 +76,7 @@ struct Catalog {
     }
 
     func addView(_ definition: ViewDefinition, _ txn: StoreTransaction) throws -> CountedTree {
+        txn.catalogMemo?.forget()
         let tree = try CountedTree.create(id: try allocateTreeID(txn), txn)
         var value: [UInt8] = []
         value.appendLittleEndian(tree.id)
@@ -76,6 +87,7 @@ struct Catalog {
     }
 
     func removeView(_ view: View, _ txn: StoreTransaction) throws {
+        txn.catalogMemo?.forget()
         try view.tree.destroy(txn)
         try txn.lmdb.delete(database, [UInt8(ascii: "v")] + Array(view.definition.name.utf8))
         try txn.lmdb.delete(database, viewListingKey(view.definition))
@@ -129,5 +141,18 @@ final class DefinitionCache: Sendable {
         } catch {
             throw StoreError.corrupted("stored view definition does not parse: \(error)")
         }
+    }
+}
+
+/// What a write transaction read from the catalog: the views of each collection, the tree of each
+/// collection. Forgotten whenever the catalog changes, so it never disagrees with it; a transaction
+/// whose catalog change is rolled back (a nested one) has forgotten it too.
+final class CatalogMemo {
+    var views: [String: [Catalog.View]] = [:]
+    var collectionTrees: [String: CountedTree] = [:]
+
+    func forget() {
+        views.removeAll()
+        collectionTrees.removeAll()
     }
 }

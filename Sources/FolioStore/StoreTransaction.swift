@@ -7,6 +7,22 @@ struct StoreTransaction {
     let trees: Database
     /// Nil in read snapshots: nodes come straight from LMDB.
     let cache: TreeNodeCache?
+    /// The catalog as this write transaction last read it; nil in read snapshots.
+    let catalogMemo: CatalogMemo?
+
+    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?) {
+        self.lmdb = lmdb
+        self.trees = trees
+        self.cache = cache
+        catalogMemo = cache == nil ? nil : CatalogMemo()
+    }
+
+    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?) {
+        self.lmdb = lmdb
+        self.trees = trees
+        self.cache = cache
+        self.catalogMemo = catalogMemo
+    }
 
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
         if let cached = cache?.lookup(key) { return cached }
@@ -45,7 +61,7 @@ struct StoreTransaction {
 
     /// A child for a nested LMDB transaction, with a cache layered over this one's.
     func nested(_ child: Transaction) -> StoreTransaction {
-        StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache))
+        StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo)
     }
 }
 

@@ -122,11 +122,17 @@ public final class StoreWriter {
 
     /// Runs `body` in a nested transaction whose tree changes join this one's only if it returns.
     private func nested<R>(_ body: (StoreTransaction) throws -> R) throws -> R {
-        try txn.lmdb.nested { child in
-            let nested = txn.nested(child)
-            let result = try body(nested)
-            nested.cache?.mergeIntoParent()
-            return result
+        do {
+            return try txn.lmdb.nested { child in
+                let nested = txn.nested(child)
+                let result = try body(nested)
+                nested.cache?.mergeIntoParent()
+                return result
+            }
+        } catch {
+            // What the nested transaction read from the catalog may be gone with it.
+            txn.catalogMemo?.forget()
+            throw error
         }
     }
 

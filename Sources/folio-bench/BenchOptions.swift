@@ -24,6 +24,11 @@ struct BenchOptions {
                                 sync latency
 
         Exit status: 0 when every request succeeded, 1 when any failed, 64 on a usage error.
+
+        Other measurements (each prints its own usage with --help):
+          folio-bench views ...     materialized views beside a Redis sorted set (bench/views.sh)
+          folio-bench watch ...     watch delivery latency under a steady write load (bench/replay.sh)
+          folio-bench populate ...  fill a foliod with events for the replay benchmark (bench/replay.sh)
         """
 
     var targets: [Target] = []

@@ -62,13 +62,20 @@ final class RESPClient: LoadClient {
 
     /// Sends one command and returns its reply, bulk bytes kept.
     func command(_ words: [String]) throws -> Value {
+        try pipeline([words])[0]
+    }
+
+    /// Sends the commands at once, then reads their replies in order (bulk bytes kept).
+    func pipeline(_ commands: [[String]]) throws -> [Value] {
         output.removeAll(keepingCapacity: true)
-        output.append(UInt8(ascii: "*"))
-        output.appendDecimal(words.count)
-        output.append(contentsOf: [0x0D, 0x0A])
-        for word in words { appendBulk(Array(word.utf8)) }
+        for words in commands {
+            output.append(UInt8(ascii: "*"))
+            output.appendDecimal(words.count)
+            output.append(contentsOf: [0x0D, 0x0A])
+            for word in words { appendBulk(Array(word.utf8)) }
+        }
         try stream.send(output)
-        return try readValue(keepingBulk: true)
+        return try commands.map { _ in try readValue(keepingBulk: true) }
     }
 
     private func bulkBytes(_ value: Value) throws -> [UInt8] {

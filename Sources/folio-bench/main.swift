@@ -49,4 +49,22 @@ func runBench(_ argv: [String]) -> Int32 {
     return failures.isEmpty ? 0 : 1
 }
 
-exit(runBench(Array(CommandLine.arguments.dropFirst())))
+/// `folio-bench views|watch|populate ...`, or the Folio-versus-Redis scenarios.
+func runSubcommand(_ argv: [String]) -> Int32 {
+    do {
+        switch argv.first {
+        case "views": return try ViewsBenchmark(Array(argv.dropFirst())).run()
+        case "watch": return try WatchBenchmark(Array(argv.dropFirst())).run()
+        case "populate": return try PopulateCommand(Array(argv.dropFirst())).run()
+        default: return runBench(argv)
+        }
+    } catch let error as UsageError {
+        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(PopulateCommand.usage)")
+        return UsageError.exitStatus
+    } catch {
+        StandardError.write("folio-bench: \(error)")
+        return 1
+    }
+}
+
+exit(runSubcommand(Array(CommandLine.arguments.dropFirst())))

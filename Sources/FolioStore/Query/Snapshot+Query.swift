@@ -78,32 +78,11 @@ extension Snapshot {
             try checkCursor(cursor, query)
             position = try tree.position(of: cursor.key, strictly: forward, storeTxn)
         }
-        var keys: [[UInt8]] = []
-        try tree.scan(from: position, forward: forward, storeTxn) { key in
-            keys.append(Array(key))
-            return keys.count <= query.limit
-        }
-        result.plan.examined = keys.count
-        try writePage(keys, collection: collection, query: query, into: &result)
+        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn)
+        try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
+        result.plan.examined = page.examined
+        page.finish(into: &result)
         return result
-    }
-
-    /// Writes the objects of the first `limit` keys; a further key means there is a next page.
-    private func writePage(_ keys: [[UInt8]], collection: String, query: Query, into result: inout QueryResult) throws {
-        var writer = JSONWriter(capacity: 256 * min(keys.count, query.limit))
-        for key in keys.prefix(query.limit) {
-            let id = key.withUnsafeBytes { SortKey.id(in: $0) }
-            guard let record = try objects.record(collection, id, txn) else {
-                throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
-            }
-            if result.itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-            try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
-            result.itemCount += 1
-        }
-        result.items = writer.bytes
-        if keys.count > query.limit, let last = keys.prefix(query.limit).last {
-            result.next = PageCursor(fingerprint: query.fingerprint, key: last)
-        }
     }
 
     /// Reads every object of the collection: correct for any query, O(n).
@@ -129,8 +108,64 @@ extension Snapshot {
             try checkCursor(cursor, query)
             start = keys.partitioningIndex { query.descending ? compareBytes($0, cursor.key) < 0 : compareBytes($0, cursor.key) > 0 }
         }
-        try writePage(Array(keys[start..<min(keys.count, start + query.limit + 1)]), collection: collection, query: query, into: &result)
+        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn)
+        for key in keys[start...] {
+            guard try page.take(key[...]) else { break }
+        }
+        page.finish(into: &result)
         return result
+    }
+}
+
+/// Writes a page as its keys go by: the objects of the first `limit` keys; one more key means there
+/// is a next page, whose cursor is the last written key.
+private struct PageWriter {
+    let query: Query
+    let collection: String
+    let objects: ObjectTable
+    let txn: Transaction
+    private var writer: JSONWriter
+    private var itemCount = 0
+    private var lastKey: ArraySlice<UInt8>?
+    private var hasMore = false
+    private var objectKey: [UInt8]
+    private let prefixLength: Int
+    private(set) var examined = 0
+
+    init(query: Query, collection: String, objects: ObjectTable, txn: Transaction) {
+        self.query = query
+        self.collection = collection
+        self.objects = objects
+        self.txn = txn
+        writer = JSONWriter(capacity: 256 * query.limit)
+        objectKey = Keys.collectionPrefix(collection)
+        prefixLength = objectKey.count
+    }
+
+    /// Writes the object of `key`; returns whether to go on.
+    mutating func take(_ key: ArraySlice<UInt8>) throws -> Bool {
+        examined += 1
+        guard itemCount < query.limit else {
+            hasMore = true
+            return false
+        }
+        let id = key.withUnsafeBytes { SortKey.id(in: $0) }
+        objectKey.removeSubrange(prefixLength...)
+        objectKey.append(contentsOf: id.utf8)
+        guard let record = try txn.get(objects.database, objectKey) else {
+            throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
+        }
+        if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+        try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
+        itemCount += 1
+        lastKey = key
+        return true
+    }
+
+    func finish(into result: inout QueryResult) {
+        result.items = writer.bytes
+        result.itemCount = itemCount
+        if hasMore, let lastKey { result.next = PageCursor(fingerprint: query.fingerprint, key: Array(lastKey)) }
     }
 }
 

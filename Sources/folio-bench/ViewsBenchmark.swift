@@ -1,0 +1,286 @@
+import FolioClient
+import FolioCommandLine
+import FolioJSON
+import Foundation
+
+/// `folio-bench views`: the figures of materialized views, beside a Redis sorted set holding the
+/// same ranks. Loads N objects, builds a view sorted by `rank` over them, then times `count` and
+/// 20-item pages at the start, middle and end (by offset and by cursor) against ZCARD, ZRANGE by rank
+/// and ZRANGEBYSCORE; then a scan no view answers, and durable writes into a collection with five
+/// views against one with none.
+struct ViewsBenchmark {
+    static let usage = """
+        usage: folio-bench views --folio-socket PATH [--redis-socket PATH] [--objects N] [--samples N]
+                                 [--write-seconds S] [--markdown FILE]
+
+        Loads N objects (default 1,000,000) into collection Item of an empty foliod, and their ranks
+        into a Redis sorted set, then measures views. bench/views.sh starts both daemons and runs this.
+        """
+
+    let folioSocket: String
+    let redisSocket: String?
+    let objects: Int
+    let samples: Int
+    let writeSeconds: Double
+    let markdownPath: String?
+
+    init(_ argv: [String]) throws(UsageError) {
+        var arguments = try Arguments(
+            argv, valued: ["--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--markdown"])
+        guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
+        folioSocket = folio
+        redisSocket = arguments.value("--redis-socket")
+        objects = try arguments.integer("--objects") ?? 1_000_000
+        samples = max(1, try arguments.integer("--samples") ?? 300)
+        writeSeconds = Double(try arguments.integer("--write-seconds") ?? 5)
+        markdownPath = arguments.value("--markdown")
+        try arguments.rejectUnused()
+        guard objects >= 1000 else { throw UsageError("--objects must be at least 1000") }
+    }
+
+    /// The rank of object k: a permutation of 0 ..< N, so ranks are unique and unordered by k.
+    private func rank(_ k: Int) -> Int { (k &* 1_000_003) % objects }
+
+    func run() throws -> Int32 {
+        var notes: [String] = []
+        func say(_ line: String) {
+            print(line)
+            notes.append(line)
+        }
+        let loadStart = MonotonicClock.now()
+        let objects = self.objects
+        try PipelinedLoader(socket: folioSocket, count: objects, connections: 4) { k in
+            let rank = (k &* 1_000_003) % objects
+            return #"{"op":"create","collection":"Item","id":"i\#(k)","data":{"rank":\#(rank),"title":"item \#(k)","group":\#(k % 1000),"score":\#(Double((k &* 37) % 10_007) / 10),"tags":["x","y"]}}"#
+        }.load()
+        let loadSeconds = Double(MonotonicClock.now() - loadStart) / 1e9
+        say("loaded \(objects) objects into foliod in \(format(loadSeconds)) s (\(Int(Double(objects) / loadSeconds)) creates/s, durable, 4 pipelining connections)")
+        let redis = try redisSocket.map { try RESPClient(path: $0) }
+        if let redis {
+            var batch: [[String]] = []
+            for k in 0..<objects {
+                batch.append(["ZADD", "ranks", String(rank(k)), "i\(k)"])
+                if batch.count == 1000 || k == objects - 1 {
+                    _ = try redis.pipeline(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+
+        let folio = try FolioConnection(path: folioSocket)
+        let buildStart = MonotonicClock.now()
+        let defined = try folio.request(["op": "view.define", "name": "byRank", "collection": "Item", "sort": ["rank"]])
+        let buildSeconds = Double(MonotonicClock.now() - buildStart) / 1e9
+        guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
+        say("built view byRank over \(objects) objects in \(format(buildSeconds)) s: \(Int(Double(objects) / buildSeconds)) objects/s")
+
+        var table = TextTable(
+            header: ["read", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean", "ratio p50", "ratio server"],
+            leftAligned: 1)
+        func measure(_ label: String, folioRequest: JSON, redisCommand: [String]?) throws {
+            let folioTiming = try timeFolio(folio, folioRequest)
+            var row = [label, pair(folioTiming.client), micros(folioTiming.serverP50)]
+            if let redis, let redisCommand {
+                _ = try redis.command(["CONFIG", "RESETSTAT"])
+                var histogram = LatencyHistogram()
+                for _ in 0..<samples {
+                    let start = MonotonicClock.now()
+                    if case .error(let message) = try redis.command(redisCommand) { throw BenchError.protocolViolation(message) }
+                    histogram.record(MonotonicClock.now() - start)
+                }
+                let serverMean = try redisServerMicros(redis, command: redisCommand[0])
+                let folioP50 = Double(folioTiming.client.percentile(0.5) ?? 0)
+                let redisP50 = Double(histogram.percentile(0.5) ?? 1)
+                row += [
+                    pair(histogram), String(format: "%.1f µs", serverMean), String(format: "%.2f", folioP50 / redisP50),
+                    String(format: "%.2f", folioTiming.serverP50 / max(serverMean, 0.01)),
+                ]
+            } else {
+                row += ["-", "-", "-", "-"]
+            }
+            table.append(row)
+        }
+
+        try measure("count", folioRequest: ["op": "count", "view": "byRank", "explain": true], redisCommand: ["ZCARD", "ranks"])
+        for offset in [0, objects / 2, objects - 20] {
+            try measure(
+                "page of 20 at offset \(offset)",
+                folioRequest: ["op": "list", "view": "byRank", "offset": .int(Int64(offset)), "limit": 20, "explain": true],
+                redisCommand: ["ZRANGE", "ranks", String(offset), String(offset + 19)])
+        }
+        for offset in [0, objects / 2, objects - 20] {
+            var request: JSONObject = ["op": "list", "view": "byRank", "limit": 20, "explain": true]
+            if offset > 0 {
+                let previous = try folio.request(["op": "list", "view": "byRank", "offset": .int(Int64(offset - 20)), "limit": 20])
+                guard case .string(let cursor)? = previous.objectValue?["result"]?.objectValue?["next"] else {
+                    throw BenchError.protocolViolation("no cursor at offset \(offset - 20)")
+                }
+                request["after"] = .string(cursor)
+            }
+            try measure(
+                "page of 20 after a cursor at \(offset)", folioRequest: .object(request),
+                redisCommand: ["ZRANGEBYSCORE", "ranks", offset == 0 ? "-inf" : "(\(offset - 1)", "+inf", "LIMIT", "0", "20"])
+        }
+        print("\n" + table.plain + "\n")
+
+        // A filter no view answers: every object is read.
+        var scan = LatencyHistogram()
+        var examined = 0
+        var scanMicros: [Double] = []
+        for _ in 0..<3 {
+            let start = MonotonicClock.now()
+            let response = try folio.request([
+                "op": "list", "collection": "Item", "where": ["group": 7], "sort": ["-score"], "limit": 20, "explain": true,
+            ])
+            scan.record(MonotonicClock.now() - start)
+            let plan = response.objectValue?["result"]?.objectValue?["plan"]?.objectValue
+            examined = Int(plan?["examined"]?.integerValue ?? 0)
+            scanMicros.append(Double(plan?["micros"]?.integerValue ?? 0))
+        }
+        let bestScan = scanMicros.min() ?? 1
+        say(
+            "scan (where group = 7, sort -score, no view): \(examined) objects examined in \(format(bestScan / 1e6)) s at best: "
+                + "\(Int(Double(examined) / (bestScan / 1e6))) objects/s (client p50 \(format(Double(scan.percentile(0.5) ?? 0) / 1e9)) s)")
+
+        // Durable creates into a collection without views and into one with five.
+        let fiveViews: [(String, JSON)] = [
+            ("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"]),
+        ]
+        for (name, sort) in fiveViews {
+            _ = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
+        }
+        let plain = try writeRate(collection: "Plain")
+        let five = try writeRate(collection: "Five")
+        say(
+            "durable creates, 16 clients, \(Int(writeSeconds)) s each: no views \(Int(plain)) creates/s, five views \(Int(five)) creates/s "
+                + "(\(String(format: "%.2f", five / plain))× the rate, each create \(String(format: "%.0f", (plain / five - 1) * 100))% slower)")
+
+        if let path = markdownPath {
+            let markdown = notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + table.markdown + "\n"
+            guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else { throw BenchError.setup("cannot write \(path)") }
+        }
+        return 0
+    }
+
+    /// Client latency of `samples` sequential requests, and the server's own time from `plan.micros`.
+    private func timeFolio(_ connection: FolioConnection, _ request: JSON) throws -> (client: LatencyHistogram, serverP50: Double) {
+        var line = request.serialized()
+        line.append(0x0A)
+        var histogram = LatencyHistogram()
+        var server: [Double] = []
+        for _ in 0..<samples {
+            let start = MonotonicClock.now()
+            try connection.send(bytes: line)
+            guard let response = try connection.readLine() else { throw BenchError.closed(folioSocket) }
+            histogram.record(MonotonicClock.now() - start)
+            let parsed = try JSONParser.parse(response)
+            guard parsed.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("\(parsed)") }
+            if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?.integerValue {
+                server.append(Double(micros))
+            }
+        }
+        server.sort()
+        return (histogram, server.isEmpty ? 0 : server[server.count / 2])
+    }
+
+    /// The mean microseconds per call Redis reports for `command` since the last CONFIG RESETSTAT.
+    private func redisServerMicros(_ redis: RESPClient, command: String) throws -> Double {
+        guard case .bulk(let bytes) = try redis.command(["INFO", "commandstats"]) else { return 0 }
+        let text = String(decoding: bytes, as: UTF8.self)
+        let prefix = "cmdstat_\(command.lowercased()):"
+        guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix(prefix) }),
+            let field = line.split(separator: ",").first(where: { $0.hasPrefix("usec_per_call=") })
+        else { return 0 }
+        return Double(field.dropFirst("usec_per_call=".count)) ?? 0
+    }
+
+    /// Durable creates per second from 16 closed-loop clients.
+    private func writeRate(collection: String) throws -> Double {
+        let counts = Locked([Int](repeating: 0, count: 16))
+        let failures = Locked<[String]>([])
+        let deadline = MonotonicClock.now() + MonotonicClock.nanoseconds(seconds: writeSeconds)
+        let socket = folioSocket
+        let group = DispatchGroup()
+        for client in 0..<16 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
+                    let connection = try FolioConnection(path: socket)
+                    var random = SplitMix64(seed: UInt64(client + 1))
+                    var done = 0
+                    while MonotonicClock.now() < deadline {
+                        let r = random.next()
+                        let line = #"{"op":"create","collection":"\#(collection)","data":{"a":\#(r % 1000),"b":"w\#(r % 9973)","c":\#(r % 17),"d":\#(r % 101),"e":\#((r >> 20) % 100_000)}}"# + "\n"
+                        try connection.send(bytes: Array(line.utf8))
+                        guard let response = try connection.readLine(), response.starts(with: Array(#"{"ok":true"#.utf8)) else {
+                            throw BenchError.protocolViolation("create in \(collection) failed")
+                        }
+                        done += 1
+                    }
+                    counts.withLock { $0[client] = done }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }.start()
+        }
+        group.wait()
+        if let failure = failures.withLock({ $0.first }) { throw BenchError.setup(failure) }
+        return Double(counts.withLock { $0.reduce(0, +) }) / writeSeconds
+    }
+
+    private func pair(_ histogram: LatencyHistogram) -> String {
+        "\(micros(Double(histogram.percentile(0.5) ?? 0) / 1000)) / \(micros(Double(histogram.percentile(0.99) ?? 0) / 1000))"
+    }
+
+    private func micros(_ value: Double) -> String {
+        value >= 1000 ? String(format: "%.2f ms", value / 1000) : String(format: "%.1f µs", value)
+    }
+
+    private func format(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
+}
+
+/// Sends `count` request lines over several pipelining connections (line k from `line(k)`),
+/// failing on the first answer that is not ok.
+struct PipelinedLoader {
+    let socket: String
+    let count: Int
+    let connections: Int
+    let line: @Sendable (Int) -> String
+
+    func load() throws {
+        let failures = Locked<[String]>([])
+        let group = DispatchGroup()
+        let (socket, count, connections, line) = (socket, count, connections, line)
+        for part in 0..<connections {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
+                    let connection = try FolioConnection(path: socket)
+                    var k = part
+                    while k < count {
+                        var lines: [UInt8] = []
+                        var sent = 0
+                        while k < count && sent < 500 {
+                            lines += Array(line(k).utf8) + [0x0A]
+                            sent += 1
+                            k += connections
+                        }
+                        try connection.send(bytes: lines)
+                        for _ in 0..<sent {
+                            guard let response = try connection.readLine() else { throw BenchError.closed(socket) }
+                            guard response.starts(with: Array(#"{"ok":true"#.utf8)) else {
+                                throw BenchError.protocolViolation(String(decoding: response, as: UTF8.self))
+                            }
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }.start()
+        }
+        group.wait()
+        if let failure = failures.withLock({ $0.first }) { throw BenchError.setup("loading: \(failure)") }
+    }
+}
