@@ -9,7 +9,21 @@ extension Event {
         return writer.bytes
     }
 
+    /// The canonical bytes, and where in them a created object's data lies (its canonical JSON,
+    /// reusable as is).
+    public func encodedWithData() -> (bytes: [UInt8], data: Range<Int>?) {
+        var writer = JSONWriter(capacity: 256)
+        var data: Range<Int>?
+        write(to: &writer, dataRange: &data)
+        return (writer.bytes, data)
+    }
+
     public func write(to writer: inout JSONWriter) {
+        var ignored: Range<Int>?
+        write(to: &writer, dataRange: &ignored)
+    }
+
+    private func write(to writer: inout JSONWriter, dataRange: inout Range<Int>?) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("seq", first: true)
         writer.write(sequence)
@@ -21,7 +35,9 @@ extension Event {
         case .created(let collection, let id, let data):
             writeObjectFields(collection: collection, id: id, to: &writer)
             writer.writeKey("data")
+            let start = writer.bytes.count
             writer.write(data)
+            dataRange = start..<writer.bytes.count
         case .updated(let collection, let id, let patch):
             writeObjectFields(collection: collection, id: id, to: &writer)
             writer.writeKey("patch")
@@ -58,9 +74,17 @@ extension Event {
     /// (an export line carries `hash`). `checkingData: false` trusts the data and patch to follow the
     /// record rules: for events this store accepted itself, whose bytes the hash chain vouches for.
     public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
+        var ignored: Range<Int>?
+        try self.init(decoding: bytes, dataRange: &ignored, checkingData: checkingData)
+    }
+
+    /// Decodes canonical event bytes and tells where the data of a `created` event lies in them.
+    public init(decoding bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true) throws(ValidationError) {
         let json: JSON
-        do { json = try JSONParser.parse(bytes) } catch { throw ValidationError("event is not valid JSON: \(error)") }
-        try self.init(json: json, allowing: extraKeys, checkingData: checkingData)
+        do { json = try JSONParser.parse(bytes, rangeOf: "data", range: &dataRange) } catch {
+            throw ValidationError("event is not valid JSON: \(error)")
+        }
+        try self.init(json: json, checkingData: checkingData)
     }
 
     private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version"]

@@ -23,9 +23,10 @@ struct EventApplier {
         case known(StoredObject?)
     }
 
-    /// The object after the event (nil for deletions and view events).
+    /// The object after the event (nil for deletions and view events). `createdData`: a created
+    /// object's data as canonical JSON, when the caller has it, so it is not serialized again.
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown) throws -> StoredObject? {
+    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws -> StoredObject? {
         switch event.change {
         case .created(let collection, let id, _):
             if case .unknown = before {
@@ -35,7 +36,7 @@ struct EventApplier {
                 try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
             guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
-            try store(object, replacing: nil, event, txn)
+            try store(object, replacing: nil, event, txn, data: createdData)
             return object
         case .updated(let collection, let id, _):
             let old = try existing(collection, id, event, before, txn)
@@ -80,9 +81,11 @@ struct EventApplier {
         }
     }
 
-    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction) throws {
+    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: [UInt8]? = nil)
+        throws
+    {
         try updateTrees(from: old, to: object, txn)
-        try objects.put(object, txn.lmdb)
+        try objects.put(object, serializedData: data, txn.lmdb)
         try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn.lmdb)
     }
 

@@ -48,10 +48,17 @@ struct EventLog {
     }
 
     static func decode(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> Event {
+        try decodeWithData(record, sequence: sequence).event
+    }
+
+    /// The event, and a created object's data as the canonical JSON it is stored in.
+    static func decodeWithData(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> (event: Event, data: [UInt8]?) {
         do {
-            let event = try Event(decoding: canonicalBytes(of: record), checkingData: false)
+            let bytes = canonicalBytes(of: record)
+            var dataRange: Range<Int>?
+            let event = try Event(decoding: bytes, dataRange: &dataRange, checkingData: false)
             guard event.sequence == sequence else { throw StoreError.corrupted("event \(sequence) says it is \(event.sequence)") }
-            return event
+            return (event, dataRange.map { Array(UnsafeRawBufferPointer(rebasing: bytes[$0])) })
         } catch let error as ValidationError {
             throw StoreError.corrupted("event \(sequence) does not decode: \(error.message)")
         }

@@ -22,8 +22,9 @@ struct ObjectTable {
         try txn.get(database, Keys.object(collection, id))
     }
 
-    func put(_ object: StoredObject, _ txn: Transaction) throws {
-        try txn.put(database, Keys.object(object.collection, object.id), Self.encode(object))
+    /// `serializedData`: the data's canonical JSON, when known.
+    func put(_ object: StoredObject, serializedData: [UInt8]? = nil, _ txn: Transaction) throws {
+        try txn.put(database, Keys.object(object.collection, object.id), Self.encode(object, serializedData: serializedData))
     }
 
     func delete(_ collection: String, _ id: String, _ txn: Transaction) throws {
@@ -47,7 +48,7 @@ struct ObjectTable {
         }
     }
 
-    static func encode(_ object: StoredObject) -> [UInt8] {
+    static func encode(_ object: StoredObject, serializedData: [UInt8]? = nil) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(headerSize + 128)
         bytes.appendLittleEndian(object.version)
@@ -56,6 +57,7 @@ struct ObjectTable {
         object.createdAt.instant.appendRFC3339Milliseconds(to: &bytes)
         object.updatedAt.instant.appendRFC3339Milliseconds(to: &bytes)
         precondition(bytes.count == headerSize, "timestamps outside years 0000-9999")
+        if let serializedData { return bytes + serializedData }
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         writer.write(object.data)

@@ -137,9 +137,9 @@ public final class StoreWriter {
     }
 
     private func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
-        let canonical = event.encoded()
+        let (canonical, dataRange) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
-        let object = try store.applier.apply(event, txn, before: before)
+        let object = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)

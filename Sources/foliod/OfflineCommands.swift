@@ -98,8 +98,8 @@ enum OfflineCommands {
     }
 }
 
-/// Lines of a file descriptor, without their newlines.
-final class LineReader {
+/// Lines of a file descriptor, without their newlines. Used by one thread at a time.
+final class LineReader: @unchecked Sendable {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var start = 0

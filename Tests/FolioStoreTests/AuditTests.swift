@@ -23,8 +23,8 @@ import Testing
     }
 
     private func importLines(_ lines: [[UInt8]], into directory: String) throws -> Importer.Summary {
-        var iterator = lines.makeIterator()
-        return try Importer(directory: directory).run(nextLine: { iterator.next() })
+        let remaining = LinesSource(lines)
+        return try Importer(directory: directory).run(nextLine: { remaining.next() })
     }
 
     @Test func timeTravelGivesEveryVersionOfAnObject() throws {
@@ -179,4 +179,13 @@ import Testing
             #expect(throws: StoreError.self) { try store.backup(to: root + "/backup") }
         }
     }
+}
+
+/// Lines handed out one by one, to the importer's reading thread.
+final class LinesSource: @unchecked Sendable {
+    private var lines: IndexingIterator<[[UInt8]]>
+
+    init(_ lines: [[UInt8]]) { self.lines = lines.makeIterator() }
+
+    func next() -> [UInt8]? { lines.next() }
 }

@@ -26,7 +26,8 @@ public struct Importer {
 
     public init(directory: String) { self.directory = directory }
 
-    public func run(nextLine: () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws -> Summary {
+    /// `nextLine` is called from a thread of its own (reading and checking overlap with applying).
+    public func run(nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws -> Summary {
         let manager = FileManager.default
         if manager.fileExists(atPath: directory), !(try manager.contentsOfDirectory(atPath: directory)).isEmpty {
             throw StoreError.invalid("\(directory) is not empty: import builds a new store")
@@ -44,48 +45,13 @@ public struct Importer {
         }
     }
 
-    private func build(in path: String, nextLine: () throws -> [UInt8]?, progress: (UInt64) -> Void) throws -> Summary {
+    private func build(in path: String, nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void) throws -> Summary {
         var options = Store.Options()
         options.sync = .noSync
         let store = try Store(directory: path, options: options)
         defer { store.close() }
-        var lineNumber = 0
-        var chain = ChainHash.genesis
-        var lastSequence: UInt64 = 0
-        var ended = false
-        while !ended {
-            var batch: [(line: Int, event: Event)] = []
-            while batch.count < Store.replayChunk, let line = try nextLine() {
-                lineNumber += 1
-                let json: JSON
-                do { json = try JSONParser.parse(line) } catch { throw ImportError(line: lineNumber, message: "not valid JSON: \(error)") }
-                if case .object(let object) = json, object["end"] != nil {
-                    try checkTrailer(object, lastSequence: lastSequence, chain: chain, line: lineNumber)
-                    ended = true
-                    if let extra = try nextLine() {
-                        _ = extra
-                        throw ImportError(line: lineNumber + 1, message: "data after the end of the export")
-                    }
-                    break
-                }
-                let event: Event
-                do { event = try Event(json: json, allowing: ["hash"]) } catch { throw ImportError(line: lineNumber, message: error.message) }
-                guard event.sequence == lastSequence + 1 else {
-                    throw ImportError(line: lineNumber, message: "event \(event.sequence) where event \(lastSequence + 1) was expected")
-                }
-                chain = chain.next(event.encoded())
-                guard case .string(let hex)? = json.objectValue?["hash"], let stated = ChainHash(hex: hex) else {
-                    throw ImportError(line: lineNumber, message: "event \(event.sequence) has no valid \"hash\"")
-                }
-                guard stated == chain else {
-                    throw ImportError(line: lineNumber, message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
-                }
-                lastSequence = event.sequence
-                batch.append((lineNumber, event))
-            }
-            if batch.isEmpty && !ended {
-                throw ImportError(line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated")
-            }
+        let reader = ExportReader(nextLine: nextLine)
+        try runPipelined(produce: { try reader.next() }, consume: { batch in
             try store.write { writer in
                 for (line, event) in batch {
                     do {
@@ -95,13 +61,57 @@ public struct Importer {
                     }
                 }
             }
-            progress(lastSequence)
-        }
+            progress(batch.last?.event.sequence ?? 0)
+        })
         try store.environment.sync()
-        return Summary(events: lastSequence, chainHead: chain, digest: try store.read { try $0.digest() })
+        return Summary(events: reader.lastSequence, chainHead: reader.chain, digest: try store.read { try $0.digest() })
+    }
+}
+
+/// Reads an export in batches, checking each line's format, the sequence and the hash chain, and the
+/// end line. Used by one thread at a time.
+private final class ExportReader: @unchecked Sendable {
+    private let nextLine: @Sendable () throws -> [UInt8]?
+    private var lineNumber = 0
+    private(set) var chain = ChainHash.genesis
+    private(set) var lastSequence: UInt64 = 0
+    private var ended = false
+
+    init(nextLine: @escaping @Sendable () throws -> [UInt8]?) { self.nextLine = nextLine }
+
+    func next() throws -> [(line: Int, event: Event)]? {
+        guard !ended else { return nil }
+        var batch: [(line: Int, event: Event)] = []
+        while batch.count < Store.replayChunk, let line = try nextLine() {
+            lineNumber += 1
+            let json: JSON
+            do { json = try JSONParser.parse(line) } catch { throw ImportError(line: lineNumber, message: "not valid JSON: \(error)") }
+            if case .object(let object) = json, object["end"] != nil {
+                try checkTrailer(object, line: lineNumber)
+                ended = true
+                if try nextLine() != nil { throw ImportError(line: lineNumber + 1, message: "data after the end of the export") }
+                return batch.isEmpty ? nil : batch
+            }
+            let event: Event
+            do { event = try Event(json: json, allowing: ["hash"]) } catch { throw ImportError(line: lineNumber, message: error.message) }
+            guard event.sequence == lastSequence + 1 else {
+                throw ImportError(line: lineNumber, message: "event \(event.sequence) where event \(lastSequence + 1) was expected")
+            }
+            chain = chain.next(event.encoded())
+            guard case .string(let hex)? = json.objectValue?["hash"], let stated = ChainHash(hex: hex) else {
+                throw ImportError(line: lineNumber, message: "event \(event.sequence) has no valid \"hash\"")
+            }
+            guard stated == chain else {
+                throw ImportError(line: lineNumber, message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
+            }
+            lastSequence = event.sequence
+            batch.append((lineNumber, event))
+        }
+        if batch.isEmpty { throw ImportError(line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated") }
+        return batch
     }
 
-    private func checkTrailer(_ object: JSONObject, lastSequence: UInt64, chain: ChainHash, line: Int) throws {
+    private func checkTrailer(_ object: JSONObject, line: Int) throws {
         guard object["end"] == .bool(true), object["lastSeq"]?.integerValue == Int64(lastSequence) else {
             throw ImportError(line: line, message: "the end line says the export has \(object["lastSeq"]?.description ?? "?") events, the file holds \(lastSequence)")
         }

@@ -1,5 +1,6 @@
 import FolioModel
 import LMDB
+import Synchronization
 
 extension Store {
     public struct Progress: Sendable {
@@ -20,23 +21,30 @@ extension Store {
             try txn.delete(databases.meta, Array("nextTree".utf8))
             try txn.put(databases.meta, Self.rebuildingKey, [1])
         }
-        var done: UInt64 = 0
-        while done < total {
-            done = try environment.write { lmdb in
-                let log = EventLog(database: databases.events)
-                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil))
-                var last = done
-                try log.forEach(after: done, lmdb) { sequence, record in
-                    let event = try EventLog.decode(record, sequence: sequence)
-                    try applier.apply(event, txn)
-                    last = sequence
-                    return sequence - done < UInt64(Self.replayChunk)
+        // Reading and decoding the log overlaps with applying it.
+        let log = EventLog(database: databases.events)
+        let reader = try environment.makeReader()
+        let read = Mutex<UInt64>(0)
+        try runPipelined(produce: { () throws -> [(event: Event, data: [UInt8]?)]? in
+            let after = read.withLock { $0 }
+            guard after < total else { return nil }
+            var batch: [(event: Event, data: [UInt8]?)] = []
+            try reader.read { txn in
+                try log.forEach(after: after, txn) { sequence, record in
+                    batch.append(try EventLog.decodeWithData(record, sequence: sequence))
+                    return batch.count < Self.replayChunk && sequence < total
                 }
-                try txn.cache?.flush(into: lmdb, trees: databases.trees)
-                return last
             }
-            progress(Progress(done: done, total: total))
-        }
+            read.withLock { $0 = batch.last?.event.sequence ?? total }
+            return batch.isEmpty ? nil : batch
+        }, consume: { batch in
+            try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil))
+                for (event, data) in batch { try applier.apply(event, txn, createdData: data) }
+                try txn.cache?.flush(into: lmdb, trees: databases.trees)
+            }
+            progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
+        })
         try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) }
         if environment.syncMode != .full { try environment.sync() }
     }

@@ -68,54 +68,32 @@ struct Verifier {
         self.scratch = scratch
     }
 
-    /// Reads the log in order, checking sequence and chain, and applies each event to the scratch store.
+    /// Reads the log in order, checking sequence and chain, and applies each event to the scratch store;
+    /// reading and decoding (on a thread of its own) overlaps with applying.
     mutating func replay(progress: (Store.Progress) -> Void) throws {
         let head = try live.head()
         report.lastSequence = head.sequence
         report.chainHead = head.hash
-        var expected: UInt64 = 1
-        var chain = ChainHash.genesis
-        var decodable = true
-        while decodable && expected <= head.sequence {
-            var batch: [Event] = []
-            try live.log.forEach(after: expected - 1, live.txn) { sequence, record in
-                if report.chainBrokenAt == nil {
-                    if sequence != expected {
-                        breakChain(at: expected, "event \(expected) is missing (the next stored event is \(sequence))")
-                    } else {
-                        chain = chain.next(EventLog.canonicalBytes(of: record))
-                        if (try? EventLog.hash(of: record)) != chain {
-                            breakChain(at: sequence, "event \(sequence) does not match the chain: it or its hash was changed")
+        let reader = CheckedLogReader(live: live, last: head.sequence)
+        struct StopReplay: Error {}
+        do {
+            try runPipelined(produce: { try reader.next() }, consume: { batch in
+                try scratch.write { writer in
+                    for (event, _) in batch {
+                        do {
+                            _ = try writer.append(event, isolated: false)
+                        } catch let error as StoreError {
+                            reader.mismatches.append(.init(kind: "event", description: "event \(event.sequence) does not apply, replay stops there: \(error)"))
+                            throw StopReplay()
                         }
                     }
                 }
-                do {
-                    var event = try EventLog.decode(record, sequence: sequence)
-                    event.sequence = expected
-                    batch.append(event)
-                } catch {
-                    report.add("event", "event \(sequence) cannot be decoded, replay stops there: \(error)")
-                    if report.chainBrokenAt == nil { breakChain(at: sequence, "event \(sequence) cannot be decoded") }
-                    decodable = false
-                    return false
-                }
-                expected += 1
-                return batch.count < Store.replayChunk
-            }
-            if batch.isEmpty { break }
-            try scratch.write { writer in
-                for event in batch {
-                    do {
-                        _ = try writer.append(event, isolated: false)
-                    } catch let error as StoreError {
-                        report.add("event", "event \(event.sequence) does not apply: \(error)")
-                        throw error
-                    }
-                }
-            }
-            report.replayedEvents = expected - 1
-            progress(Store.Progress(done: expected - 1, total: head.sequence))
-        }
+                report.replayedEvents = batch.last?.event.sequence ?? report.replayedEvents
+                progress(Store.Progress(done: report.replayedEvents, total: head.sequence))
+            })
+        } catch is StopReplay {}
+        if let broken = reader.brokenAt { breakChain(at: broken, reader.problem ?? "") }
+        for mismatch in reader.mismatches { report.add(mismatch.kind, mismatch.description) }
     }
 
     private mutating func breakChain(at sequence: UInt64, _ problem: String) {
@@ -222,5 +200,58 @@ struct Verifier {
     private func entryName(_ key: [UInt8]) -> String {
         guard key.count >= 2, Int(key[key.count - 1]) + 2 <= key.count else { return "an unreadable key" }
         return "id " + key.withUnsafeBytes { SortKey.id(in: $0) }
+    }
+}
+
+/// Reads a snapshot's log in chunks for `Verifier.replay`, checking sequence continuity and the hash
+/// chain as it goes. Used by one thread at a time (the pipeline's producer, then the verifier).
+private final class CheckedLogReader: @unchecked Sendable {
+    let live: Snapshot
+    let last: UInt64
+    private var expected: UInt64 = 1
+    private var chain = ChainHash.genesis
+    private var decodable = true
+    private(set) var brokenAt: UInt64?
+    private(set) var problem: String?
+    var mismatches: [VerificationReport.Mismatch] = []
+
+    init(live: Snapshot, last: UInt64) {
+        self.live = live
+        self.last = last
+    }
+
+    func next() throws -> [(event: Event, data: [UInt8]?)]? {
+        guard decodable && expected <= last else { return nil }
+        var batch: [(event: Event, data: [UInt8]?)] = []
+        try live.log.forEach(after: expected - 1, live.txn) { sequence, record in
+            if brokenAt == nil {
+                if sequence != expected {
+                    brokenAt = expected
+                    problem = "event \(expected) is missing (the next stored event is \(sequence))"
+                } else {
+                    chain = chain.next(EventLog.canonicalBytes(of: record))
+                    if (try? EventLog.hash(of: record)) != chain {
+                        brokenAt = sequence
+                        problem = "event \(sequence) does not match the chain: it or its hash was changed"
+                    }
+                }
+            }
+            do {
+                var (event, data) = try EventLog.decodeWithData(record, sequence: sequence)
+                event.sequence = expected
+                batch.append((event, data))
+            } catch {
+                mismatches.append(.init(kind: "event", description: "event \(sequence) cannot be decoded, replay stops there: \(error)"))
+                if brokenAt == nil {
+                    brokenAt = sequence
+                    problem = "event \(sequence) cannot be decoded"
+                }
+                decodable = false
+                return false
+            }
+            expected += 1
+            return batch.count < Store.replayChunk && sequence < last
+        }
+        return batch.isEmpty ? nil : batch
     }
 }

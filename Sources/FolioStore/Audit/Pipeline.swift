@@ -1,0 +1,78 @@
+import Foundation
+
+/// Two stages on two threads: `produce` (reading and decoding events) runs on a thread of its own,
+/// `consume` (applying them) on the caller's, with at most `depth` batches waiting between them.
+/// `produce` returns nil when done. The first error of either stage stops both and is rethrown.
+func runPipelined<Batch>(depth: Int = 2, produce: @escaping @Sendable () throws -> Batch?, consume: (Batch) throws -> Void) throws {
+    let channel = PipelineChannel<Batch>(depth: depth)
+    let producer = Thread {
+        do {
+            while let batch = try produce() {
+                guard channel.put(batch) else { return }
+            }
+            channel.finish(nil)
+        } catch {
+            channel.finish(error)
+        }
+    }
+    producer.stackSize = 16 << 20
+    producer.start()
+    defer { channel.cancel() }
+    while let batch = try channel.take() {
+        try consume(batch)
+    }
+}
+
+/// The bounded queue between the stages of `runPipelined`.
+private final class PipelineChannel<Batch>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let depth: Int
+    private var batches: [Batch] = []
+    private var finished = false
+    private var failure: (any Error)?
+    private var cancelled = false
+
+    init(depth: Int) { self.depth = depth }
+
+    /// False when the consumer stopped: the producer should stop too.
+    func put(_ batch: Batch) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.count >= depth && !cancelled { condition.wait() }
+        if cancelled { return false }
+        batches.append(batch)
+        condition.broadcast()
+        return true
+    }
+
+    func finish(_ error: (any Error)?) {
+        condition.lock()
+        finished = true
+        failure = error
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next batch; nil at the end; throws the producer's error.
+    func take() throws -> Batch? {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.isEmpty && !finished { condition.wait() }
+        if !batches.isEmpty {
+            let batch = batches.removeFirst()
+            condition.broadcast()
+            return batch
+        }
+        if let failure { throw failure }
+        return nil
+    }
+
+    /// Stops the producer and waits until it has let go of everything it uses.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        while !finished { condition.wait() }
+        condition.unlock()
+    }
+}
