@@ -45,8 +45,15 @@ public final class StoreWriter {
         public let object: StoredObject?
         /// The number of objects in a view just defined.
         public let viewCount: Int?
+        /// The event's canonical bytes, as the log holds them.
+        public let canonicalEvent: [UInt8]
+
         /// The event as clients see it: canonical JSON with its `hash`.
-        public let wireEvent: [UInt8]
+        public var wireEvent: [UInt8] {
+            var wire = JSONWriter(capacity: canonicalEvent.count + 80)
+            canonicalEvent.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: chainHash, to: &wire) }
+            return wire.bytes
+        }
     }
 
     public var lastSequence: UInt64 { head.sequence }
@@ -145,9 +152,7 @@ public final class StoreWriter {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)
         }
         head = newHead
-        var wire = JSONWriter(capacity: canonical.count + 80)
-        canonical.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: newHead.hash, to: &wire) }
-        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, wireEvent: wire.bytes)
+        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, canonicalEvent: canonical)
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.
