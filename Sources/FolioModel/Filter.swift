@@ -23,6 +23,16 @@ public indirect enum Filter: Equatable, Sendable {
 
     public static let maxNodes = 256
 
+    /// Parses an optional `where`; an empty one matches everything and counts as no filter at all
+    /// (so indexes still answer). Returns the `where` to keep (nil when empty) and its filter.
+    public static func parse(optional json: JSON?) throws(ValidationError) -> (whereJSON: JSON?, filter: Filter?) {
+        guard let json else { return (nil, nil) }
+        let filter = try Filter(parsing: json)
+        // (Not a ternary: JSON's nil literal would make the empty case JSON.null.)
+        if filter == .all([]) { return (nil, nil) }
+        return (json, filter)
+    }
+
     /// Parses a where-object: `{"done": false, "n": {"$gt": 5}, "$or": [{...}, {...}]}`.
     public init(parsing json: JSON) throws(ValidationError) {
         var budget = Filter.maxNodes

@@ -32,10 +32,7 @@ public struct Query: Sendable {
         start: Start = .offset(0), explain: Bool = false
     ) throws(ValidationError) {
         self.source = source
-        let filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
-        // An empty where matches everything: no filter at all, so indexes still answer.
-        self.whereJSON = filter == .all([]) ? nil : whereJSON
-        self.filter = filter == .all([]) ? nil : filter
+        (self.whereJSON, self.filter) = try Filter.parse(optional: whereJSON)
         self.sort = sort
         self.descending = descending
         self.limit = limit

@@ -16,9 +16,7 @@ public struct ViewDefinition: Equatable, Sendable {
         try Names.validateCollection(collection)
         self.name = name
         self.collection = collection
-        let filter = try whereJSON.map { (json) throws(ValidationError) in try Filter(parsing: json) }
-        self.whereJSON = filter == .all([]) ? nil : whereJSON
-        self.filter = filter == .all([]) ? nil : filter
+        (self.whereJSON, self.filter) = try Filter.parse(optional: whereJSON)
         self.sort = sort
         self.unique = unique
     }

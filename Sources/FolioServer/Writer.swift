@@ -33,15 +33,12 @@ final class Writer: @unchecked Sendable {
     private let configuration: ServerConfiguration
     private let statistics: ServerStatistics
     private let log: Log
-    private let lock = ConditionLock()
-    private var queue: [Job] = []
-    private var stopping = false
-    private var thread: pthread_t?
+    private var work: WorkThread<Job>?
     private var ids = ObjectIDGenerator()
     private var lastTimestamp: Int64
     /// Syncs committed batches and answers them, in commit order (full durability only).
     private var confirmer: SyncConfirmer?
-    /// Called on the writer's thread after each successful commit, with the events it holds.
+    /// Called after each commit is confirmed, in commit order, with the events it holds.
     private let committed: @Sendable ([StoreWriter.Applied]) -> Void
 
     init(
@@ -59,57 +56,39 @@ final class Writer: @unchecked Sendable {
 
     func start() {
         if configuration.durability == .full {
-            let confirmer = SyncConfirmer(environment: store.environment, log: log) { [self] outcomes in release(outcomes) }
-            confirmer.start()
-            self.confirmer = confirmer
+            confirmer = SyncConfirmer(environment: store.environment, log: log) { [self] outcomes in release(outcomes) }
         }
-        thread = startThread(name: "folio-writer") { [self] in run() }
-    }
-
-    /// Finishes every queued job, then ends the thread.
-    func stop() {
-        lock.withLock {
-            stopping = true
-            lock.signal()
-        }
-        if let thread { pthread_join(thread, nil) }
-        thread = nil
-        confirmer?.stop()
-        confirmer = nil
-    }
-
-    func submit(_ jobs: [Job]) {
-        guard !jobs.isEmpty else { return }
-        lock.withLock {
-            queue.append(contentsOf: jobs)
-            lock.signal()
-        }
-    }
-
-    private func run() {
-        while true {
-            let batch: [Job] = lock.withLock {
-                while queue.isEmpty && !stopping { lock.wait() }
-                var count = 0
-                var bytes = 0
-                while count < queue.count && count < configuration.maxBatchCount
-                    && (count == 0 || bytes + queue[count].size <= configuration.maxBatchBytes)
-                {
-                    bytes += queue[count].size
-                    count += 1
-                }
-                let batch = Array(queue.prefix(count))
-                queue.removeFirst(count)
-                return batch
+        let (maxCount, maxBytes) = (configuration.maxBatchCount, configuration.maxBatchBytes)
+        work = WorkThread(name: "folio-writer", take: { queue in
+            // As many as wait, up to the batch's bounds in count and bytes (at least one).
+            var count = 0
+            var bytes = 0
+            while count < queue.count && count < maxCount && (count == 0 || bytes + queue[count].size <= maxBytes) {
+                bytes += queue[count].size
+                count += 1
             }
-            if batch.isEmpty { return }
+            defer { queue.removeFirst(count) }
+            return Array(queue.prefix(count))
+        }, handle: { [self] batch in
             let (outcomes, committedData) = process(batch)
             if let confirmer {
                 confirmer.confirm(outcomes, needsSync: committedData)
             } else {
                 release(outcomes)
             }
-        }
+        })
+    }
+
+    /// Finishes every queued job, then ends the thread.
+    func stop() {
+        work?.stop()
+        work = nil
+        confirmer?.stop()
+        confirmer = nil
+    }
+
+    func submit(_ jobs: [Job]) {
+        work?.enqueue(jobs)
     }
 
     /// Answers a batch, and shows its events to watchers. Called in commit order.

@@ -4,7 +4,7 @@ import Testing
 @Suite struct JSONParserTests {
     @Test func parsesEveryKindOfValue() throws {
         let json = try JSONParser.parse(#" {"a": [1, -2, 3.5, 1e3, true, false, null, "x\n\u00e9\ud83d\ude00"], "b": {}} "#)
-        #expect(json == ["a": [1, -2, 3.5, 1000.0, true, false, nil, "x\né😀"], "b": .object(JSONObject())])
+        #expect(json == ["a": [1, -2, 3.5, 1000.0, true, false, .null, "x\né😀"], "b": .object(JSONObject())])
     }
 
     @Test func keepsIntegersExactAndFallsBackToDoubles() throws {

@@ -9,7 +9,7 @@ import Testing
         updatedAt: Timestamp(milliseconds: 1_764_000_100_000),
         data: [
             "name": "Kim", "stuId": 7, "score": 8.5, "tags": ["a", "b", 3], "address": ["city": "Oslo"], "born": ["$date": "2008-05-01T00:00:00Z"],
-            "class": ["$ref": "Class/c1"], "nothing": nil, "active": true,
+            "class": ["$ref": "Class/c1"], "nothing": .null, "active": true,
         ])
 
     private func matches(_ whereJSON: String) throws -> Bool {
@@ -88,7 +88,7 @@ import Testing
 
     @Test func mergePatchFollowsRFC7386AndKeepsTypedValuesWhole() {
         let target: JSONObject = ["a": "b", "c": ["d": "e", "f": "g"], "when": ["$date": "2026-01-01T00:00:00Z"]]
-        let patch: JSONObject = ["a": "z", "c": ["f": nil], "when": ["$date": "2027-01-01T00:00:00Z"], "new": [1]]
+        let patch: JSONObject = ["a": "z", "c": ["f": .null], "when": ["$date": "2027-01-01T00:00:00Z"], "new": [1]]
         #expect(MergePatch.apply(patch, to: target) == ["a": "z", "c": ["d": "e"], "when": ["$date": "2027-01-01T00:00:00Z"], "new": [1]])
         #expect(MergePatch.apply(["when": ["x": 1]], to: target)["when"] == ["x": 1])
     }

@@ -38,7 +38,7 @@ import Testing
                 _ = try writer.create("Noise", ["step": .int(Int64(step))])
                 var patch: JSONObject = ["n": .int(Int64(step))]
                 if Bool.random(using: &random) { patch["tags"] = Bool.random(using: &random) ? .null : ["b", .int(Int64(step))] }
-                if step % 10 == 0 { patch["nested"] = ["x": .int(Int64(step)), "gone": nil] }
+                if step % 10 == 0 { patch["nested"] = ["x": .int(Int64(step)), "gone": .null] }
                 let applied = try writer.execute(.update(collection: "Report", id: "r1", patch: patch, ifVersion: nil))
                 versions.append((applied.event.sequence, applied.event.timestamp, applied.object!))
             }

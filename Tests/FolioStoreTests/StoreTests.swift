@@ -13,7 +13,7 @@ import Testing
             #expect(created.createdAt == created.updatedAt)
 
             let updated = try writer.execute(
-                .update(collection: "Task", id: created.id, patch: ["done": true, "tags": nil, "address": ["zip": nil, "street": "Main"]], ifVersion: 1)
+                .update(collection: "Task", id: created.id, patch: ["done": true, "tags": .null, "address": ["zip": .null, "street": "Main"]], ifVersion: 1)
             ).object!
             #expect(updated.version == 2)
             #expect(updated.data == ["title": "Buy milk", "done": true, "address": ["city": "Oslo", "street": "Main"]] as JSONObject)

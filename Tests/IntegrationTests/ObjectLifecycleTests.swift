@@ -33,7 +33,7 @@ import Testing
 
             let updated = try connection.request([
                 "op": "update", "collection": "Task", "id": .string(id), "ifVersion": 1,
-                "patch": ["done": true, "tags": nil, "address": ["zip": nil, "street": "Main"], "note": "new"],
+                "patch": ["done": true, "tags": .null, "address": ["zip": .null, "street": "Main"], "note": "new"],
             ])
             let after = try #require(updated.result, "update failed: \(updated)")
             #expect(updated["tag"] == nil, "no tag in the request, none in the answer")
@@ -72,8 +72,8 @@ import Testing
                 "empty": "",
                 "max": .int(Int64.max), "min": .int(Int64.min), "zero": 0, "negative": -42,
                 "fraction": 0.1, "huge": 1e300, "tiny": .double(.leastNonzeroMagnitude), "negativeFraction": -2.5,
-                "flags": [true, false, nil], "nested": ["a": ["b": ["c": [1, [2, [3]]]]]],
-                "emptyArray": [], "emptyObject": [:], "nothing": nil,
+                "flags": [true, false, .null], "nested": ["a": ["b": ["c": [1, [2, [3]]]]]],
+                "emptyArray": [], "emptyObject": [:], "nothing": .null,
                 "when": ["$date": "2026-12-01T09:00:00Z"], "link": ["$ref": "Task/t1"],
             ]
             let connection = try daemon.connect()
