@@ -67,7 +67,12 @@ do {
     let argv = Array(CommandLine.arguments.dropFirst())
     switch argv.first {
     case "rebuild"?, "verify"?, "import"?: exit(try OfflineCommands.run(argv[0], Array(argv.dropFirst())))
-    default: exit(try serve(argv))
+    default:
+        // Everything durable is done and LMDB is closed by now; _exit skips atexit handlers, which
+        // must not wait on library threads still parked in the background.
+        let status = try serve(argv)
+        fflush(nil)
+        _exit(status)
     }
 } catch let error as ImportError {
     FileHandle.standardError.write(Data("foliod import: \(error)\n".utf8))
