@@ -78,7 +78,8 @@ public indirect enum Filter: Equatable, Sendable {
             return [.condition(path, .equal(try operand(json, at: location)))]
         }
         var conditions: [Filter] = []
-        for field in object {
+        // Sorted, like the fields of a where-object, so operator order does not make another query.
+        for field in object.fields.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
             let at = "\(location).\(field.key)"
             let condition: Condition
             switch field.key {

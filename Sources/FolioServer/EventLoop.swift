@@ -288,7 +288,7 @@ final class EventLoop: @unchecked Sendable {
     /// Splits received bytes into lines; a line too long is refused without being buffered whole.
     private func takeInput(_ chunk: UnsafeRawBufferPointer, _ connection: Connection) {
         var start = 0
-        while start < chunk.count {
+        while start < chunk.count && !connection.inputFinished {
             guard let newline = memchr(chunk.baseAddress! + start, 0x0A, chunk.count - start) else {
                 // One byte of grace: a line of exactly the limit may end in "\r" before its "\n" arrives.
                 if connection.partialLine.count + chunk.count - start > configuration.maxLineBytes + 1 {

@@ -10,7 +10,7 @@ extension ProtocolError {
         case let error as StoreError: self.init(storeError: error)
         case let error as ProtocolError: self = error
         case let error as LMDBError where error.isOutOfSpace:
-            self.init(.unavailable, "storage is full, the write was not stored: \(error)")
+            self.init(.unavailable, "storage is full: \(error)")
         default: self.init(.internal, "\(error)")
         }
     }

@@ -138,8 +138,7 @@ final class Writer: @unchecked Sendable {
             } catch {
                 statistics.failedCommits.add(1, ordering: .relaxed)
                 log.error("commit of \(batch.count) writes failed: \(error)")
-                var failure = ProtocolError(error)
-                if failure.code != .unavailable { failure = ProtocolError(.unavailable, "the write was not stored: \(failure.message)") }
+                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
                 return (batch.map { Outcome(job: $0, result: .failure(failure)) }, false)
             }
         }

@@ -1,5 +1,6 @@
 import FolioModel
 import Foundation
+import Glibc
 
 extension Store {
     /// What a copy of the store holds.
@@ -27,11 +28,7 @@ extension Store {
                 throw StoreError.invalid("backup directory \(directory) is not empty (or not readable)")
             }
         } else {
-            do {
-                try manager.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw StoreError.invalid("cannot create backup directory \(directory): \((error as NSError).localizedDescription)")
-            }
+            try Self.makeDirectories(directory)
         }
         do {
             try environment.copy(to: directory, compact: true)
@@ -44,6 +41,17 @@ extension Store {
             let head = try snapshot.head()
             let size = (try? manager.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
             return CopySummary(directory: directory, lastSequence: head.sequence, chainHead: head.hash, digest: try snapshot.digest(), bytes: size)
+        }
+    }
+
+    /// `mkdir -p` with mode 0700, naming the directory that could not be made and why.
+    static func makeDirectories(_ path: String) throws {
+        var built = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0 && errno != EEXIST {
+                throw StoreError.invalid("cannot create backup directory \(built): \(String(cString: strerror(errno)))")
+            }
         }
     }
 }
