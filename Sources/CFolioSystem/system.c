@@ -79,3 +79,8 @@ int folio_unix_connect(int fd, const char *path) {
     if (folio_unix_address(path, &address) != 0) return -1;
     return connect(fd, (struct sockaddr *)&address, sizeof(address));
 }
+
+#include <fcntl.h>
+#include <unistd.h>
+
+int folio_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

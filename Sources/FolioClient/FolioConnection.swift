@@ -17,7 +17,8 @@ public final class FolioConnection {
         guard fd >= 0 else { throw ClientError.system("socket", errno) }
         if folio_unix_connect(fd, path) != 0 {
             let code = errno
-            Glibc.close(fd)
+            // The throw releases the object, whose deinit closes the socket (closing it here too
+            // would close another thread's descriptor that reused the number).
             switch code {
             case ENOENT, ECONNREFUSED: throw ClientError.notRunning(path)
             default: throw ClientError.system("connect \(path)", code)

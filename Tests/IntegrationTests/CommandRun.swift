@@ -1,3 +1,4 @@
+import CFolioSystem
 import Foundation
 import Glibc
 
@@ -21,41 +22,55 @@ struct CommandRun: CustomStringConvertible {
     static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], timeout: Double = 30
     ) throws -> CommandRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment
         merged["FOLIO_SOCKET"] = nil
         merged["FOLIO_DATA"] = nil
         for (key, value) in environment { merged[key] = value }
-        process.environment = merged
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        let outputText = Locked(Data())
-        let errorText = Locked(Data())
-        let readers = DispatchGroup()
-        for (pipe, sink) in [(output, outputText), (errors, errorText)] {
-            let handle = pipe.fileHandleForReading
-            DispatchQueue.global().async(group: readers) {
-                let data = handle.readDataToEndOfFile()
-                sink.withLock { $0 = data }
+        var output: [Int32] = [0, 0]
+        var errors: [Int32] = [0, 0]
+        guard folio_pipe(&output) == 0, folio_pipe(&errors) == 0 else { throw DaemonError("pipe2 failed") }
+        let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { Glibc.close(nullDevice) }
+        let process: ChildProcess
+        do {
+            process = try ChildProcess(
+                executable: executable, arguments: arguments, environment: merged, stdin: nullDevice, stdout: output[1], stderr: errors[1])
+        } catch {
+            for fd in output + errors { Glibc.close(fd) }
+            throw error
+        }
+        Glibc.close(output[1])
+        Glibc.close(errors[1])
+        defer {
+            Glibc.close(output[0])
+            Glibc.close(errors[0])
+        }
+        // Both pipes until both ends close, or the time is up.
+        var texts: [[UInt8]] = [[], []]
+        var open = [true, true]
+        let deadline = Date().addingTimeInterval(timeout)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while open.contains(true) {
+            guard Date() < deadline else {
+                process.killAndWait()
+                throw DaemonError("`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it")
+            }
+            var fds = [output[0], errors[0]].enumerated().filter { open[$0.offset] }.map { pollfd(fd: $0.element, events: Int16(POLLIN), revents: 0) }
+            guard poll(&fds, nfds_t(fds.count), 100) >= 0 || errno == EINTR else { throw DaemonError("poll failed") }
+            for entry in fds where entry.revents != 0 {
+                let index = entry.fd == output[0] ? 0 : 1
+                let count = chunk.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                if count > 0 { texts[index] += chunk[..<count] } else if count == 0 || errno != EINTR { open[index] = false }
             }
         }
-        try process.run()
-        if !process.waitForExit(timeout: timeout) {
+        if !process.waitForExit(timeout: max(1, deadline.timeIntervalSinceNow)) {
             process.killAndWait()
-            throw DaemonError(
-                "`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it")
+            throw DaemonError("`\(executable)` closed its output but did not exit; killed it")
         }
-        if readers.wait(timeout: .now() + 10) == .timedOut {
-            throw DaemonError("the output pipes of `\(executable)` stayed open after it exited")
-        }
+        let outputText = texts[0]
+        let errorText = texts[1]
         return CommandRun(
             arguments: [executable] + arguments, status: process.exitStatus,
-            stdout: String(decoding: outputText.current, as: UTF8.self),
-            stderr: String(decoding: errorText.current, as: UTF8.self))
+            stdout: String(decoding: outputText, as: UTF8.self), stderr: String(decoding: errorText, as: UTF8.self))
     }
 }

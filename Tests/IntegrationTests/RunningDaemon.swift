@@ -14,7 +14,7 @@ final class RunningDaemon: @unchecked Sendable {
     let logPath: String
     let arguments: [String]
 
-    private var process: Process?
+    private var process: ChildProcess?
 
     init(directory: String, arguments: [String] = []) {
         self.directory = directory
@@ -37,20 +37,16 @@ final class RunningDaemon: @unchecked Sendable {
         guard process == nil else { throw DaemonError("foliod is already running") }
         let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard logFD >= 0 else { throw DaemonError("cannot open \(logPath)") }
-        let logHandle = FileHandle(fileDescriptor: logFD, closeOnDealloc: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binaries.foliod)
-        process.arguments = ["--data", dataDirectory, "--socket", socketPath] + arguments
+        defer { Glibc.close(logFD) }
         var environment = ProcessInfo.processInfo.environment
         environment["FOLIO_SOCKET"] = nil
         environment["FOLIO_DATA"] = nil
         environment["JOURNAL_STREAM"] = nil
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        try process.run()
-        try? logHandle.close()
+        let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { Glibc.close(nullDevice) }
+        let process = try ChildProcess(
+            executable: Binaries.foliod, arguments: ["--data", dataDirectory, "--socket", socketPath] + arguments,
+            environment: environment, stdin: nullDevice, stdout: logFD, stderr: logFD)
         self.process = process
 
         let deadline = Date().addingTimeInterval(timeout)

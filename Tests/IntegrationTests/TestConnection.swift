@@ -27,7 +27,8 @@ final class TestConnection {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         if folio_unix_connect(fd, path) != 0 {
             let code = errno
-            Glibc.close(fd)
+            // The throw releases the object and deinit closes the socket: closing it here as well
+            // would close whatever descriptor another thread opened under the same number meanwhile.
             throw Failure(description: "connect \(path): \(String(cString: strerror(code)))", code: code)
         }
     }

@@ -37,4 +37,7 @@ int folio_unix_socket(int nonblocking);
 int folio_unix_bind(int fd, const char *path);
 /// connect to a filesystem path; fails with ENAMETOOLONG if the path does not fit sun_path.
 int folio_unix_connect(int fd, const char *path);
+
+/// pipe2(O_CLOEXEC).
+int folio_pipe(int fds[2]);
 #endif

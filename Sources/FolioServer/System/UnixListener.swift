@@ -59,8 +59,7 @@ public final class DataDirectoryLock {
         if fd < 0 { throw SystemError("open \(path)") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-            Glibc.close(fd)
-            throw ServerError.dataDirectoryInUse(directory, pid: holder)
+            throw ServerError.dataDirectoryInUse(directory, pid: holder)  // deinit closes fd
         }
         let pid = "\(getpid())\n"
         ftruncate(fd, 0)
