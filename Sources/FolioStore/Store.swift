@@ -20,7 +20,7 @@ public final class Store: @unchecked Sendable {
     let applier: EventApplier
 
     public init(directory: String, options: Options = Options()) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
         var environmentOptions = Environment.Options()
         environmentOptions.mapSize = options.mapSize
         environmentOptions.sync = options.sync

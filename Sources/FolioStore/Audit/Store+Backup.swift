@@ -27,8 +27,8 @@ extension Store {
             guard ((try? manager.contentsOfDirectory(atPath: directory)) ?? ["?"]).isEmpty else {
                 throw StoreError.invalid("backup directory \(directory) is not empty (or not readable)")
             }
-        } else {
-            try Self.makeDirectories(directory)
+        } else if let problem = Self.makeDirectories(directory) {
+            throw StoreError.invalid("cannot create backup directory \(problem)")
         }
         do {
             try environment.copy(to: directory, compact: true)
@@ -44,14 +44,15 @@ extension Store {
         }
     }
 
-    /// `mkdir -p` with mode 0700, naming the directory that could not be made and why.
-    static func makeDirectories(_ path: String) throws {
+    /// `mkdir -p` with mode 0700; nil when done, else the directory that could not be made and why.
+    static func makeDirectories(_ path: String) -> String? {
         var built = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             built += "/" + component
             if mkdir(built, 0o700) != 0 && errno != EEXIST {
-                throw StoreError.invalid("cannot create backup directory \(built): \(String(cString: strerror(errno)))")
+                return "\(built): \(String(cString: strerror(errno)))"
             }
         }
+        return nil
     }
 }
