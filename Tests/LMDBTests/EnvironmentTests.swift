@@ -1,0 +1,217 @@
+import Foundation
+import LMDB
+import Testing
+
+/// Runs `body` with a new empty directory, removed afterwards whatever happens.
+private func withTemporaryDirectory<R>(_ body: (String) throws -> R) throws -> R {
+    let path = NSTemporaryDirectory() + "folio-lmdb-test-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+private func text(_ buffer: UnsafeRawBufferPointer?) -> String? {
+    buffer.map { String(decoding: $0, as: UTF8.self) }
+}
+
+private func keys(in db: Database, of environment: Environment) throws -> [String] {
+    try environment.read { txn throws in
+        try txn.withCursor(db) { cursor throws in
+            var keys: [String] = []
+            var entry = try cursor.first()
+            while let current = entry {
+                keys.append(text(current.key)!)
+                entry = try cursor.next()
+            }
+            return keys
+        }
+    }
+}
+
+private struct Refused: Error {}
+
+@Suite("LMDB environment and transactions")
+struct EnvironmentTests {
+    @Test func aCommittedWriteIsReadBackAfterReopening() throws {
+        try withTemporaryDirectory { path throws in
+            do {
+                let environment = try Environment(path: path)
+                let db = try environment.openDatabase("things")
+                try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+                #expect(try environment.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+            }
+            let reopened = try Environment(path: path)
+            let db = try reopened.openDatabase("things", create: false)
+            #expect(try reopened.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+            #expect(try reopened.read { txn throws in try txn.get(db, bytes("b")) } == nil)
+        }
+    }
+
+    @Test func aThrowingWriteLeavesNothingBehind() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            #expect(throws: Refused.self) {
+                try environment.write { txn throws in
+                    try txn.put(db, bytes("a"), bytes("one"))
+                    throw Refused()
+                }
+            }
+            #expect(try environment.read { txn throws in try txn.statistics(db).entries } == 0)
+        }
+    }
+
+    @Test func aFailedChildTransactionLeavesItsParentAsItWas() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in
+                try txn.put(db, bytes("kept"), bytes("1"))
+                #expect(throws: Refused.self) {
+                    try txn.nested { child throws in
+                        try child.put(db, bytes("dropped"), bytes("2"))
+                        #expect(try child.delete(db, bytes("kept")))
+                        throw Refused()
+                    }
+                }
+                try txn.nested { child throws in try child.put(db, bytes("merged"), bytes("3")) }
+            }
+            try environment.read { txn throws in
+                #expect(try text(txn.get(db, bytes("kept"))) == "1")
+                #expect(try txn.get(db, bytes("dropped")) == nil)
+                #expect(try text(txn.get(db, bytes("merged"))) == "3")
+            }
+        }
+    }
+
+    @Test func noOverwriteRefusesAnExistingKeyAndDeleteReportsAMissingOne() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in
+                try txn.put(db, bytes("a"), bytes("first"), flags: .noOverwrite)
+                do {
+                    try txn.put(db, bytes("a"), bytes("second"), flags: .noOverwrite)
+                    Issue.record("a second put with noOverwrite succeeded")
+                } catch let error as LMDBError {
+                    #expect(error.code == .keyExists)
+                    #expect(error.call == "mdb_put")
+                }
+                #expect(try text(txn.get(db, bytes("a"))) == "first")
+                #expect(try txn.delete(db, bytes("a")))
+                #expect(try !txn.delete(db, bytes("a")))
+            }
+        }
+    }
+
+    @Test func cursorsWalkAndSeekInKeyOrder() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in
+                for key in ["d", "b", "f"] { try txn.put(db, bytes(key), bytes(key.uppercased())) }
+            }
+            #expect(try keys(in: db, of: environment) == ["b", "d", "f"])
+            try environment.read { txn throws in
+                try txn.withCursor(db) { cursor throws in
+                    #expect(try text(cursor.last()?.value) == "F")
+                    #expect(try text(cursor.previous()?.key) == "d")
+                    #expect(try text(cursor.seek(atLeast: bytes("c"))?.key) == "d")
+                    #expect(try text(cursor.seek(atLeast: bytes("d"))?.key) == "d")
+                    #expect(try cursor.seek(atLeast: bytes("g")) == nil)
+                    #expect(try text(cursor.seek(atMost: bytes("e"))?.key) == "d")
+                    #expect(try text(cursor.seek(atMost: bytes("z"))?.key) == "f")
+                    #expect(try cursor.seek(atMost: bytes("a")) == nil)
+                }
+            }
+        }
+    }
+
+    @Test func aReaderKeepsItsSnapshotWhileAnotherThreadCommits() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("old")) }
+            let reader = try environment.makeReader()
+            try reader.read { txn throws in
+                let committed = DispatchSemaphore(value: 0)
+                Thread {
+                    #expect(throws: Never.self) {
+                        try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("new")) }
+                    }
+                    committed.signal()
+                }.start()
+                committed.wait()
+                #expect(try text(txn.get(db, bytes("a"))) == "old")
+            }
+            #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "new")
+        }
+    }
+
+    @Test func aFullMapIsReportedAsOutOfSpaceAndGrowingItLetsTheWriteThrough() throws {
+        try withTemporaryDirectory { path throws in
+            var options = Environment.Options()
+            options.mapSize = 256 << 10
+            let environment = try Environment(path: path, options: options)
+            let db = try environment.openDatabase("things")
+            let value = [UInt8](repeating: 7, count: 64 << 10)
+            let writeHalfAMebibyte = {
+                try environment.write { txn throws in
+                    for index in 0..<8 { try txn.put(db, bytes("k\(index)"), value) }
+                }
+            }
+            do {
+                try writeHalfAMebibyte()
+                Issue.record("512 KiB fitted into a 256 KiB map")
+            } catch let error as LMDBError {
+                #expect(error.code == .mapFull)
+                #expect(error.isOutOfSpace)
+            }
+            #expect(try environment.read { txn throws in try txn.statistics(db).entries } == 0)
+
+            try environment.grow(to: 4 << 20)
+            try writeHalfAMebibyte()
+            #expect(environment.info.mapSize == 4 << 20)
+            #expect(try environment.read { txn throws in try txn.statistics(db).entries } == 8)
+        }
+    }
+
+    @Test func aCompactingCopyHoldsTheSameEntries() throws {
+        try withTemporaryDirectory { path throws in
+            let source = path + "/source"
+            let target = path + "/target"
+            for directory in [source, target] {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            }
+            let key = { (index: Int) in String(format: "%04d", index) }
+            let environment = try Environment(path: source)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in
+                for index in 0..<1000 { try txn.put(db, bytes(key(index)), bytes("v\(index)")) }
+            }
+            try environment.write { txn throws in
+                for index in stride(from: 0, to: 1000, by: 2) { _ = try txn.delete(db, bytes(key(index))) }
+            }
+            try environment.copy(to: target, compact: true)
+
+            let copy = try Environment(path: target)
+            let copied = try copy.openDatabase("things", create: false)
+            #expect(try keys(in: copied, of: copy) == (0..<1000).filter { $0 % 2 == 1 }.map(key))
+        }
+    }
+
+    @Test func emptyingADatabaseKeepsItOpen() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in
+                try txn.put(db, bytes("a"), bytes("1"))
+                try txn.empty(db)
+                try txn.put(db, bytes("b"), bytes("2"))
+            }
+            #expect(try keys(in: db, of: environment) == ["b"])
+        }
+    }
+}
