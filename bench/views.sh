@@ -12,4 +12,5 @@ build
 start_redis
 start_foliod
 header "$@"
-"$BIN/folio-bench" views --folio-socket "$WORK/folio.sock" --redis-socket "$WORK/redis.sock" "$@"
+"$BIN/folio-bench" views --folio-socket "$WORK/folio.sock" --redis-socket "$WORK/redis.sock" \
+    --folio-pid "$FOLIO_PID" --redis-pid "$REDIS_PID" "$@"

@@ -84,3 +84,14 @@ int folio_unix_connect(int fd, const char *path) {
 #include <unistd.h>
 
 int folio_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+#include <sched.h>
+
+int folio_set_thread_cpus(pid_t tid, uint64_t cpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu = 0; cpu < 64; cpu++) {
+        if (cpus & ((uint64_t)1 << cpu)) CPU_SET(cpu, &set);
+    }
+    return sched_setaffinity(tid, sizeof set, &set);
+}

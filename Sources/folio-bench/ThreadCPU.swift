@@ -6,14 +6,10 @@ struct ThreadCPU {
     private(set) var secondsByName: [String: Double] = [:]
 
     static func read(pid: Int32) -> ThreadCPU? {
-        guard let directory = opendir("/proc/\(pid)/task") else { return nil }
-        defer { closedir(directory) }
+        guard let threads = ProcessThreads.ids(of: pid) else { return nil }
         var result = ThreadCPU()
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard let tid = Int32(name), let stat = ProcFile.read("/proc/\(pid)/task/\(tid)/stat"),
+        for tid in threads {
+            guard let stat = ProcFile.read("/proc/\(pid)/task/\(tid)/stat"),
                 let cpu = ProcessCPU(stat: stat), let threadName = Self.command(in: stat)
             else { continue }
             result.secondsByName[threadName, default: 0] += cpu.seconds

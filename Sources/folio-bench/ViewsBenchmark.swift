@@ -11,10 +11,12 @@ import Foundation
 struct ViewsBenchmark {
     static let usage = """
         usage: folio-bench views --folio-socket PATH [--redis-socket PATH] [--objects N] [--samples N]
-                                 [--write-seconds S] [--markdown FILE]
+                                 [--write-seconds S] [--markdown FILE] [--folio-pid PID --redis-pid PID]
 
         Loads N objects (default 1,000,000) into collection Item of an empty foliod, and their ranks
         into a Redis sorted set, then measures views. bench/views.sh starts both daemons and runs this.
+        Given both daemons' pids, each read is timed three times: unpinned, with this client and both
+        daemons on CPU 0, and with the daemons on CPU 1.
         """
 
     let folioSocket: String
@@ -23,10 +25,15 @@ struct ViewsBenchmark {
     let samples: Int
     let writeSeconds: Double
     let markdownPath: String?
+    /// foliod's and redis-server's pids, when the reads are to be timed under each `CPUPlacement`.
+    let daemons: [Int32]
 
     init(_ argv: [String]) throws(UsageError) {
         var arguments = try Arguments(
-            argv, valued: ["--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--markdown"])
+            argv, valued: [
+                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--markdown",
+                "--folio-pid", "--redis-pid",
+            ])
         guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
         folioSocket = folio
         redisSocket = arguments.value("--redis-socket")
@@ -34,8 +41,16 @@ struct ViewsBenchmark {
         samples = max(1, try arguments.integer("--samples") ?? 300)
         writeSeconds = Double(try arguments.integer("--write-seconds") ?? 5)
         markdownPath = arguments.value("--markdown")
+        var daemons: [Int32] = []
+        for option in ["--folio-pid", "--redis-pid"] {
+            guard let value = try arguments.integer(option) else { continue }
+            guard let pid = Int32(exactly: value), pid > 0 else { throw UsageError("\(option) needs a process id") }
+            daemons.append(pid)
+        }
+        self.daemons = daemons
         try arguments.rejectUnused()
         guard objects >= 1000 else { throw UsageError("--objects must be at least 1000") }
+        guard daemons.count != 1 else { throw UsageError("give both --folio-pid and --redis-pid, or neither") }
     }
 
     /// The rank of object k: a permutation of 0 ..< N, so ranks are unique and unordered by k.
@@ -74,16 +89,27 @@ struct ViewsBenchmark {
         guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
         say("built view byRank over \(objects) objects in \(format(buildSeconds)) s: \(Int(Double(objects) / buildSeconds)) objects/s")
 
+        let placements = daemons.isEmpty || !CPUPlacement.isAvailable ? [CPUPlacement.unpinned] : CPUPlacement.allCases
         var table = TextTable(
-            header: ["read", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean", "ratio p50", "ratio server"],
-            leftAligned: 1)
+            header: [
+                "read", "placement", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean", "ratio p50",
+                "ratio server",
+            ],
+            leftAligned: 2)
         /// Folio and Redis requests alternate sample by sample, so that drift in the machine's load
-        /// hits both alike, in 5 rounds: a request-response round trip on this VM steps between two
-        /// levels as threads land on the same or on different vCPUs, so each side's p50 is its best
-        /// round's (the p99 is over every sample).
+        /// hits both alike, in 5 rounds under each placement; each side's p50 is its best round's
+        /// (the p99 is over every sample of the placement).
         func measure(_ label: String, folioRequest: JSON, redisCommand: [String]?) throws {
             var line = folioRequest.serialized()
             line.append(0x0A)
+            for placement in placements {
+                try placement.apply(daemons: daemons)
+                table.append([label, placement.label] + (try timeRead(line, redisCommand: redisCommand)))
+            }
+            try CPUPlacement.unpinned.apply(daemons: daemons)
+        }
+        /// The figures of one read under the current placement: the table's columns after the first two.
+        func timeRead(_ line: [UInt8], redisCommand: [String]?) throws -> [String] {
             var folioAll = LatencyHistogram()
             var redisAll = LatencyHistogram()
             var folioBest = UInt64.max
@@ -116,18 +142,14 @@ struct ViewsBenchmark {
             }
             server.sort()
             let serverP50 = server.isEmpty ? 0 : server[server.count / 2]
-            var row = [label, "\(micros(Double(folioBest) / 1000)) / \(micros(Double(folioAll.percentile(0.99) ?? 0) / 1000))", micros(serverP50)]
-            if let redis, let redisCommand {
-                let serverMean = try redisServerMicros(redis, command: redisCommand[0])
-                row += [
-                    "\(micros(Double(redisBest) / 1000)) / \(micros(Double(redisAll.percentile(0.99) ?? 0) / 1000))",
-                    String(format: "%.1f µs", serverMean), String(format: "%.2f", Double(folioBest) / Double(max(redisBest, 1))),
-                    String(format: "%.2f", serverP50 / max(serverMean, 0.01)),
-                ]
-            } else {
-                row += ["-", "-", "-", "-"]
-            }
-            table.append(row)
+            let folioFigures = ["\(micros(Double(folioBest) / 1000)) / \(micros(Double(folioAll.percentile(0.99) ?? 0) / 1000))", micros(serverP50)]
+            guard let redis, let redisCommand else { return folioFigures + ["-", "-", "-", "-"] }
+            let serverMean = try redisServerMicros(redis, command: redisCommand[0])
+            return folioFigures + [
+                "\(micros(Double(redisBest) / 1000)) / \(micros(Double(redisAll.percentile(0.99) ?? 0) / 1000))",
+                String(format: "%.1f µs", serverMean), String(format: "%.2f", Double(folioBest) / Double(max(redisBest, 1))),
+                String(format: "%.2f", serverP50 / max(serverMean, 0.01)),
+            ]
         }
 
         try measure("count", folioRequest: ["op": "count", "view": "byRank", "explain": true], redisCommand: ["ZCARD", "ranks"])

@@ -40,4 +40,8 @@ int folio_unix_connect(int fd, const char *path);
 
 /// pipe2(O_CLOEXEC).
 int folio_pipe(int fds[2]);
+
+/// sched_setaffinity: lets thread `tid` (0: the calling one) run only on the CPUs whose bits are set
+/// in `cpus` (bit k: CPU k, for k < 64).
+int folio_set_thread_cpus(pid_t tid, uint64_t cpus);
 #endif
