@@ -66,6 +66,6 @@ final class ClientLoop: @unchecked Sendable {
             return Operation(kind: .get, key: .existing(Int(random.next() % UInt64(keyCount))))
         }
         serial += 1
-        return Operation(kind: .create, key: Key(prefix: freshPrefix, number: serial))
+        return Operation(kind: scenario.creates, key: Key(prefix: freshPrefix, number: serial))
     }
 }

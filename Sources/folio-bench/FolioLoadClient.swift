@@ -1,12 +1,14 @@
 import FolioJSON
 
-/// Speaks foliod's JSON-lines protocol over a raw socket: `create` with a client-given id and `get`
-/// by id in the `Bench` collection, without tags (answers come back in request order).
+/// Speaks foliod's JSON-lines protocol over a raw socket: `create` (with an id foliod assigns, or a
+/// client-given one) and `get` by id in the `Bench` collection, without tags (answers come back in
+/// request order).
 final class FolioLoadClient: LoadClient {
     static let collection = "Bench"
 
-    private static let createHead = Array(#"{"op":"create","collection":"\#(collection)","id":""#.utf8)
-    private static let createData = Array(#"","data":"#.utf8)
+    private static let createHead = Array(#"{"op":"create","collection":"\#(collection)","data":"#.utf8)
+    private static let createNamedHead = Array(#"{"op":"create","collection":"\#(collection)","id":""#.utf8)
+    private static let createNamedData = Array(#"","data":"#.utf8)
     private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
     private static let getTail = Array(#""}"#.utf8) + [0x0A]
     /// An answer without a tag starts so when it succeeds.
@@ -26,8 +28,13 @@ final class FolioLoadClient: LoadClient {
             switch operation.kind {
             case .create:
                 output.append(contentsOf: Self.createHead)
+                output.append(contentsOf: Payload.bytes)
+                output.append(UInt8(ascii: "}"))
+                output.append(0x0A)
+            case .createNamed:
+                output.append(contentsOf: Self.createNamedHead)
                 operation.key.append(to: &output)
-                output.append(contentsOf: Self.createData)
+                output.append(contentsOf: Self.createNamedData)
                 output.append(contentsOf: Payload.bytes)
                 output.append(UInt8(ascii: "}"))
                 output.append(0x0A)

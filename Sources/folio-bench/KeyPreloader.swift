@@ -15,7 +15,7 @@ struct KeyPreloader {
         var next = 0
         while next < keyCount {
             let batch = (next..<min(next + Self.batchSize, keyCount)).map {
-                Operation(kind: .create, key: .existing($0))
+                Operation(kind: .createNamed, key: .existing($0))
             }
             try client.send(batch)
             for operation in batch {
