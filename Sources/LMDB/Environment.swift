@@ -6,7 +6,8 @@ import Glibc
 /// Opened with `MDB_NOTLS`, so read transactions may be used from any thread. Write transactions
 /// belong to the thread that runs `write`; callers keep all writes on one thread. Every transaction
 /// holds a shared lock on the environment's activity so that `grow(to:)` can wait until none is
-/// active, as `mdb_env_set_mapsize` requires.
+/// active, as `mdb_env_set_mapsize` requires. A write transaction also holds the file's write lock,
+/// which `FileReserve` takes to extend the file.
 public final class Environment: @unchecked Sendable {
     public enum SyncMode: Sendable {
         /// Data and meta page are flushed at every commit (LMDB's default).
@@ -30,6 +31,9 @@ public final class Environment: @unchecked Sendable {
     public let path: String
     public let syncMode: SyncMode
     private let activity: UnsafeMutablePointer<pthread_rwlock_t>
+    /// Held by each write transaction from begin to commit or abort, and by `FileReserve` while it
+    /// writes past the end of `data.mdb`: LMDB writes the file only inside a write transaction.
+    private let fileWrites: UnsafeMutablePointer<pthread_mutex_t>
 
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
@@ -67,6 +71,8 @@ public final class Environment: @unchecked Sendable {
         pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
         pthread_rwlock_init(activity, &attributes)
         pthread_rwlockattr_destroy(&attributes)
+        fileWrites = .allocate(capacity: 1)
+        pthread_mutex_init(fileWrites, nil)
     }
 
     private var isClosed = false
@@ -75,6 +81,8 @@ public final class Environment: @unchecked Sendable {
         close()
         pthread_rwlock_destroy(activity)
         activity.deallocate()
+        pthread_mutex_destroy(fileWrites)
+        fileWrites.deallocate()
     }
 
     /// Closes the environment (`mdb_env_close`). Every transaction must have ended, and every
@@ -114,6 +122,8 @@ public final class Environment: @unchecked Sendable {
     public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
         pthread_rwlock_rdlock(activity)
         defer { pthread_rwlock_unlock(activity) }
+        pthread_mutex_lock(fileWrites)
+        defer { pthread_mutex_unlock(fileWrites) }
         var txn: OpaquePointer?
         try check(mdb_txn_begin(handle, nil, 0, &txn), "mdb_txn_begin")
         let result: R
@@ -159,6 +169,29 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` while no write transaction runs, so that LMDB writes nothing to `data.mdb` meanwhile,
+    /// and while the map cannot be resized (so `info` may be read).
+    func excludingWrites<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        pthread_mutex_lock(fileWrites)
+        defer { pthread_mutex_unlock(fileWrites) }
+        return try body()
+    }
+
+    /// Bytes of `data.mdb` on disk, which may run past the pages in use (see `FileReserve`).
+    public var fileSize: Int {
+        var status = stat()
+        return fstat(dataFile, &status) == 0 ? Int(status.st_size) : 0
+    }
+
+    /// The descriptor LMDB writes `data.mdb` through (`mdb_env_get_fd`).
+    var dataFile: Int32 {
+        var descriptor: Int32 = -1
+        mdb_env_get_fd(handle, &descriptor)
+        return descriptor
+    }
+
     /// Grows the map to `size` bytes, waiting until no transaction of this process is active
     /// (`mdb_env_set_mapsize`). Call it from the writer's thread, outside any transaction.
     public func grow(to size: Int) throws(LMDBError) {
@@ -188,6 +221,14 @@ public final class Environment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// `info` for a caller outside any transaction: waits while the map is being resized, which moves it.
+    public var currentInfo: EnvironmentInfo {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        return info
+    }
+
+    /// Reads the meta page through the map: call it inside a transaction, or use `currentInfo`.
     public var info: EnvironmentInfo {
         var info = MDB_envinfo()
         var stat = MDB_stat()
