@@ -230,6 +230,8 @@ struct ReadHandler {
         writer.write(stats.mapSize)
         writer.writeKey("usedSize")
         writer.write(stats.usedSize)
+        writer.writeKey("fileSize")
+        writer.write(stats.fileSize)
         writer.writeKey("pageSize")
         writer.write(stats.pageSize)
         writer.writeKey("readerSlotsUsed")

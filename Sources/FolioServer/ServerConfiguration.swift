@@ -11,7 +11,8 @@ public struct ServerConfiguration: Sendable {
         /// database stays intact. A crash of foliod alone loses nothing.
         case relaxed
         /// Nothing is synced at commit; foliod flushes once a second. An OS crash or power loss may
-        /// lose the last second of acknowledged writes. A crash of foliod alone loses nothing.
+        /// lose the last second of acknowledged writes, and may leave the database damaged (LMDB's
+        /// pages can reach the disk out of order). A crash of foliod alone loses nothing.
         case none
 
         /// `full` also runs LMDB without meta syncs: the writer confirms each batch with a later sync.

@@ -38,6 +38,8 @@ final class Writer: @unchecked Sendable {
     private var lastTimestamp: Int64
     /// Syncs committed batches and answers them, in commit order (full durability only).
     private var confirmer: SyncConfirmer?
+    /// Keeps the data file longer than its pages, so commits that sync do not grow it.
+    private var reserve: ReserveKeeper?
     /// Called after each commit is confirmed, in commit order, with the events it holds.
     private let committed: @Sendable ([StoreWriter.Applied]) -> Void
 
@@ -58,6 +60,9 @@ final class Writer: @unchecked Sendable {
         if configuration.durability == .full {
             confirmer = SyncConfirmer(environment: store.environment, log: log) { [self] outcomes in release(outcomes) }
         }
+        if configuration.durability != .none {
+            reserve = ReserveKeeper(environment: store.environment, log: log)
+        }
         let (maxCount, maxBytes) = (configuration.maxBatchCount, configuration.maxBatchBytes)
         work = WorkThread(name: "folio-writer", take: { queue in
             // As many as wait, up to the batch's bounds in count and bytes (at least one).
@@ -71,6 +76,7 @@ final class Writer: @unchecked Sendable {
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
             let (outcomes, committedData) = process(batch)
+            reserve?.topUpIfLow()
             if let confirmer {
                 confirmer.confirm(outcomes, needsSync: committedData)
             } else {
@@ -85,6 +91,8 @@ final class Writer: @unchecked Sendable {
         work = nil
         confirmer?.stop()
         confirmer = nil
+        reserve?.stop()
+        reserve = nil
     }
 
     func submit(_ jobs: [Job]) {

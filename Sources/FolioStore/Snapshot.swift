@@ -107,6 +107,8 @@ public struct Snapshot {
         public let views: Int
         public let mapSize: Int
         public let usedSize: Int
+        /// Bytes of `data.mdb`: the pages in use and the zeros reserved past them.
+        public let fileSize: Int
         public let pageSize: Int
         /// The most reader slots in use at once since the environment was opened.
         public let readerSlotsUsed: Int
@@ -119,7 +121,8 @@ public struct Snapshot {
         return Statistics(
             lastSequence: head.sequence, chainHead: head.hash,
             objectsPerCollection: try catalog.collections(storeTxn).map { ($0.name, try $0.tree.count(storeTxn)) },
-            views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize, pageSize: info.pageSize,
+            views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize,
+            fileSize: store.environment.fileSize, pageSize: info.pageSize,
             readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders)
     }
 }
