@@ -14,11 +14,11 @@ let package = Package(
             name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED).
+        // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
         .target(name: "CFolioSystem"),
 
         // LMDB binding: knows nothing of JSON or Folio.
-        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem"]),
         // Pure layers: no platform I/O.
         .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),

@@ -95,3 +95,7 @@ int folio_set_thread_cpus(pid_t tid, uint64_t cpus) {
     }
     return sched_setaffinity(tid, sizeof set, &set);
 }
+
+int folio_open_direct_write(const char *path) {
+    return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+}

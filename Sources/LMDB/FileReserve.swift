@@ -1,3 +1,4 @@
+import CFolioSystem
 import CLMDB
 import Glibc
 import Synchronization
@@ -13,7 +14,9 @@ import Synchronization
 ///
 /// Zeros go only beyond every page LMDB has written, and only while no write transaction runs (the
 /// environment's file write lock), so LMDB never sees them: to LMDB the tail is room for pages it has
-/// not allocated yet, and copies and backups take only allocated pages.
+/// not allocated yet, and copies and backups take only allocated pages. They are written with
+/// `O_DIRECT` where the file system allows it, so they never sit in the page cache for a commit's
+/// `fdatasync` to wait on.
 public final class FileReserve: @unchecked Sendable {
     public struct Policy: Sendable {
         /// The reserve is kept at `used bytes / 8`, bounded by these.
@@ -31,6 +34,9 @@ public final class FileReserve: @unchecked Sendable {
     private let policy: Policy
     /// One step of zeros, never written to after `init`.
     private let zeros: UnsafeMutableRawBufferPointer
+    /// `data.mdb` opened for direct writes, or -1 where `O_DIRECT` is refused (tmpfs): then LMDB's own
+    /// descriptor is used.
+    private let directFile: Int32
     /// The file's size as last written here or seen here; LMDB may have grown it since.
     private let fileEnd = Atomic<Int>(0)
 
@@ -39,9 +45,13 @@ public final class FileReserve: @unchecked Sendable {
         self.policy = policy
         zeros = .allocate(byteCount: policy.step, alignment: 4096)
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
+        directFile = folio_open_direct_write(environment.path + "/data.mdb")
     }
 
-    deinit { zeros.deallocate() }
+    deinit {
+        zeros.deallocate()
+        if directFile >= 0 { close(directFile) }
+    }
 
     /// Reserved bytes beyond LMDB's last page.
     public var reservedBytes: Int { max(0, fileEnd.load(ordering: .relaxed) - environment.currentInfo.usedSize) }
@@ -57,14 +67,14 @@ public final class FileReserve: @unchecked Sendable {
     /// one step of them to flush. Throws the first failed `pwrite` or `fdatasync` (e.g. ENOSPC); what
     /// was written before stays, harmlessly.
     public func topUp() throws(LMDBError) {
-        let file = environment.dataFile
+        let file = directFile >= 0 ? directFile : environment.dataFile
         while true {
             let more = try environment.excludingWrites { () throws(LMDBError) -> Bool in
                 let info = environment.info
                 var status = stat()
                 guard fstat(file, &status) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "fstat") }
                 let start = max(Int(status.st_size), info.usedSize)
-                let length = min(policy.step, info.mapSize - start)
+                let length = min(policy.step, info.mapSize - start) / 4096 * 4096
                 guard start - info.usedSize < policy.target(used: info.usedSize), length > 0 else {
                     fileEnd.store(start, ordering: .relaxed)
                     return false

@@ -27,6 +27,9 @@ int folio_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid);
 /// accept4(SOCK_NONBLOCK | SOCK_CLOEXEC).
 int folio_accept(int fd);
 
+/// open(path, O_WRONLY | O_DIRECT | O_CLOEXEC); -1 with errno (EINVAL where O_DIRECT is refused).
+int folio_open_direct_write(const char *path);
+
 
 /// pthread_setname_np on the calling thread (names show in top -H and gdb).
 void folio_set_thread_name(const char *name);
