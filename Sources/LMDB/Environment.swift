@@ -38,6 +38,7 @@ public final class Environment: @unchecked Sendable {
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
     public init(path: String, options: Options = Options()) throws(LMDBError) {
+        if !options.readOnly { try Self.prepareLockFile(in: path, maxReaders: Int(options.maxReaders)) }
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }
@@ -76,6 +77,35 @@ public final class Environment: @unchecked Sendable {
     }
 
     private var isClosed = false
+
+    /// Creates `lock.mdb` with its blocks written, if it does not exist yet.
+    ///
+    /// LMDB sizes a new lock file with `ftruncate` and then writes its reader table through `mmap`:
+    /// on a full disk that first write cannot get a block and kills the process with SIGBUS. Written
+    /// here first, a full disk is an ENOSPC error instead. The size is LMDB 0.9's own for
+    /// `maxReaders` slots (64-byte slots after a 192-byte header); a larger file only gives LMDB more
+    /// slots, a smaller one LMDB extends as before.
+    static func prepareLockFile(in directory: String, maxReaders: Int) throws(LMDBError) {
+        let path = directory + "/lock.mdb"
+        let file = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if file < 0 {
+            if errno == EEXIST { return }
+            throw LMDBError(code: .init(rawValue: errno), call: "open lock.mdb")
+        }
+        defer { Glibc.close(file) }
+        let zeros = [UInt8](repeating: 0, count: (maxReaders - 1) * 64 + 192)
+        var written = 0
+        while written < zeros.count {
+            let result = zeros.withUnsafeBytes { pwrite(file, $0.baseAddress! + written, $0.count - written, off_t(written)) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                unlink(path)
+                throw LMDBError(code: .init(rawValue: code), call: "write lock.mdb")
+            }
+            written += result
+        }
+    }
 
     deinit {
         close()

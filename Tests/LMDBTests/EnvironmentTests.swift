@@ -21,6 +21,20 @@ struct EnvironmentTests {
         }
     }
 
+    @Test func aNewLockFileIsWrittenOutWithLMDBsOwnSize() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let attributes = try FileManager.default.attributesOfItem(atPath: path + "/lock.mdb")
+            #expect(attributes[.size] as? Int == 511 * 64 + 192)
+            var status = stat()
+            #expect(stat(path + "/lock.mdb", &status) == 0)
+            #expect(Int(status.st_blocks) * 512 >= 511 * 64 + 192, "the lock file's blocks are allocated, not a hole")
+            #expect(environment.info.maxReaders == 512)
+            let reopened = try Environment(path: path)
+            #expect(reopened.info.maxReaders == 512)
+        }
+    }
+
     @Test func aThrowingWriteLeavesNothingBehind() throws {
         try withTemporaryDirectory { path throws in
             let environment = try Environment(path: path)

@@ -43,7 +43,14 @@ extension Store {
         try read { snapshot in
             var scratchOptions = Options()
             scratchOptions.sync = .noSync
-            let scratch = try Store(directory: scratchDirectory, options: scratchOptions)
+            let scratch: Store
+            do {
+                scratch = try Store(directory: scratchDirectory, options: scratchOptions)
+            } catch {
+                // A full disk can fail it after the directory was made.
+                try? FileManager.default.removeItem(atPath: scratchDirectory)
+                throw error
+            }
             defer {
                 scratch.close()
                 try? FileManager.default.removeItem(atPath: scratchDirectory)
