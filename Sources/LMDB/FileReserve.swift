@@ -34,9 +34,12 @@ public final class FileReserve: @unchecked Sendable {
     private let policy: Policy
     /// One step of zeros, never written to after `init`.
     private let zeros: UnsafeMutableRawBufferPointer
-    /// `data.mdb` opened for direct writes, or -1 where `O_DIRECT` is refused (tmpfs): then LMDB's own
+    /// `data.mdb` opened for direct writes, or -1 where `O_DIRECT` is refused: then LMDB's own
     /// descriptor is used.
     private let directFile: Int32
+    /// Cleared when a direct write is refused (EINVAL), for a file system that opens with `O_DIRECT`
+    /// but does not take it.
+    private let writesDirectly: Atomic<Bool>
     /// The file's size as last written here or seen here; LMDB may have grown it since.
     private let fileEnd = Atomic<Int>(0)
 
@@ -46,6 +49,7 @@ public final class FileReserve: @unchecked Sendable {
         zeros = .allocate(byteCount: policy.step, alignment: 4096)
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
         directFile = folio_open_direct_write(environment.path + "/data.mdb")
+        writesDirectly = Atomic(directFile >= 0)
     }
 
     deinit {
@@ -67,8 +71,8 @@ public final class FileReserve: @unchecked Sendable {
     /// one step of them to flush. Throws the first failed `pwrite` or `fdatasync` (e.g. ENOSPC); what
     /// was written before stays, harmlessly.
     public func topUp() throws(LMDBError) {
-        let file = directFile >= 0 ? directFile : environment.dataFile
         while true {
+            let file = writesDirectly.load(ordering: .relaxed) ? directFile : environment.dataFile
             let more = try environment.excludingWrites { () throws(LMDBError) -> Bool in
                 let info = environment.info
                 var status = stat()
@@ -84,6 +88,10 @@ public final class FileReserve: @unchecked Sendable {
                     let result = pwrite(file, zeros.baseAddress, length - written, off_t(start + written))
                     if result < 0 {
                         if errno == EINTR { continue }
+                        if errno == EINVAL && file == directFile {
+                            writesDirectly.store(false, ordering: .relaxed)
+                            return true
+                        }
                         throw LMDBError(code: .init(rawValue: errno), call: "pwrite")
                     }
                     written += result
