@@ -24,7 +24,8 @@ private struct SmallFileSystem {
 }
 
 /// When the disk fills, writes are refused with `unavailable`, reads and the daemon go on, and a
-/// `verify` (which needs a scratch store) is refused rather than crashing foliod.
+/// `verify` (which needs a scratch store) is refused rather than crashing foliod. A backup onto a
+/// full disk is refused the same way and leaves nothing behind.
 @Suite(.enabled(if: SmallFileSystem.canMount, "needs the right to mount a tmpfs"))
 struct DiskFullTests {
     @Test func aFullDiskRefusesWritesAndVerifyButKeepsServingAndRestarts() throws {
@@ -32,9 +33,13 @@ struct DiskFullTests {
             let daemon = RunningDaemon(directory: directory)
             try FileManager.default.createDirectory(atPath: daemon.dataDirectory, withIntermediateDirectories: false)
             let disk = try SmallFileSystem(at: daemon.dataDirectory, megabytes: 16)
+            let backups = directory + "/backups"
+            try FileManager.default.createDirectory(atPath: backups, withIntermediateDirectories: false)
+            let backupDisk = try SmallFileSystem(at: backups, megabytes: 1)
             defer {
                 daemon.shutDown()
                 disk.unmount()
+                backupDisk.unmount()
             }
             try daemon.start()
             let connection = try daemon.connect()
@@ -55,6 +60,12 @@ struct DiskFullTests {
             #expect(stats["collections"]?["Blob"] == .int(Int64(stored)))
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: daemon.dataDirectory).filter { $0.hasPrefix("verify-") }
             #expect(leftovers.isEmpty, "scratch stores left behind: \(leftovers)")
+
+            for attempt in 1...2 {
+                let backup = try connection.request(["op": "backup", "directory": .string(backups + "/today")])
+                #expect(backup.errorCode == "unavailable", "attempt \(attempt): \(backup)")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: backups + "/today").isEmpty)
+            }
             connection.close()
 
             #expect(try daemon.stop() == 0)

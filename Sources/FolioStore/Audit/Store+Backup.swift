@@ -1,6 +1,7 @@
 import FolioModel
 import Foundation
 import Glibc
+import LMDB
 
 extension Store {
     /// What a copy of the store holds.
@@ -30,12 +31,16 @@ extension Store {
         } else if let problem = Self.makeDirectories(directory) {
             throw StoreError.invalid("cannot create backup directory \(problem)")
         }
+        let copy: Store
         do {
             try environment.copy(to: directory, compact: true)
+            copy = try Store(directory: directory)
         } catch {
+            // The directory was empty: what is in it now is this backup's, and of no use.
+            for file in ["data.mdb", "lock.mdb"] { try? manager.removeItem(atPath: directory + "/" + file) }
+            if let error = error as? LMDBError, error.isOutOfSpace { throw error }
             throw StoreError.invalid("cannot write the backup into \(directory): \(error)")
         }
-        let copy = try Store(directory: directory)
         defer { copy.close() }
         return try copy.read { snapshot in
             let head = try snapshot.head()
