@@ -39,9 +39,10 @@ import Testing
                 let response = try connection.readResponse()
                 #expect(response.isOK, "\(response)")
             }
-            let grown = try Self.waitForReserve(of: Self.minimumReserve, connection)
+            // The reserve is topped up to its target when a commit finds it below half of it.
+            let grown = try Self.waitForReserve(of: Self.minimumReserve / 2, connection)
             #expect(grown.used > start.file, "the pages outgrew the first reserve: \(start) -> \(grown)")
-            #expect(grown.file - grown.used >= Self.minimumReserve, "the reserve was topped up: \(grown)")
+            #expect(grown.file - grown.used >= Self.minimumReserve / 2, "the reserve was topped up: \(grown)")
             connection.close()
 
             daemon.killHard()
