@@ -9,6 +9,7 @@ final class FolioLoadClient: LoadClient {
     private static let createHead = Array(#"{"op":"create","collection":"\#(collection)","data":"#.utf8)
     private static let createNamedHead = Array(#"{"op":"create","collection":"\#(collection)","id":""#.utf8)
     private static let createNamedData = Array(#"","data":"#.utf8)
+    private static let createTail = Array("}".utf8) + [0x0A]
     private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
     private static let getTail = Array(#""}"#.utf8) + [0x0A]
     /// An answer without a tag starts so when it succeeds.
@@ -26,23 +27,20 @@ final class FolioLoadClient: LoadClient {
         output.removeAll(keepingCapacity: true)
         for operation in operations {
             switch operation.kind {
-            case .create:
-                output.append(contentsOf: Self.createHead)
-                output.append(contentsOf: Payload.bytes)
-                output.append(UInt8(ascii: "}"))
-                output.append(0x0A)
-            case .createNamed:
-                output.append(contentsOf: Self.createNamedHead)
-                operation.key.append(to: &output)
-                output.append(contentsOf: Self.createNamedData)
-                output.append(contentsOf: Payload.bytes)
-                output.append(UInt8(ascii: "}"))
-                output.append(0x0A)
             case .get:
                 output.append(contentsOf: Self.getHead)
                 operation.key.append(to: &output)
                 output.append(contentsOf: Self.getTail)
+                continue
+            case .create:
+                output.append(contentsOf: Self.createHead)
+            case .createNamed:
+                output.append(contentsOf: Self.createNamedHead)
+                operation.key.append(to: &output)
+                output.append(contentsOf: Self.createNamedData)
             }
+            output.append(contentsOf: Payload.bytes)
+            output.append(contentsOf: Self.createTail)
         }
         try stream.send(output)
     }
