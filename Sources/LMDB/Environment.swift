@@ -84,27 +84,21 @@ public final class Environment: @unchecked Sendable {
     /// on a full disk that first write cannot get a block and kills the process with SIGBUS. Written
     /// here first, a full disk is an ENOSPC error instead. The size is LMDB 0.9's own for
     /// `maxReaders` slots (64-byte slots after a 192-byte header); a larger file only gives LMDB more
-    /// slots, a smaller one LMDB extends as before.
+    /// slots, a smaller one LMDB extends as before. The file is written under another name and
+    /// linked into place, so a process opening the environment meanwhile never sees it half written.
     static func prepareLockFile(in directory: String, maxReaders: Int) throws(LMDBError) {
         let path = directory + "/lock.mdb"
-        let file = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if file < 0 {
-            if errno == EEXIST { return }
-            throw LMDBError(code: .init(rawValue: errno), call: "open lock.mdb")
-        }
+        if access(path, F_OK) == 0 { return }
+        let draft = path + ".new-\(getpid())"
+        let file = open(draft, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(draft)") }
+        defer { unlink(draft) }
+        let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: (maxReaders - 1) * 64 + 192, alignment: 64)
+        defer { zeros.deallocate() }
+        zeros.initializeMemory(as: UInt8.self, repeating: 0)
         defer { Glibc.close(file) }
-        let zeros = [UInt8](repeating: 0, count: (maxReaders - 1) * 64 + 192)
-        var written = 0
-        while written < zeros.count {
-            let result = zeros.withUnsafeBytes { pwrite(file, $0.baseAddress! + written, $0.count - written, off_t(written)) }
-            if result < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                unlink(path)
-                throw LMDBError(code: .init(rawValue: code), call: "write lock.mdb")
-            }
-            written += result
-        }
+        try writeFully(file, UnsafeRawBufferPointer(zeros), at: 0, call: "write lock.mdb")
+        if link(draft, path) != 0 && errno != EEXIST { throw LMDBError(code: .init(rawValue: errno), call: "link lock.mdb") }
     }
 
     deinit {
@@ -281,4 +275,17 @@ public struct EnvironmentInfo: Sendable {
     /// The high-water mark of reader slots (`me_numreaders`), not the readers active now.
     public let readerSlotsUsed: Int
     public let lastTransaction: Int
+}
+
+/// `pwrite` until all of `bytes` is written at `offset`, retrying on EINTR and short writes.
+func writeFully(_ file: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, call: String) throws(LMDBError) {
+    var written = 0
+    while written < bytes.count {
+        let result = pwrite(file, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
+        if result < 0 {
+            if errno == EINTR { continue }
+            throw LMDBError(code: .init(rawValue: errno), call: call)
+        }
+        written += result
+    }
 }

@@ -83,18 +83,11 @@ public final class FileReserve: @unchecked Sendable {
                     fileEnd.store(start, ordering: .relaxed)
                     return false
                 }
-                var written = 0
-                while written < length {
-                    let result = pwrite(file, zeros.baseAddress, length - written, off_t(start + written))
-                    if result < 0 {
-                        if errno == EINTR { continue }
-                        if errno == EINVAL && file == directFile {
-                            writesDirectly.store(false, ordering: .relaxed)
-                            return true
-                        }
-                        throw LMDBError(code: .init(rawValue: errno), call: "pwrite")
-                    }
-                    written += result
+                do throws(LMDBError) {
+                    try writeFully(file, UnsafeRawBufferPointer(rebasing: zeros[..<length]), at: start, call: "pwrite")
+                } catch where error.code.rawValue == EINVAL && file == directFile {
+                    writesDirectly.store(false, ordering: .relaxed)
+                    return true
                 }
                 fileEnd.store(start + length, ordering: .relaxed)
                 return true
