@@ -1,5 +1,7 @@
 /// A JSON object that keeps its fields in the order they were given, so that serializing it is
-/// deterministic. Lookups are linear: objects of records are small.
+/// deterministic. Small objects are searched linearly; from `indexThreshold` fields on, an object
+/// also keeps each key's position, so lookups, equality and merging stay linear in its size however
+/// many keys a client sends.
 public struct JSONObject: Sendable, Equatable, Sequence {
     public struct Field: Sendable, Equatable {
         public var key: String
@@ -11,12 +13,34 @@ public struct JSONObject: Sendable, Equatable, Sequence {
         }
     }
 
+    /// Objects with more fields than this keep `positions`.
+    public static let indexThreshold = 12
+
     public private(set) var fields: [Field]
+    /// Each key's index in `fields`, for objects above `indexThreshold` fields.
+    private var positions: [String: Int]?
 
     public init() { fields = [] }
 
     /// Fields with distinct keys, in order.
-    public init(_ fields: [Field]) { self.fields = fields }
+    public init(_ fields: [Field]) {
+        self.fields = fields
+        positions = Self.positions(of: fields)
+    }
+
+    /// Fields with distinct keys and their positions, as the parser found them.
+    init(fields: [Field], positions: [String: Int]?) {
+        self.fields = fields
+        self.positions = fields.count > Self.indexThreshold ? (positions ?? Self.positions(of: fields)) : nil
+    }
+
+    private static func positions(of fields: [Field]) -> [String: Int]? {
+        guard fields.count > indexThreshold else { return nil }
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(fields.count)
+        for (index, field) in fields.enumerated() { positions[field.key] = index }
+        return positions
+    }
 
     public var count: Int { fields.count }
     public var isEmpty: Bool { fields.isEmpty }
@@ -24,17 +48,30 @@ public struct JSONObject: Sendable, Equatable, Sequence {
 
     public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
 
-    /// The value for `key`; setting nil removes the field, setting a new key appends it.
+    /// The index in `fields` of `key`'s field.
+    public func index(of key: String) -> Int? {
+        if let positions { return positions[key] }
+        return fields.firstIndex { $0.key == key }
+    }
+
+    /// The value for `key`; setting nil removes the field (O(count)), setting a new key appends it.
     public subscript(key: String) -> JSON? {
-        get {
-            for field in fields where field.key == key { return field.value }
-            return nil
-        }
+        get { index(of: key).map { fields[$0].value } }
         set {
-            if let index = fields.firstIndex(where: { $0.key == key }) {
-                if let newValue { fields[index].value = newValue } else { fields.remove(at: index) }
+            if let index = index(of: key) {
+                if let newValue {
+                    fields[index].value = newValue
+                } else {
+                    fields.remove(at: index)
+                    positions = Self.positions(of: fields)
+                }
             } else if let newValue {
                 fields.append(Field(key: key, value: newValue))
+                if positions != nil {
+                    positions?[key] = fields.count - 1
+                } else {
+                    positions = Self.positions(of: fields)
+                }
             }
         }
     }

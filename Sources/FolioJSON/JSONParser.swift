@@ -109,6 +109,8 @@ public struct JSONParser: ~Copyable {
         try enter()
         position += 1
         var fields: [JSONObject.Field] = []
+        // Duplicate keys: a linear search while the object is small, then a table of positions.
+        var positions: [String: Int]?
         skipWhitespace()
         if !atEnd && bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -121,8 +123,16 @@ public struct JSONParser: ~Copyable {
             guard bytes[position] == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
             let keyOffset = position
             let key = try parseString()
-            for field in fields where field.key == key {
-                throw JSONError(message: "duplicate key \"\(key)\"", offset: keyOffset)
+            if positions != nil {
+                if positions!.updateValue(fields.count, forKey: key) != nil { throw duplicateKey(key, at: keyOffset) }
+            } else {
+                for field in fields where field.key == key { throw duplicateKey(key, at: keyOffset) }
+                if fields.count == JSONObject.indexThreshold {
+                    var table = [String: Int](minimumCapacity: 2 * JSONObject.indexThreshold)
+                    for (index, field) in fields.enumerated() { table[field.key] = index }
+                    table[key] = fields.count
+                    positions = table
+                }
             }
             skipWhitespace()
             guard !atEnd, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
@@ -138,10 +148,14 @@ public struct JSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
-                return .object(JSONObject(fields))
+                return .object(JSONObject(fields: fields, positions: positions))
             default: throw error("expected ',' or '}' in an object")
             }
         }
+    }
+
+    private func duplicateKey(_ key: String, at offset: Int) -> JSONError {
+        JSONError(message: "duplicate key \"\(key)\"", offset: offset)
     }
 
     private mutating func parseArray() throws(JSONError) -> JSON {
@@ -274,11 +288,14 @@ public struct JSONParser: ~Copyable {
         guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number") }
         var magnitude: UInt64 = 0
         var overflow = false
+        // Any digit of the significand other than 0: such a number must not read as zero.
+        var nonzero = false
         if bytes[position] == UInt8(ascii: "0") {
             position += 1
             if position < bytes.count, isDigit(bytes[position]) { throw error("leading zero in a number") }
         } else {
             while position < bytes.count, isDigit(bytes[position]) {
+                nonzero = nonzero || bytes[position] != UInt8(ascii: "0")
                 let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
                 let (sum, o2) = times10.addingReportingOverflow(UInt64(bytes[position] - UInt8(ascii: "0")))
                 overflow = overflow || o1 || o2
@@ -291,7 +308,10 @@ public struct JSONParser: ~Copyable {
             integral = false
             position += 1
             guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digit expected after '.'") }
-            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+            while position < bytes.count, isDigit(bytes[position]) {
+                nonzero = nonzero || bytes[position] != UInt8(ascii: "0")
+                position += 1
+            }
         }
         if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
             integral = false
@@ -307,8 +327,10 @@ public struct JSONParser: ~Copyable {
             if negative && magnitude <= UInt64(Int64.max) + 1 { return .int(Int64(bitPattern: 0 &- magnitude)) }
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-        guard let value = Double(text), value.isFinite else {
-            throw JSONError(message: "number out of range", offset: start)
+        // Beyond a double's range either way is refused alike: too large would read as infinity,
+        // too small (below the least subnormal) as zero.
+        guard let value = Double(text), value.isFinite, value != 0 || !nonzero else {
+            throw JSONError(message: "number out of range (a double holds magnitudes from about 4.9e-324 to 1.8e308)", offset: start)
         }
         return .double(value)
     }

@@ -23,16 +23,43 @@ public enum RecordData {
     }
 
     private static func validate(value: JSON, at path: String) throws(ValidationError) {
+        var trail: [PathStep] = []
+        do throws(ValidationError) {
+            try validate(value: value, trail: &trail)
+        } catch {
+            throw ValidationError("field \(Names.quoted(path + trail.map(\.text).joined())): \(error.message)")
+        }
+    }
+
+    /// One step below a field, named only if an error needs the path: building the text at every
+    /// level would cost the depth times the line's size.
+    private enum PathStep {
+        case key(String)
+        case index(Int)
+
+        var text: String {
+            switch self {
+            case .key(let key): return "." + key
+            case .index(let index): return "[\(index)]"
+            }
+        }
+    }
+
+    private static func validate(value: JSON, trail: inout [PathStep]) throws(ValidationError) {
         switch value {
         case .object(let object):
-            do {
-                if try TypedValue.parse(object) != nil { return }
-            } catch {
-                throw ValidationError("field \(Names.quoted(path)): \(error.message)")
+            if try TypedValue.parse(object) != nil { return }
+            for field in object {
+                trail.append(.key(field.key))
+                try validate(value: field.value, trail: &trail)
+                trail.removeLast()
             }
-            for field in object { try validate(value: field.value, at: path + "." + field.key) }
         case .array(let elements):
-            for (index, element) in elements.enumerated() { try validate(value: element, at: "\(path)[\(index)]") }
+            for (index, element) in elements.enumerated() {
+                trail.append(.index(index))
+                try validate(value: element, trail: &trail)
+                trail.removeLast()
+            }
         default:
             return
         }
@@ -42,16 +69,23 @@ public enum RecordData {
 /// JSON Merge Patch (RFC 7386): objects merge key by key, `null` removes, anything else replaces.
 /// Typed values (`$date`, `$ref`) are atomic: they replace, never merge.
 public enum MergePatch {
+    /// Linear in the sizes of both: the target's fields keep their places (or go, for a `null`), and
+    /// the patch's new keys follow in the patch's order.
     public static func apply(_ patch: JSONObject, to target: JSONObject) -> JSONObject {
-        var result = target
-        for field in patch {
-            if field.value.isNull {
-                result[field.key] = nil
-            } else {
-                result[field.key] = apply(field.value, to: result[field.key])
+        guard !patch.isEmpty else { return target }
+        var fields: [JSONObject.Field] = []
+        fields.reserveCapacity(target.count + patch.count)
+        for field in target {
+            guard let change = patch[field.key] else {
+                fields.append(field)
+                continue
             }
+            if !change.isNull { fields.append(JSONObject.Field(key: field.key, value: apply(change, to: field.value))) }
         }
-        return result
+        for field in patch where !field.value.isNull && target[field.key] == nil {
+            fields.append(JSONObject.Field(key: field.key, value: apply(field.value, to: nil)))
+        }
+        return JSONObject(fields)
     }
 
     static func apply(_ patch: JSON, to target: JSON?) -> JSON {
