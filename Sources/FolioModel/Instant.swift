@@ -24,9 +24,6 @@ public struct Instant: Sendable, Hashable, Comparable {
     public static func < (lhs: Instant, rhs: Instant) -> Bool {
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
     }
-
-    /// Earliest and latest instants RFC 3339 can write: years 0000 and 9999.
-    static let range = Instant(seconds: -62_167_219_200)...Instant(seconds: 253_402_300_799, nanoseconds: 999_999_999)
 }
 
 extension Instant {

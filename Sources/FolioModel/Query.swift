@@ -67,30 +67,53 @@ public struct PageCursor: Sendable, Equatable {
     public let fingerprint: [UInt8]
     public let key: [UInt8]
 
+    static let format: UInt8 = 2
+
     public init(fingerprint: [UInt8], key: [UInt8]) {
         self.fingerprint = fingerprint
         self.key = key
     }
 
-    /// base64url of: 1, fingerprint (8 bytes), key.
-    public var token: String { Base64URL.encode([1] + fingerprint + key) }
+    /// base64url of: format (2), fingerprint (8 bytes), key, check (8 bytes over everything before).
+    public var token: String {
+        let body = [Self.format] + fingerprint + key
+        return Base64URL.encode(body + Self.check(body))
+    }
 
+    /// Refuses anything `token` did not write: a changed byte fails the check (but for a chance of
+    /// 2^-64), so a damaged cursor never resumes at an arbitrary position.
     public init(token: String) throws(ValidationError) {
-        guard let bytes = Base64URL.decode(token), bytes.count > 9, bytes[0] == 1 else {
-            throw ValidationError("after: not a cursor returned by list (use the \"next\" of a previous page)")
+        guard let bytes = Base64URL.decode(token), bytes.count > 17, bytes[0] == Self.format,
+            Array(bytes.suffix(8)) == Self.check(Array(bytes.dropLast(8)))
+        else {
+            throw ValidationError("after: not a cursor returned by list, or a damaged one (use the \"next\" of a previous page as it came)")
         }
         fingerprint = Array(bytes[1..<9])
-        key = Array(bytes[9...])
+        key = Array(bytes[9..<(bytes.count - 8)])
     }
 
     /// An 8-byte FNV-1a digest: enough to tell queries apart, not a security measure.
     static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: fnv1a(bytes).bigEndian) { Array($0) }
+    }
+
+    /// FNV-1a with a final avalanche (SplitMix64's mixer), so that every changed bit of the body
+    /// changes about half the check's bits.
+    static func check(_ bytes: [UInt8]) -> [UInt8] {
+        var hash = fnv1a(bytes) ^ 0x9E37_79B9_7F4A_7C15
+        hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        hash = (hash ^ (hash >> 27)) &* 0x94D0_49BB_1331_11EB
+        hash ^= hash >> 31
+        return withUnsafeBytes(of: hash.bigEndian) { Array($0) }
+    }
+
+    private static func fnv1a(_ bytes: [UInt8]) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        return withUnsafeBytes(of: hash.bigEndian) { Array($0) }
+        return hash
     }
 }
 
@@ -112,19 +135,28 @@ public enum Base64URL {
         return String(decoding: text, as: UTF8.self)
     }
 
+    private static let digits: [Int8] = {
+        var table = [Int8](repeating: -1, count: 256)
+        for (digit, character) in alphabet.enumerated() { table[Int(character)] = Int8(digit) }
+        return table
+    }()
+
+    /// Nil unless `text` is exactly what `encode` writes: no padding, and no bits set past the last byte.
     public static func decode(_ text: String) -> [UInt8]? {
         var bytes: [UInt8] = []
         var value: UInt32 = 0
         var bits = 0
         for character in text.utf8 {
-            guard let digit = alphabet.firstIndex(of: character) else { return nil }
-            value = value << 6 | UInt32(digit)
+            let digit = digits[Int(character)]
+            guard digit >= 0 else { return nil }
+            value = (value << 6 | UInt32(digit)) & 0xFFFF
             bits += 6
             if bits >= 8 {
                 bits -= 8
                 bytes.append(UInt8((value >> UInt32(bits)) & 0xFF))
             }
         }
-        return bits >= 6 ? nil : bytes
+        guard bits < 6, value & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return bytes
     }
 }

@@ -1,4 +1,5 @@
 import FolioJSON
+import Foundation
 import Testing
 
 @testable import FolioModel
@@ -100,6 +101,69 @@ import Testing
         }
         for bad in ["", "a/b", "a b", String(repeating: "x", count: 129), "a\u{0}"] {
             #expect(throws: ValidationError.self) { try Names.validateID(bad) }
+        }
+    }
+}
+
+@Suite struct LargeInputTests {
+    /// A merge patch is linear in both objects: 40,000 keys patched onto 40,000 keys at once.
+    @Test func mergePatchOfManyKeysKeepsOrderAndIsFast() {
+        let target = JSONObject((0..<40_000).map { JSONObject.Field(key: "k\($0)", value: .int(Int64($0))) })
+        var fields = (0..<40_000).filter { $0 % 2 == 0 }.map { JSONObject.Field(key: "k\($0)", value: $0 % 4 == 0 ? .null : .string("x")) }
+        fields += (0..<10).map { JSONObject.Field(key: "n\($0)", value: .int(Int64($0))) }
+        let start = Date()
+        let result = MergePatch.apply(JSONObject(fields), to: target)
+        #expect(Date().timeIntervalSince(start) < 2)
+        #expect(result.count == 30_010)
+        #expect(result.keys.prefix(3) == ["k1", "k2", "k3"])
+        #expect(result["k2"] == "x" && result["k4"] == nil && result["k5"] == 5)
+        #expect(result.keys.suffix(2) == ["n8", "n9"])
+    }
+
+    @Test func datesCheckTheWrittenYear() throws {
+        for text in ["0000-01-01T00:00:00+01:00", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", "9999-12-31T23:59:59.999999999Z"] {
+            let parsed = try TypedValue.parse(["$date": .string(text)])
+            #expect(parsed != nil, "\(text)")
+        }
+        #expect(throws: ValidationError.self) { try TypedValue.parse(["$date": "10000-01-01T00:00:00Z"]) }
+        #expect(throws: ValidationError.self) { try TypedValue.parse(["$date": "-0001-01-01T00:00:00Z"]) }
+    }
+}
+
+@Suite struct PageCursorTests {
+    private let cursor = PageCursor(fingerprint: [1, 2, 3, 4, 5, 6, 7, 8], key: Array("a key with an id\u{0}x".utf8))
+
+    @Test func tokensRoundTrip() throws {
+        let decoded = try PageCursor(token: cursor.token)
+        #expect(decoded == cursor)
+    }
+
+    /// Every single-character change of a token, and every truncation, is refused: a damaged cursor
+    /// never resumes anywhere.
+    @Test func everyDamagedTokenIsRefused() {
+        let token = Array(cursor.token.utf8)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var accepted = 0
+        for index in token.indices {
+            for replacement in alphabet where replacement != token[index] {
+                var damaged = token
+                damaged[index] = replacement
+                if (try? PageCursor(token: String(decoding: damaged, as: UTF8.self))) != nil { accepted += 1 }
+            }
+        }
+        for length in 0..<token.count where (try? PageCursor(token: String(decoding: token[..<length], as: UTF8.self))) != nil {
+            accepted += 1
+        }
+        #expect(accepted == 0)
+    }
+
+    @Test func randomBytesAreRefused() {
+        var generator = SystemRandomNumberGenerator()
+        for length in [0, 1, 9, 17, 18, 40, 200] {
+            for _ in 0..<200 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                #expect((try? PageCursor(token: Base64URL.encode(bytes))) == nil)
+            }
         }
     }
 }
