@@ -85,8 +85,11 @@ struct EventApplier {
         throws
     {
         try updateTrees(from: old, to: object, txn)
-        try objects.put(object, serializedData: data, txn.lmdb)
-        try history.record(object.collection, object.id, sequence: event.sequence, version: object.version, txn.lmdb)
+        let record = ObjectTable.encode(object, serializedData: data)
+        try objects.put(record: record, object.collection, object.id, txn.lmdb)
+        try history.record(
+            object.collection, object.id, sequence: event.sequence, version: object.version,
+            checkpoint: HistoryIndex.isCheckpoint(version: object.version, event.change) ? record : nil, txn.lmdb)
     }
 
     /// Throws what moving the object from `old` to `new` would throw in its views (a unique conflict,
@@ -94,7 +97,7 @@ struct EventApplier {
     func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
         guard let collection = (new ?? old)?.collection else { return }
         for view in try catalog.views(on: collection, txn) {
-            try ViewIndex(view).check(from: old, to: new, txn)
+            try ViewIndex(view).check(from: old, to: new, objects: objects, txn)
         }
     }
 
@@ -102,30 +105,30 @@ struct EventApplier {
     private func updateTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
         guard let collection = (new ?? old)?.collection else { return }
         for view in try catalog.views(on: collection, txn) {
-            try ViewIndex(view).update(from: old, to: new, txn)
+            try ViewIndex(view).update(from: old, to: new, objects: objects, txn)
         }
         if old == nil || new == nil {
             let tree = try catalog.collectionTree(collection, txn) ?? catalog.createCollectionTree(collection, txn)
-            try ViewIndex(creationOrderOf: collection, tree: tree).update(from: old, to: new, txn)
+            try ViewIndex(creationOrderOf: collection, tree: tree).update(from: old, to: new, objects: objects, txn)
         }
     }
 
     /// Fills a new view from the objects of its collection. A unique view over duplicates fails
-    /// with a conflict that lists them.
+    /// with a conflict that lists them, one group per shared key (however its values are spelled:
+    /// `1` and `1.0` are one key), each shown with the values of the group's first object.
     private func fill(_ view: ViewIndex, _ txn: StoreTransaction) throws {
-        var duplicates: [String: [String]] = [:]
-        var order: [String] = []
+        var duplicates: [[UInt8]: [String]] = [:]
+        var order: [[UInt8]] = []
         try objects.forEach(in: view.collection, txn.lmdb) { object in
             guard let key = try view.key(for: object) else { return true }
             if view.unique && view.constrainsUniqueness(object) {
-                let tuple = Array(key.prefix(key.count - object.id.utf8.count - 2))
+                let tuple = view.uniqueTuple(of: key, id: object.id)
                 if let existing = try view.tree.firstKey(withPrefix: tuple, txn) {
-                    let values = view.sortValues(of: object).description
-                    if duplicates[values] == nil {
-                        order.append(values)
-                        duplicates[values] = [existing.withUnsafeBytes { SortKey.id(in: $0) }]
+                    if duplicates[tuple] == nil {
+                        order.append(tuple)
+                        duplicates[tuple] = [existing.withUnsafeBytes { SortKey.id(in: $0) }]
                     }
-                    duplicates[values]?.append(object.id)
+                    duplicates[tuple]?.append(object.id)
                     return true
                 }
             }
@@ -134,7 +137,10 @@ struct EventApplier {
         }
         if !order.isEmpty {
             let groups = order.map { duplicates[$0]! }
-            let shown = order.prefix(10).map { "\($0): \(duplicates[$0]!.joined(separator: ", "))" }.joined(separator: "; ")
+            let shown = try groups.prefix(10).map { group in
+                let first = try objects.get(view.collection, group[0], txn.lmdb)
+                return "\(first.map { view.sortValues(of: $0).description } ?? "?"): \(group.joined(separator: ", "))"
+            }.joined(separator: "; ")
             throw StoreError.conflict(
                 Conflict(
                     .duplicates(view: view.name, groups: groups),

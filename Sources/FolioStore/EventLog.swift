@@ -64,6 +64,24 @@ struct EventLog {
         }
     }
 
+    /// When a stored event was accepted, read from the head of its canonical bytes
+    /// (`{"seq":N,"type":"...","at":"<24 bytes>"`) without decoding the rest.
+    static func timestamp(of record: UnsafeRawBufferPointer, sequence: UInt64) throws -> Timestamp {
+        let bytes = canonicalBytes(of: record)
+        let marker = Array(",\"at\":\"".utf8)
+        let window = min(bytes.count, 96)
+        var start = 0
+        while start + marker.count <= window {
+            if bytes[start] == marker[0] && bytes[start..<(start + marker.count)].elementsEqual(marker) { break }
+            start += 1
+        }
+        let textStart = start + marker.count
+        guard textStart + 24 <= bytes.count,
+            let timestamp = Timestamp(rfc3339: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[textStart..<(textStart + 24)]), as: UTF8.self))
+        else { throw StoreError.corrupted("event \(sequence) has no readable \"at\" near its start") }
+        return timestamp
+    }
+
     /// Calls `body` with each record after `sequence`, in order, until it returns false.
     func forEach(after sequence: UInt64, _ txn: Transaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         try txn.withCursor(database) { cursor in

@@ -1,33 +1,91 @@
+import FolioModel
 import LMDB
 
 /// Which events touched each object: `collection 0 id 0 sequence` → the version after the event,
 /// in the objects database, right after the object's own record. Kept after an object is deleted,
 /// so its history stays readable and a re-created object goes on from the last version.
+///
+/// Every update that brings an object to a version divisible by `checkpointInterval` stores the
+/// whole object record (version first, as in `ObjectTable`) instead of the version alone: the state
+/// at any point is then one seek plus at most `checkpointInterval` events folded, whatever the
+/// number of versions.
 struct HistoryIndex {
+    static let checkpointInterval: UInt64 = 16
+
     let database: Database
 
-    func record(_ collection: String, _ id: String, sequence: UInt64, version: UInt64, _ txn: Transaction) throws {
+    static func isCheckpoint(version: UInt64, _ change: Event.Change) -> Bool {
+        guard case .updated = change else { return false }
+        return version % checkpointInterval == 0
+    }
+
+    /// `checkpoint`: the object record after the event, for a checkpoint version.
+    func record(_ collection: String, _ id: String, sequence: UInt64, version: UInt64, checkpoint: [UInt8]? = nil, _ txn: Transaction)
+        throws
+    {
+        if let checkpoint {
+            try txn.put(database, Keys.history(collection, id, sequence), checkpoint)
+            return
+        }
         var value: [UInt8] = []
         value.appendLittleEndian(version)
         try txn.put(database, Keys.history(collection, id, sequence), value)
     }
 
-    /// Sequence and version of every event of the object, oldest first, up to `sequence` if given.
-    func entries(_ collection: String, _ id: String, through last: UInt64 = .max, _ txn: Transaction) throws
-        -> [(sequence: UInt64, version: UInt64)]
-    {
+    /// Calls `body` with the sequence of each event of the object after `after`, oldest first, until
+    /// it returns false. O(log n) to the first, then O(1) each.
+    func forEachSequence(_ collection: String, _ id: String, after: UInt64, _ txn: Transaction, _ body: (UInt64) throws -> Bool) throws {
         let prefix = Keys.historyPrefix(collection, id)
-        var entries: [(UInt64, UInt64)] = []
         try txn.withCursor(database) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let (key, value) = entry, key.count == prefix.count + 8, key.starts(with: prefix) {
-                let sequence = Keys.sequence(from: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
-                if sequence > last { break }
-                entries.append((sequence, value.loadLittleEndian(UInt64.self, at: 0)))
+            guard after < UInt64.max else { return }
+            var entry = try cursor.seek(atLeast: prefix + Keys.sequence(after + 1))
+            while let (key, _) = entry, key.count == prefix.count + 8, key.starts(with: prefix) {
+                guard try body(Keys.sequence(from: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))) else { return }
                 entry = try cursor.next()
             }
         }
-        return entries
+    }
+
+    /// Whether any event ever touched the object.
+    func exists(_ collection: String, _ id: String, _ txn: Transaction) throws -> Bool {
+        var found = false
+        try forEachSequence(collection, id, after: 0, txn) { _ in
+            found = true
+            return false
+        }
+        return found
+    }
+
+    /// The object as it was after its last event with sequence ≤ `last`, nil if it did not exist
+    /// then: one seek, then back to the nearest checkpoint, create or delete (at most
+    /// `checkpointInterval` entries), whose events are folded forward.
+    func state(_ collection: String, _ id: String, through last: UInt64, log: EventLog, _ txn: Transaction) throws -> StoredObject? {
+        let prefix = Keys.historyPrefix(collection, id)
+        var updates: [Event] = []
+        var base: StoredObject?
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atMost: prefix + Keys.sequence(last))
+            while let (key, value) = entry, key.count == prefix.count + 8, key.starts(with: prefix) {
+                if value.count > 8 {
+                    base = try ObjectTable.decode(value, collection: collection, id: id)
+                    return
+                }
+                let sequence = Keys.sequence(from: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+                guard let event = try log.event(sequence, txn) else {
+                    throw StoreError.corrupted("history names event \(sequence), which the log lacks")
+                }
+                guard case .updated = event.change else {
+                    base = event.applied(to: nil)
+                    return
+                }
+                guard updates.count < Self.checkpointInterval else {
+                    throw StoreError.corrupted("history of \(collection)/\(id) has no checkpoint before event \(sequence)")
+                }
+                updates.append(event)
+                entry = try cursor.previous()
+            }
+        }
+        return updates.reversed().reduce(base) { object, event in event.applied(to: object) }
     }
 
     /// The version after the object's latest event, 0 if it never existed.

@@ -22,9 +22,9 @@ struct ObjectTable {
         try txn.get(database, Keys.object(collection, id))
     }
 
-    /// `serializedData`: the data's canonical JSON, when known.
-    func put(_ object: StoredObject, serializedData: [UInt8]? = nil, _ txn: Transaction) throws {
-        try txn.put(database, Keys.object(object.collection, object.id), Self.encode(object, serializedData: serializedData))
+    /// `record`: as `encode` makes it.
+    func put(record: [UInt8], _ collection: String, _ id: String, _ txn: Transaction) throws {
+        try txn.put(database, Keys.object(collection, id), record)
     }
 
     func delete(_ collection: String, _ id: String, _ txn: Transaction) throws {
@@ -48,6 +48,7 @@ struct ObjectTable {
         }
     }
 
+    /// `serializedData`: the data's canonical JSON, when known.
     static func encode(_ object: StoredObject, serializedData: [UInt8]? = nil) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(headerSize + 128)

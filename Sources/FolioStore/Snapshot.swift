@@ -32,43 +32,66 @@ public struct Snapshot {
         return true
     }
 
-    /// Writes `[event, ...]`, oldest first; false if the object never existed.
-    public func writeHistory(_ collection: String, _ id: String, to writer: inout JSONWriter) throws -> Bool {
-        let entries = try store.applier.history.entries(collection, id, txn)
-        guard !entries.isEmpty else { return false }
+    /// A page ends early once its items take this many bytes, so no answer grows with what is
+    /// stored beyond its documented limits: at least one item is always written.
+    public static let pageByteBudget = 8 << 20
+
+    /// Writes `[event, ...]`: up to `limit` of the object's events with sequence > `after`, oldest
+    /// first. `found` is false if the object never existed; `next` is the `after` of the next page, nil
+    /// after the last. O(log n + page).
+    public func writeHistory(_ collection: String, _ id: String, after: UInt64, limit: Int, to writer: inout JSONWriter) throws
+        -> (next: UInt64?, found: Bool)
+    {
+        let history = store.applier.history
+        var count = 0
+        var last = after
+        var more = false
+        let start = writer.bytes.count
         writer.bytes.append(UInt8(ascii: "["))
-        for (index, entry) in entries.enumerated() {
-            if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-            guard let record = try log.record(entry.sequence, txn) else {
-                throw StoreError.corrupted("history names event \(entry.sequence), which the log lacks")
+        try history.forEachSequence(collection, id, after: after, txn) { sequence in
+            guard count < limit && writer.bytes.count - start < Self.pageByteBudget else {
+                more = true
+                return false
             }
+            guard let record = try log.record(sequence, txn) else {
+                throw StoreError.corrupted("history names event \(sequence), which the log lacks")
+            }
+            if count > 0 { writer.bytes.append(UInt8(ascii: ",")) }
             try EventLog.writeWireForm(record, to: &writer)
+            count += 1
+            last = sequence
+            return true
         }
         writer.bytes.append(UInt8(ascii: "]"))
-        return true
+        if count == 0 && !more, try !history.exists(collection, id, txn) { return (nil, false) }
+        return (more ? last : nil, true)
     }
 
-    /// Writes up to `limit` events with sequence > `after` as a JSON array; returns the last sequence
-    /// written (or `after`).
+    /// Writes up to `limit` events with sequence > `after` as a JSON array (fewer once they take
+    /// `pageByteBudget` bytes); returns the last sequence written (or `after`).
     @discardableResult
     public func writeEvents(after: UInt64, limit: Int, to writer: inout JSONWriter) throws -> UInt64 {
         writer.bytes.append(UInt8(ascii: "["))
+        let start = writer.bytes.count
         var last = after
         try forEachEvent(after: after, limit: limit) { sequence, record in
+            guard writer.bytes.count - start < Self.pageByteBudget else { return false }
             if last != after { writer.bytes.append(UInt8(ascii: ",")) }
             try EventLog.writeWireForm(record, to: &writer)
             last = sequence
+            return true
         }
         writer.bytes.append(UInt8(ascii: "]"))
         return last
     }
 
-    /// Calls `body` with up to `limit` stored event records after `after`, in order.
-    public func forEachEvent(after: UInt64, limit: Int, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Calls `body` with up to `limit` stored event records after `after`, in order, until it
+    /// returns false.
+    public func forEachEvent(after: UInt64, limit: Int, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         var remaining = limit
         guard remaining > 0 else { return }
         try log.forEach(after: after, txn) { sequence, record in
-            try body(sequence, record)
+            guard try body(sequence, record) else { return false }
             remaining -= 1
             return remaining > 0
         }

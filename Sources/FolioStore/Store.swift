@@ -36,6 +36,14 @@ public final class Store: @unchecked Sendable {
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
+        case 1?:
+            // The log is the same; only derived state changed shape.
+            try environment.write { txn in
+                var value: [UInt8] = []
+                value.appendLittleEndian(StoreDatabases.formatVersion)
+                try txn.put(databases.meta, key, value)
+            }
+            try rebuild()
         case let other?: throw StoreError.unusable("\(directory) holds store format \(other); this foliod reads format \(StoreDatabases.formatVersion)")
         case nil:
             try environment.write { txn in

@@ -7,11 +7,13 @@ import LMDB
 /// | `meta`    | `format`, `nextTree`                 | u32                                          |
 /// | `events`  | sequence, u64 big-endian             | chain hash (32 bytes) + canonical event JSON |
 /// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
-/// | `objects` | collection 0 id 0 sequence           | history: version after that event            |
+/// | `objects` | collection 0 id 0 sequence           | history: version after that event, or a checkpoint |
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
 /// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order)   |
 struct StoreDatabases: Sendable {
-    static let formatVersion: UInt32 = 1
+    /// 2: history entries hold checkpoints (`HistoryIndex`). A format 1 store is upgraded by
+    /// deriving its state again from the log.
+    static let formatVersion: UInt32 = 2
 
     let meta: Database
     let events: Database

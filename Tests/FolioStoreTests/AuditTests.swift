@@ -15,6 +15,7 @@ import Testing
                 var writer = JSONWriter()
                 try Snapshot.writeEventRecord(record, to: &writer)
                 lines.append(writer.bytes)
+                return true
             }
             let head = try snapshot.head()
             lines.append(JSON.object(["end": true, "lastSeq": .int(Int64(head.sequence)), "chainHead": .string(head.hash.hex)]).serialized())
@@ -54,6 +55,36 @@ import Testing
                 #expect(try snapshot.object("Report", "r1", at: .sequence(deleted.event.sequence)) == nil)
                 #expect(try snapshot.object("Report", "r1", at: .instant(Instant(seconds: 0))) == nil)
             }
+        }
+    }
+
+    /// A log whose chain is intact but whose times go backwards cannot be imported: time travel
+    /// finds instants by a binary search of the log.
+    @Test func importRefusesTimestampsThatDecrease() throws {
+        try withTemporaryDirectory { root in
+            let origin = Origin(uid: 1, gid: 1, pid: 1)
+            let events = [
+                Event(sequence: 1, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1, change: .created(collection: "T", id: "a", data: [:])),
+                Event(sequence: 2, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1, change: .created(collection: "T", id: "b", data: [:])),
+                Event(sequence: 3, timestamp: Timestamp(milliseconds: 1999), origin: origin, version: 1, change: .created(collection: "T", id: "c", data: [:])),
+            ]
+            var chain = ChainHash.genesis
+            var lines: [[UInt8]] = []
+            for event in events {
+                let canonical = event.encoded()
+                chain = chain.next(canonical)
+                var line = JSONWriter()
+                canonical.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: chain, to: &line) }
+                lines.append(line.bytes)
+            }
+            lines.append(JSON.object(["end": true, "lastSeq": 3, "chainHead": .string(chain.hex)]).serialized())
+            #expect {
+                try importLines(lines, into: root + "/imported")
+            } throws: { error in
+                guard let error = error as? ImportError else { return false }
+                return error.line == 3 && "\(error)".contains("dated before event 2")
+            }
+            _ = try importLines(Array(lines.prefix(2)) + [JSON.object(["end": true, "lastSeq": 2, "chainHead": .string(ChainHash.genesis.next(events[0].encoded()).next(events[1].encoded()).hex)]).serialized()], into: root + "/fine")
         }
     }
 

@@ -39,6 +39,7 @@ func replay(_ source: Store, into path: String, chunk: Int = 97) throws -> Store
             var events: [Event] = []
             try snapshot.forEachEvent(after: after, limit: chunk) { sequence, record in
                 events.append(try EventLog.decode(record, sequence: sequence))
+                return true
             }
             return events
         }

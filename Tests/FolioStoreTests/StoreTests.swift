@@ -32,7 +32,8 @@ import Testing
             try store.read { snapshot throws in
                 #expect(try snapshot.object("Task", created.id) == nil)
                 var history = JSONWriter()
-                #expect(try snapshot.writeHistory("Task", created.id, to: &history))
+                let page = try snapshot.writeHistory("Task", created.id, after: 0, limit: 100, to: &history)
+                #expect(page.found && page.next == nil)
                 guard case .array(let events) = try JSONParser.parse(history.bytes) else { Issue.record("history is not an array"); return }
                 #expect(events.map { $0.objectValue?["type"] } == ["created", "updated", "deleted"])
                 #expect(events.map { $0.objectValue?["version"] } == [1, 2, 3])

@@ -157,7 +157,8 @@ import Testing
                 try writer.create("Student", ["stuId": 7.0, "name": "Other"])
             } throws: { error in
                 guard case .conflict(let conflict) = error as? StoreError, case .unique(let view, let key, let existing) = conflict.reason else { return false }
-                return view == "byStuId" && key == [7.0] && existing == "kim"
+                // The key as the view holds it: kim's 7, not the incoming 7.0.
+                return view == "byStuId" && key == [7] && existing == "kim"
             }
             #expect(throws: StoreError.self) {
                 try writer.execute(.update(collection: "Student", id: lee.id, patch: ["stuId": 7], ifVersion: nil))
@@ -193,6 +194,23 @@ import Testing
             try store.read { snapshot throws in
                 #expect(try snapshot.views().isEmpty)
                 #expect(try snapshot.head().sequence == 6)
+            }
+        }
+    }
+
+    /// 1, 1.0 and 1e0 are one key: one group of three, named by the first object's spelling.
+    @Test func duplicatesSpelledDifferentlyAreOneGroup() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            _ = try writer.create("Item", ["code": 1], id: "c0")
+            _ = try writer.create("Item", ["code": 1.0], id: "c1")
+            _ = try writer.create("Item", ["code": .double(1)], id: "c2")
+            _ = try writer.create("Item", ["code": 2], id: "c3")
+            #expect {
+                try writer.execute(.defineView(try ViewDefinition(name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]), unique: true)))
+            } throws: { error in
+                guard case .conflict(let conflict) = error as? StoreError, case .duplicates(_, let groups) = conflict.reason else { return false }
+                return groups == [["c0", "c1", "c2"]] && conflict.message.contains("[1]: c0, c1, c2")
             }
         }
     }

@@ -11,6 +11,7 @@ func replayLog(of source: Store, into path: String, chunk: Int = 97) throws -> S
             var events: [Event] = []
             try snapshot.forEachEvent(after: after, limit: chunk) { sequence, record in
                 events.append(try EventLog.decode(record, sequence: sequence))
+                return true
             }
             return events
         }

@@ -75,6 +75,7 @@ private final class ExportReader: @unchecked Sendable {
     private var lineNumber = 0
     private(set) var chain = ChainHash.genesis
     private(set) var lastSequence: UInt64 = 0
+    private var lastTimestamp = Timestamp(milliseconds: .min)
     private var ended = false
 
     init(nextLine: @escaping @Sendable () throws -> [UInt8]?) { self.nextLine = nextLine }
@@ -104,7 +105,12 @@ private final class ExportReader: @unchecked Sendable {
             guard stated == chain else {
                 throw ImportError(line: lineNumber, message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
             }
+            // Time travel finds an instant by a binary search of the log, which needs this.
+            guard event.timestamp >= lastTimestamp else {
+                throw ImportError(line: lineNumber, message: "event \(event.sequence) is dated before event \(lastSequence): \"at\" never decreases in a log")
+            }
             lastSequence = event.sequence
+            lastTimestamp = event.timestamp
             batch.append((lineNumber, event))
         }
         if batch.isEmpty { throw ImportError(line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated") }

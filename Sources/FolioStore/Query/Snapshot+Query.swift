@@ -117,8 +117,9 @@ extension Snapshot {
     }
 }
 
-/// Writes a page as its keys go by: the objects of the first `limit` keys; one more key means there
-/// is a next page, whose cursor is the last written key.
+/// Writes a page as its keys go by: the objects of the first `limit` keys, or fewer once they take
+/// `Snapshot.pageByteBudget` bytes; one more key means there is a next page, whose cursor is the
+/// last written key.
 private struct PageWriter {
     let query: Query
     let collection: String
@@ -137,7 +138,7 @@ private struct PageWriter {
         self.collection = collection
         self.objects = objects
         self.txn = txn
-        writer = JSONWriter(capacity: 256 * query.limit)
+        writer = JSONWriter(capacity: 256 * min(query.limit, 100))
         objectKey = Keys.collectionPrefix(collection)
         prefixLength = objectKey.count
     }
@@ -145,7 +146,7 @@ private struct PageWriter {
     /// Writes the object of `key`; returns whether to go on.
     mutating func take(_ key: ArraySlice<UInt8>) throws -> Bool {
         examined += 1
-        guard itemCount < query.limit else {
+        guard itemCount < query.limit && writer.bytes.count < Snapshot.pageByteBudget else {
             hasMore = true
             return false
         }

@@ -43,29 +43,33 @@ struct ViewIndex {
     }
 
     /// Moves the object's entry from where `old` had it to where `new` needs it; either may be nil
-    /// (created, deleted). Throws `conflict` if a unique view already holds the new key.
-    func update(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
-        guard let (oldKey, newKey) = try plannedMove(from: old, to: new, txn) else { return }
+    /// (created, deleted). Throws `conflict` if a unique view already holds the new key; `objects`
+    /// gives the holder's values for it.
+    func update(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws {
+        guard let (oldKey, newKey) = try plannedMove(from: old, to: new, objects: objects, txn) else { return }
         if let oldKey { try tree.remove(oldKey, txn) }
         if let newKey { try tree.insert(newKey, txn) }
     }
 
     /// Throws what `update` would throw, changing nothing.
-    func check(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
-        _ = try plannedMove(from: old, to: new, txn)
+    func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws {
+        _ = try plannedMove(from: old, to: new, objects: objects, txn)
     }
 
     /// The keys to remove and insert; nil when the entry stays where it is.
-    private func plannedMove(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> ([UInt8]?, [UInt8]?)? {
+    private func plannedMove(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws
+        -> ([UInt8]?, [UInt8]?)?
+    {
         let oldKey = try key(for: old)
         let newKey = try key(for: new)
         if oldKey == newKey { return nil }
         if let newKey, let new, unique, constrainsUniqueness(new) {
-            let tuple = Array(newKey.prefix(newKey.count - new.id.utf8.count - 2))
-            if let existing = try tree.firstKey(withPrefix: tuple, txn) {
+            if let existing = try tree.firstKey(withPrefix: uniqueTuple(of: newKey, id: new.id), txn) {
                 let existingID = existing.withUnsafeBytes { SortKey.id(in: $0) }
                 if existingID != new.id {
-                    throw StoreError.conflict(uniqueConflict(new, existingID: existingID))
+                    // The key as the holder stores it: 1 and 1.0 share a key, and the holder's spelling is the one in the view.
+                    let holder = try objects.get(collection, existingID, txn.lmdb) ?? new
+                    throw StoreError.conflict(uniqueConflict(sortValues(of: holder), existingID: existingID))
                 }
             }
         }
@@ -91,9 +95,14 @@ struct ViewIndex {
         })
     }
 
-    private func uniqueConflict(_ object: StoredObject, existingID: String) -> Conflict {
-        let values = sortValues(of: object)
-        return Conflict(
+    /// The part of a key that a unique view keeps unique: the encoded sort values, without the id
+    /// that ends every key (the id and 2 bytes of framing).
+    func uniqueTuple(of key: [UInt8], id: String) -> [UInt8] {
+        Array(key.prefix(key.count - id.utf8.count - 2))
+    }
+
+    private func uniqueConflict(_ values: JSON, existingID: String) -> Conflict {
+        Conflict(
             .unique(view: name, key: values, existingID: existingID),
             "unique view \(Names.quoted(name)) already holds \(collection)/\(existingID) with \(sort) = \(values)")
     }

@@ -1,0 +1,179 @@
+import FolioJSON
+import FolioModel
+import Foundation
+import LMDB
+import Testing
+
+@testable import FolioStore
+
+/// History pages and time travel: the state at any point is read from the nearest checkpoint, and
+/// equals folding every event of the object up to that point.
+@Suite struct HistoryTests {
+    /// The object after each of its events, folded the plain way from the log.
+    private func folded(_ store: Store, _ collection: String, _ id: String) throws -> [(sequence: UInt64, object: StoredObject?)] {
+        try store.read { snapshot in
+            var states: [(UInt64, StoredObject?)] = []
+            var object: StoredObject?
+            try snapshot.forEachEvent(after: 0, limit: .max) { sequence, record in
+                let event = try EventLog.decode(record, sequence: sequence)
+                guard let target = event.object, target.collection == collection, target.id == id else { return true }
+                object = event.applied(to: object)
+                states.append((sequence, object))
+                return true
+            }
+            return states
+        }
+    }
+
+    @Test func timeTravelMatchesTheFoldAtEveryPoint() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            var generator = SeededGenerator(seed: 7)
+            _ = try writer.create("Task", ["n": 0], id: "t")
+            _ = try writer.create("Task", ["n": 0], id: "other")
+            var live = true
+            for step in 1...300 {
+                let roll = Int.random(in: 0..<40, using: &generator)
+                if !live {
+                    _ = try writer.create("Task", ["n": .int(Int64(step)), "again": true], id: "t")
+                    live = true
+                } else if roll == 0 {
+                    try writer.execute(.delete(collection: "Task", id: "t", ifVersion: nil))
+                    live = false
+                } else if roll == 1 {
+                    try writer.execute(.update(collection: "Task", id: "other", patch: ["n": .int(Int64(step))], ifVersion: nil))
+                } else {
+                    let patch: JSONObject = roll % 3 == 0 ? ["k\(roll)": .null] : ["n": .int(Int64(step)), "k\(roll)": ["s": .int(Int64(step))]]
+                    try writer.execute(.update(collection: "Task", id: "t", patch: patch, ifVersion: nil))
+                }
+            }
+            let states = try folded(store, "Task", "t")
+            #expect(states.count > 250)
+            try store.read { snapshot in
+                let head = try snapshot.head().sequence
+                var expected: StoredObject?
+                var index = 0
+                for sequence in 0...head + 2 {
+                    while index < states.count && states[index].sequence <= sequence {
+                        expected = states[index].object
+                        index += 1
+                    }
+                    #expect(try snapshot.object("Task", "t", at: .sequence(sequence)) == expected, "at \(sequence)")
+                }
+                // asOf: each event's instant gives the state after every event of that millisecond.
+                for (sequence, object) in states.prefix(40) {
+                    let instant = try snapshot.event(sequence)!.timestamp.instant
+                    #expect(try snapshot.object("Task", "t", at: .instant(instant)) == object)
+                }
+                #expect(try snapshot.object("Task", "t", at: .instant(Instant(seconds: 0))) == nil)
+                #expect(try snapshot.object("Task", "t", at: .instant(Instant(seconds: 1 << 40))) == states.last?.object)
+            }
+        }
+    }
+
+    /// Every sixteenth version of an update is a checkpoint in the history index.
+    @Test func checkpointsBoundTheFold() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            _ = try writer.create("Doc", ["v": 0], id: "d")
+            for version in 2...100 {
+                try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+            }
+            let checkpoints = try store.read { snapshot in
+                var count = 0
+                let prefix = Keys.historyPrefix("Doc", "d")
+                try snapshot.txn.withCursor(store.databases.objects) { cursor in
+                    var entry = try cursor.seek(atLeast: prefix)
+                    while let (key, value) = entry, key.starts(with: prefix) {
+                        if value.count > 8 {
+                            count += 1
+                            #expect(value.loadLittleEndian(UInt64.self, at: 0) % HistoryIndex.checkpointInterval == 0)
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+                return count
+            }
+            #expect(checkpoints == 6)  // versions 16, 32, 48, 64, 80, 96
+        }
+    }
+
+    @Test func historyPagesAfterASequence() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            _ = try writer.create("Doc", ["v": 0], id: "d")
+            for version in 2...25 {
+                _ = try writer.create("Noise", ["v": .int(Int64(version))])
+                try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+            }
+            try store.read { snapshot in
+                var after: UInt64 = 0
+                var versions: [Int64] = []
+                var pages = 0
+                while true {
+                    var bytes = JSONWriter()
+                    let page = try snapshot.writeHistory("Doc", "d", after: after, limit: 10, to: &bytes)
+                    #expect(page.found)
+                    let events = try JSONParser.parse(bytes.bytes)
+                    guard case .array(let items) = events else { break }
+                    versions += items.compactMap { $0.objectValue?["version"]?.integerValue }
+                    pages += 1
+                    guard let next = page.next else { break }
+                    after = next
+                }
+                #expect(versions == Array(1...25))
+                #expect(pages == 3)
+                var bytes = JSONWriter()
+                #expect(try !snapshot.writeHistory("Doc", "nope", after: 0, limit: 10, to: &bytes).found)
+                bytes = JSONWriter()
+                let past = try snapshot.writeHistory("Doc", "d", after: 10_000, limit: 10, to: &bytes)
+                #expect(past.found && past.next == nil && bytes.bytes == Array("[]".utf8))
+            }
+        }
+    }
+
+    /// A store of format 1 (history without checkpoints) is upgraded when opened: its derived state
+    /// is built again from the log, and it verifies.
+    @Test func aFormatOneStoreIsUpgradedOnOpen() throws {
+        try withTemporaryDirectory { path in
+            let digest: ChainHash
+            do {
+                let store = try Store(directory: path)
+                let writer = TestWriter(store)
+                _ = try writer.create("Doc", ["v": 0], id: "d")
+                for version in 2...40 {
+                    try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+                }
+                digest = try store.read { try $0.digest() }
+                try store.environment.write { txn in
+                    var value: [UInt8] = []
+                    value.appendLittleEndian(UInt32(1))
+                    try txn.put(store.databases.meta, Array("format".utf8), value)
+                    // As format 1 wrote them: the version alone.
+                    let prefix = Keys.historyPrefix("Doc", "d")
+                    var keys: [([UInt8], UInt64)] = []
+                    try txn.withCursor(store.databases.objects) { cursor in
+                        var entry = try cursor.seek(atLeast: prefix)
+                        while let (key, value) = entry, key.starts(with: prefix) {
+                            if value.count > 8 { keys.append((Array(key), value.loadLittleEndian(UInt64.self, at: 0))) }
+                            entry = try cursor.next()
+                        }
+                    }
+                    for (key, version) in keys {
+                        var plain: [UInt8] = []
+                        plain.appendLittleEndian(version)
+                        try txn.put(store.databases.objects, key, plain)
+                    }
+                    #expect(keys.count == 2)
+                }
+                store.close()
+            }
+            let store = try Store(directory: path)
+            defer { store.close() }
+            let report = try store.verify(scratchDirectory: path + "/scratch")
+            #expect(report.isConsistent, "\(report.mismatches)")
+            #expect(try store.read { try $0.digest() } == digest)
+            #expect(try store.read { try $0.object("Doc", "d", at: .sequence(35)) }?.version == 35)
+        }
+    }
+}
