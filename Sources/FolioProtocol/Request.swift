@@ -1,39 +1,47 @@
 import FolioJSON
 import FolioModel
 
-/// A decoded request line: what to do, and the tag to echo.
+/// A decoded request line: what to do, the table entry of its op, and the tag to echo.
 public struct Request: Sendable {
     /// The client's correlation tag; nil when absent.
     public var tag: Tag?
     public var operation: Operation
+    /// The op's entry in `OperationTable`: its name, kind and cost class.
+    public var spec: OperationSpec
 
-    public init(tag: Tag?, operation: Operation) {
+    public init(tag: Tag?, operation: Operation, spec: OperationSpec) {
         self.tag = tag
         self.operation = operation
+        self.spec = spec
     }
 }
 
 extension Request {
+    /// What a request asks for, by kind: the case says who carries it out.
     public enum Operation: Sendable {
+        /// Executed by the writer, in a group commit.
+        case write(Command)
+        /// Answered from a snapshot, on the event loop or a worker as the op's cost class says.
+        case read(ReadOperation)
+        /// Starts or ends a stream of lines on the connection.
+        case stream(StreamOperation)
+    }
+
+    public enum ReadOperation: Sendable {
         case hello
-        /// create, update, delete, view.define, view.drop: executed by the writer.
-        case command(Command)
         case get(collection: String, id: String, at: PointInTime?)
         case list(Query)
         case count(Query)
-        case history(collection: String, id: String)
+        case history(collection: String, id: String, after: UInt64, limit: Int)
         case events(after: UInt64, limit: Int)
         case stats
         case viewList
-        case watch(after: UInt64?, collection: String?)
-        case unwatch(watch: JSON)
         case verify
         case backup(directory: String)
+    }
 
-        /// Whether the operation changes stored data (and so goes to the writer).
-        public var isWrite: Bool {
-            if case .command = self { return true }
-            return false
-        }
+    public enum StreamOperation: Sendable {
+        case watch(after: UInt64?, collection: String?)
+        case unwatch(watch: JSON)
     }
 }

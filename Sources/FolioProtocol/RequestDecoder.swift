@@ -3,11 +3,6 @@ import FolioModel
 
 /// Decodes one request line into a `Request`, or the error to answer with. Pure: no I/O, no state.
 public enum RequestDecoder {
-    public static let operations = [
-        "hello", "create", "get", "update", "delete", "list", "count", "history", "events", "stats",
-        "view.define", "view.drop", "view.list", "watch", "unwatch", "verify", "backup",
-    ]
-
     /// On failure, the error comes with the tag if the line got far enough to have one.
     public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
         if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
@@ -36,11 +31,17 @@ public enum RequestDecoder {
         guard case .string(let op) = opValue else {
             return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "field \"op\" must be a string, found \(opValue.kindDescription)")))
         }
+        guard let spec = OperationTable.spec(named: op) else {
+            return .failure(
+                TaggedError(
+                    tag: tag,
+                    error: ProtocolError(.unknownOp, "unknown op \(Names.quoted(op)); known ops: \(OperationTable.names.joined(separator: ", "))")))
+        }
         do {
             var fields = Fields(object: object, op: op)
-            let operation = try decodeOperation(op, &fields)
+            let operation = try spec.decode(&fields)
             try fields.rejectUnknown()
-            return .success(Request(tag: tag, operation: operation))
+            return .success(Request(tag: tag, operation: operation, spec: spec))
         } catch let error as ProtocolError {
             return .failure(TaggedError(tag: tag, error: error))
         } catch {
@@ -58,78 +59,94 @@ public enum RequestDecoder {
         }
     }
 
-    private static func decodeOperation(_ op: String, _ fields: inout Fields) throws -> Request.Operation {
-        switch op {
-        case "hello": return .hello
-        case "stats": return .stats
-        case "view.list": return .viewList
-        case "verify": return .verify
-        case "create":
-            let collection = try fields.collection()
-            let data = try fields.requiredObject("data")
-            try validated { () throws(ValidationError) in try RecordData.validate(data: data) }
-            let id = try fields.optionalString("id")
-            if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
-            return .command(.create(collection: collection, id: id, data: data))
-        case "get":
-            let collection = try fields.collection()
-            let id = try fields.id()
-            let atSeq = try fields.optionalUnsigned("atSeq")
-            let asOf = try fields.optionalDate("asOf")
-            if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
-            let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
-            return .get(collection: collection, id: id, at: point)
-        case "update":
-            let collection = try fields.collection()
-            let id = try fields.id()
-            let patch = try fields.requiredObject("patch")
-            try validated { () throws(ValidationError) in try RecordData.validate(patch: patch) }
-            return .command(.update(collection: collection, id: id, patch: patch, ifVersion: try fields.optionalUnsigned("ifVersion")))
-        case "delete":
-            let collection = try fields.collection()
-            let id = try fields.id()
-            return .command(.delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")))
-        case "list": return .list(try decodeQuery(&fields, paging: true))
-        case "count": return .count(try decodeQuery(&fields, paging: false))
-        case "history": return .history(collection: try fields.collection(), id: try fields.id())
-        case "events":
-            let after = try fields.optionalUnsigned("after") ?? 0
-            let limit = try fields.limit(default: 100, max: 1000)
-            return .events(after: after, limit: limit)
-        case "view.define":
-            let name = try fields.requiredString("name")
-            let collection = try fields.collection()
-            let whereJSON = try fields.optionalObjectJSON("where")
-            let sort = try fields.sort() ?? .creation
-            let unique = try fields.optionalBool("unique") ?? false
-            let definition = try validated { () throws(ValidationError) in
-                try ViewDefinition(name: name, collection: collection, whereJSON: whereJSON, sort: sort, unique: unique)
-            }
-            return .command(.defineView(definition))
-        case "view.drop":
-            let name = try fields.requiredString("name")
-            try validated { () throws(ValidationError) in try Names.validateView(name) }
-            return .command(.dropView(name: name))
-        case "watch":
-            let after = try fields.optionalUnsigned("after")
-            let collection = try fields.optionalString("collection")
-            if let collection { try validated { () throws(ValidationError) in try Names.validateCollection(collection) } }
-            return .watch(after: after, collection: collection)
-        case "unwatch":
-            guard let watch = fields.take("watch"), watch.isTagKind else {
-                throw ProtocolError(.badRequest, "unwatch needs \"watch\": the tag of the watch request to end")
-            }
-            return .unwatch(watch: watch)
-        case "backup":
-            let directory = try fields.requiredString("directory")
-            guard directory.hasPrefix("/") else { throw ProtocolError(.badRequest, "backup: \"directory\" must be an absolute path") }
-            return .backup(directory: directory)
-        default:
-            throw ProtocolError(.unknownOp, "unknown op \(Names.quoted(op)); known ops: \(operations.joined(separator: ", "))")
-        }
+    // MARK: The decoders of `OperationTable`
+
+    static func create(_ fields: inout Fields) throws -> Command {
+        let collection = try fields.collection()
+        let data = try fields.requiredObject("data")
+        try validated { () throws(ValidationError) in try RecordData.validate(data: data) }
+        let id = try fields.optionalString("id")
+        if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
+        return .create(collection: collection, id: id, data: data)
     }
 
-    private static func decodeQuery(_ fields: inout Fields, paging: Bool) throws -> Query {
+    static func get(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let collection = try fields.collection()
+        let id = try fields.id()
+        let atSeq = try fields.optionalUnsigned("atSeq")
+        let asOf = try fields.optionalDate("asOf")
+        if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
+        let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
+        return .get(collection: collection, id: id, at: point)
+    }
+
+    static func update(_ fields: inout Fields) throws -> Command {
+        let collection = try fields.collection()
+        let id = try fields.id()
+        let patch = try fields.requiredObject("patch")
+        try validated { () throws(ValidationError) in try RecordData.validate(patch: patch) }
+        return .update(collection: collection, id: id, patch: patch, ifVersion: try fields.optionalUnsigned("ifVersion"))
+    }
+
+    static func delete(_ fields: inout Fields) throws -> Command {
+        let collection = try fields.collection()
+        let id = try fields.id()
+        return .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion"))
+    }
+
+    static func history(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let collection = try fields.collection()
+        let id = try fields.id()
+        let after = try fields.optionalUnsigned("after") ?? 0
+        let limit = try fields.limit(default: 100, max: 1000)
+        return .history(collection: collection, id: id, after: after, limit: limit)
+    }
+
+    static func events(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let after = try fields.optionalUnsigned("after") ?? 0
+        let limit = try fields.limit(default: 100, max: 1000)
+        return .events(after: after, limit: limit)
+    }
+
+    static func defineView(_ fields: inout Fields) throws -> Command {
+        let name = try fields.requiredString("name")
+        let collection = try fields.collection()
+        let whereJSON = try fields.optionalObjectJSON("where")
+        let sort = try fields.sort() ?? .creation
+        let unique = try fields.optionalBool("unique") ?? false
+        let definition = try validated { () throws(ValidationError) in
+            try ViewDefinition(name: name, collection: collection, whereJSON: whereJSON, sort: sort, unique: unique)
+        }
+        return .defineView(definition)
+    }
+
+    static func dropView(_ fields: inout Fields) throws -> Command {
+        let name = try fields.requiredString("name")
+        try validated { () throws(ValidationError) in try Names.validateView(name) }
+        return .dropView(name: name)
+    }
+
+    static func watch(_ fields: inout Fields) throws -> Request.StreamOperation {
+        let after = try fields.optionalUnsigned("after")
+        let collection = try fields.optionalString("collection")
+        if let collection { try validated { () throws(ValidationError) in try Names.validateCollection(collection) } }
+        return .watch(after: after, collection: collection)
+    }
+
+    static func unwatch(_ fields: inout Fields) throws -> Request.StreamOperation {
+        guard let watch = fields.take("watch"), watch.isTagKind else {
+            throw ProtocolError(.badRequest, "unwatch needs \"watch\": the tag of the watch request to end")
+        }
+        return .unwatch(watch: watch)
+    }
+
+    static func backup(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let directory = try fields.requiredString("directory")
+        guard directory.hasPrefix("/") else { throw ProtocolError(.badRequest, "backup: \"directory\" must be an absolute path") }
+        return .backup(directory: directory)
+    }
+
+    static func query(_ fields: inout Fields, paging: Bool) throws -> Query {
         let view = try fields.optionalString("view")
         let collection = try fields.optionalString("collection")
         let source: Query.Source
@@ -162,9 +179,7 @@ public enum RequestDecoder {
             let after = try fields.optionalString("after")
             switch (offset, after) {
             case (_?, _?): throw ProtocolError(.badRequest, "list takes \"offset\" or \"after\", not both")
-            case (let offset?, nil):
-                guard offset <= UInt64(Int32.max) else { throw ProtocolError(.badRequest, "offset \(offset) is out of range") }
-                start = .offset(Int(offset))
+            case (let offset?, nil): start = .offset(Int(offset))
             case (nil, let token?): start = .after(try validated { () throws(ValidationError) in try PageCursor(token: token) })
             case (nil, nil): break
             }
@@ -190,7 +205,7 @@ extension JSON {
 }
 
 /// The fields of one request, read by name with type checks; whatever is left unread is unknown.
-struct Fields {
+public struct Fields {
     let object: JSONObject
     let op: String
     /// Which of the object's fields were read, by position.

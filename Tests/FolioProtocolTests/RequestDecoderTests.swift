@@ -17,7 +17,7 @@ import Testing
 
     @Test func nullFieldsCountAsAbsent() throws {
         guard case .success(let request) = decode(#"{"op":"list","collection":"Task","after":null,"where":null,"limit":null,"tag":null}"#),
-            case .list(let query) = request.operation
+            case .read(.list(let query)) = request.operation
         else {
             Issue.record("not decoded")
             return
@@ -65,20 +65,73 @@ import Testing
 
     @Test func commandsAndReadsDecodeToTheirOperations() {
         guard case .success(let create) = decode(#"{"op":"create","collection":"Task","id":"t1","data":{"n":1}}"#),
-            case .command(.create(let collection, let id, let data)) = create.operation
+            case .write(.create(let collection, let id, let data)) = create.operation
         else {
             Issue.record("create not decoded")
             return
         }
         #expect(collection == "Task" && id == "t1" && data == ["n": 1])
-        #expect(create.operation.isWrite)
+        #expect(create.spec.kind == .write && create.spec.cost == nil)
         guard case .success(let get) = decode(#"{"op":"get","collection":"Task","id":"t1","asOf":{"$date":"2026-01-01T00:00:00Z"}}"#),
-            case .get(_, _, let point?) = get.operation
+            case .read(.get(_, _, let point?)) = get.operation
         else {
             Issue.record("get not decoded")
             return
         }
         #expect(point == .instant(Instant(rfc3339: "2026-01-01T00:00:00Z")!))
-        #expect(!get.operation.isWrite)
+        #expect(get.spec.kind == .read && get.spec.cost == .inline)
+    }
+
+    @Test func theTableNamesEachOpOnceAndDecodesEachToItsKind() {
+        #expect(Set(OperationTable.names).count == OperationTable.all.count)
+        let samples: [String: String] = [
+            "hello": #"{"op":"hello"}"#, "create": #"{"op":"create","collection":"T","data":{}}"#,
+            "get": #"{"op":"get","collection":"T","id":"a"}"#, "update": #"{"op":"update","collection":"T","id":"a","patch":{}}"#,
+            "delete": #"{"op":"delete","collection":"T","id":"a"}"#, "list": #"{"op":"list","collection":"T"}"#,
+            "count": #"{"op":"count","collection":"T"}"#, "history": #"{"op":"history","collection":"T","id":"a","after":3,"limit":2}"#,
+            "events": #"{"op":"events"}"#, "stats": #"{"op":"stats"}"#,
+            "view.define": #"{"op":"view.define","name":"v","collection":"T"}"#, "view.drop": #"{"op":"view.drop","name":"v"}"#,
+            "view.list": #"{"op":"view.list"}"#, "watch": #"{"op":"watch","tag":1}"#, "unwatch": #"{"op":"unwatch","watch":1}"#,
+            "verify": #"{"op":"verify"}"#, "backup": #"{"op":"backup","directory":"/tmp/b"}"#,
+        ]
+        #expect(Set(samples.keys) == Set(OperationTable.names))
+        for (name, line) in samples {
+            guard case .success(let request) = decode(line) else {
+                Issue.record("\(name) not decoded")
+                continue
+            }
+            #expect(request.spec.name == name)
+            switch (request.operation, request.spec.kind) {
+            case (.write, .write), (.read, .read), (.stream, .stream): break
+            default: Issue.record("\(name) decodes to another kind than its table entry says")
+            }
+            #expect((request.spec.kind == .read) == (request.spec.cost != nil))
+        }
+        // What grows with the data never runs inline.
+        for name in ["stats", "verify", "backup", "view.list"] {
+            #expect(OperationTable.spec(named: name)?.cost == .worker, "\(name)")
+        }
+        #expect(OperationTable.spec(named: "list")?.cost == .byPlan)
+    }
+
+    @Test func historyPagesLikeEvents() {
+        guard case .success(let request) = decode(#"{"op":"history","collection":"T","id":"a","after":3,"limit":2}"#),
+            case .read(.history(_, _, let after, let limit)) = request.operation
+        else {
+            Issue.record("not decoded")
+            return
+        }
+        #expect(after == 3 && limit == 2)
+        #expect(error(#"{"op":"history","collection":"T","id":"a","limit":1001}"#)?.message.contains("limit") == true)
+    }
+
+    @Test func offsetsAreAnyNonNegativeInteger() {
+        guard case .success(let request) = decode(#"{"op":"list","collection":"T","offset":9223372036854775807}"#),
+            case .read(.list(let query)) = request.operation
+        else {
+            Issue.record("not decoded")
+            return
+        }
+        #expect(query.start == .offset(Int.max))
     }
 }
