@@ -46,6 +46,7 @@ let package = Package(
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
+        .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),

@@ -5,24 +5,32 @@ import FolioProtocol
 /// One client. Touched only by the event loop that owns it; other threads hold it only to hand it
 /// back to that loop with an answer.
 final class Connection: @unchecked Sendable {
+    /// A request received and not yet started, with the bytes of its line.
     enum Item {
         case write(Writer.Job)
-        case read(Request)
-        case watch(Request)
-        case failure(RequestDecoder.TaggedError)
+        case read(Request, Request.ReadOperation, size: Int)
+        case stream(Request, Request.StreamOperation, size: Int)
+        case failure(RequestDecoder.TaggedError, size: Int)
+        /// A long line being decoded on a decoder thread; replaced by what it decodes to.
+        case decoding(id: UInt64, size: Int)
     }
 
     let fd: Int32
     unowned let loop: EventLoop
     let origin: Origin
 
-    /// Bytes of a line not yet complete (never holds a newline).
-    var partialLine: [UInt8] = []
+    var framer: LineFramer
+    /// When the line the framer holds began to arrive (monotonic ms); 0 while it holds none.
+    var partialSince: UInt64 = 0
     /// Requests received and not yet started, in order.
     var pending: [Item] = []
     var pendingHead = 0
     var writesInFlight = 0
     var readsInFlight = 0
+    /// Bytes of the request lines received and not yet answered.
+    var requestBytes = 0
+    /// Names the next long line sent to a decoder.
+    var nextDecodingID: UInt64 = 0
 
     var output: [UInt8] = []
     var outputSent = 0
@@ -36,21 +44,28 @@ final class Connection: @unchecked Sendable {
     var needsFlush = false
     /// The epoll events the loop registered for this connection.
     var registered: Epoll.Events = []
+    /// The bytes this connection was last counted for in its loop's memory total.
+    var accountedBytes = 0
 
     var watches: [Watch] = []
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered
     /// when the output is written out.
     var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
 
-    init(fd: Int32, loop: EventLoop, origin: Origin) {
+    init(fd: Int32, loop: EventLoop, origin: Origin, maxLineBytes: Int) {
         self.fd = fd
         self.loop = loop
         self.origin = origin
+        framer = LineFramer(maxLineBytes: maxLineBytes)
     }
 
     var unsentBytes: Int { output.count - outputSent }
     var pendingCount: Int { pending.count - pendingHead }
     var isIdle: Bool { writesInFlight == 0 && readsInFlight == 0 && pendingCount == 0 }
+
+    /// Memory held for this client: its incomplete line, its queued output and the lines of its
+    /// requests not yet answered.
+    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes }
 
     func popPending() {
         pendingHead += 1

@@ -1,4 +1,3 @@
-import Dispatch
 import FolioStore
 import Foundation
 import Glibc
@@ -40,16 +39,19 @@ public final class Daemon {
         let writer = try Writer(store: store, configuration: configuration, statistics: statistics, log: log) { applied in
             watchers.publish(applied)
         }
-        let workers = DispatchQueue(label: "folio-workers", attributes: .concurrent)
+        let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
+        let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
         let digests = DigestCache()
         var loops: [EventLoop] = []
-        for index in 0..<max(1, configuration.eventLoops) {
+        let loopCount = max(1, configuration.eventLoops)
+        for index in 0..<loopCount {
             loops.append(
                 try EventLoop(
-                    index: index, listener: listener, writer: writer, store: store, configuration: configuration,
-                    statistics: statistics, log: log, workers: workers, watchers: watchers, digests: digests))
+                    index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
+                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests))
         }
-        try loops[0].acceptConnections(for: loops)
+        let maxConnections = connectionLimit()
+        try loops[0].acceptConnections(for: loops, maxConnections: maxConnections)
         writer.start()
         for loop in loops { loop.start() }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store, log: log) : nil
@@ -57,7 +59,8 @@ public final class Daemon {
         let head = try store.read { try $0.head() }
         log.notice(
             "foliod \(ServerVersion.current) serving \(configuration.dataDirectory) on \(configuration.socketPath) "
-                + "(durability \(configuration.durability.rawValue), \(head.sequence) events, pid \(getpid()))")
+                + "(durability \(configuration.durability.rawValue), \(head.sequence) events, up to \(maxConnections) connections, "
+                + "pid \(getpid()))")
 
         var received: Int32 = 0
         sigwait(&stopSignals, &received)
@@ -68,7 +71,8 @@ public final class Daemon {
         loops.removeAll()
         writer.stop()
         flusher?.stop()
-        workers.sync(flags: .barrier) {}
+        workers.stop()
+        decoders.stop()
         try? store.environment.sync()
         let final = try store.read { try $0.head().sequence }
         store.close()
@@ -76,6 +80,28 @@ public final class Daemon {
         withExtendedLifetime(lock) {}
         log.notice("stopped after event \(final)")
         return 0
+    }
+}
+
+extension Daemon {
+    /// Raises the soft descriptor limit to the hard one (a daemon that serves many clients needs
+    /// them; systemd's default soft limit is 1024), and returns how many connections to serve: the
+    /// configured number, at most the limit less the descriptors kept for everything else.
+    private func connectionLimit() -> Int {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        let available = max(1, Int(clamping: limit.rlim_cur) - ServerConfiguration.reservedDescriptors)
+        guard let configured = configuration.maxConnections else { return available }
+        if configured > available {
+            log.error(
+                "--max-connections \(configured) is more than the descriptor limit (\(limit.rlim_cur)) allows; serving at most \(available)")
+        }
+        return min(configured, available)
     }
 }
 

@@ -1,5 +1,4 @@
 import CFolioSystem
-import Dispatch
 import FolioJSON
 import FolioModel
 import FolioProtocol
@@ -8,13 +7,19 @@ import Glibc
 import Synchronization
 
 /// One thread serving many connections with epoll (level-triggered). It reads requests, answers
-/// reads from its own snapshot reader, queues writes for the writer, and writes answers back,
-/// in request order per connection. Other threads talk to it only through `post`.
+/// the reads whose cost is bounded (`OperationSpec.Cost.inline`) from its own snapshot reader, hands
+/// the others to the worker pool and writes to the writer, and writes answers back, in request
+/// order per connection. Other threads talk to it only through `post`.
+///
+/// Accepting lives in `EventLoop+Accepting.swift`, watches in `EventLoop+Watches.swift`, the bounds
+/// on what clients may hold in `EventLoop+Limits.swift`.
 final class EventLoop: @unchecked Sendable {
     enum Message {
         case writeOutcomes([Writer.Outcome])
         /// A read that ran on a worker thread finished with this response line.
-        case answered(Connection, [UInt8])
+        case answered(Connection, [UInt8], size: Int)
+        /// A long line decoded on a decoder thread.
+        case decoded(Connection, id: UInt64, Connection.Item)
         case committed([CommittedEvent])
         /// A connection accepted by another loop, to serve here.
         case adopt(fd: Int32, origin: Origin)
@@ -22,42 +27,56 @@ final class EventLoop: @unchecked Sendable {
         case drain
     }
 
-    private static let wakeToken = UInt64.max
-    private static let listenerToken = UInt64.max - 1
-    private static let readChunk = 64 << 10
+    static let wakeToken = UInt64.max
+    static let listenerToken = UInt64.max - 1
+    static let readChunk = 64 << 10
     /// Stop reading from a connection while this much output waits for it, or this many requests.
-    private static let outputHighWater = 16 << 20
-    private static let pendingHighWater = 8192
-    private static let catchUpChunk = 1000
+    static let outputHighWater = 16 << 20
+    static let pendingHighWater = 8192
+    /// Output kept allocated for a connection once everything was sent.
+    static let keptOutputCapacity = 64 << 10
+    /// Lines at least this long are decoded on a decoder thread: parsing is linear, but a megabyte
+    /// of JSON would still hold up every other connection of the loop for milliseconds.
+    static let offloadedLineBytes = 32 << 10
 
     let index: Int
-    private let epoll: Epoll
+    let epoll: Epoll
     private let wake: WakeSignal
-    private let listener: UnixListener
+    let listener: UnixListener
     private let writer: Writer
     private let reads: ReadHandler
-    private let reader: Store.Reader
-    private let configuration: ServerConfiguration
-    private let statistics: ServerStatistics
-    private let log: Log
-    private let workers: DispatchQueue
-    private let watchers: WatchRegistry
+    let reader: Store.Reader
+    let configuration: ServerConfiguration
+    let statistics: ServerStatistics
+    let log: Log
+    private let workers: WorkerPool
+    private let decoders: ThreadPool<Void>
+    let watchers: WatchRegistry
     /// Set on the loop that accepts: every loop, served in turn.
-    private var peers: [EventLoop] = []
-    private var nextPeer = 0
+    var peers: [EventLoop] = []
+    var nextPeer = 0
+    /// Accepting: the connection limit, the descriptor kept to refuse clients when none is left,
+    /// and what was refused since it was last logged.
+    var accepting = AcceptState()
 
     private let mailbox = Mutex<[Message]>([])
-    private var connections: [Int32: Connection] = [:]
+    var connections: [Int32: Connection] = [:]
     private var toFlush: [Connection] = []
     private var toSubmit: [Writer.Job] = []
     private var readBuffer: [UInt8]
-    private var draining = false
-    private var acceptPausedUntil: UInt64 = 0
+    var draining = false
     private var thread: pthread_t?
+    /// Memory held for this loop's clients (the sum of their `accountedBytes`), and its share of
+    /// the budget.
+    var heldBytes = 0
+    let memoryBudget: Int
+    var shedding = ThrottledNote()
+    var nextSweep: UInt64 = 0
 
     init(
-        index: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
-        statistics: ServerStatistics, log: Log, workers: DispatchQueue, watchers: WatchRegistry, digests: DigestCache
+        index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
+        statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
+        digests: DigestCache
     ) throws {
         self.index = index
         self.listener = listener
@@ -66,20 +85,15 @@ final class EventLoop: @unchecked Sendable {
         self.statistics = statistics
         self.log = log
         self.workers = workers
+        self.decoders = decoders
         self.watchers = watchers
+        memoryBudget = max(1 << 20, configuration.clientMemoryBytes / max(1, loops))
         reads = ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests)
         reader = try store.makeReader()
         epoll = try Epoll()
         wake = try WakeSignal()
         readBuffer = [UInt8](repeating: 0, count: Self.readChunk)
         try epoll.add(wake.fd, .readable, token: Self.wakeToken)
-    }
-
-    /// Makes this loop the one that accepts connections, handing them to `loops` in turn, so that
-    /// clients connecting in a burst still spread over every loop (and core).
-    func acceptConnections(for loops: [EventLoop]) throws {
-        peers = loops
-        try epoll.add(listener.fd, .readable, token: Self.listenerToken)
     }
 
     func start() {
@@ -107,7 +121,8 @@ final class EventLoop: @unchecked Sendable {
         var tokens = [UInt64](repeating: 0, count: 256)
         var drainDeadline: UInt64 = 0
         while true {
-            let timeout: Int32 = draining || acceptPausedUntil > 0 ? 100 : -1
+            // Wake at least once a second for the line timeout, paused accepts and draining.
+            let timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
             let count: Int
             do {
                 count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
@@ -129,15 +144,18 @@ final class EventLoop: @unchecked Sendable {
                     if ready.contains(.writable) && !connection.isClosed { markForFlush(connection) }
                 }
             }
-            if acceptPausedUntil > 0 && monotonicMilliseconds() >= acceptPausedUntil {
-                acceptPausedUntil = 0
-                try? epoll.add(listener.fd, .readable, token: Self.listenerToken)
+            let now = monotonicMilliseconds()
+            resumeAcceptingIfDue(now)
+            if now >= nextSweep {
+                nextSweep = now + 1000
+                closeSlowLines(now)
             }
             finishIteration()
+            enforceMemoryBudget()
             if draining {
-                if drainDeadline == 0 { drainDeadline = monotonicMilliseconds() + 10_000 }
+                if drainDeadline == 0 { drainDeadline = now + 10_000 }
                 if connections.isEmpty { return }
-                if monotonicMilliseconds() > drainDeadline {
+                if now > drainDeadline {
                     log.notice("closing \(connections.count) connection(s) that did not finish in time")
                     for connection in Array(connections.values) { close(connection) }
                     return
@@ -172,10 +190,20 @@ final class EventLoop: @unchecked Sendable {
             switch message {
             case .writeOutcomes(let outcomes):
                 for outcome in outcomes { complete(outcome) }
-            case .answered(let connection, let response):
+            case .answered(let connection, let response, let size):
                 guard !connection.isClosed else { continue }
                 connection.readsInFlight -= 1
+                connection.requestBytes -= size
                 connection.output.append(contentsOf: response)
+                dispatchPending(connection)
+                markForFlush(connection)
+            case .decoded(let connection, let id, let item):
+                guard !connection.isClosed else { continue }
+                if let index = connection.pending[connection.pendingHead...].firstIndex(where: {
+                    if case .decoding(id, _) = $0 { return true } else { return false }
+                }) {
+                    connection.pending[index] = item
+                }
                 dispatchPending(connection)
                 markForFlush(connection)
             case .committed(let events):
@@ -198,52 +226,18 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    // MARK: Accepting
-
-    private func acceptConnections() {
-        for _ in 0..<64 {
-            let fd = folio_accept(listener.fd)
-            if fd < 0 {
-                switch errno {
-                case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED: return
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    log.error("cannot accept connections: \(SystemError("accept4")); pausing accepts for 100 ms")
-                    epoll.remove(listener.fd)
-                    acceptPausedUntil = monotonicMilliseconds() + 100
-                    return
-                default:
-                    log.error("\(SystemError("accept4"))")
-                    return
-                }
-            }
-            var uid: UInt32 = 0
-            var gid: UInt32 = 0
-            var pid: Int32 = 0
-            if folio_peer_credentials(fd, &uid, &gid, &pid) != 0 {
-                uid = .max
-                gid = .max
-                pid = 0
-            }
-            let origin = Origin(uid: uid, gid: gid, pid: pid)
-            let target = peers[nextPeer % peers.count]
-            nextPeer &+= 1
-            if target === self { adopt(fd, origin) } else { target.post(.adopt(fd: fd, origin: origin)) }
-        }
-    }
-
-    private func adopt(_ fd: Int32, _ origin: Origin) {
-        let connection = Connection(fd: fd, loop: self, origin: origin)
+    func adopt(_ fd: Int32, _ origin: Origin) {
+        let connection = Connection(fd: fd, loop: self, origin: origin, maxLineBytes: configuration.maxLineBytes)
         do {
             try epoll.add(fd, .readable, token: UInt64(fd))
         } catch {
             log.error("cannot watch a new connection: \(error)")
             Glibc.close(fd)
+            statistics.connections.subtract(1, ordering: .relaxed)
             return
         }
         connection.registered = .readable
         connections[fd] = connection
-        statistics.connections.add(1, ordering: .relaxed)
-        statistics.acceptedConnections.add(1, ordering: .relaxed)
     }
 
     // MARK: Reading
@@ -251,7 +245,7 @@ final class EventLoop: @unchecked Sendable {
     private func readRequests(_ connection: Connection) {
         guard !connection.isClosed, !connection.inputFinished else { return }
         var total = 0
-        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed {
+        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection) {
             let count = readBuffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
             if count > 0 {
                 total += count
@@ -276,72 +270,70 @@ final class EventLoop: @unchecked Sendable {
 
     /// The peer sent EOF: a last line without a newline still counts; answer everything, then close.
     private func finishInput(_ connection: Connection) {
-        if !connection.partialLine.isEmpty {
-            let line = connection.partialLine
-            connection.partialLine = []
-            line.withUnsafeBytes { takeLine($0, connection) }
-        }
+        if connection.framer.finish({ takeLine($0, connection) }) == .tooLong { refuseLongLine(connection) }
+        connection.partialSince = 0
         connection.inputFinished = true
         connection.closeWhenIdle = true
     }
 
-    /// Splits received bytes into lines; a line too long is refused without being buffered whole.
     private func takeInput(_ chunk: UnsafeRawBufferPointer, _ connection: Connection) {
-        var start = 0
-        while start < chunk.count && !connection.inputFinished {
-            guard let newline = memchr(chunk.baseAddress! + start, 0x0A, chunk.count - start) else {
-                // One byte of grace: a line of exactly the limit may end in "\r" before its "\n" arrives.
-                if connection.partialLine.count + chunk.count - start > configuration.maxLineBytes + 1 {
-                    refuseLongLine(connection)
-                    return
-                }
-                connection.partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start...]))
-                return
-            }
-            let end = UnsafeRawPointer(newline) - chunk.baseAddress!
-            if connection.partialLine.isEmpty {
-                takeLine(UnsafeRawBufferPointer(rebasing: chunk[start..<end]), connection)
-            } else {
-                connection.partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start..<end]))
-                let line = connection.partialLine
-                connection.partialLine = []
-                line.withUnsafeBytes { takeLine($0, connection) }
-            }
-            start = end + 1
+        let outcome = connection.framer.take(chunk) { line in
+            takeLine(line, connection)
+            return !connection.inputFinished
+        }
+        if outcome == .tooLong {
+            refuseLongLine(connection)
+        } else if connection.framer.hasPartialLine {
+            if connection.partialSince == 0 { connection.partialSince = monotonicMilliseconds() }
+        } else {
+            connection.partialSince = 0
         }
     }
 
     /// Answers `too_large` and closes the connection once answered: the rest of the line is not read.
     private func refuseLongLine(_ connection: Connection) {
-        connection.partialLine = []
-        connection.pending.append(
-            .failure(
-                RequestDecoder.TaggedError(
-                    tag: nil,
-                    error: ProtocolError(.tooLarge, "line longer than \(configuration.maxLineBytes) bytes; closing the connection"))))
+        endInput(connection, with: ProtocolError(.tooLarge, "line longer than \(configuration.maxLineBytes) bytes; closing the connection"))
+    }
+
+    /// Answers `error` (without a tag) after every earlier request, reads nothing more and closes the
+    /// connection once everything is answered.
+    func endInput(_ connection: Connection, with error: ProtocolError) {
+        connection.partialSince = 0
+        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), size: 0))
         connection.inputFinished = true
         connection.closeWhenIdle = true
     }
 
     private func takeLine(_ line: UnsafeRawBufferPointer, _ connection: Connection) {
-        var line = line
-        if let last = line.last, last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
-        if line.count > configuration.maxLineBytes {
-            refuseLongLine(connection)
+        let size = line.count
+        connection.requestBytes += size
+        guard size >= Self.offloadedLineBytes else {
+            connection.pending.append(Self.item(for: RequestDecoder.decode(line), size: size, connection))
             return
         }
-        switch RequestDecoder.decode(line) {
+        let id = connection.nextDecodingID
+        connection.nextDecodingID += 1
+        connection.pending.append(.decoding(id: id, size: size))
+        let bytes = Array(line)
+        decoders.submit { [self] _ in
+            let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, connection) }
+            post(.decoded(connection, id: id, item))
+        }
+    }
+
+    /// What a decoded line asks for, as it waits its turn on the connection.
+    private static func item(for decoded: Result<Request, RequestDecoder.TaggedError>, size: Int, _ connection: Connection) -> Connection.Item {
+        switch decoded {
         case .failure(let error):
-            connection.pending.append(.failure(error))
+            return .failure(error, size: size)
         case .success(let request):
             switch request.operation {
-            case .command(let command):
-                connection.pending.append(
-                    .write(Writer.Job(command: command, origin: connection.origin, tag: request.tag, connection: connection, size: line.count)))
-            case .watch, .unwatch:
-                connection.pending.append(.watch(request))
-            default:
-                connection.pending.append(.read(request))
+            case .write(let command):
+                return .write(Writer.Job(command: command, origin: connection.origin, tag: request.tag, connection: connection, size: size))
+            case .read(let operation):
+                return .read(request, operation, size: size)
+            case .stream(let operation):
+                return .stream(request, operation, size: size)
             }
         }
     }
@@ -351,7 +343,7 @@ final class EventLoop: @unchecked Sendable {
     /// Starts every pending request that may start: writes go to the writer in order behind earlier
     /// writes; a read waits until everything before it on the connection is answered, so a client
     /// reads its own writes.
-    private func dispatchPending(_ connection: Connection) {
+    func dispatchPending(_ connection: Connection) {
         while connection.pendingHead < connection.pending.count && !connection.isClosed {
             let item = connection.pending[connection.pendingHead]
             switch item {
@@ -359,35 +351,36 @@ final class EventLoop: @unchecked Sendable {
                 guard connection.readsInFlight == 0 else { return }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
-            case .read(let request):
+            case .read(let request, let operation, let size):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
-                if reads.isHeavy(request.operation, reader) {
+                if reads.runsOnWorker(request, operation, reader) {
                     connection.readsInFlight += 1
-                    runOnWorker(request, connection)
+                    runOnWorker(operation, tag: request.tag, size: size, connection)
                 } else {
-                    reads.respond(to: request, with: reader, into: &connection.output)
+                    reads.respond(to: operation, tag: request.tag, reader: reader, into: &connection.output)
+                    connection.requestBytes -= size
                 }
-            case .watch(let request):
+            case .stream(let request, let operation, let size):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
-                handleWatch(request, connection)
-            case .failure(let failure):
+                handleStream(request, operation, connection)
+                connection.requestBytes -= size
+            case .failure(let failure, let size):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 Response.appendFailure(tag: failure.tag, error: failure.error, to: &connection.output)
+                connection.requestBytes -= size
+            case .decoding:
+                return
             }
             connection.popPending()
         }
     }
 
-    private func runOnWorker(_ request: Request, _ connection: Connection) {
+    private func runOnWorker(_ operation: Request.ReadOperation, tag: Tag?, size: Int, _ connection: Connection) {
         let reads = self.reads
-        workers.async { [self] in
+        workers.submit { [self] reader in
             var output: [UInt8] = []
-            do {
-                try reads.respondHeavy(to: request, into: &output)
-            } catch {
-                Response.appendFailure(tag: request.tag, error: ProtocolError(error), to: &output)
-            }
-            post(.answered(connection, output))
+            reads.respond(to: operation, tag: tag, reader: reader, into: &output)
+            post(.answered(connection, output, size: size))
         }
     }
 
@@ -395,10 +388,15 @@ final class EventLoop: @unchecked Sendable {
         let connection = outcome.job.connection
         guard !connection.isClosed else { return }
         connection.writesInFlight -= 1
+        connection.requestBytes -= outcome.job.size
         switch outcome.result {
         case .success(let applied):
-            Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
-                WriteResult.write(applied, to: &writer)
+            do {
+                try Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
+                    try WriteResult.write(applied, to: &writer)
+                }
+            } catch {
+                Response.appendFailure(tag: outcome.job.tag, error: ProtocolError(error), to: &connection.output)
             }
         case .failure(let error):
             Response.appendFailure(tag: outcome.job.tag, error: error, to: &connection.output)
@@ -409,7 +407,7 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Writing
 
-    private func markForFlush(_ connection: Connection) {
+    func markForFlush(_ connection: Connection) {
         guard !connection.needsFlush && !connection.isClosed else { return }
         connection.needsFlush = true
         toFlush.append(connection)
@@ -434,18 +432,10 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         if connection.unsentBytes == 0 {
-            connection.output.removeAll(keepingCapacity: connection.output.capacity <= 1 << 20)
+            connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptOutputCapacity)
             connection.outputSent = 0
-            if !connection.undeliveredCommits.isEmpty {
-                let now = monotonicMicroseconds()
-                for (committedAt, events) in connection.undeliveredCommits {
-                    statistics.watchDelivery.record(now - min(now, committedAt), count: events)
-                }
-                connection.undeliveredCommits.removeAll(keepingCapacity: true)
-            }
-            if !connection.watches.isEmpty && connection.watches.contains(where: \.catchingUp) {
-                markForFlush(connection)
-            }
+            recordDelivery(connection)
+            if connection.watches.contains(where: \.catchingUp) { markForFlush(connection) }
         } else if connection.outputSent >= 1 << 20 {
             connection.output.removeFirst(connection.outputSent)
             connection.outputSent = 0
@@ -455,13 +445,19 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         updateInterest(connection)
+        account(connection)
+    }
+
+    /// Whether to stop reading requests from the connection until it has taken its answers.
+    private func isCongested(_ connection: Connection) -> Bool {
+        connection.unsentBytes > Self.outputHighWater || connection.pendingCount > Self.pendingHighWater
+            || connection.requestBytes > max(Self.outputHighWater, 4 * configuration.maxLineBytes)
     }
 
     /// Reads while there is room for more; wants to write while output waits.
     private func updateInterest(_ connection: Connection) {
         var wanted: Epoll.Events = []
-        let congested = connection.unsentBytes > Self.outputHighWater || connection.pendingCount > Self.pendingHighWater
-        if !connection.inputFinished && !congested { wanted.insert(.readable) }
+        if !connection.inputFinished && !isCongested(connection) { wanted.insert(.readable) }
         if connection.unsentBytes > 0 { wanted.insert(.writable) }
         guard wanted != connection.registered else { return }
         do {
@@ -472,7 +468,7 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func close(_ connection: Connection) {
+    func close(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
         epoll.remove(connection.fd)
@@ -483,126 +479,14 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
+        heldBytes -= connection.accountedBytes
+        statistics.clientMemory.subtract(connection.accountedBytes, ordering: .relaxed)
+        connection.accountedBytes = 0
+        // What it still holds (a worker's answer, writes in flight) is released as they finish.
+        connection.output = []
+        connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
+        connection.pending = []
         statistics.connections.subtract(1, ordering: .relaxed)
-    }
-
-    // MARK: Watches
-
-    private func handleWatch(_ request: Request, _ connection: Connection) {
-        switch request.operation {
-        case .watch(let after, let collection):
-            guard let tag = request.tag else {
-                Response.appendFailure(
-                    tag: nil, error: ProtocolError(.badRequest, "watch needs a tag: its events carry it, and unwatch names it"),
-                    to: &connection.output)
-                return
-            }
-            guard !connection.watches.contains(where: { $0.tag.matches(tag.value) }) else {
-                Response.appendFailure(tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"), to: &connection.output)
-                return
-            }
-            let head = (try? reader.read { try $0.head().sequence }) ?? 0
-            let start = after ?? head
-            guard start <= head else {
-                Response.appendFailure(
-                    tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
-                return
-            }
-            let watch = Watch(tag: tag, after: start, collection: collection)
-            connection.watches.append(watch)
-            statistics.watches.add(1, ordering: .relaxed)
-            watchers.add(1, loop: self)
-            Response.appendSuccess(tag: tag, to: &connection.output) { writer in
-                writer.writeRaw("{\"watching\":true,\"after\":")
-                writer.write(start)
-                writer.bytes.append(UInt8(ascii: "}"))
-            }
-        case .unwatch(let tag):
-            guard let index = connection.watches.firstIndex(where: { $0.tag.matches(tag) }) else {
-                Response.appendFailure(tag: request.tag, error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"), to: &connection.output)
-                return
-            }
-            let watch = connection.watches.remove(at: index)
-            statistics.watches.subtract(1, ordering: .relaxed)
-            watchers.remove(1, loop: self)
-            Response.appendSuccess(tag: request.tag, to: &connection.output) { writer in
-                writer.writeRaw("{\"watch\":")
-                writer.writeRaw(watch.tag.text)
-                writer.writeRaw(",\"lastSeq\":")
-                writer.write(watch.lastSequence)
-                writer.bytes.append(UInt8(ascii: "}"))
-            }
-        default:
-            break
-        }
-    }
-
-    /// Feeds catching-up watches from the log, one bounded chunk per flush, while output has room.
-    private func continueCatchUp(_ connection: Connection) {
-        for watch in connection.watches where watch.catchingUp {
-            guard connection.unsentBytes < Self.outputHighWater / 4 else { return }
-            do {
-                var reachedEnd = false
-                try reader.read { snapshot in
-                    var delivered = 0
-                    try snapshot.forEachEvent(after: watch.next - 1, limit: Self.catchUpChunk) { sequence, record in
-                        delivered += 1
-                        watch.next = sequence + 1
-                        if watch.collection != nil {
-                            guard watch.wants(collection: try Snapshot.collection(ofEventRecord: record, sequence: sequence)) else { return }
-                        }
-                        var line = JSONWriter(capacity: record.count + 80)
-                        try Snapshot.writeEventRecord(record, to: &line)
-                        Response.appendWatchEvent(tag: watch.tag, event: line.bytes, to: &connection.output)
-                    }
-                    reachedEnd = delivered < Self.catchUpChunk
-                }
-                if reachedEnd { watch.catchingUp = false }
-            } catch {
-                Response.appendFailure(tag: watch.tag, error: ProtocolError(error), to: &connection.output)
-                endWatch(watch, connection)
-                return
-            }
-        }
-    }
-
-    /// Live events for every watch on this loop; a gap sends a watch back to the log.
-    private func deliverLive(_ events: [CommittedEvent]) {
-        for connection in connections.values where !connection.watches.isEmpty {
-            for watch in connection.watches where !watch.catchingUp {
-                for event in events where event.sequence >= watch.next {
-                    if event.sequence > watch.next {
-                        watch.catchingUp = true
-                        break
-                    }
-                    watch.next = event.sequence + 1
-                    if watch.wants(collection: event.collection) {
-                        Response.appendWatchEvent(tag: watch.tag, event: event.wire, to: &connection.output)
-                        if connection.undeliveredCommits.last?.committedAt == event.committedAt {
-                            connection.undeliveredCommits[connection.undeliveredCommits.count - 1].events += 1
-                        } else {
-                            connection.undeliveredCommits.append((event.committedAt, 1))
-                        }
-                    }
-                }
-                if connection.unsentBytes > configuration.watchBufferBytes {
-                    Response.appendFailure(
-                        tag: watch.tag,
-                        error: ProtocolError(
-                            .lagging, "the watch fell behind by more than \(configuration.watchBufferBytes) bytes; resume with after = lastSeq",
-                            details: [("lastSeq", String(watch.lastSequence))]),
-                        to: &connection.output)
-                    endWatch(watch, connection)
-                }
-            }
-            markForFlush(connection)
-        }
-    }
-
-    private func endWatch(_ watch: Watch, _ connection: Connection) {
-        connection.watches.removeAll { $0 === watch }
-        statistics.watches.subtract(1, ordering: .relaxed)
-        watchers.remove(1, loop: self)
     }
 }
 

@@ -4,59 +4,40 @@ import FolioProtocol
 import FolioStore
 import Glibc
 
-/// Answers requests that only read: each in its own snapshot, never held across socket I/O.
+/// Answers requests that only read: each in its own snapshot, never held across socket I/O. The
+/// same code runs on an event loop or a worker; which one is the op's cost class (`OperationTable`).
 struct ReadHandler {
     let store: Store
     let configuration: ServerConfiguration
     let statistics: ServerStatistics
     let digests: DigestCache
 
-
-    /// Whether the request may take long (a scan, a verify, a backup) and belongs on a worker thread
-    /// rather than the event loop.
-    func isHeavy(_ operation: Request.Operation, _ reader: Store.Reader) -> Bool {
-        switch operation {
-        case .verify, .backup: return true
-        case .stats: return !((try? reader.read { digests.isFresh(at: try $0.head().sequence) }) ?? false)
-        case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? false
-        default: return false
-        }
-    }
-
-    /// Appends the response line for a read request.
-    func respond(to request: Request, with reader: Store.Reader, into output: inout [UInt8]) {
-        do {
-            try reader.read { snapshot in try respond(to: request, snapshot: snapshot, into: &output) }
-        } catch {
-            Response.appendFailure(tag: request.tag, error: ProtocolError(error), to: &output)
-        }
-    }
-
-    /// Answers a heavy request on a worker thread, in a snapshot of its own.
-    func respondHeavy(to request: Request, into output: inout [UInt8]) throws {
-        switch request.operation {
-        case .verify:
-            let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
-            let report = try store.verify(scratchDirectory: scratch)
-            Response.appendSuccess(tag: request.tag, to: &output) { $0.write(report.json) }
-        case .backup(let directory):
-            let copy = try store.backup(to: directory)
-            Response.appendSuccess(tag: request.tag, to: &output) { writer in
-                writer.write([
-                    "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
-                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
-                ] as JSON)
+    /// Whether the read belongs on a worker: its op's cost class, and for `byPlan` the query's plan.
+    func runsOnWorker(_ request: Request, _ operation: Request.ReadOperation, _ reader: Store.Reader) -> Bool {
+        switch request.spec.cost {
+        case .inline?: return false
+        case .byPlan?:
+            switch operation {
+            case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? true
+            default: return true
             }
-        default:
-            try store.read { snapshot in try respond(to: request, snapshot: snapshot, into: &output) }
+        case .worker?, nil: return true
         }
     }
 
-    func respond(to request: Request, snapshot: Snapshot, into output: inout [UInt8]) throws {
-        let tag = request.tag
-        switch request.operation {
+    /// Appends the response line for a read, answered from snapshots of `reader`.
+    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, into output: inout [UInt8]) {
+        do {
+            try answer(operation, tag: tag, reader: reader, into: &output)
+        } catch {
+            Response.appendFailure(tag: tag, error: ProtocolError(error), to: &output)
+        }
+    }
+
+    private func answer(_ operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, into output: inout [UInt8]) throws {
+        switch operation {
         case .hello:
-            let head = try snapshot.head()
+            let head = try reader.read { try $0.head() }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.bytes.append(UInt8(ascii: "{"))
                 writer.writeKey("server", first: true)
@@ -76,19 +57,21 @@ struct ReadHandler {
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .get(let collection, let id, nil):
-            var writer = JSONWriter(capacity: 512)
-            guard try snapshot.writeObject(collection, id, to: &writer) else {
-                throw StoreError.notFound(collection: collection, id: id)
+            try reader.read { snapshot in
+                try Response.appendSuccess(tag: tag, to: &output) { writer in
+                    guard try snapshot.writeObject(collection, id, to: &writer) else {
+                        throw StoreError.notFound(collection: collection, id: id)
+                    }
+                }
             }
-            Response.appendSuccess(tag: tag, to: &output) { $0.writeRaw(writer.bytes) }
         case .get(let collection, let id, let point?):
-            guard let object = try snapshot.object(collection, id, at: point) else {
+            guard let object = try reader.read({ try $0.object(collection, id, at: point) }) else {
                 throw StoreError.notFound(collection: collection, id: id)
             }
             Response.appendSuccess(tag: tag, to: &output) { object.write(to: &$0) }
         case .list(let query):
             let started = monotonicMicroseconds()
-            let result = try snapshot.run(query)
+            let result = try reader.read { try $0.run(query) }
             let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"items\":[")
@@ -102,7 +85,7 @@ struct ReadHandler {
             }
         case .count(let query):
             let started = monotonicMicroseconds()
-            let result = try snapshot.run(query, countOnly: true)
+            let result = try reader.read { try $0.run(query, countOnly: true) }
             let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"count\":")
@@ -110,31 +93,36 @@ struct ReadHandler {
                 if query.explain { writePlan(result.plan, micros: micros, to: &writer) }
                 writer.bytes.append(UInt8(ascii: "}"))
             }
-        case .history(let collection, let id):
-            var writer = JSONWriter(capacity: 1024)
-            guard try snapshot.writeHistory(collection, id, to: &writer) else {
-                throw StoreError.notFound(collection: collection, id: id)
-            }
-            Response.appendSuccess(tag: tag, to: &output) { result in
-                result.writeRaw("{\"events\":")
-                result.writeRaw(writer.bytes)
-                result.bytes.append(UInt8(ascii: "}"))
+        case .history(let collection, let id, let after, let limit):
+            try reader.read { snapshot in
+                try Response.appendSuccess(tag: tag, to: &output) { writer in
+                    writer.writeRaw("{\"events\":")
+                    let page = try snapshot.writeHistory(collection, id, after: after, limit: limit, to: &writer)
+                    guard page.found else { throw StoreError.notFound(collection: collection, id: id) }
+                    writer.writeKey("next")
+                    if let next = page.next { writer.write(next) } else { writer.writeRaw("null") }
+                    writer.bytes.append(UInt8(ascii: "}"))
+                }
             }
         case .events(let after, let limit):
-            let last = try snapshot.head().sequence
-            try Response.appendSuccess(tag: tag, to: &output) { writer in
-                writer.writeRaw("{\"events\":")
-                try snapshot.writeEvents(after: after, limit: limit, to: &writer)
-                writer.writeKey("lastSeq")
-                writer.write(last)
-                writer.bytes.append(UInt8(ascii: "}"))
+            try reader.read { snapshot in
+                let last = try snapshot.head().sequence
+                try Response.appendSuccess(tag: tag, to: &output) { writer in
+                    writer.writeRaw("{\"events\":")
+                    try snapshot.writeEvents(after: after, limit: limit, to: &writer)
+                    writer.writeKey("lastSeq")
+                    writer.write(last)
+                    writer.bytes.append(UInt8(ascii: "}"))
+                }
             }
         case .stats:
-            let stats = try snapshot.statistics()
-            let digest = try digests.digest(at: stats.lastSequence) { try snapshot.digest() }
+            let (stats, digest) = try reader.read { snapshot in
+                let stats = try snapshot.statistics()
+                return (stats, try digests.digest(at: stats.lastSequence) { try snapshot.digest() })
+            }
             Response.appendSuccess(tag: tag, to: &output) { writeStatistics(stats, digest: digest, to: &$0) }
         case .viewList:
-            let views = try snapshot.views()
+            let views = try reader.read { try $0.views() }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"views\":[")
                 for (index, view) in views.enumerated() {
@@ -145,8 +133,18 @@ struct ReadHandler {
                 }
                 writer.writeRaw("]}")
             }
-        case .verify, .backup, .watch, .unwatch, .command:
-            throw ProtocolError(.internal, "request routed to the wrong handler")
+        case .verify:
+            let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+            let report = try store.verify(scratchDirectory: scratch)
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(report.json) }
+        case .backup(let directory):
+            let copy = try store.backup(to: directory)
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.write([
+                    "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
+                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
+                ] as JSON)
+            }
         }
     }
 
@@ -202,6 +200,14 @@ struct ReadHandler {
         writer.write(stats.views)
         writer.writeKey("connections")
         writer.write(statistics.connections.load(ordering: .relaxed))
+        writer.writeKey("connectionsRefused")
+        writer.write(statistics.connectionsRefused.load(ordering: .relaxed))
+        writer.writeKey("connectionsShed")
+        writer.write(statistics.connectionsShed.load(ordering: .relaxed))
+        writer.writeKey("slowLinesClosed")
+        writer.write(statistics.slowLinesClosed.load(ordering: .relaxed))
+        writer.writeKey("clientMemory")
+        writer.write(statistics.clientMemory.load(ordering: .relaxed))
         writer.writeKey("watches")
         writer.write(statistics.watches.load(ordering: .relaxed))
         let delivery = statistics.watchDelivery.summary

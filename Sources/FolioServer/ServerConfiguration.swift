@@ -34,8 +34,22 @@ public struct ServerConfiguration: Sendable {
     public var maxBatchCount = 1024
     public var maxBatchBytes = 8 << 20
     public var mapSize = 1 << 30
-    /// Bytes of output a watching connection may have queued before its watch is cut off as lagging.
+    /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
+    /// off as lagging.
     public var watchBufferBytes = 8 << 20
+    /// Connections served at once; nil: as many as the descriptor limit allows, less
+    /// `reservedDescriptors`. A client beyond it is answered `unavailable` and closed.
+    public var maxConnections: Int?
+    /// Descriptors kept free of connections for the store, verify, backup and the like.
+    public static let reservedDescriptors = 64
+    /// Memory held for all clients at most: incomplete lines, queued output and requests not yet
+    /// answered. Each event loop gets an equal share; a loop over its share closes its largest
+    /// holders first.
+    public var clientMemoryBytes = 256 << 20
+    /// A request line must arrive whole within this many seconds of its first byte (0: no limit).
+    public var lineTimeoutSeconds = 60
+    /// Threads for reads whose cost grows with the data (scans, verify, backup, stats).
+    public var workerThreads = 2
 
     public init(dataDirectory: String, socketPath: String) {
         self.dataDirectory = dataDirectory

@@ -4,8 +4,16 @@ import Synchronization
 /// Counters the daemon keeps for `stats`.
 final class ServerStatistics: Sendable {
     let startedAt = Date()
+    /// Connections open now, counted when accepted.
     let connections = Atomic<Int>(0)
-    let acceptedConnections = Atomic<Int>(0)
+    /// Clients answered `unavailable` and closed at accept: over the limit, or no descriptor left.
+    let connectionsRefused = Atomic<Int>(0)
+    /// Bytes held for clients: incomplete lines, queued output, requests not yet answered.
+    let clientMemory = Atomic<Int>(0)
+    /// Connections closed because their loop's share of the client memory budget was reached.
+    let connectionsShed = Atomic<Int>(0)
+    /// Connections closed because a line did not end within the line timeout.
+    let slowLinesClosed = Atomic<Int>(0)
     let commits = Atomic<Int>(0)
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)

@@ -3,14 +3,21 @@ import FolioProtocol
 import FolioStore
 
 /// A running `watch` on one connection: events with sequence ≥ `next` still to deliver, first from
-/// the log (catch-up), then as the writer commits them (live).
+/// the log (catch-up), then as the writer commits them (live). Nothing is queued for a watch beyond
+/// its connection's output: a live watch whose client does not keep up goes back to reading the log,
+/// and counts the bytes it fell behind by (`lagBytes`) until it catches up or is cut off.
 final class Watch {
     let tag: Tag
     let collection: String?
-    /// The next sequence this watch delivers.
+    /// The next sequence this watch delivers; everything before it is in the connection's output
+    /// (or was skipped by the filter).
     var next: UInt64
     /// Reading the log; live events are ignored until the log is read to its end.
     var catchingUp = true
+    /// Set when a live watch fell behind because its client did not read: from then until it has
+    /// caught up, the bytes of the events it wants and has not sent count toward `lagBytes`.
+    var fellBehind = false
+    var lagBytes = 0
 
     init(tag: Tag, after: UInt64, collection: String?) {
         self.tag = tag

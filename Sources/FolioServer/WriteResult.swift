@@ -4,10 +4,11 @@ import FolioStore
 
 /// The `result` of an accepted command.
 enum WriteResult {
-    static func write(_ applied: StoreWriter.Applied, to writer: inout JSONWriter) {
+    static func write(_ applied: StoreWriter.Applied, to writer: inout JSONWriter) throws {
         switch applied.event.change {
         case .created, .updated:
-            applied.object?.write(to: &writer)
+            // Copied from the stored record: a large object costs the event loop a copy, not a serialization.
+            if try !applied.writeObject(to: &writer) { applied.object?.write(to: &writer) }
         case .deleted(_, let id):
             writer.writeRaw("{\"id\":")
             writer.write(id)

@@ -23,10 +23,13 @@ struct EventApplier {
         case known(StoredObject?)
     }
 
-    /// The object after the event (nil for deletions and view events). `createdData`: a created
-    /// object's data as canonical JSON, when the caller has it, so it is not serialized again.
+    /// The object after the event and its record as stored (nil for deletions and view events).
+    /// `createdData`: a created object's data as canonical JSON, when the caller has it, so it is not
+    /// serialized again.
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws -> StoredObject? {
+    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws
+        -> (object: StoredObject, record: [UInt8])?
+    {
         switch event.change {
         case .created(let collection, let id, _):
             if case .unknown = before {
@@ -36,13 +39,11 @@ struct EventApplier {
                 try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
             guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
-            try store(object, replacing: nil, event, txn, data: createdData)
-            return object
+            return (object, try store(object, replacing: nil, event, txn, data: createdData))
         case .updated(let collection, let id, _):
             let old = try existing(collection, id, event, before, txn)
             guard let object = event.applied(to: old) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
-            try store(object, replacing: old, event, txn)
-            return object
+            return (object, try store(object, replacing: old, event, txn))
         case .deleted(let collection, let id):
             let old = try existing(collection, id, event, before, txn)
             try objects.delete(collection, id, txn.lmdb)
@@ -81,8 +82,9 @@ struct EventApplier {
         }
     }
 
+    /// Returns the object's record.
     private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: [UInt8]? = nil)
-        throws
+        throws -> [UInt8]
     {
         try updateTrees(from: old, to: object, txn)
         let record = ObjectTable.encode(object, serializedData: data)
@@ -90,6 +92,7 @@ struct EventApplier {
         try history.record(
             object.collection, object.id, sequence: event.sequence, version: object.version,
             checkpoint: HistoryIndex.isCheckpoint(version: object.version, event.change) ? record : nil, txn.lmdb)
+        return record
     }
 
     /// Throws what moving the object from `old` to `new` would throw in its views (a unique conflict,

@@ -43,10 +43,19 @@ public final class StoreWriter {
         public let chainHash: ChainHash
         /// The object after the event: for create and update.
         public let object: StoredObject?
+        /// Its record as stored, to answer with its wire form without serializing it again.
+        let record: [UInt8]?
         /// The number of objects in a view just defined.
         public let viewCount: Int?
         /// The event's canonical bytes, as the log holds them.
         public let canonicalEvent: [UInt8]
+
+        /// Writes the object after the event in its wire form, from its record; false if there is none.
+        public func writeObject(to writer: inout JSONWriter) throws -> Bool {
+            guard let record, let object else { return false }
+            try record.withUnsafeBytes { try ObjectTable.writeWireForm($0, collection: object.collection, id: object.id, to: &writer) }
+            return true
+        }
 
         /// The event as clients see it: canonical JSON with its `hash`.
         public var wireEvent: [UInt8] {
@@ -146,13 +155,15 @@ public final class StoreWriter {
     private func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
         let (canonical, dataRange) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
-        let object = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
+        let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)
         }
         head = newHead
-        return Applied(event: event, chainHash: newHead.hash, object: object, viewCount: viewCount, canonicalEvent: canonical)
+        return Applied(
+            event: event, chainHash: newHead.hash, object: applied?.object, record: applied?.record, viewCount: viewCount,
+            canonicalEvent: canonical)
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.

@@ -10,7 +10,7 @@ enum Usage {
           get COLLECTION ID [--at-seq N | --as-of TIME]
           update COLLECTION ID FIELD=TEXT FIELD:=JSON ... [--if-version N]
           delete COLLECTION ID [--if-version N]
-          history COLLECTION ID
+          history COLLECTION ID [--after SEQ] [--limit N]
 
         Lists and views
           list COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]
@@ -60,9 +60,11 @@ enum Usage {
             usage: folio delete COLLECTION ID [--if-version N]
             """,
         "history": """
-            usage: folio history COLLECTION ID
+            usage: folio history COLLECTION ID [--after SEQ] [--limit N]
 
-            Every event of one object, oldest first, also after it was deleted.
+            Every event of one object, oldest first, also after it was deleted. With --limit, one
+            page of at most N events (1000 at most) after event SEQ; its "next" is the SEQ of the
+            next page.
             """,
         "list": """
             usage: folio list COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]

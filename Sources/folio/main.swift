@@ -156,11 +156,25 @@ final class CLI {
         }
     }
 
+    /// One page with --limit; otherwise every page, as one list.
     private func history() throws {
         let collection = try positional("COLLECTION")
         let id = try positional("ID")
+        var request: JSONObject = ["op": "history", "collection": .string(collection), "id": .string(id)]
+        if let after = try arguments.integer("--after") { request["after"] = .int(Int64(after)) }
+        let limit = try arguments.integer("--limit")
+        if let limit { request["limit"] = .int(Int64(limit)) }
         try finishArguments()
-        printEvents(try call(["op": "history", "collection": .string(collection), "id": .string(id)]))
+        if limit != nil { return printEvents(try call(.object(request))) }
+        request["limit"] = 1000
+        var events: [JSON] = []
+        while true {
+            let page = try call(.object(request))
+            if case .array(let more)? = page.objectValue?["events"] { events += more }
+            guard let next = page.objectValue?["next"], let after = next.integerValue else { break }
+            request["after"] = .int(after)
+        }
+        printEvents(["events": .array(events), "next": .null])
     }
 
     private func printEvents(_ result: JSON) {

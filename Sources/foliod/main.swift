@@ -7,7 +7,8 @@ import Glibc
 
 let usage = """
     usage: foliod [--data DIR] [--socket PATH] [--max-line BYTES] [--durability full|relaxed|none]
-                  [--threads N] [--watch-buffer BYTES]
+                  [--threads N] [--workers N] [--watch-buffer BYTES] [--map-size BYTES]
+                  [--max-connections N] [--client-memory BYTES] [--line-timeout SECONDS]
 
     Serves a Folio data directory on a Unix-domain socket until SIGTERM or SIGINT.
 
@@ -19,8 +20,15 @@ let usage = """
                             none: an OS crash or power loss may lose about the last second of writes.
                             A crash of foliod itself loses no acknowledged write in any mode.
       --threads N           event loop threads (default 2)
-      --watch-buffer BYTES  output a watcher may fall behind by before its watch is ended (default 8 MiB)
+      --workers N           threads for reads that grow with the data: scans, verify, backup, stats (default 2)
+      --watch-buffer BYTES  bytes of events a watcher may fall behind by before its watch is ended (default 8 MiB)
       --map-size BYTES      initial LMDB map size (default 1 GiB); it doubles whenever it fills
+      --max-connections N   clients served at once (default: the descriptor limit less 64); others are
+                            answered unavailable and closed
+      --client-memory BYTES memory for all clients' incomplete lines, queued output and unanswered
+                            requests (default 256 MiB); over it, the largest holders are closed first
+      --line-timeout SECONDS  a request line must arrive whole within this time of its first byte
+                            (default 60; 0: no limit)
 
     FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
 
@@ -29,7 +37,11 @@ let usage = """
 
 func serve(_ argv: [String]) throws -> Int32 {
     var arguments = try Arguments(
-        argv, valued: ["--data", "--socket", "--max-line", "--durability", "--threads", "--watch-buffer", "--map-size"])
+        argv,
+        valued: [
+            "--data", "--socket", "--max-line", "--durability", "--threads", "--workers", "--watch-buffer", "--map-size",
+            "--max-connections", "--client-memory", "--line-timeout",
+        ])
     if try arguments.flag("--help", "-h") {
         print(usage)
         return 0
@@ -57,6 +69,22 @@ func serve(_ argv: [String]) throws -> Int32 {
     }
     if let bytes = try arguments.integer("--watch-buffer") { configuration.watchBufferBytes = max(bytes, 1024) }
     if let bytes = try arguments.integer("--map-size") { configuration.mapSize = max(bytes, 1 << 20) }
+    if let threads = try arguments.integer("--workers") {
+        guard (1...64).contains(threads) else { throw UsageError("--workers must be 1 to 64") }
+        configuration.workerThreads = threads
+    }
+    if let count = try arguments.integer("--max-connections") {
+        guard count >= 1 else { throw UsageError("--max-connections must be at least 1") }
+        configuration.maxConnections = count
+    }
+    if let bytes = try arguments.integer("--client-memory") {
+        guard bytes >= 1 << 20 else { throw UsageError("--client-memory must be at least 1048576") }
+        configuration.clientMemoryBytes = bytes
+    }
+    if let seconds = try arguments.integer("--line-timeout") {
+        guard seconds >= 0 else { throw UsageError("--line-timeout must be 0 or more") }
+        configuration.lineTimeoutSeconds = seconds
+    }
     try arguments.rejectUnused()
     if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
     return try Daemon(configuration: configuration).run()

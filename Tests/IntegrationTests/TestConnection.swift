@@ -35,6 +35,9 @@ final class TestConnection {
 
     deinit { close() }
 
+    /// Runs `body` with the socket, to set an option on it.
+    func withDescriptor<R>(_ body: (Int32) -> R) -> R { body(fd) }
+
     func close() {
         guard !isClosed else { return }
         isClosed = true

@@ -1,0 +1,175 @@
+import FolioJSON
+import FolioProtocol
+import FolioStore
+
+extension EventLoop {
+    /// Live events go straight into a watcher's output only while less than this waits there;
+    /// beyond it the watch reads the log again once the client has taken what is queued.
+    static let watchOutputBytes = 1 << 20
+    /// What a watcher's output may hold before its live events wait in the log: no more than the
+    /// watch buffer when that is smaller.
+    var watchOutputBytes: Int { min(Self.watchOutputBytes, configuration.watchBufferBytes) }
+
+    /// A catch-up chunk: at most this many events, or this many bytes, per flush.
+    static let catchUpEvents = 1000
+    static let catchUpBytes = 1 << 20
+
+    func handleStream(_ request: Request, _ operation: Request.StreamOperation, _ connection: Connection) {
+        switch operation {
+        case .watch(let after, let collection):
+            guard let tag = request.tag else {
+                Response.appendFailure(
+                    tag: nil, error: ProtocolError(.badRequest, "watch needs a tag: its events carry it, and unwatch names it"),
+                    to: &connection.output)
+                return
+            }
+            guard !connection.watches.contains(where: { $0.tag.matches(tag.value) }) else {
+                Response.appendFailure(
+                    tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"),
+                    to: &connection.output)
+                return
+            }
+            let head: UInt64
+            do {
+                head = try reader.read { try $0.head().sequence }
+            } catch {
+                Response.appendFailure(tag: tag, error: ProtocolError(error), to: &connection.output)
+                return
+            }
+            let start = after ?? head
+            guard start <= head else {
+                Response.appendFailure(
+                    tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
+                return
+            }
+            let watch = Watch(tag: tag, after: start, collection: collection)
+            connection.watches.append(watch)
+            statistics.watches.add(1, ordering: .relaxed)
+            watchers.add(1, loop: self)
+            Response.appendSuccess(tag: tag, to: &connection.output) { writer in
+                writer.writeRaw("{\"watching\":true,\"after\":")
+                writer.write(start)
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .unwatch(let tag):
+            guard let index = connection.watches.firstIndex(where: { $0.tag.matches(tag) }) else {
+                Response.appendFailure(
+                    tag: request.tag, error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"),
+                    to: &connection.output)
+                return
+            }
+            let watch = connection.watches[index]
+            endWatch(watch, connection)
+            Response.appendSuccess(tag: request.tag, to: &connection.output) { writer in
+                writer.writeRaw("{\"watch\":")
+                writer.writeRaw(watch.tag.text)
+                writer.writeRaw(",\"lastSeq\":")
+                writer.write(watch.lastSequence)
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        }
+    }
+
+    /// Feeds catching-up watches from the log, one bounded chunk per flush, while output has room.
+    func continueCatchUp(_ connection: Connection) {
+        for watch in connection.watches where watch.catchingUp {
+            guard connection.unsentBytes < watchOutputBytes else { return }
+            do {
+                var reachedEnd = false
+                try reader.read { snapshot in
+                    var delivered = 0
+                    var bytes = 0
+                    try snapshot.forEachEvent(after: watch.next - 1, limit: Self.catchUpEvents) { sequence, record in
+                        guard bytes < Self.catchUpBytes else { return false }
+                        delivered += 1
+                        watch.next = sequence + 1
+                        if watch.collection != nil {
+                            guard watch.wants(collection: try Snapshot.collection(ofEventRecord: record, sequence: sequence)) else { return true }
+                        }
+                        var line = JSONWriter(capacity: record.count + 80)
+                        try Snapshot.writeEventRecord(record, to: &line)
+                        bytes += line.bytes.count
+                        Response.appendWatchEvent(tag: watch.tag, event: line.bytes, to: &connection.output)
+                        return true
+                    }
+                    reachedEnd = delivered == 0 || (delivered < Self.catchUpEvents && bytes < Self.catchUpBytes)
+                    if watch.fellBehind { watch.lagBytes = max(0, watch.lagBytes - bytes) }
+                }
+                if reachedEnd {
+                    watch.catchingUp = false
+                    watch.fellBehind = false
+                    watch.lagBytes = 0
+                }
+            } catch {
+                Response.appendFailure(tag: watch.tag, error: ProtocolError(error), to: &connection.output)
+                endWatch(watch, connection)
+                return
+            }
+        }
+    }
+
+    /// Live events for every watch on this loop. A watch whose client has not taken its output goes
+    /// back to the log instead of queueing more, and is cut off once it is behind by more than the
+    /// watch buffer; a gap in sequences also sends it back to the log.
+    func deliverLive(_ events: [CommittedEvent]) {
+        for connection in connections.values where !connection.watches.isEmpty {
+            for watch in connection.watches {
+                if watch.catchingUp {
+                    guard watch.fellBehind else { continue }
+                    for event in events where event.sequence >= watch.next && watch.wants(collection: event.collection) {
+                        watch.lagBytes += event.wire.count
+                    }
+                } else {
+                    for event in events where event.sequence >= watch.next {
+                        if event.sequence > watch.next {
+                            watch.catchingUp = true
+                            break
+                        }
+                        if watch.wants(collection: event.collection) {
+                            if connection.unsentBytes >= watchOutputBytes {
+                                watch.catchingUp = true
+                                watch.fellBehind = true
+                                watch.lagBytes = events.lazy.filter { $0.sequence >= watch.next && watch.wants(collection: $0.collection) }
+                                    .reduce(0) { $0 + $1.wire.count }
+                                break
+                            }
+                            Response.appendWatchEvent(tag: watch.tag, event: event.wire, to: &connection.output)
+                            if connection.undeliveredCommits.last?.committedAt == event.committedAt {
+                                connection.undeliveredCommits[connection.undeliveredCommits.count - 1].events += 1
+                            } else {
+                                connection.undeliveredCommits.append((event.committedAt, 1))
+                            }
+                        }
+                        watch.next = event.sequence + 1
+                    }
+                }
+                if watch.fellBehind && watch.lagBytes > configuration.watchBufferBytes {
+                    Response.appendFailure(
+                        tag: watch.tag,
+                        error: ProtocolError(
+                            .lagging, "the watch fell behind by more than \(configuration.watchBufferBytes) bytes; resume with after = lastSeq",
+                            details: [("lastSeq", String(watch.lastSequence))]),
+                        to: &connection.output)
+                    endWatch(watch, connection)
+                }
+            }
+            markForFlush(connection)
+        }
+    }
+
+    /// Records the delivery time of the live events that just left for the socket.
+    func recordDelivery(_ connection: Connection) {
+        guard !connection.undeliveredCommits.isEmpty else { return }
+        let now = monotonicMicroseconds()
+        for (committedAt, events) in connection.undeliveredCommits {
+            statistics.watchDelivery.record(now - min(now, committedAt), count: events)
+        }
+        connection.undeliveredCommits.removeAll(keepingCapacity: true)
+    }
+
+    func endWatch(_ watch: Watch, _ connection: Connection) {
+        connection.watches.removeAll { $0 === watch }
+        statistics.watches.subtract(1, ordering: .relaxed)
+        watchers.remove(1, loop: self)
+    }
+}

@@ -1,0 +1,68 @@
+import FolioStore
+import Glibc
+
+/// Threads that work through one queue, each with a context of its own (a snapshot reader, say).
+/// Every thread is started with the pool: a job never needs a new thread or descriptor, so running
+/// out of either can delay work but never fail or crash it.
+final class ThreadPool<Context>: @unchecked Sendable {
+    typealias Job = @Sendable (Context) -> Void
+
+    private let lock = ConditionLock()
+    private var queue: [Job] = []
+    private var head = 0
+    private var stopping = false
+    private var threads: [pthread_t] = []
+
+    /// One thread per context.
+    init(name: String, contexts: [Context]) {
+        for (index, context) in contexts.enumerated() {
+            nonisolated(unsafe) let context = context
+            threads.append(startThread(name: "\(name)-\(index)") { [self] in run(context) })
+        }
+    }
+
+    func submit(_ job: @escaping Job) {
+        lock.withLock {
+            queue.append(job)
+            lock.signal()
+        }
+    }
+
+    /// Finishes every submitted job, then ends the threads.
+    func stop() {
+        lock.withLock {
+            stopping = true
+            lock.broadcast()
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        threads.removeAll()
+    }
+
+    private func run(_ context: Context) {
+        while true {
+            let job: Job? = lock.withLock {
+                while head == queue.count && !stopping { lock.wait() }
+                guard head < queue.count else { return nil }
+                let job = queue[head]
+                head += 1
+                if head == queue.count {
+                    queue.removeAll(keepingCapacity: true)
+                    head = 0
+                }
+                return job
+            }
+            guard let job else { return }
+            job(context)
+        }
+    }
+}
+
+/// Threads for reads whose cost grows with stored data (scans, verify, backup, stats), so that no
+/// event loop ever runs one; each has its snapshot reader.
+typealias WorkerPool = ThreadPool<Store.Reader>
+
+extension ThreadPool where Context == Store.Reader {
+    convenience init(store: Store, count: Int) throws {
+        self.init(name: "folio-worker", contexts: try (0..<count).map { _ in try store.makeReader() })
+    }
+}

@@ -1,0 +1,168 @@
+import FolioJSON
+import Foundation
+import Glibc
+import Testing
+
+/// What foliod does when clients ask for more than it can give: descriptors, connections, memory,
+/// time. Each limit answers with an error or a closed connection; none crashes foliod or costs the
+/// other clients their answers.
+@Suite struct ResourceLimitTests {
+    /// Connections that were refused (an `unavailable` line, then the end of the stream) and those
+    /// that were kept (nothing to read).
+    private func classify(_ connections: [TestConnection]) throws -> (refused: Int, kept: [TestConnection]) {
+        var refused = 0
+        var kept: [TestConnection] = []
+        usleep(500_000)
+        for connection in connections {
+            if connection.waitReadable(timeout: 0.01) {
+                let line = try connection.readJSON()
+                #expect(line?.errorCode == "unavailable", "\(String(describing: line))")
+                #expect(try connection.readJSON() == nil)
+                refused += 1
+            } else {
+                kept.append(connection)
+            }
+        }
+        return (refused, kept)
+    }
+
+    /// With its descriptors used up, foliod still answers the clients it has, refuses new ones with
+    /// a line instead of leaving them in the backlog, logs that once per interval, and serves the
+    /// first request that needs a worker thread (this crashed it with SIGILL).
+    @Test func descriptorExhaustionRefusesClientsAndCrashesNothing() throws {
+        try withRunningDaemon { daemon in
+            let first = try daemon.connect(timeout: 10)
+            _ = try first.request(["op": "create", "collection": "T", "data": ["n": 1]])
+            let limit = try CommandRun.run("/usr/bin/prlimit", ["--pid", "\(daemon.pid!)", "--nofile=96:96"])
+            #expect(limit.status == 0, "\(limit)")
+            var connections: [TestConnection] = []
+            for _ in 0..<160 { connections.append(try daemon.connect(timeout: 10)) }
+            let (refused, kept) = try classify(connections)
+            #expect(refused > 60 && kept.count > 20, "refused \(refused), kept \(kept.count)")
+            // A worker read, a scan, a verify (which needs descriptors of its own) and a write on a kept connection.
+            let stats = try first.request(["op": "stats"])
+            #expect(stats.isOK, "\(stats)")
+            #expect((stats.result?["connectionsRefused"]?.integerValue ?? 0) >= Int64(refused))
+            #expect(try kept[0].request(["op": "list", "collection": "T", "where": ["n": 1]]).result?["total"] == 1)
+            let verify = try kept[1].request(["op": "verify"])
+            #expect(verify.isOK || verify.errorCode == "unavailable" || verify.errorCode == "internal", "\(verify)")
+            #expect(try kept[2].request(["op": "create", "collection": "T", "data": ["n": 2]]).isOK)
+            // One log line for the burst, not one per refused client.
+            let lines = daemon.log.split(separator: "\n").filter { $0.contains("no file descriptor left") }
+            #expect(lines.count >= 1 && lines.count <= 2, "\(lines)")
+            // Once clients leave, new ones are served again.
+            connections.removeAll()
+            for connection in kept { connection.close() }
+            usleep(200_000)
+            #expect(try daemon.connect(timeout: 10).request(["op": "hello"]).isOK)
+            #expect(daemon.isRunning)
+        }
+    }
+
+    @Test func clientsBeyondMaxConnectionsAreToldSo() throws {
+        try withRunningDaemon(arguments: ["--max-connections", "3"]) { daemon in
+            // Until foliod has seen the start-up probe's connection close, it takes a place.
+            for _ in 0..<100 {
+                let probe = try daemon.connect(timeout: 10)
+                if try probe.request(["op": "stats"]).result?["connections"] == 1 { break }
+                probe.close()
+                usleep(20_000)
+            }
+            usleep(50_000)
+            let open = try (0..<3).map { _ in try daemon.connect(timeout: 10) }
+            for connection in open { #expect(try connection.request(["op": "hello"]).isOK) }
+            let extra = try daemon.connect(timeout: 10)
+            let answer = try extra.readJSON()
+            #expect(answer?.errorCode == "unavailable")
+            #expect(answer?.errorMessage?.contains("at most 3 connections") == true)
+            #expect(try extra.readJSON() == nil)
+            open[0].close()
+            usleep(100_000)
+            let again = try daemon.connect(timeout: 10)
+            #expect(try again.request(["op": "stats"]).result?["connectionsRefused"] == 1)
+        }
+    }
+
+    /// Over the client memory budget the largest holders are closed first; small clients go on.
+    @Test func clientMemoryIsBoundedByClosingTheLargestHolders() throws {
+        try withRunningDaemon(arguments: ["--client-memory", "4194304", "--threads", "1"]) { daemon in
+            let small = try daemon.connect(timeout: 10)
+            #expect(try small.request(["op": "hello"]).isOK)
+            let half = Array(#"{"op":"create","collection":"T","data":{"s":""#.utf8) + [UInt8](repeating: 0x61, count: 700_000)
+            var large: [TestConnection] = []
+            for _ in 0..<10 {
+                let connection = try daemon.connect(timeout: 10)
+                try connection.send(bytes: half)
+                large.append(connection)
+            }
+            usleep(300_000)
+            let stats = try small.request(["op": "stats"])
+            let held = stats.result?["clientMemory"]?.integerValue ?? -1
+            #expect(held >= 0 && held <= 4_194_304, "clientMemory \(held)")
+            #expect((stats.result?["connectionsShed"]?.integerValue ?? 0) >= 4, "\(stats)")
+            var closed = 0
+            for connection in large where connection.waitReadable(timeout: 0.5) {
+                if (try? connection.readJSON()) == nil { closed += 1 }
+            }
+            #expect(closed >= 4)
+            #expect(try small.request(["op": "hello"]).isOK)
+        }
+    }
+
+    @Test func aLineThatNeverEndsTimesOut() throws {
+        try withRunningDaemon(arguments: ["--line-timeout", "1"]) { daemon in
+            let slow = try daemon.connect(timeout: 10)
+            try slow.send(bytes: Array(#"{"op":"hel"#.utf8))
+            let steady = try daemon.connect(timeout: 10)
+            let started = Date()
+            for _ in 0..<6 {
+                #expect(try steady.request(["op": "hello"]).isOK)
+                usleep(400_000)
+            }
+            let answer = try slow.readJSON()
+            #expect(answer?.errorCode == "bad_request")
+            #expect(answer?.errorMessage?.contains("no end of line within 1 s") == true)
+            #expect(try slow.readJSON() == nil)
+            #expect(Date().timeIntervalSince(started) < 10)
+            #expect(try steady.request(["op": "stats"]).result?["slowLinesClosed"] == 1)
+        }
+    }
+
+    /// A watcher that stops reading is not given a queue: what the server holds for it stays near
+    /// its output allowance however much is written, and it is cut off with the sequence to resume
+    /// from.
+    @Test func aStuckWatcherHoldsNoQueueAndResumesFromLastSeq() throws {
+        try withRunningDaemon(arguments: ["--watch-buffer", "65536"]) { daemon in
+            let watcher = try daemon.connect(timeout: 10)
+            var small: Int32 = 4096
+            _ = watcher.withDescriptor { setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
+            let watching = try watcher.request(["op": "watch", "tag": "w", "after": 0])
+            #expect(watching.isOK)
+            let writer = try daemon.connect(timeout: 10)
+            let text = String(repeating: "x", count: 2000)
+            for batch in 0..<10 {
+                for index in 0..<200 {
+                    try writer.send(["op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"), "data": ["text": .string(text)]])
+                }
+                for _ in 0..<200 { #expect(try writer.readResponse().isOK) }
+            }
+            let held = try writer.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? -1
+            #expect(held >= 0 && held < 1 << 20, "clientMemory \(held) for one watcher after 4 MB of events")
+            var delivered: [Int64] = []
+            var lastSeq: Int64?
+            while let line = try watcher.readJSON() {
+                if let sequence = line["event"]?["seq"]?.integerValue {
+                    delivered.append(sequence)
+                } else if line.errorCode == "lagging" {
+                    lastSeq = line["error"]?["lastSeq"]?.integerValue
+                    break
+                }
+            }
+            #expect(delivered == Array(1...Int64(delivered.count)))
+            #expect(lastSeq == Int64(delivered.count))
+            let resumed = try watcher.request(["op": "watch", "tag": "w", "after": .int(lastSeq ?? 0)])
+            #expect(resumed.isOK)
+            #expect(try watcher.readJSON()?["event"]?["seq"]?.integerValue == (lastSeq ?? 0) + 1)
+        }
+    }
+}
