@@ -108,11 +108,14 @@ extension EventLoop {
         }
     }
 
-    /// Live events for every watch on this loop. A watch whose client has not taken its output goes
-    /// back to the log instead of queueing more, and is cut off once it is behind by more than the
-    /// watch buffer; a gap in sequences also sends it back to the log.
+    /// Live events for every watch on this loop. A watch whose client has not taken its output (more
+    /// than `watchOutputBytes` left unsent) goes back to the log instead of queueing more, and is cut
+    /// off once it is behind by more than the watch buffer; a gap in sequences also sends it back to
+    /// the log.
     func deliverLive(_ events: [CommittedEvent]) {
         for connection in connections.values where !connection.watches.isEmpty {
+            // What the client left unread since the last flush decides; a commit's events go out together.
+            let congested = connection.unsentBytes >= watchOutputBytes
             for watch in connection.watches {
                 if watch.catchingUp {
                     guard watch.fellBehind else { continue }
@@ -126,7 +129,7 @@ extension EventLoop {
                             break
                         }
                         if watch.wants(collection: event.collection) {
-                            if connection.unsentBytes >= watchOutputBytes {
+                            if congested {
                                 watch.catchingUp = true
                                 watch.fellBehind = true
                                 watch.lagBytes = events.lazy.filter { $0.sequence >= watch.next && watch.wants(collection: $0.collection) }
