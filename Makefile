@@ -3,7 +3,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) apt-get install -y -q
 
-.PHONY: deps run build test bench bench-views bench-replay clean
+.PHONY: deps run build test faults bench bench-views bench-replay clean
 
 # System libraries the package links, from Debian packages (found with pkg-config).
 deps:
@@ -20,6 +20,13 @@ run: build
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+
+# The long fault sweep (docs/RELIABILITY.md): every I/O fault on its 1st ... FAULT_CALLS-th call and
+# every crash failpoint on passes 1 ... FAULT_CALLS, each followed by the checks of the fault tests.
+FAULT_CALLS ?= 40
+faults: deps
+	$(SWIFT) build
+	FOLIO_FAULT_SWEEP=$(FAULT_CALLS) $(SWIFT) test --filter FaultSweepTests
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
 # missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.

@@ -17,13 +17,16 @@ let package = Package(
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
         .target(name: "CFolioSystem"),
 
+        // Named points where debug builds can be made to crash or fail (FOLIO_FAILPOINTS); empty in
+        // release builds.
+        .target(name: "Failpoints"),
         // LMDB binding: knows nothing of JSON or Folio.
-        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem"]),
+        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"]),
         // Pure layers: no platform I/O.
         .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),
         // Event log, current state, views, replay: LMDB, no sockets.
-        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto"]),
+        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "Failpoints"]),
         // Wire messages and codec: pure.
         .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"]),
         // A blocking client of the socket protocol (CLI, benchmark, tests).
@@ -31,7 +34,7 @@ let package = Package(
         // Sockets, connections, the writer: wires store and protocol.
         .target(
             name: "FolioServer",
-            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
+            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"]),
 
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),

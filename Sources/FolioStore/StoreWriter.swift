@@ -2,6 +2,10 @@ import FolioJSON
 import FolioModel
 import LMDB
 
+#if DEBUG
+import Failpoints
+#endif
+
 /// Turns commands into events inside one write transaction: checks them against current state,
 /// decides the event's version (and id), appends it to the log and applies it. A command that fails
 /// leaves no trace and the commands before it stand: an object command is checked completely
@@ -155,6 +159,9 @@ public final class StoreWriter {
     private func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
         let (canonical, dataRange) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
+        #if DEBUG
+        try Failpoint.storeAfterLogAppend.check()
+        #endif
         let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
