@@ -81,17 +81,97 @@ public enum RequestDecoder {
     }
 
     static func update(_ fields: inout Fields) throws -> Command {
-        let collection = try fields.collection()
-        let id = try fields.id()
-        let patch = try fields.requiredObject("patch")
-        try validated { () throws(ValidationError) in try RecordData.validate(patch: patch) }
-        return .update(collection: collection, id: id, patch: patch, ifVersion: try fields.optionalUnsigned("ifVersion"))
+        try batchOperation(&fields, op: "update", index: nil).command
     }
 
     static func delete(_ fields: inout Fields) throws -> Command {
+        try batchOperation(&fields, op: "delete", index: nil).command
+    }
+
+    /// `{"ops": [...], "atomic"?: true}`: each op an object with `op` create, update or delete and
+    /// that op's fields (no `tag`, no `requestKey`).
+    static func batch(_ fields: inout Fields) throws -> Command {
+        guard let value = fields.take("ops") else { throw ProtocolError(.badRequest, "batch needs field \"ops\": an array of writes") }
+        guard case .array(let elements) = value, !elements.isEmpty, elements.count <= BatchOperation.maxOperations else {
+            throw ProtocolError(.badRequest, "batch: \"ops\" must be an array of 1 to \(BatchOperation.maxOperations) writes")
+        }
+        let atomic = try fields.optionalBool("atomic") ?? true
+        var operations: [BatchOperation] = []
+        operations.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            do {
+                guard case .object(let object) = element else { throw ProtocolError(.badRequest, "must be an object, found \(element.kindDescription)") }
+                guard case .string(let op)? = object["op"] else { throw ProtocolError(.badRequest, "needs \"op\": create, update or delete") }
+                guard ["create", "update", "delete"].contains(op) else {
+                    throw ProtocolError(.badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
+                }
+                var opFields = Fields(object: object, op: op)
+                let operation = try batchOperation(&opFields, op: op, index: index)
+                try opFields.rejectUnknown()
+                operations.append(operation)
+            } catch let error as ProtocolError {
+                throw ProtocolError(.badRequest, "batch ops[\(index)]: \(error.message)", details: [("index", String(index))])
+            }
+        }
+        return .batch(operations, atomic: atomic)
+    }
+
+    /// A create, update or delete; in op `index` of a batch (`index` non-nil), values and the id may
+    /// be `{"$result": n}` for an earlier op n.
+    private static func batchOperation(_ fields: inout Fields, op: String, index: Int?) throws -> BatchOperation {
+        let results = index.map { 0..<$0 }
         let collection = try fields.collection()
-        let id = try fields.id()
-        return .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion"))
+        switch op {
+        case "create":
+            let data = try fields.requiredObject("data")
+            let found = try validated { () throws(ValidationError) in try RecordData.validate(data: data, results: results) }
+            let id = try fields.optionalString("id")
+            if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
+            return BatchOperation(command: .create(collection: collection, id: id, data: data), idResult: nil, hasResultValues: found)
+        case "update":
+            let (id, idResult) = try batchID(&fields, results: results)
+            let patch = try fields.optionalObject("patch")
+            var found = false
+            if let patch { found = try validated { () throws(ValidationError) in try RecordData.validate(patch: patch, results: results) } }
+            var ops: FieldOperations?
+            if let opsJSON = fields.take("ops") {
+                var opsFound = false
+                ops = try validated { () throws(ValidationError) in
+                    try FieldOperations(parsing: opsJSON, beside: patch, results: results, found: &opsFound)
+                }
+                found = found || opsFound
+            }
+            guard patch != nil || ops != nil else { throw ProtocolError(.badRequest, "update needs \"patch\" or \"ops\" (or both)") }
+            let command = Command.update(
+                collection: collection, id: id, patch: patch ?? JSONObject(), ops: ops, ifVersion: try fields.optionalUnsigned("ifVersion"))
+            return BatchOperation(command: command, idResult: idResult, hasResultValues: found)
+        default:
+            let (id, idResult) = try batchID(&fields, results: results)
+            return BatchOperation(
+                command: .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")), idResult: idResult,
+                hasResultValues: false)
+        }
+    }
+
+    /// The `id` of an update or delete; in a batch it may be `{"$result": n}`.
+    private static func batchID(_ fields: inout Fields, results: Range<Int>?) throws -> (String, Int?) {
+        if let results, case .object(let object)? = fields.peek("id"), let index = BatchOperation.resultIndex(of: object) {
+            _ = fields.take("id")
+            guard results.contains(index) else {
+                throw ProtocolError(.badRequest, "\"id\": {\"$result\": \(index)} must name an earlier op of the batch")
+            }
+            return ("", index)
+        }
+        return (try fields.id(), nil)
+    }
+
+    static func defineSchema(_ fields: inout Fields) throws -> Command {
+        var object = JSONObject()
+        object["collection"] = .string(try fields.collection())
+        guard let specs = fields.take("fields") else { throw ProtocolError(.badRequest, "schema.define needs field \"fields\"") }
+        object["fields"] = specs
+        if let additional = fields.take("additionalFields") { object["additionalFields"] = additional }
+        return .defineSchema(try validated { () throws(ValidationError) in try Schema(parsing: .object(object)) })
     }
 
     static func history(_ fields: inout Fields) throws -> Request.ReadOperation {
@@ -251,6 +331,23 @@ public struct Fields {
         guard let value = take(key) else { return nil }
         guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
         return flag
+    }
+
+    /// The value of `key` without reading it (it stays unknown until taken).
+    func peek(_ key: String) -> JSON? {
+        object[key].flatMap { $0.isNull ? nil : $0 }
+    }
+
+    mutating func optionalObject(_ key: String) throws -> JSONObject? {
+        guard let value = take(key) else { return nil }
+        guard case .object(let object) = value else { throw wrongType(key, "an object", value) }
+        return object
+    }
+
+    mutating func requestKey() throws -> String? {
+        guard let key = try optionalString("requestKey") else { return nil }
+        do { try RequestKey.validate(key) } catch { throw ProtocolError(.badRequest, error.message) }
+        return key
     }
 
     mutating func requiredObject(_ key: String) throws -> JSONObject {

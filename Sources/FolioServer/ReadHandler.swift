@@ -133,6 +133,12 @@ struct ReadHandler {
                 }
                 writer.writeRaw("]}")
             }
+        case .schema(let collection):
+            guard let schema = try reader.read({ try $0.schema(collection) }) else { throw StoreError.schemaNotFound(collection) }
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(schema.json) }
+        case .schemaList:
+            let schemas = try reader.read { try $0.schemas() }
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(["schemas": .array(schemas.map(\.json))] as JSON) }
         case .verify:
             let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
             let report = try store.verify(scratchDirectory: scratch)

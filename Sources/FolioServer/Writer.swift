@@ -27,7 +27,7 @@ import Failpoints
 /// flush (a full disk refusing a `pwrite`) left the last commit intact: writes go on.
 final class Writer: @unchecked Sendable {
     struct Job {
-        let command: Command
+        let request: WriteRequest
         let origin: Origin
         let tag: Tag?
         let connection: Connection
@@ -37,7 +37,7 @@ final class Writer: @unchecked Sendable {
 
     struct Outcome {
         let job: Job
-        let result: Result<StoreWriter.Applied, ProtocolError>
+        let result: Result<WriteOutcome, ProtocolError>
     }
 
     private let store: Store
@@ -140,7 +140,7 @@ final class Writer: @unchecked Sendable {
 
     /// Answers a batch, and shows its events to watchers. Called in commit order.
     private func release(_ outcomes: [Outcome]) {
-        let applied = outcomes.compactMap { try? $0.result.get() }
+        let applied = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
         if !applied.isEmpty { committed(applied) }
         deliver(outcomes)
     }
@@ -159,8 +159,8 @@ final class Writer: @unchecked Sendable {
                     writer.isolatesEveryCommand = isolating
                     for job in batch {
                         do {
-                            let applied = try writer.execute(job.command, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
-                            outcomes.append(Outcome(job: job, result: .success(applied)))
+                            let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
+                            outcomes.append(Outcome(job: job, result: .success(outcome)))
                         } catch let error as StoreError {
                             outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
                         }
@@ -175,10 +175,10 @@ final class Writer: @unchecked Sendable {
                 #if DEBUG
                 _ = Failpoint.writerAfterCommit.hit()
                 #endif
-                let applied = outcomes.reduce(0) { $0 + ((try? $1.result.get()) == nil ? 0 : 1) }
-                if applied > 0 { statistics.commits.add(1, ordering: .relaxed) }
-                statistics.committedWrites.add(applied, ordering: .relaxed)
-                return (outcomes, applied > 0)
+                let appended = outcomes.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
+                if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
+                statistics.committedWrites.add(appended, ordering: .relaxed)
+                return (outcomes, appended > 0)
             } catch let error as StoreWriter.SpoiledTransaction where !isolating {
                 // A command failed halfway; run the batch again with every command isolated.
                 log.error("\(error); retrying \(batch.count) writes one nested transaction each")

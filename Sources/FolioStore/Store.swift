@@ -10,11 +10,14 @@ public final class Store: @unchecked Sendable {
     public struct Options: Sendable {
         public var mapSize = 1 << 30
         public var sync: Environment.SyncMode = .full
+        /// How long a request key is remembered, in milliseconds of event time (`RequestIndex`).
+        public var requestKeyRetention: Int64 = 24 * 3600 * 1000
         public init() {}
     }
 
     public let directory: String
     public let environment: Environment
+    public let options: Options
     let databases: StoreDatabases
     let definitions = DefinitionCache()
     let applier: EventApplier
@@ -27,7 +30,8 @@ public final class Store: @unchecked Sendable {
         self.directory = directory
         environment = try Environment(path: directory, options: environmentOptions)
         databases = try StoreDatabases(environment)
-        applier = EventApplier(databases, definitions: definitions)
+        applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)
+        self.options = options
         try checkFormat()
     }
 

@@ -65,7 +65,7 @@ import Testing
 
     @Test func commandsAndReadsDecodeToTheirOperations() {
         guard case .success(let create) = decode(#"{"op":"create","collection":"Task","id":"t1","data":{"n":1}}"#),
-            case .write(.create(let collection, let id, let data)) = create.operation
+            case .write(let write) = create.operation, case .create(let collection, let id, let data) = write.command
         else {
             Issue.record("create not decoded")
             return
@@ -93,6 +93,10 @@ import Testing
             "view.define": #"{"op":"view.define","name":"v","collection":"T"}"#, "view.drop": #"{"op":"view.drop","name":"v"}"#,
             "view.list": #"{"op":"view.list"}"#, "watch": #"{"op":"watch","tag":1}"#, "unwatch": #"{"op":"unwatch","watch":1}"#,
             "verify": #"{"op":"verify"}"#, "backup": #"{"op":"backup","directory":"/tmp/b"}"#,
+            "batch": #"{"op":"batch","ops":[{"op":"create","collection":"T","data":{}},{"op":"delete","collection":"T","id":{"$result":0}}]}"#,
+            "schema.define": #"{"op":"schema.define","collection":"T","fields":{"n":{"type":"integer"}}}"#,
+            "schema.drop": #"{"op":"schema.drop","collection":"T"}"#, "schema.get": #"{"op":"schema.get","collection":"T"}"#,
+            "schema.list": #"{"op":"schema.list"}"#,
         ]
         #expect(Set(samples.keys) == Set(OperationTable.names))
         for (name, line) in samples {
@@ -108,7 +112,7 @@ import Testing
             #expect((request.spec.kind == .read) == (request.spec.cost != nil))
         }
         // What grows with the data never runs inline.
-        for name in ["stats", "verify", "backup", "view.list"] {
+        for name in ["stats", "verify", "backup", "view.list", "schema.list"] {
             #expect(OperationTable.spec(named: name)?.cost == .worker, "\(name)")
         }
         #expect(OperationTable.spec(named: "list")?.cost == .byPlan)

@@ -18,11 +18,20 @@ final class TestWriter: @unchecked Sendable {
 
     init(_ store: Store) { self.store = store }
 
+    /// The command's own event.
     @discardableResult
     func execute(_ command: Command) throws -> StoreWriter.Applied {
+        try write(command).appended[0]
+    }
+
+    /// A write in a transaction of its own.
+    @discardableResult
+    func write(_ command: Command, requestKey: String? = nil) throws -> WriteOutcome {
         clock += 7
         return try store.write { writer in
-            try writer.execute(command, Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin), ids: &ids)
+            try writer.execute(
+                WriteRequest(command: command, requestKey: requestKey), Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin),
+                ids: &ids)
         }
     }
 
