@@ -80,6 +80,7 @@ public struct BatchOperation: Sendable {
                     case .push(let values): resolvedEntry.operation = .push(try values.map(resolve))
                     case .addToSet(let values): resolvedEntry.operation = .addToSet(try values.map(resolve))
                     case .pull(let values): resolvedEntry.operation = .pull(try values.map(resolve))
+                    case .set(let value): resolvedEntry.operation = .set(try resolve(value))
                     case .increment, .unset: break
                     }
                     entries.append(resolvedEntry)

@@ -16,6 +16,8 @@ public struct FieldOperations: Sendable, Equatable {
         case pull([JSON])
         /// Removes the field.
         case unset
+        /// Sets the field to the value, `null` included (a merge patch's `null` removes instead).
+        case set(JSON)
     }
 
     public struct Entry: Sendable, Equatable {
@@ -30,7 +32,7 @@ public struct FieldOperations: Sendable, Equatable {
         public var pathText: String { path.joined(separator: ".") }
     }
 
-    public static let names = ["$inc", "$push", "$addToSet", "$pull", "$unset"]
+    public static let names = ["$set", "$inc", "$push", "$addToSet", "$pull", "$unset"]
 
     public var entries: [Entry]
 
@@ -60,7 +62,7 @@ public struct FieldOperations: Sendable, Equatable {
             try Names.validateTopLevelField(path[0])
             guard case .object(let spec) = field.value, spec.count == 1, let (name, operand) = spec.fields.first.map({ ($0.key, $0.value) })
             else {
-                throw ValidationError("ops.\(text): expected one operation, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}")
+                throw ValidationError("ops.\(text): expected one operation, {\"$set\": v}, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}")
             }
             let operation: Operation
             switch name {
@@ -80,6 +82,9 @@ public struct FieldOperations: Sendable, Equatable {
             case "$unset":
                 guard operand == .bool(true) else { throw ValidationError("ops.\(text): $unset takes true") }
                 operation = .unset
+            case "$set":
+                if try RecordData.validateValue(operand, at: "ops.\(text)", results: results) { found = true }
+                operation = .set(operand)
             default:
                 throw ValidationError("ops.\(text): unknown operation \(Names.quoted(name)) (known: \(Self.names.joined(separator: " ")))")
             }
@@ -114,6 +119,7 @@ public struct FieldOperations: Sendable, Equatable {
                 case .addToSet(let values): spec = ["$addToSet": .array(values)]
                 case .pull(let values): spec = ["$pull": .array(values)]
                 case .unset: spec = ["$unset": true]
+                case .set(let value): spec = ["$set": value]
                 }
                 return JSONObject.Field(key: entry.pathText, value: spec)
             }))
@@ -148,6 +154,8 @@ public struct FieldOperations: Sendable, Equatable {
         switch entry.operation {
         case .unset:
             object[key] = nil
+        case .set(let value):
+            object[key] = value
         case .increment(let amount):
             object[key] = try increment(current, by: amount, entry)
         case .push(let values), .addToSet(let values), .pull(let values):

@@ -21,7 +21,7 @@ extension StoreWriter {
                 if atomic {
                     made = try executeObjectCommand(command, acceptance, ids: &ids, txn, isolated: true)
                 } else {
-                    made = try nested { child in try executeObjectCommand(command, acceptance, ids: &ids, child, isolated: true) }
+                    made = try nested(in: txn) { child in try executeObjectCommand(command, acceptance, ids: &ids, child, isolated: true) }
                 }
                 appended += made
                 results.append(made[0].event.object)

@@ -53,17 +53,18 @@ extension StoreWriter {
             case .nullify(let collection, let id, let field, let target, let cause):
                 guard let old = try store.applier.objects.get(collection, id, txn.lmdb) else { continue }
                 let reference: JSON = ["$ref": .string(target.target)]
-                var patch = JSONObject()
-                var ops: FieldOperations?
+                let operation: FieldOperations.Operation
                 switch old.data[field] {
                 case .array(let elements)? where elements.contains(where: { Value($0) == Value(reference) }):
-                    ops = FieldOperations([FieldOperations.Entry(path: [field], operation: .pull([reference]))])
+                    operation = .pull([reference])
                 case let value? where Value(value) == Value(reference):
-                    patch[field] = .null
+                    operation = .set(.null)
                 default:
                     continue
                 }
-                let change = event(.updated(collection: collection, id: id, patch: patch, ops: ops), acceptance, version: old.version + 1, cause: cause)
+                let ops = FieldOperations([FieldOperations.Entry(path: [field], operation: operation)])
+                let change = event(
+                    .updated(collection: collection, id: id, patch: JSONObject(), ops: ops), acceptance, version: old.version + 1, cause: cause)
                 let new: StoredObject?
                 do { new = try change.applied(to: old) } catch { throw StoreError(error) }
                 if let new, let schema = try store.applier.catalog.schema(collection, txn) {

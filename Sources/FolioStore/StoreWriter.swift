@@ -153,13 +153,14 @@ public final class StoreWriter {
         return try nested { child in try append(event, child) }
     }
 
-    /// Runs `body` in a nested transaction whose changes (tree nodes, log head) join this one's
-    /// only if it returns.
-    func nested<R>(_ body: (StoreTransaction) throws -> R) throws -> R {
+    /// Runs `body` in a transaction nested in `parent` (by default the writer's own), whose changes
+    /// (tree nodes, log head) join the parent's only if it returns.
+    func nested<R>(in parent: StoreTransaction? = nil, _ body: (StoreTransaction) throws -> R) throws -> R {
+        let parent = parent ?? txn
         let headBefore = head
         do {
-            return try txn.lmdb.nested { child in
-                let nested = txn.nested(child)
+            return try parent.lmdb.nested { child in
+                let nested = parent.nested(child)
                 let result = try body(nested)
                 nested.cache?.mergeIntoParent()
                 return result
@@ -167,7 +168,7 @@ public final class StoreWriter {
         } catch {
             // What the nested transaction read from the catalog may be gone with it, and the events
             // it appended are.
-            txn.catalogMemo?.forget()
+            parent.catalogMemo?.forget()
             head = headBefore
             throw error
         }

@@ -42,7 +42,7 @@ final class TestWriter: @unchecked Sendable {
 
 /// Replays `source`'s log into a new store in `path`, as an import would.
 func replay(_ source: Store, into path: String, chunk: Int = 97) throws -> Store {
-    let target = try Store(directory: path)
+    let target = try Store(directory: path, options: source.options)
     try target.append { after in
         try source.read { snapshot in
             var events: [Event] = []
