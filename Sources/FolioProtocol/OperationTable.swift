@@ -68,12 +68,15 @@ public enum OperationTable {
     public static let all: [OperationSpec] = [
         OperationSpec("hello", .read(.inline) { _ in .hello }),
         OperationSpec("create", .write(keyed: true, RequestDecoder.create)),
-        OperationSpec("get", .read(.inline, RequestDecoder.get)),
+        // With include, up to Snapshot.includeLimit objects more: then on a worker.
+        OperationSpec("get", .read(.byPlan, RequestDecoder.get)),
         OperationSpec("update", .write(keyed: true, RequestDecoder.update)),
         OperationSpec("delete", .write(keyed: true, RequestDecoder.delete)),
         OperationSpec("batch", .write(keyed: true, RequestDecoder.batch)),
         OperationSpec("list", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true)) }),
         OperationSpec("count", .read(.byPlan) { .count(try RequestDecoder.query(&$0, paging: false)) }),
+        OperationSpec("links", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
+        OperationSpec("backlinks", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
         OperationSpec("history", .read(.inline, RequestDecoder.history)),
         OperationSpec("events", .read(.inline, RequestDecoder.events)),
         // Counts per collection and, when the cached digest is stale, a digest of everything.

@@ -29,7 +29,7 @@ extension Request {
 
     public enum ReadOperation: Sendable {
         case hello
-        case get(collection: String, id: String, at: PointInTime?)
+        case get(collection: String, id: String, at: PointInTime?, include: [IncludePath])
         case list(Query)
         case count(Query)
         case history(collection: String, id: String, after: UInt64, limit: Int)

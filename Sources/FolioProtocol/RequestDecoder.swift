@@ -77,7 +77,9 @@ public enum RequestDecoder {
         let asOf = try fields.optionalDate("asOf")
         if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
         let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
-        return .get(collection: collection, id: id, at: point)
+        let include = try fields.include()
+        if point != nil && !include.isEmpty { throw ProtocolError(.badRequest, "get takes include or a point in time, not both") }
+        return .get(collection: collection, id: id, at: point, include: include)
     }
 
     static func update(_ fields: inout Fields) throws -> Command {
@@ -226,24 +228,47 @@ public enum RequestDecoder {
         return .backup(directory: directory)
     }
 
-    static func query(_ fields: inout Fields, paging: Bool) throws -> Query {
-        let view = try fields.optionalString("view")
-        let collection = try fields.optionalString("collection")
+    /// Which objects a query reads, by op: `list` and `count` a collection or a view (`count` also
+    /// the referrers of `ref` from `from`); `links` the field of one object; `backlinks` referrers.
+    enum QuerySource {
+        case collectionOrView, links, backlinks
+    }
+
+    static func query(_ fields: inout Fields, paging: Bool, source kind: QuerySource = .collectionOrView) throws -> Query {
         let source: Query.Source
-        switch (view, collection) {
-        case (let view?, nil):
-            try validated { () throws(ValidationError) in try Names.validateView(view) }
-            source = .view(view)
-        case (nil, let collection?):
-            try validated { () throws(ValidationError) in try Names.validateCollection(collection) }
-            source = .collection(collection)
-        case (nil, nil): throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"")
-        case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
+        var isView = false
+        switch kind {
+        case .links:
+            let (collection, id) = try fields.reference("ref")
+            let field = try fields.requiredString("field")
+            let path = try validated { () throws(ValidationError) in try IncludePath(parsing: field) }
+            try validated { () throws(ValidationError) in try Names.validateTopLevelField(path.segments[0]) }
+            source = .links(collection: collection, id: id, field: path.segments)
+        case .backlinks:
+            source = try backlinksSource(&fields)
+        case .collectionOrView:
+            let view = try fields.optionalString("view")
+            let collection = try fields.optionalString("collection")
+            switch (view, collection) {
+            case (let view?, nil):
+                try validated { () throws(ValidationError) in try Names.validateView(view) }
+                source = .view(view)
+                isView = true
+            case (nil, let collection?):
+                try validated { () throws(ValidationError) in try Names.validateCollection(collection) }
+                source = .collection(collection)
+            case (nil, nil):
+                guard !paging, fields.peek("ref") != nil else {
+                    throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"\(paging ? "" : " (or \"ref\" and \"from\")")")
+                }
+                source = try backlinksSource(&fields)
+            case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
+            }
         }
         let whereJSON = try fields.optionalObjectJSON("where")
         let sort = try fields.sort()
-        if view != nil, whereJSON != nil || sort != nil {
-            throw ProtocolError(.badRequest, "a list of a view takes no \"where\" or \"sort\": the view defines them")
+        if isView, sort != nil {
+            throw ProtocolError(.badRequest, "a list of a view takes no \"sort\": the view defines it")
         }
         var descending = false
         var limit = Query.defaultLimit
@@ -265,9 +290,28 @@ public enum RequestDecoder {
             }
         }
         let explain = try fields.optionalBool("explain") ?? false
+        let include = paging ? try fields.include() : []
         return try validated { () throws(ValidationError) in
-            try Query(source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain)
+            try Query(
+                source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain,
+                include: include)
         }
+    }
+
+    /// `ref` (the target) and `from` (`"<Collection>.<field path>"`: where the references sit).
+    private static func backlinksSource(_ fields: inout Fields) throws -> Query.Source {
+        let (collection, id) = try fields.reference("ref")
+        let from = try fields.requiredString("from")
+        guard let dot = from.firstIndex(of: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex else {
+            throw ProtocolError(.badRequest, "\"from\" must be \"<Collection>.<field>\", e.g. \"Category.items\"")
+        }
+        let sourceCollection = String(from[..<dot])
+        let path = String(from[from.index(after: dot)...])
+        try validated { () throws(ValidationError) in
+            try Names.validateCollection(sourceCollection)
+            _ = try IncludePath(parsing: path)
+        }
+        return .backlinks(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
     }
 
     private static func validated<T>(_ body: () throws(ValidationError) -> T) throws(ProtocolError) -> T {
@@ -311,7 +355,7 @@ public struct Fields {
         }
     }
 
-    private func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ProtocolError {
+    func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ProtocolError {
         ProtocolError(.badRequest, "field \"\(key)\" must be \(expected), found \(value.kindDescription)")
     }
 
@@ -342,6 +386,38 @@ public struct Fields {
         guard let value = take(key) else { return nil }
         guard case .object(let object) = value else { throw wrongType(key, "an object", value) }
         return object
+    }
+
+    /// `"<Collection>/<id>"` (or `{"$ref": ...}`).
+    mutating func reference(_ key: String) throws -> (collection: String, id: String) {
+        guard let value = take(key) else { throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\": \"<Collection>/<id>\"") }
+        var text: String
+        switch value {
+        case .string(let string): text = string
+        case .object(let object) where object.count == 1 && object.keys[0] == "$ref":
+            guard case .string(let string) = object.fields[0].value else { throw wrongType(key, "\"<Collection>/<id>\"", value) }
+            text = string
+        default: throw wrongType(key, "\"<Collection>/<id>\"", value)
+        }
+        do {
+            guard case .reference(let collection, let id)? = try TypedValue.parse(["$ref": .string(text)]) else {
+                throw ProtocolError(.badRequest, "field \"\(key)\" must be \"<Collection>/<id>\"")
+            }
+            return (collection, id)
+        } catch let error as ValidationError {
+            throw ProtocolError(.badRequest, "field \"\(key)\": \(error.message)")
+        }
+    }
+
+    mutating func include() throws -> [IncludePath] {
+        guard let value = take("include") else { return [] }
+        guard case .array(let elements) = value, elements.count <= IncludePath.maxPaths else {
+            throw ProtocolError(.badRequest, "field \"include\" must be an array of at most \(IncludePath.maxPaths) field paths")
+        }
+        return try elements.map { element in
+            guard case .string(let text) = element else { throw wrongType("include", "an array of field paths", value) }
+            do throws(ValidationError) { return try IncludePath(parsing: text) } catch { throw ProtocolError(.badRequest, error.message) }
+        }
     }
 
     mutating func requestKey() throws -> String? {
