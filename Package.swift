@@ -35,11 +35,13 @@ let package = Package(
 
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),
+        // What the programs and tests that drive foliod share: child processes, seeded randomness.
+        .target(name: "FolioHarness", dependencies: ["CFolioSystem"]),
 
         .executableTarget(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine"]),
+        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
@@ -48,6 +50,8 @@ let package = Package(
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),
+            dependencies: [
+                "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel", "FolioHarness",
+            ]),
     ]
 )
