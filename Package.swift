@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "foliod", targets: ["foliod"]),
         .executable(name: "folio", targets: ["folio"]),
         .executable(name: "folio-bench", targets: ["folio-bench"]),
+        .executable(name: "folio-chaos", targets: ["folio-chaos"]),
     ],
     targets: [
         // C libraries from Debian packages, found with pkg-config.
@@ -42,6 +43,9 @@ let package = Package(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
+        // The crash loop: kills foliod at random moments and checks the store against the history.
+        .executableTarget(
+            name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
