@@ -229,12 +229,35 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_sync(handle, 1), "mdb_env_sync")
     }
 
-    /// Copies the environment to the existing empty directory `path` from one consistent snapshot
-    /// while writers go on (`mdb_env_copy2`); `compact` omits free pages and renumbers the rest.
+    /// Copies the environment into `path/data.mdb` (`mdb_env_copyfd2`, `MDB_CP_COMPACT` if `compact`)
+    /// from one read snapshot while writers go on. The copy is written as `data.mdb.partial`, flushed,
+    /// and only then renamed to `data.mdb` (and the directory flushed): a process killed part-way
+    /// leaves no `data.mdb` whose meta page points past its end, which LMDB would map and fault on
+    /// (SIGBUS) when opened.
     public func copy(to path: String, compact: Bool) throws(LMDBError) {
-        pthread_rwlock_rdlock(activity)
-        defer { pthread_rwlock_unlock(activity) }
-        try check(mdb_env_copy2(handle, path, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copy2")
+        let partial = path + "/data.mdb.partial"
+        let file = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(partial)") }
+        do throws(LMDBError) {
+            defer { Glibc.close(file) }
+            pthread_rwlock_rdlock(activity)
+            let result = mdb_env_copyfd2(handle, file, compact ? UInt32(MDB_CP_COMPACT) : 0)
+            pthread_rwlock_unlock(activity)
+            try check(result, "mdb_env_copyfd2")
+            guard fsync(file) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "fsync \(partial)") }
+        } catch {
+            unlink(partial)
+            throw error
+        }
+        guard rename(partial, path + "/data.mdb") == 0 else {
+            let code = errno
+            unlink(partial)
+            throw LMDBError(code: .init(rawValue: code), call: "rename \(partial)")
+        }
+        let directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)") }
+        defer { Glibc.close(directory) }
+        guard fsync(directory) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "fsync \(path)") }
     }
 
     /// Clears reader slots left by processes that died (`mdb_reader_check`); returns how many.
