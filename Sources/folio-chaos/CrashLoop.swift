@@ -68,6 +68,7 @@ struct CrashLoop {
             Console.line("left in data directories after restarts (removed): " + tally.leftovers.prefix(5).joined(separator: ", ") + (tally.leftovers.count > 5 ? ", …" : ""))
         }
         for violation in tally.violations { Console.line(violation) }
+        Console.line("chaos: \(tally.cycles - tally.violations.count) passed, \(tally.violations.count) failed")
         return tally.violations.isEmpty ? 0 : 1
     }
 

@@ -32,30 +32,27 @@ final class Epoch {
     /// Runs cycle `index` (0-based within this store); throws the first violation.
     func cycle(_ index: Int, _ tally: inout Tally) throws -> Void {
         defer { foliod.kill() }
-        let point = CrashPoint.random(&random)
+        var phases = PhaseClock()
+        defer { tally.add(phases) }
+        let plan = CyclePlan(&random, workloadMilliseconds: options.workloadMilliseconds)
+        let point = plan.point
         tally.crashPoints[point, default: 0] += 1
-        if point == .startup {
-            for _ in 0..<Int.random(in: 1...3, using: &random) {
-                let delay = Double.random(in: 0...(startupSeconds * 1.2), using: &random)
-                try foliod.spawn()
-                sleep(seconds: delay)
-                foliod.kill()
-                tally.startupKills += 1
-            }
+        for fraction in plan.startupKills {
+            try foliod.spawn()
+            sleep(seconds: fraction * startupSeconds)
+            foliod.kill()
+            tally.startupKills += 1
         }
         try foliod.spawn()
         startupSeconds = try foliod.waitUntilServing(timeout: 60)
         while foliod.mapGrowths.wait(timeout: .now()) == .success {}
+        phases.end("start")
 
-        let killAt = Int.random(in: 20...options.workloadMilliseconds, using: &random)
+        let killAt = plan.killAfterMilliseconds
         var tasks: [(afterMilliseconds: Int, task: ServiceClient.Task)] = []
-        switch point {
-        case .verify: tasks.append((Int.random(in: 0...(killAt / 2), using: &random), .verify))
-        case .backup: tasks.append((Int.random(in: 0...(killAt / 2), using: &random), .backup(directory: nextBackupDirectory())))
-        default:
-            if Int.random(in: 0..<4, using: &random) == 0 { tasks.append((Int.random(in: 0...killAt, using: &random), .verify)) }
-            if Int.random(in: 0..<4, using: &random) == 0 { tasks.append((Int.random(in: 0...killAt, using: &random), .backup(directory: nextBackupDirectory()))) }
-        }
+        if let after = plan.verifyAfterMilliseconds { tasks.append((after, .verify)) }
+        if let after = plan.backupAfterMilliseconds { tasks.append((after, .backup(directory: nextBackupDirectory()))) }
+        tasks.sort { $0.afterMilliseconds < $1.afterMilliseconds }
         let clients = ledgers.map { ledger in
             WorkloadClient(
                 ledger: ledger, seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) << 16 &+ UInt64(ledger.client), socketPath: foliod.socketPath,
@@ -78,28 +75,28 @@ final class Epoch {
             sleep(seconds: Double(killAt) / 1000)
         case .verify, .backup:
             if service.sent.wait(timeout: .now() + .milliseconds(killAt + 5_000)) == .success {
-                let estimate = point == .verify ? verifySeconds : backupSeconds
-                sleep(seconds: Double.random(in: 0...(estimate * 1.1), using: &random))
+                sleep(seconds: plan.killFraction * (point == .verify ? verifySeconds : backupSeconds))
             }
         case .mapGrowth:
             if foliod.mapGrowths.wait(timeout: .now() + .milliseconds(max(killAt, 3_000))) == .success {
                 tally.mapGrowthKills += 1
-                sleep(seconds: Double.random(in: 0...0.002, using: &random))
+                sleep(seconds: plan.growthDelaySeconds)
             }
         case .staleReader:
-            let first = Int.random(in: 10...max(10, killAt / 2), using: &random)
-            sleep(seconds: Double(first) / 1000)
+            sleep(seconds: Double(plan.readerAfterMilliseconds) / 1000)
             if try StaleReader.leave(in: foliod.dataDirectory) { tally.staleReaders += 1 }
-            sleep(seconds: Double(killAt - first) / 1000)
+            sleep(seconds: Double(killAt - plan.readerAfterMilliseconds) / 1000)
         }
         let aliveAtKill = foliod.isRunning
         foliod.kill()
         if finished.wait(timeout: .now() + 60) == .timedOut { throw Violation("clients still waiting 60 s after foliod was killed") }
         if !aliveAtKill { throw Violation("foliod had exited by itself before the kill; its log ends:\n\(foliod.logTail())") }
         if let violation = (clients.flatMap(\.violations) + service.violations).first { throw violation }
+        phases.end("workload")
         try journal(service)
 
         var answeredBackups: [(String, JSONObject)] = []
+        var killedBackups: [String] = []
         for record in service.records {
             switch record.task {
             case .verify:
@@ -120,6 +117,7 @@ final class Epoch {
                     answeredBackups.append((path, result))
                 } else if record.problem == "no answer" {
                     tally.killedMidBackup += 1
+                    killedBackups.append(path)
                 } else {
                     throw Violation("backup during the workload: \(record.problem ?? "")")
                 }
@@ -129,6 +127,7 @@ final class Epoch {
         // Restart and check.
         try foliod.spawn()
         _ = try foliod.waitUntilServing(timeout: 60)
+        phases.end("restart")
         let connection = try FolioConnection.forChecks(foliod.socketPath, timeout: 120)
         let figures = try RestartCheck(connection: connection, ledgers: ledgers, logged: logged).run()
         connection.close()
@@ -139,12 +138,17 @@ final class Epoch {
             try checkBackup(path, result)
             tally.backupsChecked += 1
         }
+        for path in killedBackups where FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            try checkKilledBackup(path)
+        }
         try? FileManager.default.removeItem(atPath: directory + "/backups")
+        phases.end("checks")
 
         // Kill it idle, and rebuild a copy of its data directory offline: the same digest.
         foliod.kill()
         try compareRebuild(figures)
         tally.rebuildsCompared += 1
+        phases.end("rebuild")
     }
 
     /// Appends this cycle's requests and answers to journal.jsonl in the store's directory.
@@ -179,7 +183,20 @@ final class Epoch {
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: foliod.dataDirectory)) ?? [] where !expected.contains(entry) {
             let path = foliod.dataDirectory + "/" + entry
             tally.leftovers.append(path)
+            tally.leftoverBytes += Self.allocatedBytes(path)
             try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// The disk space a file or directory tree takes (its allocated blocks).
+    private static func allocatedBytes(_ path: String) -> Int {
+        var paths = [path]
+        if let enumerator = FileManager.default.enumerator(atPath: path) {
+            while let entry = enumerator.nextObject() as? String { paths.append(path + "/" + entry) }
+        }
+        return paths.reduce(0) { total, path in
+            var status = stat()
+            return total + (lstat(path, &status) == 0 ? Int(status.st_blocks) * 512 : 0)
         }
     }
 
@@ -195,6 +212,15 @@ final class Epoch {
         guard run.status == 0, lines.contains(where: { $0 == "digest     \(result["digest"]?.stringValue ?? "?")" }),
             lines.contains(where: { $0 == "chain head \(result["chainHead"]?.stringValue ?? "?")" })
         else { throw Violation("the backup in \(path), answered \(JSON.object(result)), does not verify offline: \(run)") }
+    }
+
+    /// A backup killed before its answer may leave a `data.mdb` only once it is complete: it must
+    /// verify (a truncated one made foliod die of SIGBUS).
+    private func checkKilledBackup(_ path: String) throws {
+        let run = try CommandRun.run(options.foliod, ["verify", "--data", path], timeout: 300)
+        guard run.status == 0 else {
+            throw Violation("a backup killed before its answer left \(path)/data.mdb, on which foliod verify exits \(run.status): \(run.stderr.prefix(400))")
+        }
     }
 
     /// `foliod rebuild` on a copy of the data directory must derive the digest foliod reported.

@@ -20,7 +20,16 @@ struct Tally {
     var rebuildsCompared = 0
     /// Entries other than foliod's own files found in a data directory after a restart.
     var leftovers: [String] = []
+    var leftoverBytes = 0
     var violations: [String] = []
+    /// Seconds spent in each phase of the cycles, in the order phases first ended.
+    var phases: [(name: String, seconds: Double)] = []
+
+    mutating func add(_ clock: PhaseClock) {
+        for (name, seconds) in clock.phases {
+            if let index = phases.firstIndex(where: { $0.name == name }) { phases[index].seconds += seconds } else { phases.append((name, seconds)) }
+        }
+    }
 
     mutating func add(_ figures: RestartCheck.Figures) {
         writes += figures.writes
@@ -40,7 +49,9 @@ struct Tally {
             start-up kills \(startupKills), kills with verify unanswered \(killedMidVerify), with backup unanswered \
             \(killedMidBackup), right after map growth \(mapGrowthKills), stale reader slots left \(staleReaders)
             backups verified offline \(backupsChecked), verifies during workloads \(verifiesDuringWorkload), \
-            rebuild digests compared \(rebuildsCompared), leftover files \(leftovers.count)
+            rebuild digests compared \(rebuildsCompared), \
+            entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
+            time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
             violations \(violations.count)
             """
     }
