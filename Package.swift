@@ -51,6 +51,7 @@ let package = Package(
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
+        .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(
             name: "IntegrationTests",

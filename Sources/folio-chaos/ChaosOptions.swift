@@ -23,6 +23,9 @@ struct ChaosOptions {
           --directory DIR        where stores are made (default: a new directory under $TMPDIR)
           --keep                 keep every store's directory, not only those with a violation
           --verbose              one line per cycle
+          --lose-writes          fault injection, to test the checks: from a store's second cycle on,
+                                 put back after the kill the data.mdb of before the workload, so that
+                                 acknowledged writes are lost and must be reported
 
         A violation names the seed and cycle count that rerun its store: `--seed S --cycles C` with
         the same --clients and --cycles-per-store replays the same requests, crash points and delays
@@ -39,6 +42,7 @@ struct ChaosOptions {
     var directory: String?
     var keep = false
     var verbose = false
+    var loseWrites = false
     var showHelp = false
 
     init(_ argv: [String]) throws(UsageError) {
@@ -71,6 +75,7 @@ struct ChaosOptions {
         directory = arguments.value("--directory")
         keep = try arguments.flag("--keep")
         verbose = try arguments.flag("--verbose", "-v")
+        loseWrites = try arguments.flag("--lose-writes")
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
     }

@@ -43,6 +43,12 @@ final class Epoch {
             foliod.kill()
             tally.startupKills += 1
         }
+        let saved = directory + "/saved.mdb"
+        let losingWrites = options.loseWrites && index > 0
+        if losingWrites {
+            try? FileManager.default.removeItem(atPath: saved)
+            try? FileManager.default.copyItem(atPath: foliod.dataDirectory + "/data.mdb", toPath: saved)
+        }
         try foliod.spawn()
         startupSeconds = try foliod.waitUntilServing(timeout: 60)
         while foliod.mapGrowths.wait(timeout: .now()) == .success {}
@@ -89,6 +95,10 @@ final class Epoch {
         }
         let aliveAtKill = foliod.isRunning
         foliod.kill()
+        if losingWrites {
+            for file in ["data.mdb", "lock.mdb"] { try? FileManager.default.removeItem(atPath: foliod.dataDirectory + "/" + file) }
+            try? FileManager.default.copyItem(atPath: saved, toPath: foliod.dataDirectory + "/data.mdb")
+        }
         if finished.wait(timeout: .now() + 60) == .timedOut { throw Violation("clients still waiting 60 s after foliod was killed") }
         if !aliveAtKill { throw Violation("foliod had exited by itself before the kill; its log ends:\n\(foliod.logTail())") }
         if let violation = (clients.flatMap(\.violations) + service.violations).first { throw violation }

@@ -4,6 +4,8 @@ import FolioJSON
 struct LoggedEvent: CustomStringConvertible {
     let seq: Int64
     let type: String
+    /// Acceptance time, RFC 3339 in UTC with milliseconds: its text sorts as its time does.
+    let at: String
     /// The object of a `created`, `updated` or `deleted` event.
     let key: ObjectKey?
     let version: Int64?
@@ -18,11 +20,12 @@ struct LoggedEvent: CustomStringConvertible {
     let text: String
 
     init(_ object: JSONObject, text: String) throws(Violation) {
-        guard let seq = object["seq"]?.integerValue, let type = object["type"]?.stringValue else {
-            throw Violation("log: an event without seq or type: \(text.prefix(300))")
-        }
+        guard let seq = object["seq"]?.integerValue, let type = object["type"]?.stringValue, let at = object["at"]?.stringValue,
+            at.utf8.count == 24, at.hasSuffix("Z")
+        else { throw Violation("log: an event without seq, type or a UTC time: \(text.prefix(300))") }
         self.seq = seq
         self.type = type
+        self.at = at
         self.text = text
         if let collection = object["collection"]?.stringValue, let id = object["id"]?.stringValue {
             key = ObjectKey(collection: collection, id: id)

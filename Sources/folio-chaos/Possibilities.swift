@@ -4,7 +4,7 @@ struct Possibilities<State: Equatable & CustomStringConvertible>: CustomStringCo
     /// What a write does to one possible prior state, when nothing else (a unique view) stops it.
     enum Transition: Equatable {
         case applied(State)
-        /// Refused with this error code; `version` is the `currentVersion` a conflict reports.
+        /// Refused with this error code.
         case refused(code: String)
     }
 
