@@ -82,7 +82,8 @@ struct ChaosOptions {
 
     /// `foliod` in the directory of this executable, where SwiftPM puts both.
     private static var siblingFoliod: String {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("foliod").path
     }
 }

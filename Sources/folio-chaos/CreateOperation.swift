@@ -10,7 +10,9 @@ struct CreateOperation: WorkloadOperation {
     let nonce: String
 
     var request: JSON {
-        var fields: [JSONObject.Field] = [.init(key: "op", value: "create"), .init(key: "collection", value: .string(collection))]
+        var fields: [JSONObject.Field] = [
+            .init(key: "op", value: "create"), .init(key: "collection", value: .string(collection)),
+        ]
         if let id { fields.append(.init(key: "id", value: .string(id))) }
         fields.append(.init(key: "data", value: .object(data)))
         return .object(JSONObject(fields))
@@ -31,14 +33,18 @@ struct CreateOperation: WorkloadOperation {
             if let id, answeredID != id { throw Violation("\(label): acknowledged as \(collection)/\(answeredID)") }
             let key = ObjectKey(collection: collection, id: answeredID)
             if id == nil {
-                guard ledger.objects[key] == nil else { throw Violation("\(label): foliod chose the id \(answeredID) a second time") }
+                guard ledger.objects[key] == nil else {
+                    throw Violation("\(label): foliod chose the id \(answeredID) a second time")
+                }
                 ledger.track(key)
             }
             try ledger.objects[key]!.acknowledge(ObjectState(object: result), by: transition, label)
         case .refused(let code, let error):
             // Without an id, only a unique view can refuse a create.
             guard let id else {
-                guard code == "conflict", error["view"] != nil else { throw Violation("\(label): refused with \(JSON.object(error))") }
+                guard code == "conflict", error["view"] != nil else {
+                    throw Violation("\(label): refused with \(JSON.object(error))")
+                }
                 return
             }
             try ledger.objects[ObjectKey(collection: collection, id: id)]!.refuse(
@@ -70,7 +76,8 @@ struct CreateOperation: WorkloadOperation {
         }
         return [
             ExpectedEvent(subject: .object(key), write: label) { event in
-                event.type == "created" && event.nonce == nonce && event.data == data && (version == nil || event.version == version)
+                event.type == "created" && event.nonce == nonce && event.data == data
+                    && (version == nil || event.version == version)
             }
         ]
     }

@@ -21,7 +21,9 @@ struct CyclePlan {
 
     init(_ random: inout SplitMix64, workloadMilliseconds: Int) {
         point = CrashPoint.random(&random)
-        let startupKills = (0..<Int.random(in: 1...3, using: &random)).map { _ in Double.random(in: 0...1.2, using: &random) }
+        let startupKills = (0..<Int.random(in: 1...3, using: &random)).map { _ in
+            Double.random(in: 0...1.2, using: &random)
+        }
         self.startupKills = point == .startup ? startupKills : []
         let killAt = Int.random(in: 20...workloadMilliseconds, using: &random)
         killAfterMilliseconds = killAt

@@ -31,7 +31,9 @@ struct DeleteOperation: WorkloadOperation {
             try ledger.objects[key]!.acknowledge(ObjectState(version: version, data: nil), by: transition, label)
         case .refused(let code, let error):
             let current = error["currentVersion"]?.integerValue
-            try ledger.objects[key]!.refuse(code: code, byConstraint: false, fits: { current == nil || $0.version == current }, by: transition, label)
+            try ledger.objects[key]!.refuse(
+                code: code, byConstraint: false, fits: { current == nil || $0.version == current }, by: transition,
+                label)
         case .uncertain:
             ledger.objects[key]!.widen(by: transition)
         }

@@ -30,7 +30,7 @@ final class Epoch {
     }
 
     /// Runs cycle `index` (0-based within this store); throws the first violation.
-    func cycle(_ index: Int, _ tally: inout Tally) throws -> Void {
+    func cycle(_ index: Int, _ tally: inout Tally) throws {
         defer { foliod.kill() }
         var phases = PhaseClock()
         defer { tally.add(phases) }
@@ -61,7 +61,8 @@ final class Epoch {
         tasks.sort { $0.afterMilliseconds < $1.afterMilliseconds }
         let clients = ledgers.map { ledger in
             WorkloadClient(
-                ledger: ledger, seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) << 16 &+ UInt64(ledger.client), socketPath: foliod.socketPath,
+                ledger: ledger, seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) << 16 &+ UInt64(ledger.client),
+                socketPath: foliod.socketPath,
                 timeout: 30)
         }
         let service = ServiceClient(socketPath: foliod.socketPath, tasks: tasks, timeout: 120)
@@ -96,11 +97,17 @@ final class Epoch {
         let aliveAtKill = foliod.isRunning
         foliod.kill()
         if losingWrites {
-            for file in ["data.mdb", "lock.mdb"] { try? FileManager.default.removeItem(atPath: foliod.dataDirectory + "/" + file) }
+            for file in ["data.mdb", "lock.mdb"] {
+                try? FileManager.default.removeItem(atPath: foliod.dataDirectory + "/" + file)
+            }
             try? FileManager.default.copyItem(atPath: saved, toPath: foliod.dataDirectory + "/data.mdb")
         }
-        if finished.wait(timeout: .now() + 60) == .timedOut { throw Violation("clients still waiting 60 s after foliod was killed") }
-        if !aliveAtKill { throw Violation("foliod had exited by itself before the kill; its log ends:\n\(foliod.logTail())") }
+        if finished.wait(timeout: .now() + 60) == .timedOut {
+            throw Violation("clients still waiting 60 s after foliod was killed")
+        }
+        if !aliveAtKill {
+            throw Violation("foliod had exited by itself before the kill; its log ends:\n\(foliod.logTail())")
+        }
         if let violation = (clients.flatMap(\.violations) + service.violations).first { throw violation }
         phases.end("workload")
         try journal(service)
@@ -179,7 +186,9 @@ final class Epoch {
             text.append(0x0A)
         }
         let path = directory + "/journal.jsonl"
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+        }
         guard let handle = FileHandle(forWritingAtPath: path) else { throw DriverError("cannot write \(path)") }
         handle.seekToEndOfFile()
         handle.write(Data(text))
@@ -190,7 +199,8 @@ final class Epoch {
     /// store, say): reported, and removed so that it is counted once.
     private func noteLeftovers(_ tally: inout Tally) {
         let expected: Set<String> = ["data.mdb", "lock.mdb", "foliod.lock"]
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: foliod.dataDirectory)) ?? [] where !expected.contains(entry) {
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: foliod.dataDirectory)) ?? []
+        where !expected.contains(entry) {
             let path = foliod.dataDirectory + "/" + entry
             tally.leftovers.append(path)
             tally.leftoverBytes += Self.allocatedBytes(path)
@@ -221,7 +231,9 @@ final class Epoch {
         let lines = run.stdout.split(separator: "\n")
         guard run.status == 0, lines.contains(where: { $0 == "digest     \(result["digest"]?.stringValue ?? "?")" }),
             lines.contains(where: { $0 == "chain head \(result["chainHead"]?.stringValue ?? "?")" })
-        else { throw Violation("the backup in \(path), answered \(JSON.object(result)), does not verify offline: \(run)") }
+        else {
+            throw Violation("the backup in \(path), answered \(JSON.object(result)), does not verify offline: \(run)")
+        }
     }
 
     /// A backup killed before its answer may leave a `data.mdb` only once it is complete: it must
@@ -229,7 +241,9 @@ final class Epoch {
     private func checkKilledBackup(_ path: String) throws {
         let run = try CommandRun.run(options.foliod, ["verify", "--data", path], timeout: 300)
         guard run.status == 0 else {
-            throw Violation("a backup killed before its answer left \(path)/data.mdb, on which foliod verify exits \(run.status): \(run.stderr.prefix(400))")
+            throw Violation(
+                "a backup killed before its answer left \(path)/data.mdb, on which foliod verify exits \(run.status): \(run.stderr.prefix(400))"
+            )
         }
     }
 
@@ -244,7 +258,11 @@ final class Epoch {
         let lines = run.stdout.split(separator: "\n")
         guard run.status == 0, lines.contains(where: { $0 == "digest     \(figures.digest)" }),
             lines.contains(where: { $0 == "chain head \(figures.chainHead)" })
-        else { throw Violation("foliod rebuild of a copy does not give foliod's digest \(figures.digest) and head \(figures.chainHead): \(run)") }
+        else {
+            throw Violation(
+                "foliod rebuild of a copy does not give foliod's digest \(figures.digest) and head \(figures.chainHead): \(run)"
+            )
+        }
     }
 
     private func sleep(seconds: Double) {

@@ -68,7 +68,8 @@ final class Foliod: @unchecked Sendable {
             guard process.isRunning else {
                 self.process = nil
                 pump?.waitForEnd(timeout: 5)
-                throw Violation("foliod exited with status \(process.exitStatus) while starting; its log ends:\n\(logTail())")
+                throw Violation(
+                    "foliod exited with status \(process.exitStatus) while starting; its log ends:\n\(logTail())")
             }
             do {
                 let connection = try FolioConnection(path: socketPath, timeout: 5)

@@ -19,12 +19,18 @@ struct LogReader {
                 throw Violation("events: malformed result")
             }
             let raw = try Self.elements(ofEventsIn: line)
-            guard raw.count == parsed.count else { throw Violation("events: \(parsed.count) events parsed, \(raw.count) found in the line") }
+            guard raw.count == parsed.count else {
+                throw Violation("events: \(parsed.count) events parsed, \(raw.count) found in the line")
+            }
             for (object, bytes) in zip(parsed, raw) {
-                guard case .object(let fields) = object else { throw Violation("events: an event that is not an object") }
+                guard case .object(let fields) = object else {
+                    throw Violation("events: an event that is not an object")
+                }
                 let event = try LoggedEvent(fields, text: String(decoding: bytes, as: UTF8.self))
                 let hash = try Self.chainHash(after: state.chainHead, event: Array(bytes), seq: event.seq)
-                guard fields["hash"]?.stringValue == hex(hash) else { throw Violation("log: the parsed hash of event \(event.seq) differs from its text") }
+                guard fields["hash"]?.stringValue == hex(hash) else {
+                    throw Violation("log: the parsed hash of event \(event.seq) differs from its text")
+                }
                 try state.apply(event, hash: hash)
                 events.append(event)
             }
@@ -42,17 +48,24 @@ struct LogReader {
     static func chainHash(after previous: [UInt8], event: [UInt8], seq: Int64) throws(Violation) -> [UInt8] {
         let prefix = Array(#","hash":""#.utf8)
         let suffixLength = prefix.count + 64 + 2
-        guard event.count > suffixLength, Array(event[(event.count - suffixLength)..<(event.count - suffixLength + prefix.count)]) == prefix,
+        guard event.count > suffixLength,
+            Array(event[(event.count - suffixLength)..<(event.count - suffixLength + prefix.count)]) == prefix,
             event[event.count - 2] == UInt8(ascii: "\""), event[event.count - 1] == UInt8(ascii: "}")
-        else { throw Violation("log: event \(seq) does not end with its hash: \(String(decoding: event.suffix(120), as: UTF8.self))") }
+        else {
+            throw Violation(
+                "log: event \(seq) does not end with its hash: \(String(decoding: event.suffix(120), as: UTF8.self))")
+        }
         let stated = String(decoding: event[(event.count - 66)..<(event.count - 2)], as: UTF8.self)
         var input = previous
         input += event[..<(event.count - suffixLength)]
         input.append(UInt8(ascii: "}"))
         var digest = [UInt8](repeating: 0, count: 32)
-        input.withUnsafeBufferPointer { bytes in _ = digest.withUnsafeMutableBufferPointer { SHA256(bytes.baseAddress, bytes.count, $0.baseAddress) } }
+        input.withUnsafeBufferPointer { bytes in
+            _ = digest.withUnsafeMutableBufferPointer { SHA256(bytes.baseAddress, bytes.count, $0.baseAddress) }
+        }
         guard hex(digest) == stated else {
-            throw Violation("log: the chain breaks at event \(seq): it states hash \(stated), the chain gives \(hex(digest))")
+            throw Violation(
+                "log: the chain breaks at event \(seq): it states hash \(stated), the chain gives \(hex(digest))")
         }
         return digest
     }
@@ -61,7 +74,9 @@ struct LogReader {
     /// precedes it), each an event's text exactly as sent.
     static func elements(ofEventsIn line: [UInt8]) throws(Violation) -> [ArraySlice<UInt8>] {
         let marker = Array(#""events":["#.utf8)
-        guard var index = firstIndex(of: marker, in: line) else { throw Violation("events: no events array in the answer") }
+        guard var index = firstIndex(of: marker, in: line) else {
+            throw Violation("events: no events array in the answer")
+        }
         index += marker.count
         var elements: [ArraySlice<UInt8>] = []
         while index < line.count {

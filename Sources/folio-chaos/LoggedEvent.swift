@@ -20,7 +20,8 @@ struct LoggedEvent: CustomStringConvertible {
     let text: String
 
     init(_ object: JSONObject, text: String) throws(Violation) {
-        guard let seq = object["seq"]?.integerValue, let type = object["type"]?.stringValue, let at = object["at"]?.stringValue,
+        guard let seq = object["seq"]?.integerValue, let type = object["type"]?.stringValue,
+            let at = object["at"]?.stringValue,
             at.utf8.count == 24, at.hasSuffix("Z")
         else { throw Violation("log: an event without seq, type or a UTC time: \(text.prefix(300))") }
         self.seq = seq
@@ -36,16 +37,24 @@ struct LoggedEvent: CustomStringConvertible {
         data = object["data"]?.objectValue
         patch = object["patch"]?.objectValue
         nonce = (data ?? patch)?["w"]?.stringValue
-        if type == "view.defined", case .object(let definition)? = object["view"] { view = ViewDefinition(definition) } else { view = nil }
+        if type == "view.defined", case .object(let definition)? = object["view"] {
+            view = ViewDefinition(definition)
+        } else {
+            view = nil
+        }
         droppedView = type == "view.dropped" ? object["view"]?.stringValue : nil
         switch type {
         case "created", "updated", "deleted":
-            guard key != nil, version != nil else { throw Violation("log: event \(seq) lacks collection, id or version: \(text.prefix(300))") }
+            guard key != nil, version != nil else {
+                throw Violation("log: event \(seq) lacks collection, id or version: \(text.prefix(300))")
+            }
             if type == "created" && data == nil || type == "updated" && patch == nil {
                 throw Violation("log: event \(seq) lacks its data or patch: \(text.prefix(300))")
             }
         case "view.defined":
-            guard view != nil else { throw Violation("log: event \(seq) has no valid view definition: \(text.prefix(300))") }
+            guard view != nil else {
+                throw Violation("log: event \(seq) has no valid view definition: \(text.prefix(300))")
+            }
         case "view.dropped":
             guard droppedView != nil else { throw Violation("log: event \(seq) names no view: \(text.prefix(300))") }
         default:

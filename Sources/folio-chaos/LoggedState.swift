@@ -22,8 +22,12 @@ final class LoggedState {
 
     /// Appends the next event, whose chain hash was checked to be `hash`.
     func apply(_ event: LoggedEvent, hash: [UInt8]) throws(Violation) {
-        guard event.seq == lastSeq + 1 else { throw Violation("log: event \(event.seq) follows event \(lastSeq); sequences must be contiguous") }
-        guard event.at >= lastAt else { throw Violation("log: \(event) was accepted at \(event.at), before the event ahead of it (\(lastAt))") }
+        guard event.seq == lastSeq + 1 else {
+            throw Violation("log: event \(event.seq) follows event \(lastSeq); sequences must be contiguous")
+        }
+        guard event.at >= lastAt else {
+            throw Violation("log: \(event) was accepted at \(event.at), before the event ahead of it (\(lastAt))")
+        }
         lastAt = event.at
         if let nonce = event.nonce {
             if let earlier = eventsByNonce[nonce] {
@@ -42,7 +46,10 @@ final class LoggedState {
             case "created":
                 guard !prior.isPresent else { throw Violation("log: \(event) creates \(key), which exists (\(prior))") }
                 if prior.version == 0 && Self.isGenerated(key.id) {
-                    guard key.id > lastGeneratedID else { throw Violation("log: \(event) has the generated id \(key.id), not above the last one, \(lastGeneratedID)") }
+                    guard key.id > lastGeneratedID else {
+                        throw Violation(
+                            "log: \(event) has the generated id \(key.id), not above the last one, \(lastGeneratedID)")
+                    }
                     lastGeneratedID = key.id
                 }
                 objects[key] = ObjectState(version: prior.version + 1, data: event.data)
@@ -59,7 +66,9 @@ final class LoggedState {
             guard views[definition.name] == nil else { throw Violation("log: \(event) defines a view that exists") }
             views[definition.name] = definition
         default:
-            guard views.removeValue(forKey: event.droppedView!) != nil else { throw Violation("log: \(event) drops a view that does not exist") }
+            guard views.removeValue(forKey: event.droppedView!) != nil else {
+                throw Violation("log: \(event) drops a view that does not exist")
+            }
         }
         lastSeq = event.seq
         chainHead = hash

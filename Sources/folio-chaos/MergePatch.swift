@@ -12,7 +12,11 @@ enum MergePatch {
                 result[field.key] = nil
             case .object(let inner) where !isTypedValue(inner):
                 let base: JSONObject
-                if case .object(let existing)? = result[field.key], !isTypedValue(existing) { base = existing } else { base = JSONObject() }
+                if case .object(let existing)? = result[field.key], !isTypedValue(existing) {
+                    base = existing
+                } else {
+                    base = JSONObject()
+                }
                 result[field.key] = .object(apply(inner, to: base))
             default:
                 result[field.key] = field.value

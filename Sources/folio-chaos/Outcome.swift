@@ -21,9 +21,15 @@ enum Outcome {
         switch self {
         case .noAnswer(let reason): return .uncertain(reason)
         case .answered(let response):
-            guard case .object(let envelope) = response else { throw Violation("\(request): the answer is not an object: \(response)") }
-            if envelope["ok"] == .bool(true), case .object(let result)? = envelope["result"] { return .acknowledged(result) }
-            guard envelope["ok"] == .bool(false), case .object(let error)? = envelope["error"], let code = error["code"]?.stringValue else {
+            guard case .object(let envelope) = response else {
+                throw Violation("\(request): the answer is not an object: \(response)")
+            }
+            if envelope["ok"] == .bool(true), case .object(let result)? = envelope["result"] {
+                return .acknowledged(result)
+            }
+            guard envelope["ok"] == .bool(false), case .object(let error)? = envelope["error"],
+                let code = error["code"]?.stringValue
+            else {
                 throw Violation("\(request): malformed answer \(response)")
             }
             switch code {

@@ -14,12 +14,18 @@ struct Possibilities<State: Equatable & CustomStringConvertible>: CustomStringCo
 
     var single: State? { states.count == 1 ? states[0] : nil }
 
-    var description: String { states.count == 1 ? states[0].description : "one of: " + states.map(\.description).joined(separator: " | ") }
+    var description: String {
+        states.count == 1 ? states[0].description : "one of: " + states.map(\.description).joined(separator: " | ")
+    }
 
     /// An acknowledged write: the state it reports must follow from one of the possible states.
-    mutating func acknowledge(_ observed: State, by transition: (State) -> Transition, _ write: String) throws(Violation) {
+    mutating func acknowledge(_ observed: State, by transition: (State) -> Transition, _ write: String)
+        throws(Violation)
+    {
         guard states.contains(where: { transition($0) == .applied(observed) }) else {
-            throw Violation("\(write) was acknowledged as \(observed), which follows from none of the possible prior states (\(description))")
+            throw Violation(
+                "\(write) was acknowledged as \(observed), which follows from none of the possible prior states (\(description))"
+            )
         }
         states = [observed]
     }
@@ -37,7 +43,8 @@ struct Possibilities<State: Equatable & CustomStringConvertible>: CustomStringCo
             return outcome == .refused(code: code) && fits(state)
         }
         guard !remaining.isEmpty else {
-            throw Violation("\(write) was refused with \(code), which none of the possible prior states explains (\(description))")
+            throw Violation(
+                "\(write) was refused with \(code), which none of the possible prior states explains (\(description))")
         }
         states = remaining
     }

@@ -56,7 +56,9 @@ struct RestartCheck {
                 switch outcome {
                 case .acknowledged:
                     figures.acknowledged += 1
-                    if let missing = expected.first(where: { expectation in !found.contains { $0.subject == expectation.subject } }) {
+                    if let missing = expected.first(where: { expectation in
+                        !found.contains { $0.subject == expectation.subject }
+                    }) {
                         let queue = bySubject[missing.subject] ?? []
                         let index = next[missing.subject] ?? 0
                         throw Violation(
@@ -69,7 +71,9 @@ struct RestartCheck {
                 case .uncertain:
                     figures.uncertain += 1
                     guard found.isEmpty || found.count == expected.count else {
-                        throw Violation("the unanswered write \(request) is in the log only in part: \(found.map(\.write)) of \(expected.map(\.write))")
+                        throw Violation(
+                            "the unanswered write \(request) is in the log only in part: \(found.map(\.write)) of \(expected.map(\.write))"
+                        )
                     }
                     if !expected.isEmpty && found.count == expected.count { figures.uncertainApplied += 1 }
                 }
@@ -77,7 +81,8 @@ struct RestartCheck {
             }
         }
         for (subject, queue) in bySubject where (next[subject] ?? 0) < queue.count {
-            throw Violation("the log holds \(queue[next[subject] ?? 0]), which no request explains (or not in that order)")
+            throw Violation(
+                "the log holds \(queue[next[subject] ?? 0]), which no request explains (or not in that order)")
         }
     }
 
@@ -96,11 +101,13 @@ struct RestartCheck {
             }
             ledger.pendingCreates = [:]
             for key in ledger.objectKeys {
-                try ledger.objects[key]!.settle(on: logged.objects[key] ?? .neverCreated, "\(key) (client \(ledger.client))")
+                try ledger.objects[key]!.settle(
+                    on: logged.objects[key] ?? .neverCreated, "\(key) (client \(ledger.client))")
                 owned.insert(key)
             }
             for name in ledger.viewNames {
-                try ledger.views[name]!.settle(on: logged.views[name].map { .defined($0) } ?? .absent, "view \(name) (client \(ledger.client))")
+                try ledger.views[name]!.settle(
+                    on: logged.views[name].map { .defined($0) } ?? .absent, "view \(name) (client \(ledger.client))")
             }
             ledger.records = []
         }
@@ -121,15 +128,21 @@ struct RestartCheck {
                 let result = try connection.call(.object(request))
                 guard case .array(let items)? = result["items"] else { throw Violation("list \(collection): no items") }
                 for item in items {
-                    guard case .object(let object) = item, let id = object["id"]?.stringValue else { throw Violation("list \(collection): malformed item \(item)") }
+                    guard case .object(let object) = item, let id = object["id"]?.stringValue else {
+                        throw Violation("list \(collection): malformed item \(item)")
+                    }
                     let key = ObjectKey(collection: collection, id: id)
-                    guard live.updateValue(ObjectState(object: object), forKey: key) == nil else { throw Violation("list \(collection) shows \(key) twice") }
+                    guard live.updateValue(ObjectState(object: object), forKey: key) == nil else {
+                        throw Violation("list \(collection) shows \(key) twice")
+                    }
                 }
                 cursor = result["next"] ?? .null
             } while cursor != .null
             let expected = logged.objects.filter { $0.key.collection == collection && $0.value.isPresent }
             for (key, state) in expected where live[key] != state {
-                throw Violation("\(key) is \(live[key].map(\.description) ?? "missing") in the live store; its log makes it \(state)")
+                throw Violation(
+                    "\(key) is \(live[key].map(\.description) ?? "missing") in the live store; its log makes it \(state)"
+                )
             }
             if let extra = live.keys.first(where: { expected[$0] == nil }) {
                 throw Violation("the live store lists \(extra) (\(live[extra]!)), which its log leaves absent")
@@ -137,13 +150,17 @@ struct RestartCheck {
             figures.objects += live.count
         }
         let stats = try connection.call(["op": "stats"])
-        guard stats["lastSeq"]?.integerValue == logged.lastSeq, stats["chainHead"]?.stringValue == hex(logged.chainHead) else {
-            throw Violation("stats reports lastSeq \(stats["lastSeq"] ?? .null), chainHead \(stats["chainHead"] ?? .null); the log read gives \(logged.lastSeq), \(hex(logged.chainHead))")
+        guard stats["lastSeq"]?.integerValue == logged.lastSeq, stats["chainHead"]?.stringValue == hex(logged.chainHead)
+        else {
+            throw Violation(
+                "stats reports lastSeq \(stats["lastSeq"] ?? .null), chainHead \(stats["chainHead"] ?? .null); the log read gives \(logged.lastSeq), \(hex(logged.chainHead))"
+            )
         }
         for collection in logged.collections {
             let count = Int64(logged.objects.filter { $0.key.collection == collection && $0.value.isPresent }.count)
             guard stats["collections"]?.objectValue?[collection]?.integerValue == count else {
-                throw Violation("stats counts \(stats["collections"] ?? .null) objects; the log leaves \(count) in \(collection)")
+                throw Violation(
+                    "stats counts \(stats["collections"] ?? .null) objects; the log leaves \(count) in \(collection)")
             }
         }
         guard let digest = stats["digest"]?.stringValue else { throw Violation("stats has no digest") }
@@ -158,7 +175,9 @@ struct RestartCheck {
         guard case .array(let entries)? = result["views"] else { throw Violation("view.list: no views") }
         var live: [String: (ViewDefinition, Int64)] = [:]
         for entry in entries {
-            guard case .object(let object) = entry, let definition = ViewDefinition(object), let count = object["count"]?.integerValue else {
+            guard case .object(let object) = entry, let definition = ViewDefinition(object),
+                let count = object["count"]?.integerValue
+            else {
                 throw Violation("view.list: malformed entry \(entry)")
             }
             live[definition.name] = (definition, count)
@@ -168,15 +187,21 @@ struct RestartCheck {
         }
         for (name, definition) in logged.views {
             let (shown, count) = live[name]!
-            guard shown == definition else { throw Violation("view.list shows \(shown); the log defined \(definition)") }
-            let members = logged.objects.filter { $0.key.collection == definition.collection }.compactMap(\.value.data).filter(definition.includes)
+            guard shown == definition else {
+                throw Violation("view.list shows \(shown); the log defined \(definition)")
+            }
+            let members = logged.objects.filter { $0.key.collection == definition.collection }.compactMap(\.value.data)
+                .filter(definition.includes)
             guard count == members.count else {
-                throw Violation("view \(name) counts \(count) objects; \(members.count) of the logged objects match \(definition)")
+                throw Violation(
+                    "view \(name) counts \(count) objects; \(members.count) of the logged objects match \(definition)")
             }
             if definition.unique {
                 var seen: [[JSON]] = []
                 for key in members.compactMap(definition.uniqueKey) {
-                    if seen.contains(key) { throw Violation("unique view \(definition) holds two objects with the key \(key)") }
+                    if seen.contains(key) {
+                        throw Violation("unique view \(definition) holds two objects with the key \(key)")
+                    }
                     seen.append(key)
                 }
             }
@@ -192,6 +217,10 @@ struct RestartCheck {
         guard report["ok"] == .bool(true), report["mismatches"] == .array([]), report["chainBrokenAt"] == .null,
             report["lastSeq"]?.integerValue == logged.lastSeq, report["chainHead"]?.stringValue == figures.chainHead,
             report["digest"]?.stringValue == figures.digest
-        else { throw Violation("verify after the restart reports \(JSON.object(report)) (log read: lastSeq \(logged.lastSeq), stats digest \(figures.digest))") }
+        else {
+            throw Violation(
+                "verify after the restart reports \(JSON.object(report)) (log read: lastSeq \(logged.lastSeq), stats digest \(figures.digest))"
+            )
+        }
     }
 }

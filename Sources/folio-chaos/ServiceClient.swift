@@ -37,7 +37,10 @@ final class ServiceClient: @unchecked Sendable {
         let start = clock.now
         for (after, task) in tasks {
             let wait = start + .milliseconds(after) - clock.now
-            if wait > .zero { Thread.sleep(forTimeInterval: Double(wait.components.attoseconds) / 1e18 + Double(wait.components.seconds)) }
+            if wait > .zero {
+                Thread.sleep(
+                    forTimeInterval: Double(wait.components.attoseconds) / 1e18 + Double(wait.components.seconds))
+            }
             guard let connection = try? FolioConnection(path: socketPath, timeout: timeout) else { return }
             let request: JSON
             switch task {
@@ -51,7 +54,11 @@ final class ServiceClient: @unchecked Sendable {
                 try connection.send(request)
                 sent.signal()
                 if let response = try connection.readJSON() {
-                    if response.objectValue?["ok"] == .bool(true) { result = response.objectValue?["result"]?.objectValue } else { problem = "answered \(response)" }
+                    if response.objectValue?["ok"] == .bool(true) {
+                        result = response.objectValue?["result"]?.objectValue
+                    } else {
+                        problem = "answered \(response)"
+                    }
                 } else {
                     problem = "no answer"
                 }
@@ -62,7 +69,10 @@ final class ServiceClient: @unchecked Sendable {
                 problem = "no answer"
             }
             let elapsed = clock.now - began
-            records.append(Record(task: task, result: result, problem: problem, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+            records.append(
+                Record(
+                    task: task, result: result, problem: problem,
+                    seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
             if problem == "no answer" { return }
         }
     }

@@ -27,7 +27,11 @@ struct Tally {
 
     mutating func add(_ clock: PhaseClock) {
         for (name, seconds) in clock.phases {
-            if let index = phases.firstIndex(where: { $0.name == name }) { phases[index].seconds += seconds } else { phases.append((name, seconds)) }
+            if let index = phases.firstIndex(where: { $0.name == name }) {
+                phases[index].seconds += seconds
+            } else {
+                phases.append((name, seconds))
+            }
         }
     }
 

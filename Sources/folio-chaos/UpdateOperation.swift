@@ -28,12 +28,15 @@ struct UpdateOperation: WorkloadOperation {
     func record(_ outcome: Outcome.Kind, in ledger: ClientLedger) throws(Violation) {
         switch outcome {
         case .acknowledged(let result):
-            guard result["id"]?.stringValue == key.id else { throw Violation("\(label): the result is another object: \(JSON.object(result))") }
+            guard result["id"]?.stringValue == key.id else {
+                throw Violation("\(label): the result is another object: \(JSON.object(result))")
+            }
             try ledger.objects[key]!.acknowledge(ObjectState(object: result), by: transition, label)
         case .refused(let code, let error):
             let current = error["currentVersion"]?.integerValue
             try ledger.objects[key]!.refuse(
-                code: code, byConstraint: error["view"] != nil, fits: { current == nil || $0.version == current }, by: transition, label)
+                code: code, byConstraint: error["view"] != nil, fits: { current == nil || $0.version == current },
+                by: transition, label)
         case .uncertain:
             ledger.objects[key]!.widen(by: transition)
         }
@@ -48,7 +51,8 @@ struct UpdateOperation: WorkloadOperation {
         }
         return [
             ExpectedEvent(subject: .object(key), write: label) { event in
-                event.type == "updated" && event.nonce == nonce && event.patch == patch && (version == nil || event.version == version)
+                event.type == "updated" && event.nonce == nonce && event.patch == patch
+                    && (version == nil || event.version == version)
             }
         ]
     }

@@ -21,7 +21,8 @@ struct ViewDefineOperation: WorkloadOperation {
             try ledger.views[definition.name]!.acknowledge(.defined(answered), by: transition, label)
         case .refused(let code, let error):
             // A unique view over data with duplicates is refused with the groups of ids.
-            try ledger.views[definition.name]!.refuse(code: code, byConstraint: error["duplicates"] != nil, by: transition, label)
+            try ledger.views[definition.name]!.refuse(
+                code: code, byConstraint: error["duplicates"] != nil, by: transition, label)
         case .uncertain:
             ledger.views[definition.name]!.widen(by: transition)
         }
@@ -29,6 +30,10 @@ struct ViewDefineOperation: WorkloadOperation {
 
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
         if case .refused = outcome { return [] }
-        return [ExpectedEvent(subject: .view(definition.name), write: label) { $0.type == "view.defined" && $0.view == definition }]
+        return [
+            ExpectedEvent(subject: .view(definition.name), write: label) {
+                $0.type == "view.defined" && $0.view == definition
+            }
+        ]
     }
 }

@@ -23,12 +23,16 @@ struct ViewDefinition: Equatable, CustomStringConvertible {
         guard let name = object["name"]?.stringValue, let collection = object["collection"]?.stringValue,
             case .array(let sort)? = object["sort"], case .bool(let unique)? = object["unique"]
         else { return nil }
-        self.init(name: name, collection: collection, filter: object["where"], sort: sort.compactMap(\.stringValue), unique: unique)
+        self.init(
+            name: name, collection: collection, filter: object["where"], sort: sort.compactMap(\.stringValue),
+            unique: unique)
     }
 
     /// The fields of a `view.define` request.
     var requestFields: [JSONObject.Field] {
-        var fields = [JSONObject.Field(key: "name", value: .string(name)), .init(key: "collection", value: .string(collection))]
+        var fields = [
+            JSONObject.Field(key: "name", value: .string(name)), .init(key: "collection", value: .string(collection)),
+        ]
         if let filter { fields.append(.init(key: "where", value: filter)) }
         fields.append(.init(key: "sort", value: .array(sort.map { .string($0) })))
         if unique { fields.append(.init(key: "unique", value: true)) }

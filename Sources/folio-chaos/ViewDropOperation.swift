@@ -28,6 +28,8 @@ struct ViewDropOperation: WorkloadOperation {
 
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
         if case .refused = outcome { return [] }
-        return [ExpectedEvent(subject: .view(name), write: label) { $0.type == "view.dropped" && $0.droppedView == name }]
+        return [
+            ExpectedEvent(subject: .view(name), write: label) { $0.type == "view.dropped" && $0.droppedView == name }
+        ]
     }
 }

@@ -27,10 +27,15 @@ final class WorkloadClient: @unchecked Sendable {
             let outcome: Outcome
             do {
                 try connection.send(operation.request)
-                if let response = try connection.readJSON() { outcome = .answered(response) } else { outcome = .noAnswer("the connection closed") }
+                if let response = try connection.readJSON() {
+                    outcome = .answered(response)
+                } else {
+                    outcome = .noAnswer("the connection closed")
+                }
             } catch .timedOut(let call) {
                 outcome = .noAnswer("\(call) timed out")
-                violations.append(Violation("\(operation.request): no answer within \(timeout) s while foliod ran (hung?)"))
+                violations.append(
+                    Violation("\(operation.request): no answer within \(timeout) s while foliod ran (hung?)"))
             } catch .malformedResponse {
                 // A line cut short by the kill: the answer never fully arrived.
                 outcome = .noAnswer("a partial answer line")

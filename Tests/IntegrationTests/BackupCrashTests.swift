@@ -14,7 +14,10 @@ import Testing
             let payload = String(repeating: "p", count: 2000)
             for batch in 0..<20 {
                 for index in 0..<1000 {
-                    try connection.send(["op": "create", "collection": "Blob", "id": .string("b\(batch)-\(index)"), "data": ["p": .string(payload)]])
+                    try connection.send([
+                        "op": "create", "collection": "Blob", "id": .string("b\(batch)-\(index)"),
+                        "data": ["p": .string(payload)],
+                    ])
                 }
                 for _ in 0..<1000 {
                     let response = try connection.readResponse()
@@ -30,7 +33,10 @@ import Testing
                 daemon.killHard()
                 if FileManager.default.fileExists(atPath: directory + "/data.mdb") {
                     let verify = try CommandRun.run(Binaries.foliod, ["verify", "--data", directory], timeout: 120)
-                    #expect(verify.status == 0, "a backup killed after \(1 + attempt * 5) ms left a data.mdb that does not verify: \(verify.status) \(verify.stderr.prefix(300))")
+                    #expect(
+                        verify.status == 0,
+                        "a backup killed after \(1 + attempt * 5) ms left a data.mdb that does not verify: \(verify.status) \(verify.stderr.prefix(300))"
+                    )
                 }
                 try daemon.start()
             }

@@ -9,7 +9,11 @@ import Testing
         try Binaries.require()
         try withTemporaryDirectory { directory in
             let run = try CommandRun.run(
-                Binaries.folioChaos, ["--cycles", "2", "--workload-ms", "300", "--lose-writes", "--foliod", Binaries.foliod, "--directory", directory],
+                Binaries.folioChaos,
+                [
+                    "--cycles", "2", "--workload-ms", "300", "--lose-writes", "--foliod", Binaries.foliod,
+                    "--directory", directory,
+                ],
                 timeout: 300)
             #expect(run.status == 1, "\(run)")
             #expect(run.stdout.contains("VIOLATION in cycle 2"), "\(run.stdout)")
