@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 import Glibc
 

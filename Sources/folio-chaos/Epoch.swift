@@ -91,7 +91,7 @@ final class Epoch {
             }
         case .staleReader:
             sleep(seconds: Double(plan.readerAfterMilliseconds) / 1000)
-            if try StaleReader.leave(in: foliod.dataDirectory) { tally.staleReaders += 1 }
+            if try StaleReader.leave(in: foliod.dataDirectory) != nil { tally.staleReaders += 1 }
             sleep(seconds: Double(killAt - plan.readerAfterMilliseconds) / 1000)
         }
         let aliveAtKill = foliod.isRunning

@@ -1,26 +1,25 @@
 import CFolioSystem
-import FolioHarness
 import Foundation
 import Glibc
 
 /// Leaves a reader slot taken in the live environment's lock file: `mdb_dump -a` (Debian's
 /// lmdb-utils) reads the data directory into a 4 KiB pipe that nobody reads, so it blocks inside
 /// its read transaction, and is killed there with SIGKILL.
-enum StaleReader {
-    static let tool = "mdb_dump"
+public enum StaleReader {
+    public static let tool = "mdb_dump"
 
     /// The path of `mdb_dump`, or nil when lmdb-utils is not installed.
-    static var path: String? {
+    public static var path: String? {
         let directories = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         return directories.map { "\($0)/\(tool)" }.first { access($0, X_OK) == 0 }
     }
 
-    /// Whether the reader was killed inside its read transaction (false: it finished first,
-    /// because everything it had to write fitted in the pipe).
-    static func leave(in dataDirectory: String) throws(DriverError) -> Bool {
-        guard let path else { throw DriverError("\(tool) not found: install lmdb-utils") }
+    /// The pid of the reader killed inside its read transaction, or nil if it finished first
+    /// (everything it had to write fitted in the pipe).
+    public static func leave(in dataDirectory: String) throws(HarnessError) -> pid_t? {
+        guard let path else { throw HarnessError("\(tool) not found: install lmdb-utils") }
         var pipe: [Int32] = [0, 0]
-        guard folio_pipe(&pipe) == 0 else { throw DriverError("pipe2: \(String(cString: strerror(errno)))") }
+        guard folio_pipe(&pipe) == 0 else { throw HarnessError("pipe2: \(String(cString: strerror(errno)))") }
         defer {
             close(pipe[0])
             close(pipe[1])
@@ -34,22 +33,22 @@ enum StaleReader {
                 executable: path, arguments: ["-a", dataDirectory], environment: ProcessInfo.processInfo.environment,
                 stdin: nullDevice, stdout: pipe[1], stderr: nullDevice)
         } catch {
-            throw DriverError("\(error)")
+            throw HarnessError("\(error)")
         }
         // The pipe is full (the write end no longer writable) once the reader blocks in write().
         let deadline = ContinuousClock.now + .seconds(5)
         var writeEnd = pollfd(fd: pipe[1], events: Int16(POLLOUT), revents: 0)
         while ContinuousClock.now < deadline {
-            guard reader.isRunning else { return false }
+            guard reader.isRunning else { return nil }
             writeEnd.revents = 0
             if poll(&writeEnd, 1, 0) == 0 {
                 usleep(2_000)
                 reader.killAndWait()
-                return true
+                return reader.processIdentifier
             }
             usleep(1_000)
         }
         reader.killAndWait()
-        return true
+        return reader.processIdentifier
     }
 }
