@@ -19,6 +19,8 @@ struct ChaosOptions {
           --cycles-per-store N   cycles on one data directory before a fresh one (default 10)
           --workload-ms MS       longest workload before a kill (default 800)
           --map-size BYTES       foliod --map-size (default 1048576, so the map grows often)
+          --durability MODE      foliod --durability: full (default), relaxed or none; a kill of
+                                 foliod alone must lose no acknowledged write in any of them
           --foliod PATH          the foliod binary (default: foliod next to this program)
           --directory DIR        where stores are made (default: a new directory under $TMPDIR)
           --keep                 keep every store's directory, not only those with a violation
@@ -38,6 +40,7 @@ struct ChaosOptions {
     var cyclesPerStore = 10
     var workloadMilliseconds = 800
     var mapSize = 1 << 20
+    var durability = "full"
     var foliod = ChaosOptions.siblingFoliod
     var directory: String?
     var keep = false
@@ -49,8 +52,8 @@ struct ChaosOptions {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--foliod",
-                "--directory",
+                "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
+                "--foliod", "--directory",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -71,6 +74,10 @@ struct ChaosOptions {
             workloadMilliseconds = value
         }
         if let value = try arguments.integer("--map-size") { mapSize = value }
+        if let value = arguments.value("--durability") {
+            guard ["full", "relaxed", "none"].contains(value) else { throw UsageError("--durability must be full, relaxed or none") }
+            durability = value
+        }
         if let value = arguments.value("--foliod") { foliod = value }
         directory = arguments.value("--directory")
         keep = try arguments.flag("--keep")

@@ -20,7 +20,7 @@ struct CrashLoop {
         }
         Console.line(
             "folio-chaos: \(options.cycles) cycles, seed \(options.seed), \(options.clients) clients, \(options.cyclesPerStore) cycles per store, "
-                + "workload up to \(options.workloadMilliseconds) ms, --map-size \(options.mapSize), \(options.foliod), in \(base)"
+                + "workload up to \(options.workloadMilliseconds) ms, --map-size \(options.mapSize), durability \(options.durability), \(options.foliod), in \(base)"
         )
         let clock = ContinuousClock()
         let start = clock.now
@@ -47,7 +47,8 @@ struct CrashLoop {
                     let message = """
                         VIOLATION in cycle \(tally.cycles) (store seed \(seed), its cycle \(index + 1)): \(violation)
                           rerun: folio-chaos --seed \(seed) --cycles \(index + 1) --clients \(options.clients) \
-                        --cycles-per-store \(options.cyclesPerStore) --workload-ms \(options.workloadMilliseconds) --map-size \(options.mapSize)
+                        --cycles-per-store \(options.cyclesPerStore) --workload-ms \(options.workloadMilliseconds) --map-size \(options.mapSize) \
+                        --durability \(options.durability)
                           kept: \(directory) (journal.jsonl, foliod.log, data/)
                         """
                     Console.line(message)

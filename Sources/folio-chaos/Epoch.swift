@@ -24,7 +24,8 @@ final class Epoch {
         self.seed = seed
         self.directory = directory
         self.options = options
-        foliod = Foliod(binary: options.foliod, directory: directory, mapSize: options.mapSize)
+        foliod = Foliod(
+            binary: options.foliod, directory: directory, mapSize: options.mapSize, durability: options.durability)
         ledgers = (0..<options.clients).map { ClientLedger(client: $0) }
         random = SplitMix64(seed: seed)
     }

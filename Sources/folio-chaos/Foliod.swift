@@ -13,13 +13,15 @@ final class Foliod: @unchecked Sendable {
     let socketPath: String
     let logPath: String
     let mapSize: Int
+    let durability: String
     /// Signalled once for every time foliod logs that it grew the map.
     let mapGrowths = DispatchSemaphore(value: 0)
 
     private var process: ChildProcess?
     private var pump: LogPump?
 
-    init(binary: String, directory: String, mapSize: Int) {
+    init(binary: String, directory: String, mapSize: Int, durability: String) {
+        self.durability = durability
         self.binary = binary
         dataDirectory = directory + "/data"
         socketPath = directory + "/folio.sock"
@@ -47,7 +49,10 @@ final class Foliod: @unchecked Sendable {
         do {
             process = try ChildProcess(
                 executable: binary,
-                arguments: ["--data", dataDirectory, "--socket", socketPath, "--map-size", String(mapSize)],
+                arguments: [
+                    "--data", dataDirectory, "--socket", socketPath, "--map-size", String(mapSize), "--durability",
+                    durability,
+                ],
                 environment: environment, stdin: nullDevice, stdout: pipe[1], stderr: pipe[1])
         } catch {
             close(pipe[0])
