@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "foliod", targets: ["foliod"]),
         .executable(name: "folio", targets: ["folio"]),
         .executable(name: "folio-bench", targets: ["folio-bench"]),
+        .executable(name: "folio-chaos", targets: ["folio-chaos"]),
     ],
     targets: [
         // C libraries from Debian packages, found with pkg-config.
@@ -38,20 +39,28 @@ let package = Package(
 
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),
+        // What the programs and tests that drive foliod share: child processes, seeded randomness.
+        .target(name: "FolioHarness", dependencies: ["CFolioSystem"]),
 
         .executableTarget(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine"]),
+        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
+        // The crash loop: kills foliod at random moments and checks the store against the history.
+        .executableTarget(
+            name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
+        .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),
+            dependencies: [
+                "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel", "FolioHarness",
+            ]),
     ]
 )

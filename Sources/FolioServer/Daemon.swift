@@ -33,6 +33,7 @@ public final class Daemon {
         try FileManager.default.createDirectory(
             atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
+        removeLeftoverScratch()
         var storeOptions = Store.Options()
         storeOptions.sync = configuration.durability.syncMode
         storeOptions.mapSize = configuration.mapSize
@@ -109,6 +110,21 @@ public final class Daemon {
 }
 
 extension Daemon {
+    /// Scratch stores of a `verify` that a crash interrupted (`verify-<pid>-<random>`): only this
+    /// daemon, which holds the data directory's lock, could be using one.
+    private func removeLeftoverScratch() {
+        let files = FileManager.default
+        guard let entries = try? files.contentsOfDirectory(atPath: configuration.dataDirectory) else { return }
+        for entry in entries where entry.hasPrefix("verify-") {
+            do {
+                try files.removeItem(atPath: configuration.dataDirectory + "/" + entry)
+                log.notice("removed \(entry), the scratch store of a verify that did not finish")
+            } catch {
+                log.error("cannot remove \(entry), the scratch store of an unfinished verify: \(error)")
+            }
+        }
+    }
+
     /// Raises the soft descriptor limit to the hard one (a daemon that serves many clients needs
     /// them; systemd's default soft limit is 1024), and returns how many connections to serve: the
     /// configured number, at most the limit less the descriptors kept for everything else.

@@ -21,6 +21,8 @@ public final class Store: @unchecked Sendable {
     let databases: StoreDatabases
     let definitions = DefinitionCache()
     let applier: EventApplier
+    /// When `write` last cleared stale reader slots (uptime, ns); touched by the writing thread only.
+    private var lastReaderCheck: UInt64 = 0
 
     public init(directory: String, options: Options = Options()) throws {
         if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
@@ -84,12 +86,24 @@ public final class Store: @unchecked Sendable {
     /// weaker sync mode) when `body` returns. Call from one thread only.
     @discardableResult
     public func write<R>(_ body: (StoreWriter) throws -> R) throws -> R {
-        try environment.write { txn in
+        clearStaleReadersNowAndThen()
+        return try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
             let result = try body(writer)
             try writer.finish()
             return result
         }
+    }
+
+    /// At most once a second, clears the reader slots of processes that died inside a read
+    /// transaction (`mdb_reader_check`): such a slot pins its snapshot, so no page freed after it
+    /// could be reused and data.mdb grew with every write until the next start-up cleared it.
+    private func clearStaleReadersNowAndThen() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now - lastReaderCheck >= 1_000_000_000 else { return }
+        lastReaderCheck = now
+        // A failed check changes nothing; the next one may succeed.
+        _ = try? environment.clearStaleReaders()
     }
 
     /// Doubles the map, for a write that failed with `MDB_MAP_FULL`. Waits for open snapshots to end.

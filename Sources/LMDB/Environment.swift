@@ -262,23 +262,35 @@ public final class Environment: @unchecked Sendable {
         try sync()
     }
 
-    /// Copies the environment into `data.mdb` in the existing empty directory `path`, from one
-    /// consistent snapshot while writers go on (`mdb_env_copyfd2`), and flushes the copy and the
-    /// directory, so that a copy that returned survives an OS crash; `compact` omits free pages and
-    /// renumbers the rest.
+    /// Copies the environment into `path/data.mdb` (`mdb_env_copyfd2`, `MDB_CP_COMPACT` if `compact`)
+    /// from one read snapshot while writers go on. The copy is written as `data.mdb.partial`,
+    /// flushed, and only then renamed to `data.mdb`, and the directory flushed: a copy that returned
+    /// survives an OS crash, and a process killed part-way leaves no `data.mdb` whose meta page
+    /// points past its end, which LMDB would map and fault on (SIGBUS) when opened.
     public func copy(to path: String, compact: Bool) throws(LMDBError) {
-        let file = open(path + "/data.mdb", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)/data.mdb") }
-        var closed = false
-        defer { if !closed { Glibc.close(file) } }
-        do {
-            pthread_rwlock_rdlock(activity)
-            defer { pthread_rwlock_unlock(activity) }
-            try check(mdb_env_copyfd2(handle, file, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2")
+        let partial = path + "/data.mdb.partial"
+        let file = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(partial)") }
+        do throws(LMDBError) {
+            var closed = false
+            defer { if !closed { Glibc.close(file) } }
+            do {
+                pthread_rwlock_rdlock(activity)
+                defer { pthread_rwlock_unlock(activity) }
+                try check(mdb_env_copyfd2(handle, file, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2")
+            }
+            try flush(file, call: "fdatasync backup data.mdb")
+            closed = true
+            if Glibc.close(file) != 0 { throw LMDBError(code: .init(rawValue: errno), call: "close \(partial)") }
+        } catch {
+            unlink(partial)
+            throw error
         }
-        try flush(file, call: "fdatasync backup data.mdb")
-        closed = true
-        if Glibc.close(file) != 0 { throw LMDBError(code: .init(rawValue: errno), call: "close backup data.mdb") }
+        guard rename(partial, path + "/data.mdb") == 0 else {
+            let code = errno
+            unlink(partial)
+            throw LMDBError(code: .init(rawValue: code), call: "rename \(partial)")
+        }
         try Self.flushDirectory(path)
     }
 

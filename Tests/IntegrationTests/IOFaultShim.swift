@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 
 /// The LD_PRELOAD library of Tests/Faults/iofault.c, built into a test's own directory, and its
