@@ -18,9 +18,10 @@ public struct CommandRun: CustomStringConvertible {
     /// stdout as JSON lines.
     public var jsonLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
-    /// Runs `executable` with `arguments`; kills it and throws if it runs longer than `timeout` seconds.
+    /// Runs `executable` with `arguments`, `input` on its stdin (nothing by default); kills it and
+    /// throws if it runs longer than `timeout` seconds.
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:], timeout: Double = 30
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], input: [UInt8]? = nil, timeout: Double = 30
     ) throws -> CommandRun {
         var merged = ProcessInfo.processInfo.environment
         merged["FOLIO_SOCKET"] = nil
@@ -29,7 +30,7 @@ public struct CommandRun: CustomStringConvertible {
         var output: [Int32] = [0, 0]
         var errors: [Int32] = [0, 0]
         guard folio_pipe(&output) == 0, folio_pipe(&errors) == 0 else { throw HarnessError("pipe2 failed") }
-        let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        let nullDevice = try input.map(inputFile) ?? open("/dev/null", O_RDONLY | O_CLOEXEC)
         defer { Glibc.close(nullDevice) }
         let process: ChildProcess
         do {
@@ -72,5 +73,24 @@ public struct CommandRun: CustomStringConvertible {
         return CommandRun(
             arguments: [executable] + arguments, status: process.exitStatus,
             stdout: String(decoding: outputText, as: UTF8.self), stderr: String(decoding: errorText, as: UTF8.self))
+    }
+
+    /// A deleted temporary file holding `bytes`, open for reading from its start.
+    private static func inputFile(_ bytes: [UInt8]) throws -> Int32 {
+        var template = Array("/tmp/folio-input-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw HarnessError("mkstemp failed") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
+            guard count > 0 else {
+                Glibc.close(fd)
+                throw HarnessError("writing the input failed")
+            }
+            written += count
+        }
+        lseek(fd, 0, SEEK_SET)
+        return fd
     }
 }

@@ -60,46 +60,55 @@ public struct FieldOperations: Sendable, Equatable {
                 throw ValidationError("ops: field path \(Names.quoted(text)) has an empty segment or a '$' segment")
             }
             try Names.validateTopLevelField(path[0])
-            guard case .object(let spec) = field.value, spec.count == 1, let (name, operand) = spec.fields.first.map({ ($0.key, $0.value) })
-            else {
-                throw ValidationError("ops.\(text): expected one operation, {\"$set\": v}, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}")
+            guard case .object(let spec) = field.value, !spec.isEmpty, spec.keys.allSatisfy({ $0.hasPrefix("$") }) else {
+                throw ValidationError("ops.\(text): expected operations, e.g. {\"$set\": v}, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}")
             }
-            let operation: Operation
-            switch name {
-            case "$inc":
-                switch operand {
-                case .int, .double: operation = .increment(operand)
-                default: throw ValidationError("ops.\(text): $inc takes a number, found \(operand.kindDescription)")
-                }
-            case "$push", "$addToSet", "$pull":
-                guard case .array(let values) = operand, !values.isEmpty else {
-                    throw ValidationError("ops.\(text): \(name) takes a non-empty array of values")
-                }
-                for (index, value) in values.enumerated() {
-                    if try RecordData.validateValue(value, at: "ops.\(text)[\(index)]", results: results) { found = true }
-                }
-                operation = name == "$push" ? .push(values) : name == "$addToSet" ? .addToSet(values) : .pull(values)
-            case "$unset":
-                guard operand == .bool(true) else { throw ValidationError("ops.\(text): $unset takes true") }
-                operation = .unset
-            case "$set":
-                if try RecordData.validateValue(operand, at: "ops.\(text)", results: results) { found = true }
-                operation = .set(operand)
-            default:
-                throw ValidationError("ops.\(text): unknown operation \(Names.quoted(name)) (known: \(Self.names.joined(separator: " ")))")
+            for (name, operand) in spec.fields.map({ ($0.key, $0.value) }) {
+                entries.append(Entry(path: path, operation: try Self.operation(name, operand, at: text, results: results, found: &found)))
             }
-            entries.append(Entry(path: path, operation: operation))
         }
         guard !entries.isEmpty else { throw ValidationError("\"ops\" is empty: give at least one field operation") }
-        for (index, entry) in entries.enumerated() {
-            for other in entries[..<index] where other.path.starts(with: entry.path) || entry.path.starts(with: other.path) {
-                throw ValidationError("ops: \(Names.quoted(other.pathText)) and \(Names.quoted(entry.pathText)) overlap; give each field once")
-            }
-            if let patch, Self.touches(patch, entry.path) {
-                throw ValidationError("field \(Names.quoted(entry.pathText)) is in both \"patch\" and \"ops\"")
+        // A path that is a parent of another sorts right before the paths below it: comparing
+        // neighbours finds every overlap in O(n log n).
+        let paths = Set(entries.map(\.path)).sorted { $0.lexicographicallyPrecedes($1) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+        for (earlier, later) in zip(paths, paths.dropFirst()) where later.starts(with: earlier) {
+            throw ValidationError(
+                "ops: \(Names.quoted(earlier.joined(separator: "."))) and \(Names.quoted(later.joined(separator: "."))) overlap; give each field once")
+        }
+        if let patch {
+            for path in paths where Self.touches(patch, path) {
+                throw ValidationError("field \(Names.quoted(path.joined(separator: "."))) is in both \"patch\" and \"ops\"")
             }
         }
         self.entries = entries
+    }
+
+    private static func operation(_ name: String, _ operand: JSON, at text: String, results: Range<Int>?, found: inout Bool) throws(ValidationError)
+        -> Operation
+    {
+        switch name {
+        case "$inc":
+            switch operand {
+            case .int, .double: return .increment(operand)
+            default: throw ValidationError("ops.\(text): $inc takes a number, found \(operand.kindDescription)")
+            }
+        case "$push", "$addToSet", "$pull":
+            guard case .array(let values) = operand, !values.isEmpty else {
+                throw ValidationError("ops.\(text): \(name) takes a non-empty array of values")
+            }
+            for (index, value) in values.enumerated() {
+                if try RecordData.validateValue(value, at: "ops.\(text)[\(index)]", results: results) { found = true }
+            }
+            return name == "$push" ? .push(values) : name == "$addToSet" ? .addToSet(values) : .pull(values)
+        case "$unset":
+            guard operand == .bool(true) else { throw ValidationError("ops.\(text): $unset takes true") }
+            return .unset
+        case "$set":
+            if try RecordData.validateValue(operand, at: "ops.\(text)", results: results) { found = true }
+            return .set(operand)
+        default:
+            throw ValidationError("ops.\(text): unknown operation \(Names.quoted(name)) (known: \(names.joined(separator: " ")))")
+        }
     }
 
     /// Whether the merge patch sets `path`, one of its parents, or something below it.
@@ -109,20 +118,27 @@ public struct FieldOperations: Sendable, Equatable {
         return touches(nested, Array(path.dropFirst()))
     }
 
+    /// `{"<path>": {"<operation>": operand, ...}, ...}`: each path once, its operations in order.
     public var json: JSON {
-        .object(
-            JSONObject(entries.map { entry in
-                let spec: JSON
-                switch entry.operation {
-                case .increment(let number): spec = ["$inc": number]
-                case .push(let values): spec = ["$push": .array(values)]
-                case .addToSet(let values): spec = ["$addToSet": .array(values)]
-                case .pull(let values): spec = ["$pull": .array(values)]
-                case .unset: spec = ["$unset": true]
-                case .set(let value): spec = ["$set": value]
-                }
-                return JSONObject.Field(key: entry.pathText, value: spec)
-            }))
+        var fields: [JSONObject.Field] = []
+        for entry in entries {
+            let (name, operand): (String, JSON)
+            switch entry.operation {
+            case .increment(let number): (name, operand) = ("$inc", number)
+            case .push(let values): (name, operand) = ("$push", .array(values))
+            case .addToSet(let values): (name, operand) = ("$addToSet", .array(values))
+            case .pull(let values): (name, operand) = ("$pull", .array(values))
+            case .unset: (name, operand) = ("$unset", true)
+            case .set(let value): (name, operand) = ("$set", value)
+            }
+            if let last = fields.last, last.key == entry.pathText, case .object(var spec) = last.value, spec[name] == nil {
+                spec[name] = operand
+                fields[fields.count - 1].value = .object(spec)
+            } else {
+                fields.append(JSONObject.Field(key: entry.pathText, value: .object([name: operand])))
+            }
+        }
+        return .object(JSONObject(fields))
     }
 
     /// The data after every operation. Throws if a field has the wrong kind (`$inc` on a string, an

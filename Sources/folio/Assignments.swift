@@ -13,6 +13,9 @@ enum Assignments {
         return object
     }
 
+    /// One `FIELD=TEXT` or `FIELD:=JSON`.
+    static func pair(_ argument: String) throws(UsageError) -> (String, JSON) { try parse(argument) }
+
     private static func parse(_ argument: String) throws(UsageError) -> (String, JSON) {
         guard let equals = argument.firstIndex(of: "=") else {
             throw UsageError("'\(argument)' is not FIELD=TEXT or FIELD:=JSON")

@@ -7,10 +7,20 @@ enum Usage {
 
         Objects
           create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]
-          get COLLECTION ID [--at-seq N | --as-of TIME]
-          update COLLECTION ID FIELD=TEXT FIELD:=JSON ... [--if-version N]
+          get COLLECTION ID [--at-seq N | --as-of TIME | --include PATHS]
+          update COLLECTION ID [FIELD=TEXT FIELD:=JSON ...] [--inc F=N] [--push F=V] [--add-to-set F=V]
+                               [--pull F=V] [--set F:=JSON] [--unset F] [--if-version N]
           delete COLLECTION ID [--if-version N]
+          batch [--no-atomic] < OPS.jsonl
           history COLLECTION ID [--after SEQ] [--limit N]
+          (create, update, delete and batch take --request-key K; without one, a random key is
+          sent, so that a write retried after a lost answer is applied once)
+
+        References and schemas
+          links COLLECTION ID FIELD [--where JSON] [-w FILTER]... [--sort FIELDS] [paging] [--include PATHS]
+          backlinks COLLECTION ID --from COLLECTION.FIELD [--where JSON] [--sort FIELDS] [paging] [--count]
+          schema define COLLECTION --fields JSON [--no-additional-fields]
+          schema get COLLECTION | schema list | schema drop COLLECTION
 
         Lists and views
           list COLLECTION [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]
@@ -46,15 +56,54 @@ enum Usage {
               folio create Task title="Buy milk" done:=false n:=3
             """,
         "get": """
-            usage: folio get COLLECTION ID [--at-seq N | --as-of TIME]
+            usage: folio get COLLECTION ID [--at-seq N | --as-of TIME | --include PATHS]
 
-            Shows an object; --at-seq or --as-of (RFC 3339) shows it as it was then.
+            Shows an object; --at-seq or --as-of (RFC 3339) shows it as it was then. --include
+            author,items.owner puts the objects those references point at in their place.
             """,
         "update": """
-            usage: folio update COLLECTION ID FIELD=TEXT FIELD:=JSON ... [--if-version N]
+            usage: folio update COLLECTION ID [FIELD=TEXT FIELD:=JSON ...] [--inc F=N] [--push F=V]
+                                [--add-to-set F=V] [--pull F=V] [--set F:=JSON] [--unset F]
+                                [--if-version N] [--request-key K]
 
-            Changes fields (a JSON Merge Patch): FIELD:=null removes a field. With --if-version,
-            the update applies only if the object is still at version N.
+            Changes fields: FIELD=... is a JSON Merge Patch (FIELD:=null removes a field); the
+            options are field operations applied after it, with no read by the client: --inc adds
+            a number, --push appends to an array, --add-to-set appends unless present, --pull
+            removes every equal element, --set sets a value (null too), --unset removes. V is TEXT,
+            or JSON after ':=' (--push tags=home, --push refs:='{"$ref":"Item/i1"}'). With
+            --if-version, the update applies only if the object is still at version N.
+
+              folio update Task t1 --inc n=2 --push tags=home --pull tags=work
+            """,
+        "batch": """
+            usage: folio batch [--no-atomic] [--request-key K] < OPS.jsonl
+
+            Sends the creates, updates and deletes on standard input, one JSON op per line
+            ({"op":"create","collection":"Item","data":{...}}), as one batch: all or nothing, unless
+            --no-atomic. {"$result": N} in a later op stands for a reference to op N's object, and
+            "id": {"$result": N} for its id.
+            """,
+        "links": """
+            usage: folio links COLLECTION ID FIELD [--where JSON] [-w FILTER]... [--sort FIELDS] [--desc]
+                               [--limit N] [--offset N | --after CURSOR] [--include PATHS] [--explain]
+
+            The objects FIELD of COLLECTION/ID refers to, in the field's order unless --sort.
+            """,
+        "backlinks": """
+            usage: folio backlinks COLLECTION ID --from COLLECTION.FIELD [--where JSON] [-w FILTER]...
+                                   [--sort FIELDS] [--limit N] [--offset N | --after CURSOR] [--count]
+
+            The objects whose FIELD refers to COLLECTION/ID, by id unless --sort:
+              folio backlinks Item i1 --from Category.items
+            """,
+        "schema": """
+            usage: folio schema define COLLECTION --fields JSON [--no-additional-fields]
+                   folio schema get COLLECTION | folio schema list | folio schema drop COLLECTION
+
+            A schema types the fields of a collection and sets what deleting a referenced object
+            does (onTargetDelete: keep, nullify, cascade, deny; owns: true):
+              folio schema define Category --fields '{"title": {"type": "string", "required": true},
+                "items": {"type": "array", "items": {"type": "ref", "ref": "Item"}, "owns": true}}'
             """,
         "delete": """
             usage: folio delete COLLECTION ID [--if-version N]

@@ -13,7 +13,8 @@ struct ServerError: Error {
 
 let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
-    "--at-seq", "--as-of", "--collection",
+    "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
+    "--include", "--from", "--fields",
 ]
 
 final class CLI {
@@ -90,6 +91,10 @@ final class CLI {
         case "list": try list()
         case "count": try count()
         case "view": try view()
+        case "batch": try batch()
+        case "schema": try schema()
+        case "links": try links()
+        case "backlinks": try backlinks()
         case "events": try events()
         case "watch": try watch()
         case "export": try export()
@@ -115,9 +120,10 @@ final class CLI {
         let collection = try positional("COLLECTION")
         var request: JSONObject = ["op": "create", "collection": .string(collection)]
         if let id = arguments.value("--id") { request["id"] = .string(id) }
+        let key = arguments.value("--request-key")
         try arguments.rejectUnused()
         request["data"] = .object(try Assignments.object(arguments.positionals))
-        output.object(try call(.object(request)))
+        output.object(try callWrite(request, requestKey: key))
     }
 
     private func get() throws {
@@ -126,8 +132,15 @@ final class CLI {
         var request: JSONObject = ["op": "get", "collection": .string(collection), "id": .string(id)]
         if let sequence = try arguments.integer("--at-seq") { request["atSeq"] = .int(Int64(sequence)) }
         if let instant = arguments.value("--as-of") { request["asOf"] = .string(instant) }
+        if let include = includePaths() { request["include"] = include }
         try finishArguments()
         output.object(try call(.object(request)))
+    }
+
+    /// `--include a,b.c` (or repeated): the reference paths to include.
+    func includePaths() -> JSON? {
+        let paths = arguments.values("--include").flatMap { $0.split(separator: ",").map { JSON.string(String($0).trimmingCharacters(in: .whitespaces)) } }
+        return paths.isEmpty ? nil : .array(paths)
     }
 
     private func update() throws {
@@ -135,11 +148,16 @@ final class CLI {
         let id = try positional("ID")
         var request: JSONObject = ["op": "update", "collection": .string(collection), "id": .string(id)]
         request["ifVersion"] = try ifVersion()
+        let key = arguments.value("--request-key")
+        let ops = try fieldOperations()
         try arguments.rejectUnused()
         let patch = try Assignments.object(arguments.positionals)
-        if patch.isEmpty { throw UsageError("nothing to update: give FIELD=TEXT or FIELD:=JSON") }
-        request["patch"] = .object(patch)
-        output.object(try call(.object(request)))
+        if patch.isEmpty && ops == nil {
+            throw UsageError("nothing to update: give FIELD=TEXT, FIELD:=JSON or a field operation (--inc, --push, ...)")
+        }
+        if !patch.isEmpty || ops == nil { request["patch"] = .object(patch) }
+        if let ops { request["ops"] = .object(ops) }
+        output.object(try callWrite(request, requestKey: key))
     }
 
     private func delete() throws {
@@ -147,8 +165,9 @@ final class CLI {
         let id = try positional("ID")
         var request: JSONObject = ["op": "delete", "collection": .string(collection), "id": .string(id)]
         request["ifVersion"] = try ifVersion()
+        let key = arguments.value("--request-key")
         try finishArguments()
-        let result = try call(.object(request))
+        let result = try callWrite(request, requestKey: key)
         if output.json {
             output.jsonLine(result)
         } else {
@@ -184,7 +203,7 @@ final class CLI {
     }
 
     /// The query fields shared by list, count and view define.
-    private func queryFields(into request: inout JSONObject, allowView: Bool) throws {
+    func queryFields(into request: inout JSONObject, allowView: Bool, source: Bool = true) throws {
         if allowView, let view = arguments.value("--view") { request["view"] = .string(view) }
         if let whereClause = try FilterShorthand.whereClause(json: arguments.value("--where"), shorthands: arguments.values("-w")) {
             request["where"] = whereClause
@@ -192,7 +211,7 @@ final class CLI {
         if let sort = arguments.value("--sort") {
             request["sort"] = .array(sort.split(separator: ",").map { .string(String($0).trimmingCharacters(in: .whitespaces)) })
         }
-        if request["view"] == nil {
+        if source && request["view"] == nil {
             request["collection"] = .string(try positional("COLLECTION"))
         }
     }
@@ -200,6 +219,14 @@ final class CLI {
     private func list() throws {
         var request: JSONObject = ["op": "list"]
         try queryFields(into: &request, allowView: true)
+        try pagingFields(into: &request)
+        if let include = includePaths() { request["include"] = include }
+        try finishArguments()
+        printPage(try call(.object(request)))
+    }
+
+    /// `--limit`, `--offset`, `--page`, `--after`, `--desc`, `--explain`.
+    func pagingFields(into request: inout JSONObject) throws {
         let limit = try arguments.integer("--limit")
         if let limit { request["limit"] = .int(Int64(limit)) }
         if let offset = try arguments.integer("--offset") { request["offset"] = .int(Int64(offset)) }
@@ -211,8 +238,10 @@ final class CLI {
         if let after = arguments.value("--after") { request["after"] = .string(after) }
         if try arguments.flag("--desc") { request["order"] = "desc" }
         if try arguments.flag("--explain") { request["explain"] = true }
-        try finishArguments()
-        let result = try call(.object(request))
+    }
+
+    /// A page of `list`, `links` or `backlinks`: a table, its count and where the next page starts.
+    func printPage(_ result: JSON) {
         if output.json { return output.jsonLine(result) }
         let object = result.objectValue
         guard case .array(let items)? = object?["items"] else { return output.object(result) }

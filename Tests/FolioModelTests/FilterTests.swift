@@ -120,6 +120,19 @@ import Testing
         #expect(result.keys.suffix(2) == ["n8", "n9"])
     }
 
+    /// Overlapping paths are found by sorting, not by comparing every pair.
+    @Test func fieldOperationsOfManyPathsParseInLinearithmicTime() throws {
+        let ops = JSON.object(JSONObject((0..<60_000).map { JSONObject.Field(key: "f\($0).n", value: ["$inc": 1]) }))
+        let start = Date()
+        let parsed = try FieldOperations(parsing: ops, beside: nil)
+        #expect(Date().timeIntervalSince(start) < 3)
+        #expect(parsed.entries.count == 60_000)
+        #expect(throws: ValidationError.self) { try FieldOperations(parsing: ["a.b": ["$inc": 1], "a": ["$unset": true]], beside: nil) }
+        let both = try FieldOperations(parsing: ["tags": ["$push": ["a"], "$pull": ["b"]]], beside: nil)
+        #expect(try both.apply(to: ["tags": ["b", "c"]]) == ["tags": ["c", "a"]])
+        #expect(both.json == ["tags": ["$push": ["a"], "$pull": ["b"]]])
+    }
+
     @Test func datesCheckTheWrittenYear() throws {
         for text in ["0000-01-01T00:00:00+01:00", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", "9999-12-31T23:59:59.999999999Z"] {
             let parsed = try TypedValue.parse(["$date": .string(text)])
