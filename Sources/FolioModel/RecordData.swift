@@ -58,6 +58,7 @@ public enum RecordData {
         case .object(let object):
             if let results, object.count == 1, object.fields[0].key == "$result" {
                 guard let index = BatchOperation.resultIndex(of: object), results.contains(index) else {
+                    if results.isEmpty { throw ValidationError("{\"$result\": n} names an earlier op of the batch, and the first op has none") }
                     throw ValidationError("{\"$result\": n} names an earlier op of the batch: n from 0 to \(results.upperBound - 1)")
                 }
                 found = true

@@ -116,7 +116,7 @@ extension StoreWriter {
             throw StoreError.conflict(
                 Conflict(
                     .denied(referrers: denied),
-                    "cannot delete \(collection)/\(id): \(denied.joined(separator: ", ")) refer to it from fields whose onTargetDelete is deny"))
+                    "cannot delete \(collection)/\(id): it is referred to from fields whose onTargetDelete is deny, by \(denied.joined(separator: ", "))"))
         }
         guard let schema = try applier.catalog.schema(collection, txn), schema.hasOwningFields else { return }
         for reference in Reference.all(in: object.data) where schema.rules(at: reference.path)?.owns == true {
