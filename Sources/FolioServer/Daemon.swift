@@ -37,6 +37,7 @@ public final class Daemon {
         var storeOptions = Store.Options()
         storeOptions.sync = configuration.durability.syncMode
         storeOptions.mapSize = configuration.mapSize
+        storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
         let store = try Store(directory: configuration.dataDirectory, options: storeOptions)
         try store.checkUsable()
         let listener = try UnixListener(path: configuration.socketPath)

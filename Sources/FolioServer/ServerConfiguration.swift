@@ -34,6 +34,8 @@ public struct ServerConfiguration: Sendable {
     public var maxBatchCount = 1024
     public var maxBatchBytes = 8 << 20
     public var mapSize = 1 << 30
+    /// How long a request key is remembered, in seconds of event time (`--request-key-ttl`).
+    public var requestKeyRetentionSeconds: Int64 = 24 * 3600
     /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
     /// off as lagging.
     public var watchBufferBytes = 8 << 20

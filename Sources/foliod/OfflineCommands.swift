@@ -8,20 +8,26 @@ import Glibc
 /// `foliod rebuild`, `foliod verify` and `foliod import`: run with the daemon stopped; each takes
 /// the data directory's lock, so they refuse to run beside a daemon.
 enum OfflineCommands {
+    /// How long request keys are remembered (`--request-key-ttl`), in ms: the request index is
+    /// derived from the log and this, so verify and rebuild must use the daemon's.
+    nonisolated(unsafe) static var retention = Store.Options().requestKeyRetention
+
     static let usage = """
         usage: foliod rebuild --data DIR     derive current state and every view again from the log
                foliod verify --data DIR      check the hash chain, replay the log and compare (exit 1 on any mismatch)
                foliod import --data NEWDIR [FILE]   build a new store from `folio export` output (default: stdin)
+        Each takes --request-key-ttl SECONDS (default 86400), as the daemon that serves the store does.
         """
 
     static func run(_ command: String, _ argv: [String]) throws -> Int32 {
-        var arguments = try Arguments(argv, valued: ["--data"])
+        var arguments = try Arguments(argv, valued: ["--data", "--request-key-ttl"])
         if try arguments.flag("--help", "-h") {
             print(usage)
             return 0
         }
         let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
         let directory = arguments.value("--data") ?? defaults.dataDirectory
+        if let seconds = try arguments.integer("--request-key-ttl") { retention = Int64(seconds) * 1000 }
         try arguments.rejectUnused()
         switch command {
         case "rebuild":
@@ -52,6 +58,7 @@ enum OfflineCommands {
         // leave a meta page pointing at pages never written, the log's among them.
         var options = Store.Options()
         options.sync = .noMetaSync
+        options.requestKeyRetention = retention
         return (lock, try Store(directory: directory, options: options))
     }
 
@@ -92,7 +99,7 @@ enum OfflineCommands {
         defer { if file != nil { close(fd) } }
         let reader = LineReader(fd: fd)
         let meter = ProgressMeter(label: "import")
-        let summary = try Importer(directory: directory).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
+        let summary = try Importer(directory: directory, requestKeyRetention: retention).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
         meter.finish()
         print("imported \(summary.events) events into \(directory) in \(meter.elapsedText) (\(meter.rateText))")
         print("chain head \(summary.chainHead.hex)")

@@ -9,6 +9,7 @@ let usage = """
     usage: foliod [--data DIR] [--socket PATH] [--max-line BYTES] [--durability full|relaxed|none]
                   [--threads N] [--workers N] [--watch-buffer BYTES] [--map-size BYTES]
                   [--max-connections N] [--client-memory BYTES] [--line-timeout SECONDS]
+                  [--request-key-ttl SECONDS]
 
     Serves a Folio data directory on a Unix-domain socket until SIGTERM or SIGINT.
 
@@ -29,6 +30,8 @@ let usage = """
                             requests (default 256 MiB); over it, the largest holders are closed first
       --line-timeout SECONDS  a request line must arrive whole within this time of its first byte
                             (default 60; 0: no limit)
+      --request-key-ttl SECONDS  how long a write's requestKey is remembered, in event time
+                            (default 86400); give offline rebuild and verify the same
 
     FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
 
@@ -40,7 +43,7 @@ func serve(_ argv: [String]) throws -> Int32 {
         argv,
         valued: [
             "--data", "--socket", "--max-line", "--durability", "--threads", "--workers", "--watch-buffer", "--map-size",
-            "--max-connections", "--client-memory", "--line-timeout",
+            "--max-connections", "--client-memory", "--line-timeout", "--request-key-ttl",
         ])
     if try arguments.flag("--help", "-h") {
         print(usage)
@@ -81,6 +84,7 @@ func serve(_ argv: [String]) throws -> Int32 {
         guard bytes >= 1 << 20 else { throw UsageError("--client-memory must be at least 1048576") }
         configuration.clientMemoryBytes = bytes
     }
+    if let seconds = try arguments.integer("--request-key-ttl") { configuration.requestKeyRetentionSeconds = Int64(seconds) }
     if let seconds = try arguments.integer("--line-timeout") {
         guard seconds >= 0 else { throw UsageError("--line-timeout must be 0 or more") }
         configuration.lineTimeoutSeconds = seconds

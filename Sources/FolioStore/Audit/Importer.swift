@@ -24,8 +24,12 @@ public struct Importer {
     }
 
     public let directory: String
+    public let requestKeyRetention: Int64
 
-    public init(directory: String) { self.directory = directory }
+    public init(directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention) {
+        self.directory = directory
+        self.requestKeyRetention = requestKeyRetention
+    }
 
     /// `nextLine` is called from a thread of its own (reading and checking overlap with applying).
     public func run(nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws -> Summary {
@@ -56,6 +60,7 @@ public struct Importer {
     private func build(in path: String, nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void) throws -> Summary {
         var options = Store.Options()
         options.sync = .noSync
+        options.requestKeyRetention = requestKeyRetention
         let store = try Store(directory: path, options: options)
         defer { store.close() }
         let reader = ExportReader(nextLine: nextLine)
