@@ -29,6 +29,7 @@ run: build
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+	FOLIO_TIMING_TESTS=1 $(SWIFT) test --filter BoundedCostTests
 	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
 
 # The crash loop (docs/RELIABILITY.md): CYCLES kill -9 cycles of a release foliod, each checked against

@@ -6,7 +6,11 @@ import Testing
 /// No request holds up other clients: every costly shape of request a client can send goes on one
 /// connection while another connection of the same event loop (`--threads 1`) sends `hello` after
 /// `hello`; the p99 of those stays under 50 ms.
-@Suite struct BoundedCostTests {
+///
+/// A timing test: it runs only with `FOLIO_TIMING_TESTS=1`, which `make test` sets when it runs it on
+/// its own after the other tests, so that their load does not count against it.
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["FOLIO_TIMING_TESTS"] == "1"))
+struct BoundedCostTests {
     private static func line(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     /// Each shape, with whether it must succeed.
@@ -82,7 +86,9 @@ import Testing
             let sorted = latencies.current.sorted()
             #expect(sorted.count > 100, "only \(sorted.count) hellos were answered")
             let p99 = sorted.isEmpty ? .infinity : sorted[min(sorted.count - 1, sorted.count * 99 / 100)]
-            #expect(p99 < 0.050, "hello p99 \(p99 * 1000) ms over \(sorted.count) hellos (max \((sorted.last ?? 0) * 1000) ms)")
+            let summary = "hello p99 \(p99 * 1000) ms over \(sorted.count) hellos (max \((sorted.last ?? 0) * 1000) ms)"
+            print("BoundedCostTests: \(summary)")
+            #expect(p99 < 0.050, "\(summary)")
         }
     }
 }
