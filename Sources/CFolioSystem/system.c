@@ -99,3 +99,47 @@ int folio_set_thread_cpus(pid_t tid, uint64_t cpus) {
 int folio_open_direct_write(const char *path) {
     return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
 }
+
+#include <string.h>
+
+int folio_notify(const char *path, const char *message, size_t length) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof(address));
+    address.sun_family = AF_UNIX;
+    size_t path_length = strlen(path);
+    if (path_length == 0 || path_length >= sizeof(address.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(address.sun_path, path, path_length);
+    // "@name" is an abstract socket: its name starts with a NUL byte and has no terminator.
+    socklen_t address_length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_length + (path[0] == '@' ? 0 : 1));
+    if (path[0] == '@') address.sun_path[0] = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ssize_t sent = sendto(fd, message, length, MSG_NOSIGNAL, (struct sockaddr *)&address, address_length);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return sent == (ssize_t)length ? 0 : -1;
+}
+
+int folio_is_listening_unix_socket(int fd) {
+    int type = 0, listening = 0;
+    socklen_t size = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 || type != SOCK_STREAM) return 0;
+    size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) return 0;
+    struct sockaddr_un address;
+    size = sizeof(address);
+    if (getsockname(fd, (struct sockaddr *)&address, &size) != 0 || address.sun_family != AF_UNIX) return 0;
+    return 1;
+}
+
+int folio_set_nonblocking_cloexec(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return -1;
+    int fdflags = fcntl(fd, F_GETFD);
+    if (fdflags < 0 || fcntl(fd, F_SETFD, fdflags | FD_CLOEXEC) != 0) return -1;
+    return 0;
+}

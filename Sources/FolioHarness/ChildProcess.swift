@@ -9,14 +9,20 @@ public final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var waitStatus: Int32?
 
-    /// Starts `executable`; the child's standard input, output and error are the given descriptors.
-    public init(executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
+    /// Starts `executable`; the child's standard input, output and error are the given descriptors,
+    /// and `descriptors` maps more of its descriptor numbers to descriptors of this process (a
+    /// listening socket as fd 3, as systemd passes one).
+    public init(
+        executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32,
+        descriptors: [Int32: Int32] = [:]
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, stdin, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        for (target, source) in descriptors.sorted(by: { $0.key < $1.key }) { posix_spawn_file_actions_adddup2(&actions, source, target) }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

@@ -68,16 +68,35 @@ public struct FieldOperations: Sendable, Equatable {
             }
         }
         guard !entries.isEmpty else { throw ValidationError("\"ops\" is empty: give at least one field operation") }
-        // A path that is a parent of another sorts right before the paths below it: comparing
-        // neighbours finds every overlap in O(n log n).
-        let paths = Set(entries.map(\.path)).sorted { $0.lexicographicallyPrecedes($1) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
-        for (earlier, later) in zip(paths, paths.dropFirst()) where later.starts(with: earlier) {
-            throw ValidationError(
-                "ops: \(Names.quoted(earlier.joined(separator: "."))) and \(Names.quoted(later.joined(separator: "."))) overlap; give each field once")
+        // Paths in a tree of their segments: a path that ends where another goes on, or goes on
+        // where another ends, overlaps it. Linear in the segments.
+        final class Node {
+            var children: [String: Node] = [:]
+            var path: [String]?
         }
-        if let patch {
-            for path in paths where Self.touches(patch, path) {
-                throw ValidationError("field \(Names.quoted(path.joined(separator: "."))) is in both \"patch\" and \"ops\"")
+        let root = Node()
+        for entry in entries {
+            var node = root
+            for segment in entry.path {
+                if let shorter = node.path {
+                    throw ValidationError(
+                        "ops: \(Names.quoted(shorter.joined(separator: "."))) and \(Names.quoted(entry.pathText)) overlap; give each field once")
+                }
+                if let next = node.children[segment] {
+                    node = next
+                } else {
+                    let next = Node()
+                    node.children[segment] = next
+                    node = next
+                }
+            }
+            if node.path == nil, let longer = node.children.first {
+                throw ValidationError(
+                    "ops: \(Names.quoted(entry.pathText)) and a field below it (\(Names.quoted(entry.pathText + "." + longer.key))) overlap; give each field once")
+            }
+            node.path = entry.path
+            if let patch, Self.touches(patch, entry.path) {
+                throw ValidationError("field \(Names.quoted(entry.pathText)) is in both \"patch\" and \"ops\"")
             }
         }
         self.entries = entries

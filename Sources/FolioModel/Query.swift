@@ -32,6 +32,9 @@ public struct Query: Sendable {
     public var explain: Bool
     /// Reference paths whose targets the answer holds in place of the references.
     public var include: [IncludePath]
+    /// Whether objects of a collection may be shown, when the asker may not see every collection:
+    /// linked and included objects of others stay references, marked `"$forbidden": true`.
+    public var readable: (@Sendable (String) -> Bool)?
 
     public init(
         source: Source, whereJSON: JSON? = nil, sort: SortOrder? = nil, descending: Bool = false, limit: Int = defaultLimit,
@@ -45,6 +48,7 @@ public struct Query: Sendable {
         self.start = start
         self.explain = explain
         self.include = include
+        readable = nil
     }
 
     /// Identifies the query's order and filter, so a cursor is only accepted by the query that made

@@ -15,6 +15,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case `internal`
     /// A watch fell too far behind and was ended; resume after `lastSeq`.
     case lagging
+    /// The peer's role in the access policy does not allow the op on that collection.
+    case forbidden
 }
 
 /// An error answer: code, message, and optional details (e.g. the current version of a conflict).

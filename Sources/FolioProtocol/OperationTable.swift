@@ -28,11 +28,30 @@ public struct OperationSpec: Sendable {
         case stream(@Sendable (inout Fields) throws -> Request.StreamOperation)
     }
 
+    /// What a peer needs to be let do the op, per collection: `read` (see), `write` (change objects),
+    /// `admin` (define views and schemas, verify, back up, see everything); `any`: every peer let in.
+    public enum Role: Int, Sendable, Comparable, CustomStringConvertible {
+        case any = 0, read, write, admin
+
+        public static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
+
+        public var description: String {
+            switch self {
+            case .any: return "any"
+            case .read: return "read"
+            case .write: return "write"
+            case .admin: return "admin"
+            }
+        }
+    }
+
     public let name: String
+    public let role: Role
     public let decoder: Decoder
 
-    public init(_ name: String, _ decoder: Decoder) {
+    public init(_ name: String, _ role: Role, _ decoder: Decoder) {
         self.name = name
+        self.role = role
         self.decoder = decoder
     }
 
@@ -66,33 +85,33 @@ public struct OperationSpec: Sendable {
 /// Every op of protocol version 1, in the order PROTOCOL.md lists them.
 public enum OperationTable {
     public static let all: [OperationSpec] = [
-        OperationSpec("hello", .read(.inline) { _ in .hello }),
-        OperationSpec("create", .write(keyed: true, RequestDecoder.create)),
+        OperationSpec("hello", .any, .read(.inline) { _ in .hello }),
+        OperationSpec("create", .write, .write(keyed: true, RequestDecoder.create)),
         // With include, up to Snapshot.includeLimit objects more: then on a worker.
-        OperationSpec("get", .read(.byPlan, RequestDecoder.get)),
-        OperationSpec("update", .write(keyed: true, RequestDecoder.update)),
-        OperationSpec("delete", .write(keyed: true, RequestDecoder.delete)),
-        OperationSpec("batch", .write(keyed: true, RequestDecoder.batch)),
-        OperationSpec("list", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true)) }),
-        OperationSpec("count", .read(.byPlan) { .count(try RequestDecoder.query(&$0, paging: false)) }),
-        OperationSpec("links", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
-        OperationSpec("backlinks", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
-        OperationSpec("history", .read(.inline, RequestDecoder.history)),
-        OperationSpec("events", .read(.inline, RequestDecoder.events)),
+        OperationSpec("get", .read, .read(.byPlan, RequestDecoder.get)),
+        OperationSpec("update", .write, .write(keyed: true, RequestDecoder.update)),
+        OperationSpec("delete", .write, .write(keyed: true, RequestDecoder.delete)),
+        OperationSpec("batch", .write, .write(keyed: true, RequestDecoder.batch)),
+        OperationSpec("list", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true)) }),
+        OperationSpec("count", .read, .read(.byPlan) { .count(try RequestDecoder.query(&$0, paging: false)) }),
+        OperationSpec("links", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
+        OperationSpec("backlinks", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
+        OperationSpec("history", .read, .read(.inline, RequestDecoder.history)),
+        OperationSpec("events", .read, .read(.inline, RequestDecoder.events)),
         // Counts per collection and, when the cached digest is stale, a digest of everything.
-        OperationSpec("stats", .read(.worker) { _ in .stats }),
-        OperationSpec("view.define", .write(keyed: false, RequestDecoder.defineView)),
-        OperationSpec("view.drop", .write(keyed: false, RequestDecoder.dropView)),
+        OperationSpec("stats", .read, .read(.worker) { _ in .stats }),
+        OperationSpec("view.define", .admin, .write(keyed: false, RequestDecoder.defineView)),
+        OperationSpec("view.drop", .admin, .write(keyed: false, RequestDecoder.dropView)),
         // One entry per view, and views are data.
-        OperationSpec("view.list", .read(.worker) { _ in .viewList }),
-        OperationSpec("watch", .stream(RequestDecoder.watch)),
-        OperationSpec("unwatch", .stream(RequestDecoder.unwatch)),
-        OperationSpec("verify", .read(.worker) { _ in .verify }),
-        OperationSpec("backup", .read(.worker, RequestDecoder.backup)),
-        OperationSpec("schema.define", .write(keyed: false, RequestDecoder.defineSchema)),
-        OperationSpec("schema.drop", .write(keyed: false) { .dropSchema(collection: try $0.collection()) }),
-        OperationSpec("schema.get", .read(.inline) { .schema(collection: try $0.collection()) }),
-        OperationSpec("schema.list", .read(.worker) { _ in .schemaList }),
+        OperationSpec("view.list", .read, .read(.worker) { _ in .viewList }),
+        OperationSpec("watch", .read, .stream(RequestDecoder.watch)),
+        OperationSpec("unwatch", .any, .stream(RequestDecoder.unwatch)),
+        OperationSpec("verify", .admin, .read(.worker) { _ in .verify }),
+        OperationSpec("backup", .admin, .read(.worker, RequestDecoder.backup)),
+        OperationSpec("schema.define", .admin, .write(keyed: false, RequestDecoder.defineSchema)),
+        OperationSpec("schema.drop", .admin, .write(keyed: false) { .dropSchema(collection: try $0.collection()) }),
+        OperationSpec("schema.get", .read, .read(.inline) { .schema(collection: try $0.collection()) }),
+        OperationSpec("schema.list", .read, .read(.worker) { _ in .schemaList }),
     ]
 
     public static let names: [String] = all.map(\.name)

@@ -18,6 +18,10 @@ final class Connection: @unchecked Sendable {
     let fd: Int32
     unowned let loop: EventLoop
     let origin: Origin
+    /// Who the peer is to the access policy.
+    let access: AccessView
+    /// When something last happened on it (monotonic ms), for the idle timeout.
+    var lastActivity: UInt64
 
     var framer: LineFramer
     /// When the line the framer holds began to arrive (monotonic ms); 0 while it holds none.
@@ -52,10 +56,12 @@ final class Connection: @unchecked Sendable {
     /// when the output is written out.
     var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
 
-    init(fd: Int32, loop: EventLoop, origin: Origin, maxLineBytes: Int) {
+    init(fd: Int32, loop: EventLoop, origin: Origin, access: AccessView, maxLineBytes: Int) {
         self.fd = fd
         self.loop = loop
         self.origin = origin
+        self.access = access
+        lastActivity = monotonicMilliseconds()
         framer = LineFramer(maxLineBytes: maxLineBytes)
     }
 

@@ -12,12 +12,15 @@ public final class Daemon {
     /// Exit status after a failed flush or meta-page write stopped foliod (`EX_IOERR`).
     public static let ioErrorStatus: Int32 = 74
 
-    private let configuration: ServerConfiguration
+    private var configuration: ServerConfiguration
     private let log: Log
+    /// Reads the configuration again, for SIGHUP.
+    private let reload: () throws -> ServerConfiguration
 
-    public init(configuration: ServerConfiguration, log: Log = Log()) {
+    public init(configuration: ServerConfiguration, log: Log = Log(), reload: @escaping () throws -> ServerConfiguration = { throw ServerError.noReload }) {
         self.configuration = configuration
         self.log = log
+        self.reload = reload
     }
 
     /// Serves until a stop signal; returns the exit status.
@@ -27,20 +30,30 @@ public final class Daemon {
         sigemptyset(&stopSignals)
         sigaddset(&stopSignals, SIGTERM)
         sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+        log.setLevel(configuration.logLevel)
         signal(SIGPIPE, SIG_IGN)
+        let service = ServiceManager()
 
         try FileManager.default.createDirectory(
             atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         removeLeftoverScratch()
+        service.status("opening the store in \(configuration.dataDirectory)")
         var storeOptions = Store.Options()
         storeOptions.sync = configuration.durability.syncMode
         storeOptions.mapSize = configuration.mapSize
         storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
         let store = try Store(directory: configuration.dataDirectory, options: storeOptions)
         try store.checkUsable()
-        let listener = try UnixListener(path: configuration.socketPath)
+        let listener: UnixListener
+        if let inherited = try ServiceManager.inheritedListener() {
+            listener = UnixListener(inheritedFD: inherited, path: configuration.socketPath)
+        } else {
+            listener = try UnixListener(path: configuration.socketPath, mode: configuration.socketMode, group: configuration.socketGroup)
+        }
+        let watchdog = service.watchdogInterval.map { Watchdog(manager: service, interval: $0, loops: max(1, configuration.eventLoops)) }
 
         let statistics = ServerStatistics()
         let watchers = WatchRegistry()
@@ -60,28 +73,38 @@ public final class Daemon {
             loops.append(
                 try EventLoop(
                     index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
-                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests))
+                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests,
+                    watchdog: watchdog, socketGroupID: listener.groupID))
         }
-        let maxConnections = connectionLimit()
-        try loops[0].acceptConnections(for: loops, maxConnections: maxConnections)
+        let (maxConnections, descriptorLimit) = connectionLimit()
+        try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
         writer.start()
         for loop in loops { loop.start() }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
 
-        let head = try store.read { try $0.head() }
+        let (head, objects) = try store.read { snapshot in (try snapshot.head(), try snapshot.objectCount()) }
         log.notice(
-            "foliod \(ServerVersion.current) serving \(configuration.dataDirectory) on \(configuration.socketPath) "
+            "foliod \(ServerVersion.current) serving \(configuration.dataDirectory) on \(configuration.socketPath)"
+                + "\(listener.inherited ? " (from systemd)" : "") "
                 + "(durability \(configuration.durability.rawValue), \(head.sequence) events, up to \(maxConnections) connections, "
                 + "pid \(getpid()))")
+        service.notify("READY=1", "STATUS=serving \(head.sequence) events, \(objects) objects", "MAINPID=\(getpid())")
 
         var received: Int32 = 0
-        sigwait(&stopSignals, &received)
+        while true {
+            sigwait(&stopSignals, &received)
+            guard received == SIGHUP else { break }
+            service.notify("RELOADING=1", "MONOTONIC_USEC=\(monotonicMicroseconds())")
+            applyReload(to: loops)
+            service.notify("READY=1", "STATUS=serving, configuration reloaded")
+        }
         if let reason = writer.halted {
             log.notice("stopping after \(reason): finishing requests in flight, refusing writes")
         } else {
             log.notice("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): finishing requests in flight")
         }
 
+        service.notify("STOPPING=1", "STATUS=finishing requests in flight")
         for loop in loops { loop.post(.drain) }
         for loop in loops { loop.join() }
         loops.removeAll()
@@ -111,6 +134,27 @@ public final class Daemon {
 }
 
 extension Daemon {
+    /// SIGHUP: reads the configuration again and hands what may change live to the event loops;
+    /// logs what only a restart applies. A configuration that does not read keeps the running one.
+    private func applyReload(to loops: [EventLoop]) {
+        let fresh: ServerConfiguration
+        do {
+            fresh = try reload()
+        } catch {
+            log.error("SIGHUP: the configuration does not read (\(error)); keeping the running one")
+            return
+        }
+        let applied = configuration.applyingLive(from: fresh)
+        let needRestart = configuration.restartOnlyDifferences(from: fresh)
+        let changed = configuration.liveDifferences(from: fresh)
+        configuration = applied
+        log.setLevel(applied.logLevel)
+        for loop in loops { loop.post(.reconfigure(applied)) }
+        log.notice(
+            "SIGHUP: configuration reloaded\(changed.isEmpty ? " (no live setting changed)" : "; applied " + changed.joined(separator: ", "))"
+                + (needRestart.isEmpty ? "" : "; a restart is needed for " + needRestart.joined(separator: ", ")))
+    }
+
     /// Scratch stores of a `verify` that a crash interrupted (`verify-<pid>-<random>`): only this
     /// daemon, which holds the data directory's lock, could be using one.
     private func removeLeftoverScratch() {
@@ -129,7 +173,7 @@ extension Daemon {
     /// Raises the soft descriptor limit to the hard one (a daemon that serves many clients needs
     /// them; systemd's default soft limit is 1024), and returns how many connections to serve: the
     /// configured number, at most the limit less the descriptors kept for everything else.
-    private func connectionLimit() -> Int {
+    private func connectionLimit() -> (limit: Int, available: Int) {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         if limit.rlim_cur < limit.rlim_max {
@@ -138,12 +182,12 @@ extension Daemon {
             if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
         }
         let available = max(1, Int(clamping: limit.rlim_cur) - ServerConfiguration.reservedDescriptors)
-        guard let configured = configuration.maxConnections else { return available }
+        let configured = configuration.maxConnections
         if configured > available {
             log.error(
                 "--max-connections \(configured) is more than the descriptor limit (\(limit.rlim_cur)) allows; serving at most \(available)")
         }
-        return min(configured, available)
+        return (min(configured, available), available)
     }
 }
 

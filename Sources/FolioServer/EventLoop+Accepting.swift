@@ -8,6 +8,8 @@ import Glibc
 /// refusals not yet logged.
 struct AcceptState {
     var maxConnections = Int.max
+    /// The most connections the descriptor limit allows (less those kept for the store).
+    var descriptorLimit = Int.max
     /// `/dev/null`, opened at start; closed for a moment to accept and refuse one client at EMFILE.
     var spareDescriptor: Int32 = -1
     /// Accepting is paused until then (monotonic ms), when not even the spare descriptor helped.
@@ -21,9 +23,10 @@ struct AcceptState {
 extension EventLoop {
     /// Makes this loop the one that accepts connections, handing them to `loops` in turn, so that
     /// clients connecting in a burst still spread over every loop (and core).
-    func acceptConnections(for loops: [EventLoop], maxConnections: Int) throws {
+    func acceptConnections(for loops: [EventLoop], maxConnections: Int, descriptorLimit: Int) throws {
         peers = loops
         accepting.maxConnections = maxConnections
+        accepting.descriptorLimit = descriptorLimit
         accepting.spareDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
         try epoll.add(listener.fd, .readable, token: Self.listenerToken)
     }
@@ -79,7 +82,10 @@ extension EventLoop {
 
     /// Tells the client it is refused (best effort: the line fits any socket buffer) and closes it.
     private func refuse(_ fd: Int32) {
-        let line = Self.refusalLine(accepting.maxConnections)
+        refuse(fd, with: Self.refusalLine(accepting.maxConnections))
+    }
+
+    func refuse(_ fd: Int32, with line: [UInt8]) {
         _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         Glibc.close(fd)
     }

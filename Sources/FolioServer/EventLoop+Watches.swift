@@ -86,6 +86,9 @@ extension EventLoop {
                         if watch.collection != nil {
                             guard watch.wants(collection: try Snapshot.collection(ofEventRecord: record, sequence: sequence)) else { return true }
                         }
+                        if !connection.access.isAdmin {
+                            guard connection.access.canRead(Snapshot.collection(ofEventHead: record)) else { return true }
+                        }
                         var line = JSONWriter(capacity: record.count + 80)
                         try Snapshot.writeEventRecord(record, to: &line)
                         bytes += line.bytes.count
@@ -119,7 +122,9 @@ extension EventLoop {
             for watch in connection.watches {
                 if watch.catchingUp {
                     guard watch.fellBehind else { continue }
-                    for event in events where event.sequence >= watch.next && watch.wants(collection: event.collection) {
+                    for event in events where event.sequence >= watch.next && watch.wants(collection: event.collection)
+                        && connection.access.canRead(event.collection)
+                    {
                         watch.lagBytes += event.wire.count
                     }
                 } else {
@@ -128,7 +133,7 @@ extension EventLoop {
                             watch.catchingUp = true
                             break
                         }
-                        if watch.wants(collection: event.collection) {
+                        if watch.wants(collection: event.collection) && connection.access.canRead(event.collection) {
                             if congested {
                                 watch.catchingUp = true
                                 watch.fellBehind = true

@@ -25,6 +25,8 @@ final class EventLoop: @unchecked Sendable {
         case adopt(fd: Int32, origin: Origin)
         /// Shut down: accept nothing, read nothing new, close each connection once it is answered.
         case drain
+        /// SIGHUP: the settings that may change live (limits, timeouts, the access policy).
+        case reconfigure(ServerConfiguration)
     }
 
     static let wakeToken = UInt64.max
@@ -44,13 +46,18 @@ final class EventLoop: @unchecked Sendable {
     private let wake: WakeSignal
     let listener: UnixListener
     private let writer: Writer
-    private let reads: ReadHandler
+    private var reads: ReadHandler
     let reader: Store.Reader
-    let configuration: ServerConfiguration
+    private(set) var configuration: ServerConfiguration
     let statistics: ServerStatistics
     let log: Log
     private let workers: WorkerPool
     private let decoders: ThreadPool<Void>
+    private let watchdog: Watchdog?
+    /// The socket file's group, whose members the default policy lets write.
+    private let socketGroupID: UInt32
+    /// Users and their groups as the policy sees them, by uid and gid: looked up once per peer.
+    private var peerCache: [UInt64: Peer] = [:]
     let watchers: WatchRegistry
     /// Set on the loop that accepts: every loop, served in turn.
     var peers: [EventLoop] = []
@@ -69,15 +76,19 @@ final class EventLoop: @unchecked Sendable {
     /// Memory held for this loop's clients (the sum of their `accountedBytes`), and its share of
     /// the budget.
     var heldBytes = 0
-    let memoryBudget: Int
+    /// This loop's share of `--client-memory`.
+    var memoryBudget: Int { max(1 << 20, configuration.clientMemoryBytes / max(1, loopCount)) }
+    private let loopCount: Int
     var shedding = ThrottledNote()
     var nextSweep: UInt64 = 0
 
     init(
         index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
         statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
-        digests: DigestCache
+        digests: DigestCache, watchdog: Watchdog?, socketGroupID: UInt32
     ) throws {
+        self.watchdog = watchdog
+        self.socketGroupID = socketGroupID
         self.index = index
         self.listener = listener
         self.writer = writer
@@ -87,7 +98,7 @@ final class EventLoop: @unchecked Sendable {
         self.workers = workers
         self.decoders = decoders
         self.watchers = watchers
-        memoryBudget = max(1 << 20, configuration.clientMemoryBytes / max(1, loops))
+        loopCount = loops
         reads = ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests)
         reader = try store.makeReader()
         epoll = try Epoll()
@@ -121,8 +132,10 @@ final class EventLoop: @unchecked Sendable {
         var tokens = [UInt64](repeating: 0, count: 256)
         var drainDeadline: UInt64 = 0
         while true {
-            // Wake at least once a second for the line timeout, paused accepts and draining.
-            let timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
+            // Wake at least once a second for the line timeout, paused accepts and draining, and as
+            // often as the watchdog needs a beat.
+            var timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
+            if let watchdog { timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2))) }
             let count: Int
             do {
                 count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
@@ -145,6 +158,7 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
             let now = monotonicMilliseconds()
+            watchdog?.beat(loop: index, now: now)
             resumeAcceptingIfDue(now)
             if now >= nextSweep {
                 nextSweep = now + 1000
@@ -212,6 +226,12 @@ final class EventLoop: @unchecked Sendable {
                 if draining { Glibc.close(fd) } else { adopt(fd, origin) }
             case .drain:
                 startDraining()
+            case .reconfigure(let fresh):
+                configuration = fresh
+                reads = ReadHandler(store: reads.store, configuration: fresh, statistics: statistics, digests: reads.digests)
+                if !peers.isEmpty { accepting.maxConnections = min(fresh.maxConnections, accepting.descriptorLimit) }
+                peerCache.removeAll()
+                for connection in connections.values { connection.access.update(fresh.access) }
             }
         }
     }
@@ -227,7 +247,20 @@ final class EventLoop: @unchecked Sendable {
     }
 
     func adopt(_ fd: Int32, _ origin: Origin) {
-        let connection = Connection(fd: fd, loop: self, origin: origin, maxLineBytes: configuration.maxLineBytes)
+        let key = UInt64(origin.uid) << 32 | UInt64(origin.gid)
+        let peer = peerCache[key] ?? Peer(uid: origin.uid, gid: origin.gid, daemonUID: geteuid(), socketGID: socketGroupID)
+        peerCache[key] = peer
+        let access = AccessView(peer: peer, policy: configuration.access)
+        guard access.bestRole > .none else {
+            var line: [UInt8] = []
+            let who = peer.userName.map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
+            Response.appendFailure(tag: nil, error: ProtocolError(.forbidden, "\(who) has no role in foliod's access policy"), to: &line)
+            refuse(fd, with: line)
+            statistics.connections.subtract(1, ordering: .relaxed)
+            statistics.forbidden.add(1, ordering: .relaxed)
+            return
+        }
+        let connection = Connection(fd: fd, loop: self, origin: origin, access: access, maxLineBytes: configuration.maxLineBytes)
         do {
             try epoll.add(fd, .readable, token: UInt64(fd))
         } catch {
@@ -329,7 +362,8 @@ final class EventLoop: @unchecked Sendable {
         case .success(let request):
             switch request.operation {
             case .write(let write):
-                return .write(Writer.Job(request: write, origin: connection.origin, tag: request.tag, connection: connection, size: size))
+                return .write(
+                    Writer.Job(request: write, spec: request.spec, origin: connection.origin, tag: request.tag, connection: connection, size: size))
             case .read(let operation):
                 return .read(request, operation, size: size)
             case .stream(let operation):
@@ -346,22 +380,38 @@ final class EventLoop: @unchecked Sendable {
     func dispatchPending(_ connection: Connection) {
         while connection.pendingHead < connection.pending.count && !connection.isClosed {
             let item = connection.pending[connection.pendingHead]
+            connection.lastActivity = monotonicMilliseconds()
             switch item {
             case .write(let job):
                 guard connection.readsInFlight == 0 else { return }
+                if let denial = AccessControl.denial(
+                    Request(tag: job.tag, operation: .write(job.request), spec: job.spec), connection.access, reader: reader)
+                {
+                    guard connection.writesInFlight == 0 else { return }
+                    refuse(denial, tag: job.tag, size: job.size, connection)
+                    break
+                }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
             case .read(let request, let operation, let size):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
-                if reads.runsOnWorker(request, operation, reader) {
+                if let denial = AccessControl.denial(request, connection.access, reader: reader) {
+                    refuse(denial, tag: request.tag, size: size, connection)
+                    break
+                }
+                if reads.runsOnWorker(request, operation, reader, access: connection.access) {
                     connection.readsInFlight += 1
                     runOnWorker(operation, tag: request.tag, size: size, connection)
                 } else {
-                    reads.respond(to: operation, tag: request.tag, reader: reader, into: &connection.output)
+                    reads.respond(to: operation, tag: request.tag, reader: reader, access: connection.access.snapshot, into: &connection.output)
                     connection.requestBytes -= size
                 }
             case .stream(let request, let operation, let size):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
+                if let denial = AccessControl.denial(request, connection.access, reader: reader) {
+                    refuse(denial, tag: request.tag, size: size, connection)
+                    break
+                }
                 handleStream(request, operation, connection)
                 connection.requestBytes -= size
             case .failure(let failure, let size):
@@ -377,11 +427,19 @@ final class EventLoop: @unchecked Sendable {
 
     private func runOnWorker(_ operation: Request.ReadOperation, tag: Tag?, size: Int, _ connection: Connection) {
         let reads = self.reads
+        let access = connection.access.snapshot
         workers.submit { [self] reader in
             var output: [UInt8] = []
-            reads.respond(to: operation, tag: tag, reader: reader, into: &output)
+            reads.respond(to: operation, tag: tag, reader: reader, access: access, into: &output)
             post(.answered(connection, output, size: size))
         }
+    }
+
+    /// Answers `forbidden` in the request's place.
+    private func refuse(_ denial: ProtocolError, tag: Tag?, size: Int, _ connection: Connection) {
+        Response.appendFailure(tag: tag, error: denial, to: &connection.output)
+        connection.requestBytes -= size
+        statistics.forbidden.add(1, ordering: .relaxed)
     }
 
     private func complete(_ outcome: Writer.Outcome) {

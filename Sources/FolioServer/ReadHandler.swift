@@ -2,6 +2,7 @@ import FolioJSON
 import FolioModel
 import FolioProtocol
 import FolioStore
+import Foundation
 import Glibc
 
 /// Answers requests that only read: each in its own snapshot, never held across socket I/O. The
@@ -13,7 +14,9 @@ struct ReadHandler {
     let digests: DigestCache
 
     /// Whether the read belongs on a worker: its op's cost class, and for `byPlan` the query's plan.
-    func runsOnWorker(_ request: Request, _ operation: Request.ReadOperation, _ reader: Store.Reader) -> Bool {
+    func runsOnWorker(_ request: Request, _ operation: Request.ReadOperation, _ reader: Store.Reader, access: AccessView) -> Bool {
+        // A page of events for a peer who may not see every collection is read and filtered.
+        if case .events = operation, !access.isAdmin { return true }
         switch request.spec.cost {
         case .inline?: return false
         case .byPlan?:
@@ -27,15 +30,20 @@ struct ReadHandler {
     }
 
     /// Appends the response line for a read, answered from snapshots of `reader`.
-    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, into output: inout [UInt8]) {
+    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8]) {
         do {
-            try answer(operation, tag: tag, reader: reader, into: &output)
+            try answer(operation, tag: tag, reader: reader, access: access, into: &output)
         } catch {
             Response.appendFailure(tag: tag, error: ProtocolError(error), to: &output)
         }
     }
 
-    private func answer(_ operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, into output: inout [UInt8]) throws {
+    private func answer(_ operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8])
+        throws
+    {
+        // Objects of collections the peer may not read stay references in links and includes.
+        var readable: (@Sendable (String) -> Bool)?
+        if !access.isAdmin { readable = { @Sendable (collection: String) in access.canRead(collection) } }
         switch operation {
         case .hello:
             let head = try reader.read { try $0.head() }
@@ -55,10 +63,14 @@ struct ReadHandler {
                 writer.write(head.sequence)
                 writer.writeKey("chainHead")
                 writer.write(head.hash.hex)
+                writer.writeKey("uid")
+                writer.write(UInt64(access.peer.uid))
+                writer.writeKey("role")
+                writer.write(access.isAdmin ? "admin" : access.policy.bestRole(of: access.peer).description)
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .get(let collection, let id, nil, let include) where !include.isEmpty:
-            guard let (object, truncated) = try reader.read({ try $0.objectIncluding(collection, id, include) }) else {
+            guard let (object, truncated) = try reader.read({ try $0.objectIncluding(collection, id, include, readable: readable) }) else {
                 throw StoreError.notFound(collection: collection, id: id)
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
@@ -79,7 +91,8 @@ struct ReadHandler {
                 throw StoreError.notFound(collection: collection, id: id)
             }
             Response.appendSuccess(tag: tag, to: &output) { object.write(to: &$0) }
-        case .list(let query):
+        case .list(var query):
+            query.readable = readable
             let started = monotonicMicroseconds()
             let result = try reader.read { try $0.run(query) }
             let micros = monotonicMicroseconds() - started
@@ -97,7 +110,8 @@ struct ReadHandler {
                 if query.explain { writePlan(result.plan, micros: micros, to: &writer) }
                 writer.bytes.append(UInt8(ascii: "}"))
             }
-        case .count(let query):
+        case .count(var query):
+            query.readable = readable
             let started = monotonicMicroseconds()
             let result = try reader.read { try $0.run(query, countOnly: true) }
             let micros = monotonicMicroseconds() - started
@@ -123,9 +137,11 @@ struct ReadHandler {
                 let last = try snapshot.head().sequence
                 try Response.appendSuccess(tag: tag, to: &output) { writer in
                     writer.writeRaw("{\"events\":")
-                    try snapshot.writeEvents(after: after, limit: limit, to: &writer)
+                    let next = try snapshot.writeEvents(after: after, limit: limit, readable: access.isAdmin ? nil : { access.canRead($0) }, to: &writer)
                     writer.writeKey("lastSeq")
                     writer.write(last)
+                    writer.writeKey("next")
+                    writer.write(next)
                     writer.bytes.append(UInt8(ascii: "}"))
                 }
             }
@@ -134,9 +150,21 @@ struct ReadHandler {
                 let stats = try snapshot.statistics()
                 return (stats, try digests.digest(at: stats.lastSequence) { try snapshot.digest() })
             }
-            Response.appendSuccess(tag: tag, to: &output) { writeStatistics(stats, digest: digest, to: &$0) }
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                if access.isAdmin {
+                    writeStatistics(stats, digest: digest, to: &writer)
+                } else {
+                    // The details of the daemon are an admin's; a reader sees the log's head and its collections.
+                    let shown = stats.objectsPerCollection.filter { access.canRead($0.collection) }
+                    writer.write([
+                        "events": .int(Int64(stats.lastSequence)), "lastSeq": .int(Int64(stats.lastSequence)), "chainHead": .string(stats.chainHead.hex),
+                        "collections": .object(JSONObject(shown.map { JSONObject.Field(key: $0.collection, value: .int(Int64($0.count))) })),
+                        "objects": .int(Int64(shown.reduce(0) { $0 + $1.count })),
+                    ] as JSON)
+                }
+            }
         case .viewList:
-            let views = try reader.read { try $0.views() }
+            let views = try reader.read { try $0.views() }.filter { access.canRead($0.definition.collection) }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"views\":[")
                 for (index, view) in views.enumerated() {
@@ -151,13 +179,14 @@ struct ReadHandler {
             guard let schema = try reader.read({ try $0.schema(collection) }) else { throw StoreError.schemaNotFound(collection) }
             Response.appendSuccess(tag: tag, to: &output) { $0.write(schema.json) }
         case .schemaList:
-            let schemas = try reader.read { try $0.schemas() }
+            let schemas = try reader.read { try $0.schemas() }.filter { access.canRead($0.collection) }
             Response.appendSuccess(tag: tag, to: &output) { $0.write(["schemas": .array(schemas.map(\.json))] as JSON) }
         case .verify:
             let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
             let report = try store.verify(scratchDirectory: scratch)
             Response.appendSuccess(tag: tag, to: &output) { $0.write(report.json) }
         case .backup(let directory):
+            try checkBackupDirectory(directory)
             let copy = try store.backup(to: directory)
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.write([
@@ -165,6 +194,27 @@ struct ReadHandler {
                     "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
                 ] as JSON)
             }
+        }
+    }
+
+    /// Backups go below `backup-dir` only: nowhere else may a client make foliod write.
+    private func checkBackupDirectory(_ directory: String) throws {
+        let root = URL(fileURLWithPath: configuration.backupDirectory ?? store.directory + "/backups").standardizedFileURL.path
+        let target = URL(fileURLWithPath: directory).standardizedFileURL.path
+        guard target.hasPrefix(root + "/") else {
+            throw ProtocolError(.forbidden, "backup writes only below the backup directory \(root) (backup-dir), not to \(target)")
+        }
+        // A link on the way could lead out of it.
+        let parent = (target as NSString).deletingLastPathComponent
+        let resolvedRoot = (root as NSString).resolvingSymlinksInPath
+        if FileManager.default.fileExists(atPath: parent) {
+            let resolved = (parent as NSString).resolvingSymlinksInPath
+            guard resolved == resolvedRoot || resolved.hasPrefix(resolvedRoot + "/") else {
+                throw ProtocolError(.forbidden, "backup: \(target) leads out of the backup directory \(root) through a symbolic link")
+            }
+        }
+        if !FileManager.default.fileExists(atPath: root) {
+            try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
     }
 

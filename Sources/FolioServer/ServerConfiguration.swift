@@ -1,5 +1,6 @@
 import FolioProtocol
 import FolioStore
+import Glibc
 import LMDB
 
 /// How the daemon runs: where, with which limits and durability.
@@ -39,9 +40,11 @@ public struct ServerConfiguration: Sendable {
     /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
     /// off as lagging.
     public var watchBufferBytes = 8 << 20
-    /// Connections served at once; nil: as many as the descriptor limit allows, less
+    /// Connections served at once, at most as many as the descriptor limit allows less
     /// `reservedDescriptors`. A client beyond it is answered `unavailable` and closed.
-    public var maxConnections: Int?
+    public var maxConnections = 4096
+    /// Requests received and not yet answered, per connection; beyond, reading from it pauses.
+    public var maxPendingRequests = 8192
     /// Descriptors kept free of connections for the store, verify, backup and the like.
     public static let reservedDescriptors = 64
     /// Memory held for all clients at most: incomplete lines, queued output and requests not yet
@@ -49,12 +52,78 @@ public struct ServerConfiguration: Sendable {
     /// holders first.
     public var clientMemoryBytes = 256 << 20
     /// A request line must arrive whole within this many seconds of its first byte (0: no limit).
-    public var lineTimeoutSeconds = 60
+    public var lineTimeoutSeconds = 10
+    /// A connection with nothing in flight and no watch is closed after this many idle seconds (0: never).
+    public var idleTimeoutSeconds = 0
+    public var socketMode: mode_t = 0o660
+    /// The socket's group (by name); nil: foliod's own.
+    public var socketGroup: String?
+    public var logLevel = Log.Level.notice
+    /// Requests that take longer are logged at level info.
+    public var slowRequestMilliseconds = 1000
+    /// Backups are written only below it (default: `backups` in the data directory).
+    public var backupDirectory: String?
+    /// A Unix socket serving `GET /metrics` over HTTP/1.0, if set.
+    public var metricsSocket: String?
+    /// The file the configuration was read from, for SIGHUP.
+    public var configPath: String?
+    public var access = AccessPolicy()
     /// Threads for reads whose cost grows with the data (scans, verify, backup, stats).
     public var workerThreads = 2
 
     public init(dataDirectory: String, socketPath: String) {
         self.dataDirectory = dataDirectory
         self.socketPath = socketPath
+    }
+}
+
+extension ServerConfiguration {
+    /// This configuration with the settings SIGHUP may change taken from `fresh`.
+    func applyingLive(from fresh: ServerConfiguration) -> ServerConfiguration {
+        var applied = self
+        applied.maxConnections = fresh.maxConnections
+        applied.maxPendingRequests = fresh.maxPendingRequests
+        applied.clientMemoryBytes = fresh.clientMemoryBytes
+        applied.lineTimeoutSeconds = fresh.lineTimeoutSeconds
+        applied.idleTimeoutSeconds = fresh.idleTimeoutSeconds
+        applied.watchBufferBytes = fresh.watchBufferBytes
+        applied.logLevel = fresh.logLevel
+        applied.slowRequestMilliseconds = fresh.slowRequestMilliseconds
+        applied.backupDirectory = fresh.backupDirectory
+        applied.access = fresh.access
+        return applied
+    }
+
+    /// The live settings that differ in `fresh`, by name.
+    func liveDifferences(from fresh: ServerConfiguration) -> [String] {
+        var names: [String] = []
+        if maxConnections != fresh.maxConnections { names.append("max-connections") }
+        if maxPendingRequests != fresh.maxPendingRequests { names.append("max-requests") }
+        if clientMemoryBytes != fresh.clientMemoryBytes { names.append("client-memory") }
+        if lineTimeoutSeconds != fresh.lineTimeoutSeconds { names.append("partial-line-timeout") }
+        if idleTimeoutSeconds != fresh.idleTimeoutSeconds { names.append("idle-timeout") }
+        if watchBufferBytes != fresh.watchBufferBytes { names.append("watch-buffer") }
+        if logLevel != fresh.logLevel { names.append("log-level") }
+        if slowRequestMilliseconds != fresh.slowRequestMilliseconds { names.append("slow-request") }
+        if backupDirectory != fresh.backupDirectory { names.append("backup-dir") }
+        if access != fresh.access { names.append("access") }
+        return names
+    }
+
+    /// The settings that differ in `fresh` and that only a restart applies, by name.
+    func restartOnlyDifferences(from fresh: ServerConfiguration) -> [String] {
+        var names: [String] = []
+        if dataDirectory != fresh.dataDirectory { names.append("data") }
+        if socketPath != fresh.socketPath { names.append("socket") }
+        if socketMode != fresh.socketMode { names.append("socket-mode") }
+        if socketGroup != fresh.socketGroup { names.append("socket-group") }
+        if durability != fresh.durability { names.append("durability") }
+        if eventLoops != fresh.eventLoops { names.append("threads") }
+        if workerThreads != fresh.workerThreads { names.append("workers") }
+        if mapSize != fresh.mapSize { names.append("map-size") }
+        if maxLineBytes != fresh.maxLineBytes { names.append("max-line") }
+        if requestKeyRetentionSeconds != fresh.requestKeyRetentionSeconds { names.append("request-key-ttl") }
+        if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
+        return names
     }
 }

@@ -12,6 +12,8 @@ final class ServerStatistics: Sendable {
     let clientMemory = Atomic<Int>(0)
     /// Connections closed because their loop's share of the client memory budget was reached.
     let connectionsShed = Atomic<Int>(0)
+    /// Requests (and connections) refused because the peer's role does not allow them.
+    let forbidden = Atomic<Int>(0)
     /// Connections closed because a line did not end within the line timeout.
     let slowLinesClosed = Atomic<Int>(0)
     let commits = Atomic<Int>(0)

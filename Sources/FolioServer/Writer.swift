@@ -28,6 +28,8 @@ import Failpoints
 final class Writer: @unchecked Sendable {
     struct Job {
         let request: WriteRequest
+        /// The op's table entry: its name and the role it needs.
+        let spec: OperationSpec
         let origin: Origin
         let tag: Tag?
         let connection: Connection

@@ -82,6 +82,24 @@ struct EventLog {
         return timestamp
     }
 
+    /// The collection a stored event belongs to, read from the head of its canonical bytes: an
+    /// object event's, a view definition's, a schema event's; nil for a dropped view.
+    static func collection(ofRecord record: UnsafeRawBufferPointer) -> String? {
+        let bytes = canonicalBytes(of: record)
+        let marker = Array("\"collection\":\"".utf8)
+        let window = min(bytes.count, 240)
+        var start = 0
+        while start + marker.count <= window {
+            if bytes[start] == marker[0] && bytes[start..<(start + marker.count)].elementsEqual(marker) {
+                var end = start + marker.count
+                while end < bytes.count && bytes[end] != UInt8(ascii: "\"") { end += 1 }
+                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(start + marker.count)..<end]), as: UTF8.self)
+            }
+            start += 1
+        }
+        return nil
+    }
+
     /// Calls `body` with each record after `sequence`, in order, until it returns false.
     func forEach(after sequence: UInt64, _ txn: Transaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         try txn.withCursor(database) { cursor in

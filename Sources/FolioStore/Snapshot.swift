@@ -68,22 +68,29 @@ public struct Snapshot {
     }
 
     /// Writes up to `limit` events with sequence > `after` as a JSON array (fewer once they take
-    /// `pageByteBudget` bytes); returns the last sequence written (or `after`).
+    /// `pageByteBudget` bytes), leaving out those of collections `readable` refuses; returns the
+    /// last sequence read (or `after`): where the next page starts.
     @discardableResult
-    public func writeEvents(after: UInt64, limit: Int, to writer: inout JSONWriter) throws -> UInt64 {
+    public func writeEvents(after: UInt64, limit: Int, readable: ((String?) -> Bool)? = nil, to writer: inout JSONWriter) throws -> UInt64 {
         writer.bytes.append(UInt8(ascii: "["))
         let start = writer.bytes.count
         var last = after
+        var written = 0
         try forEachEvent(after: after, limit: limit) { sequence, record in
             guard writer.bytes.count - start < Self.pageByteBudget else { return false }
-            if last != after { writer.bytes.append(UInt8(ascii: ",")) }
-            try EventLog.writeWireForm(record, to: &writer)
             last = sequence
+            if let readable, !readable(EventLog.collection(ofRecord: record)) { return true }
+            if written > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+            try EventLog.writeWireForm(record, to: &writer)
+            written += 1
             return true
         }
         writer.bytes.append(UInt8(ascii: "]"))
         return last
     }
+
+    /// The collection of a stored event (nil for a dropped view), from the head of its bytes.
+    public static func collection(ofEventHead record: UnsafeRawBufferPointer) -> String? { EventLog.collection(ofRecord: record) }
 
     /// Calls `body` with up to `limit` stored event records after `after`, in order, until it
     /// returns false.
@@ -142,6 +149,11 @@ public struct Snapshot {
         /// The most reader slots in use at once since the environment was opened.
         public let readerSlotsUsed: Int
         public let maxReaders: Int
+    }
+
+    /// Live objects in all collections: O(collections).
+    public func objectCount() throws -> Int {
+        try catalog.collections(storeTxn).reduce(0) { $0 + (try $1.tree.count(storeTxn)) }
     }
 
     public func statistics() throws -> Statistics {

@@ -14,6 +14,8 @@ final class Foliod: @unchecked Sendable {
     let logPath: String
     let mapSize: Int
     let durability: String
+    /// Where the workload's backups go: foliod writes backups below its backup-dir only.
+    let backupDirectory: String
     /// Signalled once for every time foliod logs that it grew the map.
     let mapGrowths = DispatchSemaphore(value: 0)
 
@@ -24,6 +26,7 @@ final class Foliod: @unchecked Sendable {
         self.durability = durability
         self.binary = binary
         dataDirectory = directory + "/data"
+        backupDirectory = directory + "/backups"
         socketPath = directory + "/folio.sock"
         logPath = directory + "/foliod.log"
         self.mapSize = mapSize
@@ -51,7 +54,7 @@ final class Foliod: @unchecked Sendable {
                 executable: binary,
                 arguments: [
                     "--data", dataDirectory, "--socket", socketPath, "--map-size", String(mapSize), "--durability",
-                    durability,
+                    durability, "--backup-dir", backupDirectory,
                 ],
                 environment: environment, stdin: nullDevice, stdout: pipe[1], stderr: pipe[1])
         } catch {

@@ -6,92 +6,88 @@ import Foundation
 import Glibc
 
 let usage = """
-    usage: foliod [--data DIR] [--socket PATH] [--max-line BYTES] [--durability full|relaxed|none]
-                  [--threads N] [--workers N] [--watch-buffer BYTES] [--map-size BYTES]
-                  [--max-connections N] [--client-memory BYTES] [--line-timeout SECONDS]
-                  [--request-key-ttl SECONDS]
+    usage: foliod [--config PATH] [--SETTING VALUE ...]
+           foliod rebuild | verify | import ...
 
-    Serves a Folio data directory on a Unix-domain socket until SIGTERM or SIGINT.
+    Serves a Folio data directory on a Unix-domain socket until SIGTERM or SIGINT; SIGHUP reads the
+    configuration again and applies what it can without a restart (the settings marked reloadable).
+    Every setting is a flag (--name VALUE or --name=VALUE) and a key of the configuration file
+    (name = VALUE, # for comments); flags win over the file. access.user.NAME, access.group.NAME,
+    access.uid.N and access.gid.N = ROLE COLLECTION... (read, write or admin; * for every collection)
+    set who may do what.
 
-      --data DIR            data directory (default: \(DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid()).dataDirectory))
-      --socket PATH         socket to listen on (default: \(DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid()).socket))
-      --max-line BYTES      longest request line accepted (default 1048576)
-      --durability MODE     full (default): a write is acknowledged once it is on disk.
-                            relaxed: an OS crash or power loss may undo the last acknowledged writes.
-                            none: an OS crash or power loss may lose about the last second of writes.
-                            A crash of foliod itself loses no acknowledged write in any mode.
-      --threads N           event loop threads (default 2)
-      --workers N           threads for reads that grow with the data: scans, verify, backup, stats (default 2)
-      --watch-buffer BYTES  bytes of events a watcher may fall behind by before its watch is ended (default 8 MiB)
-      --map-size BYTES      initial LMDB map size (default 1 GiB); it doubles whenever it fills
-      --max-connections N   clients served at once (default: the descriptor limit less 64); others are
-                            answered unavailable and closed
-      --client-memory BYTES memory for all clients' incomplete lines, queued output and unanswered
-                            requests (default 256 MiB); over it, the largest holders are closed first
-      --line-timeout SECONDS  a request line must arrive whole within this time of its first byte
-                            (default 60; 0: no limit)
-      --request-key-ttl SECONDS  how long a write's requestKey is remembered, in event time
-                            (default 86400); give offline rebuild and verify the same
+    \(Settings.help)
 
     FOLIO_SOCKET and FOLIO_DATA override the default socket and data directory.
 
     \(OfflineCommands.usage)
     """
 
+/// The default configuration file, read when it exists and no --config names another.
+let defaultConfigPath = "/etc/folio/foliod.conf"
+
+/// `--name value` and `--name=value` pairs, in order; `--help`, `--version` as flags.
+func parseFlags(_ argv: [String]) throws -> (flags: [(name: String, value: String)], help: Bool, version: Bool) {
+    var flags: [(String, String)] = []
+    var help = false
+    var version = false
+    var iterator = argv.makeIterator()
+    while let argument = iterator.next() {
+        switch argument {
+        case "--help", "-h": help = true
+        case "--version": version = true
+        default:
+            guard argument.hasPrefix("--") else { throw UsageError("unexpected argument '\(argument)'") }
+            var name = String(argument.dropFirst(2))
+            var value: String
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            } else {
+                guard let next = iterator.next() else { throw UsageError("--\(name) needs a value") }
+                value = next
+            }
+            guard Settings.byName[name] != nil || name.hasPrefix("access.") else { throw UsageError("unknown option --\(name)") }
+            flags.append((name, value))
+        }
+    }
+    return (flags, help, version)
+}
+
+/// The configuration the daemon starts (or reloads) with: defaults, then the file, then the flags.
+func loadConfiguration(flags: [(name: String, value: String)]) throws -> ServerConfiguration {
+    let environment = ProcessInfo.processInfo.environment
+    let defaults = DefaultPaths(environment: environment, uid: getuid())
+    let configPath = flags.last(where: { $0.name == "config" })?.value
+    var file: (path: String, text: String)?
+    if let path = configPath ?? (FileManager.default.fileExists(atPath: defaultConfigPath) ? defaultConfigPath : nil) {
+        do {
+            file = (path, try String(contentsOfFile: path, encoding: .utf8))
+        } catch {
+            throw UsageError("cannot read the configuration file \(path): \(error.localizedDescription)")
+        }
+    }
+    do {
+        return try Settings.configuration(
+            defaults: ServerConfiguration(dataDirectory: defaults.dataDirectory, socketPath: defaults.socket), file: file,
+            flags: flags.filter { $0.name != "config" })
+    } catch {
+        throw UsageError(error.message)
+    }
+}
+
 func serve(_ argv: [String]) throws -> Int32 {
-    var arguments = try Arguments(
-        argv,
-        valued: [
-            "--data", "--socket", "--max-line", "--durability", "--threads", "--workers", "--watch-buffer", "--map-size",
-            "--max-connections", "--client-memory", "--line-timeout", "--request-key-ttl",
-        ])
-    if try arguments.flag("--help", "-h") {
+    let (flags, help, version) = try parseFlags(argv)
+    if help {
         print(usage)
         return 0
     }
-    if try arguments.flag("--version") {
+    if version {
         print("foliod \(ServerVersion.current)")
         return 0
     }
-    let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
-    var configuration = ServerConfiguration(
-        dataDirectory: arguments.value("--data") ?? defaults.dataDirectory, socketPath: arguments.value("--socket") ?? defaults.socket)
-    if let maxLine = try arguments.integer("--max-line") {
-        guard maxLine >= 1024 else { throw UsageError("--max-line must be at least 1024") }
-        configuration.maxLineBytes = maxLine
-    }
-    if let durability = arguments.value("--durability") {
-        guard let mode = ServerConfiguration.Durability(rawValue: durability) else {
-            throw UsageError("--durability must be full, relaxed or none, not '\(durability)'")
-        }
-        configuration.durability = mode
-    }
-    if let threads = try arguments.integer("--threads") {
-        guard (1...64).contains(threads) else { throw UsageError("--threads must be 1 to 64") }
-        configuration.eventLoops = threads
-    }
-    if let bytes = try arguments.integer("--watch-buffer") { configuration.watchBufferBytes = max(bytes, 1024) }
-    if let bytes = try arguments.integer("--map-size") { configuration.mapSize = max(bytes, 1 << 20) }
-    if let threads = try arguments.integer("--workers") {
-        guard (1...64).contains(threads) else { throw UsageError("--workers must be 1 to 64") }
-        configuration.workerThreads = threads
-    }
-    if let count = try arguments.integer("--max-connections") {
-        guard count >= 1 else { throw UsageError("--max-connections must be at least 1") }
-        configuration.maxConnections = count
-    }
-    if let bytes = try arguments.integer("--client-memory") {
-        guard bytes >= 1 << 20 else { throw UsageError("--client-memory must be at least 1048576") }
-        configuration.clientMemoryBytes = bytes
-    }
-    if let seconds = try arguments.integer("--request-key-ttl") { configuration.requestKeyRetentionSeconds = Int64(seconds) }
-    if let seconds = try arguments.integer("--line-timeout") {
-        guard seconds >= 0 else { throw UsageError("--line-timeout must be 0 or more") }
-        configuration.lineTimeoutSeconds = seconds
-    }
-    try arguments.rejectUnused()
-    if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
-    return try Daemon(configuration: configuration).run()
+    let configuration = try loadConfiguration(flags: flags)
+    return try Daemon(configuration: configuration, log: log) { try loadConfiguration(flags: flags) }.run()
 }
 
 let log = Log()

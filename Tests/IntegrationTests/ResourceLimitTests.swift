@@ -93,7 +93,8 @@ import Testing
             var large: [TestConnection] = []
             for _ in 0..<10 {
                 let connection = try daemon.connect(timeout: 10)
-                try connection.send(bytes: half)
+                // A connection foliod already closed for the budget refuses the rest of its line.
+                try? connection.send(bytes: half)
                 large.append(connection)
             }
             usleep(300_000)
@@ -111,7 +112,7 @@ import Testing
     }
 
     @Test func aLineThatNeverEndsTimesOut() throws {
-        try withRunningDaemon(arguments: ["--line-timeout", "1"]) { daemon in
+        try withRunningDaemon(arguments: ["--partial-line-timeout", "1"]) { daemon in
             let slow = try daemon.connect(timeout: 10)
             try slow.send(bytes: Array(#"{"op":"hel"#.utf8))
             let steady = try daemon.connect(timeout: 10)

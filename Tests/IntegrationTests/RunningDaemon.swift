@@ -49,7 +49,10 @@ final class RunningDaemon: @unchecked Sendable {
         let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
         defer { Glibc.close(nullDevice) }
         let process = try ChildProcess(
-            executable: Binaries.foliod, arguments: ["--data", dataDirectory, "--socket", socketPath] + arguments,
+            executable: Binaries.foliod,
+            // Tests back up anywhere in their directory, unless they set the backup directory themselves.
+            arguments: ["--data", dataDirectory, "--socket", socketPath]
+                + (arguments.contains("--backup-dir") ? [] : ["--backup-dir", directory]) + arguments,
             environment: environment, stdin: nullDevice, stdout: logFD, stderr: logFD)
         self.process = process
 

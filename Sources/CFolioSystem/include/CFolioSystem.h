@@ -47,4 +47,12 @@ int folio_pipe(int fds[2]);
 /// sched_setaffinity: lets thread `tid` (0: the calling one) run only on the CPUs whose bits are set
 /// in `cpus` (bit k: CPU k, for k < 64).
 int folio_set_thread_cpus(pid_t tid, uint64_t cpus);
+/// Sends one datagram to the Unix socket at `path` ("@name": abstract): the systemd notify protocol.
+int folio_notify(const char *path, const char *message, size_t length);
+
+/// Whether `fd` is a listening Unix-domain stream socket (an inherited, socket-activated one).
+int folio_is_listening_unix_socket(int fd);
+
+/// O_NONBLOCK and FD_CLOEXEC on an inherited descriptor.
+int folio_set_nonblocking_cloexec(int fd);
 #endif

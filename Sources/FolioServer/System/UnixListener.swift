@@ -7,10 +7,21 @@ import Glibc
 final class UnixListener: @unchecked Sendable {
     let path: String
     let fd: Int32
+    /// Handed over by systemd (socket activation): foliod neither bound it nor removes its file.
+    let inherited: Bool
+
+    /// Takes a listening socket systemd passed; `path` is the configured one, for messages.
+    init(inheritedFD fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+        inherited = true
+    }
 
     /// Creates the parent directory if needed (mode 0700 when it creates it), binds and listens.
-    init(path: String, mode: mode_t = 0o660) throws {
+    /// `group`: the socket file's group, by name (nil: foliod's own).
+    init(path: String, mode: mode_t = 0o660, group: String? = nil) throws {
         self.path = path
+        inherited = false
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty && !FileManager.default.fileExists(atPath: parent) {
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -25,7 +36,11 @@ final class UnixListener: @unchecked Sendable {
         if fd < 0 { throw SystemError("socket") }
         do {
             guard folio_unix_bind(fd, path) == 0 else { throw SystemError("bind \(path)") }
-            chmod(path, mode)
+            if let group {
+                guard let entry = getgrnam(group) else { throw ServerError.inheritedSockets("socket-group: no group named \(group)") }
+                guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else { throw SystemError("chown \(path) to group \(group)") }
+            }
+            guard chmod(path, mode) == 0 else { throw SystemError("chmod \(path)") }
             guard listen(fd, 1024) == 0 else { throw SystemError("listen") }
         } catch {
             Glibc.close(fd)
@@ -41,10 +56,16 @@ final class UnixListener: @unchecked Sendable {
         return folio_unix_connect(probe, path) == 0
     }
 
-    /// Stops listening and removes the socket file.
+    /// The group of the socket file: its members get the default policy's write role.
+    var groupID: UInt32 {
+        var info = stat()
+        return stat(path, &info) == 0 ? info.st_gid : getegid()
+    }
+
+    /// Stops listening and removes the socket file (unless systemd owns it).
     func close() {
         Glibc.close(fd)
-        unlink(path)
+        if !inherited { unlink(path) }
     }
 }
 
@@ -73,12 +94,16 @@ public final class DataDirectoryLock {
 public enum ServerError: Error, CustomStringConvertible {
     case socketInUse(String)
     case dataDirectoryInUse(String, pid: String)
+    case inheritedSockets(String)
+    case noReload
 
     public var description: String {
         switch self {
         case .socketInUse(let path): return "another foliod is listening on \(path)"
         case .dataDirectoryInUse(let directory, let pid):
             return "another foliod\(pid.isEmpty ? "" : " (pid \(pid))") is using the data directory \(directory)"
+        case .inheritedSockets(let problem): return problem
+        case .noReload: return "this foliod was started without a configuration to read again"
         }
     }
 }

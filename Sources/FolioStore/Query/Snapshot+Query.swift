@@ -18,7 +18,7 @@ extension Snapshot {
         case .empty(let source):
             result = QueryResult(plan: QueryPlan(source: source, examined: 0))
         }
-        if !query.include.isEmpty && !countOnly && result.itemCount > 0 { try include(query.include, in: &result) }
+        if !query.include.isEmpty && !countOnly && result.itemCount > 0 { try include(query.include, in: &result, readable: query.readable) }
         return result
     }
 
@@ -110,7 +110,10 @@ extension Snapshot {
             if let value = object.data.value(atPath: field) {
                 if case .array(let elements) = value { elements.forEach(collect) } else { collect(value) }
             }
-            if query.filter != nil || query.sort != nil { return .scan(.objects(references), .linkScan(name)) }
+            if query.filter != nil || query.sort != nil {
+                let shown = query.readable.map { readable in references.filter { readable($0.0) } } ?? references
+                return .scan(.objects(shown), .linkScan(name))
+            }
             return .links(.links(name), references)
         }
     }
@@ -256,7 +259,9 @@ extension Snapshot {
             let index = order[position]
             let (collection, id) = references[index]
             if result.itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-            if let record = try objects.record(collection, id, txn) {
+            if let readable = query.readable, !readable(collection) {
+                writer.write(["$ref": .string(collection + "/" + id), "$forbidden": true] as JSON)
+            } else if let record = try objects.record(collection, id, txn) {
                 try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
             } else {
                 writer.write(["$ref": .string(collection + "/" + id), "$missing": true] as JSON)

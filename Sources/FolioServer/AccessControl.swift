@@ -1,0 +1,132 @@
+import FolioJSON
+import FolioModel
+import FolioProtocol
+import FolioStore
+
+/// A connection's peer as the policy sees it, with what it may read memoized per collection
+/// (forgotten when the policy changes).
+final class AccessView: @unchecked Sendable {
+    let peer: Peer
+    private(set) var policy: AccessPolicy
+    /// Root and the daemon's user: every check passes.
+    private(set) var isAdmin: Bool
+    private var readable: [String: Bool] = [:]
+
+    init(peer: Peer, policy: AccessPolicy) {
+        self.peer = peer
+        self.policy = policy
+        isAdmin = policy.role(of: peer, for: nil) == .admin
+    }
+
+    func update(_ policy: AccessPolicy) {
+        self.policy = policy
+        isAdmin = policy.role(of: peer, for: nil) == .admin
+        readable.removeAll()
+    }
+
+    var bestRole: AccessPolicy.Role { policy.bestRole(of: peer) }
+
+    func role(for collection: String?) -> AccessPolicy.Role {
+        isAdmin ? .admin : policy.role(of: peer, for: collection)
+    }
+
+    /// Whether events and objects of `collection` may be shown (nil: an event of no collection).
+    func canRead(_ collection: String?) -> Bool {
+        if isAdmin { return true }
+        guard let collection else { return bestRole >= .read }
+        if let known = readable[collection] { return known }
+        let allowed = policy.role(of: peer, for: collection) >= .read
+        readable[collection] = allowed
+        return allowed
+    }
+
+    /// The same answers, for another thread (a worker): a copy that shares nothing mutable.
+    var snapshot: AccessSnapshot { AccessSnapshot(peer: peer, policy: policy, isAdmin: isAdmin) }
+}
+
+/// An `AccessView` frozen for a worker thread.
+struct AccessSnapshot: Sendable {
+    let peer: Peer
+    let policy: AccessPolicy
+    let isAdmin: Bool
+
+    func canRead(_ collection: String?) -> Bool {
+        if isAdmin { return true }
+        guard let collection else { return policy.bestRole(of: peer) >= .read }
+        return policy.role(of: peer, for: collection) >= .read
+    }
+}
+
+enum AccessControl {
+    /// Why the peer may not do the request, or nil if it may. Each op needs its table role on
+    /// every collection it names; ops that name none (the log, stats, listings) need the role on
+    /// some collection and show only what it may read, except `verify` and `backup`, which need
+    /// admin on every collection.
+    static func denial(_ request: Request, _ access: AccessView, reader: Store.Reader) -> ProtocolError? {
+        let needed = request.spec.role
+        guard needed > .any, !access.isAdmin else { return nil }
+        let collections = Self.collections(of: request.operation, reader: reader)
+        func refuse(_ collection: String?) -> ProtocolError {
+            let peer = access.peer
+            let who = peer.userName.map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
+            let what = collection.map { "on collection \($0)" } ?? "on every collection"
+            return ProtocolError(
+                .forbidden, "\(request.spec.name) needs role \(needed) \(what); \(who) has \(access.role(for: collection))",
+                details: [("op", quoted(request.spec.name)), ("role", quoted(needed.description))]
+                    + (collection.map { [("collection", quoted($0))] } ?? []))
+        }
+        guard let collections else {
+            if needed == .admin { return access.role(for: nil) >= .admin ? nil : refuse(nil) }
+            return access.bestRole.rawValue >= needed.rawValue ? nil : refuse(nil)
+        }
+        for collection in collections where access.role(for: collection).rawValue < needed.rawValue { return refuse(collection) }
+        return nil
+    }
+
+    private static func quoted(_ text: String) -> String { String(decoding: JSONWriterBox.string(text), as: UTF8.self) }
+
+    /// The collections a request names; nil for those that name none.
+    static func collections(of operation: Request.Operation, reader: Store.Reader) -> [String]? {
+        switch operation {
+        case .write(let write):
+            switch write.command {
+            case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return [collection]
+            case .defineView(let definition): return [definition.collection]
+            case .dropView(let name): return [viewCollection(name, reader) ?? ""].filter { !$0.isEmpty }
+            case .defineSchema(let schema): return [schema.collection]
+            case .dropSchema(let collection): return [collection]
+            case .batch(let operations, _):
+                return Array(Set(operations.compactMap { operation -> String? in
+                    switch operation.command {
+                    case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return collection
+                    default: return nil
+                    }
+                })).sorted()
+            }
+        case .read(let read):
+            switch read {
+            case .get(let collection, _, _, _), .history(let collection, _, _, _), .schema(let collection): return [collection]
+            case .list(let query), .count(let query):
+                switch query.source {
+                case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return [collection]
+                case .view(let name): return viewCollection(name, reader).map { [$0] } ?? []
+                }
+            case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup: return nil
+            }
+        case .stream: return nil
+        }
+    }
+
+    private static func viewCollection(_ name: String, _ reader: Store.Reader) -> String? {
+        try? reader.read { snapshot in try snapshot.views().first { $0.definition.name == name }?.definition.collection }
+    }
+}
+
+/// JSON text of a string, for error details.
+enum JSONWriterBox {
+    static func string(_ text: String) -> [UInt8] {
+        var writer = FolioJSON.JSONWriter(capacity: text.utf8.count + 2)
+        writer.write(text)
+        return writer.bytes
+    }
+}
