@@ -11,11 +11,13 @@ TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
 .PHONY: deps run build test chaos faults bench bench-views bench-replay clean
 
-# System libraries the package links, from Debian packages (found with pkg-config), and lmdb-utils,
-# whose mdb_dump the crash loop kills in mid-read.
+# System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
+# whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
+# metrics test reads foliod's metrics with.
 deps:
 	@pkg-config --exists lmdb libcrypto || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev pkg-config)
 	@command -v mdb_dump >/dev/null || ($(SUDO) apt-get update -q && $(APT_INSTALL) lmdb-utils)
+	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
 build: deps
 	$(SWIFT) build -c release

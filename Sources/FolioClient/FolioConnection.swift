@@ -111,8 +111,15 @@ public final class FolioConnection {
     }
 
     /// Sends one request and returns its response line, parsed.
+    /// When the daemon closed the connection before the request could go out (it refused the
+    /// connection: no role, too many connections), its parting line is the answer.
     public func request(_ request: JSON) throws(ClientError) -> JSON {
-        try send(request)
+        do {
+            try send(request)
+        } catch .system(let call, let code) where code == EPIPE || code == ECONNRESET {
+            guard let parting = try? readJSON() else { throw ClientError.system(call, code) }
+            return parting
+        }
         guard let response = try readJSON() else { throw ClientError.closed }
         return response
     }

@@ -112,6 +112,8 @@ public enum OperationTable {
         OperationSpec("schema.drop", .admin, .write(keyed: false) { .dropSchema(collection: try $0.collection()) }),
         OperationSpec("schema.get", .read, .read(.inline) { .schema(collection: try $0.collection()) }),
         OperationSpec("schema.list", .read, .read(.worker) { _ in .schemaList }),
+        // Counters of the daemon, in Prometheus text.
+        OperationSpec("metrics", .admin, .read(.inline) { _ in .metrics }),
     ]
 
     public static let names: [String] = all.map(\.name)

@@ -40,6 +40,7 @@ extension Request {
         case backup(directory: String)
         case schema(collection: String)
         case schemaList
+        case metrics
     }
 
     public enum StreamOperation: Sendable {

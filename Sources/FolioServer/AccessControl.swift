@@ -111,7 +111,7 @@ enum AccessControl {
                 case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return [collection]
                 case .view(let name): return viewCollection(name, reader).map { [$0] } ?? []
                 }
-            case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup: return nil
+            case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
         case .stream: return nil
         }

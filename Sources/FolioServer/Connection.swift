@@ -5,14 +5,21 @@ import FolioProtocol
 /// One client. Touched only by the event loop that owns it; other threads hold it only to hand it
 /// back to that loop with an answer.
 final class Connection: @unchecked Sendable {
-    /// A request received and not yet started, with the bytes of its line.
+    /// A request received and not yet started, with when and how it arrived.
     enum Item {
         case write(Writer.Job)
-        case read(Request, Request.ReadOperation, size: Int)
-        case stream(Request, Request.StreamOperation, size: Int)
-        case failure(RequestDecoder.TaggedError, size: Int)
+        case read(Request, Request.ReadOperation, Arrival)
+        case stream(Request, Request.StreamOperation, Arrival)
+        case failure(RequestDecoder.TaggedError, Arrival)
         /// A long line being decoded on a decoder thread; replaced by what it decodes to.
-        case decoding(id: UInt64, size: Int)
+        case decoding(id: UInt64, Arrival)
+    }
+
+    /// A request's line: its bytes, its op (for metrics), when it arrived (monotonic µs).
+    struct Arrival: Sendable {
+        let size: Int
+        let op: String
+        let at: UInt64
     }
 
     let fd: Int32
@@ -31,8 +38,9 @@ final class Connection: @unchecked Sendable {
     var pendingHead = 0
     var writesInFlight = 0
     var readsInFlight = 0
-    /// Bytes of the request lines received and not yet answered.
+    /// Bytes of the request lines received and not yet answered, and how many.
     var requestBytes = 0
+    var requestCount = 0
     /// Names the next long line sent to a decoder.
     var nextDecodingID: UInt64 = 0
 

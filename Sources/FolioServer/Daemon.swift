@@ -80,6 +80,11 @@ public final class Daemon {
         try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
         writer.start()
         for loop in loops { loop.start() }
+        let metricsEndpoint = try configuration.metricsSocket.map { path in
+            try MetricsEndpoint(
+                path: path, mode: configuration.socketMode, group: configuration.socketGroup,
+                reads: ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests), store: store, log: log)
+        }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
 
         let (head, objects) = try store.read { snapshot in (try snapshot.head(), try snapshot.objectCount()) }
@@ -105,6 +110,7 @@ public final class Daemon {
         }
 
         service.notify("STOPPING=1", "STATUS=finishing requests in flight")
+        metricsEndpoint?.stop()
         for loop in loops { loop.post(.drain) }
         for loop in loops { loop.join() }
         loops.removeAll()

@@ -58,6 +58,7 @@ extension EventLoop {
             if statistics.connections.load(ordering: .relaxed) >= accepting.maxConnections {
                 refuse(fd)
                 statistics.connectionsRefused.add(1, ordering: .relaxed)
+                statistics.metrics.refused(.maxConnections)
                 let now = monotonicMilliseconds()
                 if let count = accepting.refusedOverLimit.note(now: now) {
                     log.error("refused \(count) connection(s): \(accepting.maxConnections) are open, the limit (--max-connections)")
@@ -106,6 +107,7 @@ extension EventLoop {
         if fd >= 0 {
             refuse(fd)
             statistics.connectionsRefused.add(1, ordering: .relaxed)
+            statistics.metrics.refused(.noDescriptor)
         }
         accepting.spareDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
         if accepting.spareDescriptor < 0 || fd < 0 { pauseAccepting() }

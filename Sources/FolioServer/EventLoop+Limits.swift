@@ -26,6 +26,7 @@ extension EventLoop {
             close(connection)
         }
         statistics.connectionsShed.add(closed, ordering: .relaxed)
+        statistics.metrics.refused(.clientMemory, count: closed)
         if let count = shedding.note(closed, now: monotonicMilliseconds()) {
             log.error(
                 "client memory over this loop's share of --client-memory (\(memoryBudget) bytes): closed \(count) connection(s) "
@@ -33,7 +34,47 @@ extension EventLoop {
         }
     }
 
-    /// Ends connections whose current line began to arrive more than `--line-timeout` seconds ago.
+    /// Once a second: slow lines, idle connections, and clients that do not take their answers.
+    func sweep(_ now: UInt64) {
+        closeSlowLines(now)
+        closeIdleConnections(now)
+        closeStuckReaders()
+    }
+
+    /// Ends connections with nothing in flight, no watch and no partial line for `idle-timeout`.
+    func closeIdleConnections(_ now: UInt64) {
+        let timeout = UInt64(configuration.idleTimeoutSeconds) * 1000
+        guard timeout > 0 else { return }
+        for connection in connections.values
+        where connection.watches.isEmpty && connection.isIdle && connection.partialSince == 0 && connection.unsentBytes == 0
+            && !connection.inputFinished && now - connection.lastActivity > timeout
+        {
+            endInput(connection, with: ProtocolError(.unavailable, "idle for \(configuration.idleTimeoutSeconds) s (idle-timeout); closing the connection"))
+            dispatchPending(connection)
+            markForFlush(connection)
+            statistics.idleClosed.add(1, ordering: .relaxed)
+            statistics.metrics.refused(.idleTimeout)
+        }
+    }
+
+    /// Closes a connection whose client let more than `max-output` of answers pile up: it stopped
+    /// reading, and what it asked for is not worth the memory. Checked each time answers are
+    /// flushed, so the bound holds between sweeps too.
+    func closeStuckReader(_ connection: Connection) {
+        log.notice(
+            "closing a connection (pid \(connection.origin.pid), uid \(connection.origin.uid)) that left \(connection.unsentBytes) bytes of answers unread (max-output)")
+        close(connection)
+        statistics.stuckReadersClosed.add(1, ordering: .relaxed)
+        statistics.metrics.refused(.maxOutput)
+    }
+
+    func closeStuckReaders() {
+        for connection in connections.values where connection.unsentBytes > configuration.maxOutputBytes {
+            closeStuckReader(connection)
+        }
+    }
+
+    /// Ends connections whose current line began to arrive more than `--partial-line-timeout` seconds ago.
     func closeSlowLines(_ now: UInt64) {
         let timeout = UInt64(configuration.lineTimeoutSeconds) * 1000
         guard timeout > 0 else { return }
@@ -46,6 +87,7 @@ extension EventLoop {
             dispatchPending(connection)
             markForFlush(connection)
             statistics.slowLinesClosed.add(1, ordering: .relaxed)
+            statistics.metrics.refused(.partialLineTimeout)
         }
     }
 }

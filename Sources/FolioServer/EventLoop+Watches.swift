@@ -151,7 +151,9 @@ extension EventLoop {
                         watch.next = event.sequence + 1
                     }
                 }
+                if watch.fellBehind { statistics.watchLag.store(watch.lagBytes, ordering: .relaxed) }
                 if watch.fellBehind && watch.lagBytes > configuration.watchBufferBytes {
+                    statistics.metrics.refused(.lagging)
                     Response.appendFailure(
                         tag: watch.tag,
                         error: ProtocolError(

@@ -17,7 +17,7 @@ final class EventLoop: @unchecked Sendable {
     enum Message {
         case writeOutcomes([Writer.Outcome])
         /// A read that ran on a worker thread finished with this response line.
-        case answered(Connection, [UInt8], size: Int)
+        case answered(Connection, [UInt8], Connection.Arrival, ErrorCode?)
         /// A long line decoded on a decoder thread.
         case decoded(Connection, id: UInt64, Connection.Item)
         case committed([CommittedEvent])
@@ -34,7 +34,6 @@ final class EventLoop: @unchecked Sendable {
     static let readChunk = 64 << 10
     /// Stop reading from a connection while this much output waits for it, or this many requests.
     static let outputHighWater = 16 << 20
-    static let pendingHighWater = 8192
     /// Output kept allocated for a connection once everything was sent.
     static let keptOutputCapacity = 64 << 10
     /// Lines at least this long are decoded on a decoder thread: parsing is linear, but a megabyte
@@ -162,7 +161,7 @@ final class EventLoop: @unchecked Sendable {
             resumeAcceptingIfDue(now)
             if now >= nextSweep {
                 nextSweep = now + 1000
-                closeSlowLines(now)
+                sweep(now)
             }
             finishIteration()
             enforceMemoryBudget()
@@ -204,10 +203,10 @@ final class EventLoop: @unchecked Sendable {
             switch message {
             case .writeOutcomes(let outcomes):
                 for outcome in outcomes { complete(outcome) }
-            case .answered(let connection, let response, let size):
+            case .answered(let connection, let response, let arrival, let outcome):
                 guard !connection.isClosed else { continue }
                 connection.readsInFlight -= 1
-                connection.requestBytes -= size
+                answered(arrival, outcome, connection)
                 connection.output.append(contentsOf: response)
                 dispatchPending(connection)
                 markForFlush(connection)
@@ -332,7 +331,9 @@ final class EventLoop: @unchecked Sendable {
     /// connection once everything is answered.
     func endInput(_ connection: Connection, with error: ProtocolError) {
         connection.partialSince = 0
-        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), size: 0))
+        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), Connection.Arrival(size: 0, op: "invalid", at: monotonicMicroseconds())))
+        connection.requestCount += 1
+        statistics.requestsPending.add(1, ordering: .relaxed)
         connection.inputFinished = true
         connection.closeWhenIdle = true
     }
@@ -340,34 +341,40 @@ final class EventLoop: @unchecked Sendable {
     private func takeLine(_ line: UnsafeRawBufferPointer, _ connection: Connection) {
         let size = line.count
         connection.requestBytes += size
+        connection.requestCount += 1
+        statistics.requestsPending.add(1, ordering: .relaxed)
+        let received = monotonicMicroseconds()
         guard size >= Self.offloadedLineBytes else {
-            connection.pending.append(Self.item(for: RequestDecoder.decode(line), size: size, connection))
+            connection.pending.append(Self.item(for: RequestDecoder.decode(line), size: size, received: received, connection))
             return
         }
         let id = connection.nextDecodingID
         connection.nextDecodingID += 1
-        connection.pending.append(.decoding(id: id, size: size))
+        connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, op: "invalid", at: received)))
         let bytes = Array(line)
         decoders.submit { [self] _ in
-            let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, connection) }
+            let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, received: received, connection) }
             post(.decoded(connection, id: id, item))
         }
     }
 
     /// What a decoded line asks for, as it waits its turn on the connection.
-    private static func item(for decoded: Result<Request, RequestDecoder.TaggedError>, size: Int, _ connection: Connection) -> Connection.Item {
+    private static func item(
+        for decoded: Result<Request, RequestDecoder.TaggedError>, size: Int, received: UInt64, _ connection: Connection
+    ) -> Connection.Item {
         switch decoded {
         case .failure(let error):
-            return .failure(error, size: size)
+            return .failure(error, Connection.Arrival(size: size, op: "invalid", at: received))
         case .success(let request):
+            let arrival = Connection.Arrival(size: size, op: request.spec.name, at: received)
             switch request.operation {
             case .write(let write):
                 return .write(
-                    Writer.Job(request: write, spec: request.spec, origin: connection.origin, tag: request.tag, connection: connection, size: size))
+                    Writer.Job(request: write, spec: request.spec, origin: connection.origin, tag: request.tag, connection: connection, arrival: arrival))
             case .read(let operation):
-                return .read(request, operation, size: size)
+                return .read(request, operation, arrival)
             case .stream(let operation):
-                return .stream(request, operation, size: size)
+                return .stream(request, operation, arrival)
             }
         }
     }
@@ -388,36 +395,38 @@ final class EventLoop: @unchecked Sendable {
                     Request(tag: job.tag, operation: .write(job.request), spec: job.spec), connection.access, reader: reader)
                 {
                     guard connection.writesInFlight == 0 else { return }
-                    refuse(denial, tag: job.tag, size: job.size, connection)
+                    refuse(denial, tag: job.tag, arrival: job.arrival, connection)
                     break
                 }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
-            case .read(let request, let operation, let size):
+            case .read(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 if let denial = AccessControl.denial(request, connection.access, reader: reader) {
-                    refuse(denial, tag: request.tag, size: size, connection)
+                    refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
                 }
                 if reads.runsOnWorker(request, operation, reader, access: connection.access) {
                     connection.readsInFlight += 1
-                    runOnWorker(operation, tag: request.tag, size: size, connection)
+                    runOnWorker(operation, tag: request.tag, arrival: arrival, connection)
                 } else {
-                    reads.respond(to: operation, tag: request.tag, reader: reader, access: connection.access.snapshot, into: &connection.output)
-                    connection.requestBytes -= size
+                    let outcome = reads.respond(
+                        to: operation, tag: request.tag, reader: reader, access: connection.access.snapshot, into: &connection.output)
+                    answered(arrival, outcome, connection)
                 }
-            case .stream(let request, let operation, let size):
+            case .stream(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 if let denial = AccessControl.denial(request, connection.access, reader: reader) {
-                    refuse(denial, tag: request.tag, size: size, connection)
+                    refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
                 }
                 handleStream(request, operation, connection)
-                connection.requestBytes -= size
-            case .failure(let failure, let size):
+                answered(arrival, nil, connection)
+            case .failure(let failure, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 Response.appendFailure(tag: failure.tag, error: failure.error, to: &connection.output)
-                connection.requestBytes -= size
+                if failure.error.code == .tooLarge { statistics.metrics.refused(.lineTooLong) }
+                answered(arrival, failure.error.code, connection)
             case .decoding:
                 return
             }
@@ -425,28 +434,44 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func runOnWorker(_ operation: Request.ReadOperation, tag: Tag?, size: Int, _ connection: Connection) {
+    private func runOnWorker(_ operation: Request.ReadOperation, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
         let reads = self.reads
         let access = connection.access.snapshot
+        statistics.workerQueue.add(1, ordering: .relaxed)
         workers.submit { [self] reader in
+            statistics.workerQueue.subtract(1, ordering: .relaxed)
             var output: [UInt8] = []
-            reads.respond(to: operation, tag: tag, reader: reader, access: access, into: &output)
-            post(.answered(connection, output, size: size))
+            let outcome = reads.respond(to: operation, tag: tag, reader: reader, access: access, into: &output)
+            post(.answered(connection, output, arrival, outcome))
+        }
+    }
+
+    /// Counts a request as answered: its bytes, its outcome and latency, and logs it if it was slow.
+    private func answered(_ arrival: Connection.Arrival, _ outcome: ErrorCode?, _ connection: Connection) {
+        connection.requestBytes -= arrival.size
+        connection.requestCount -= 1
+        statistics.requestsPending.subtract(1, ordering: .relaxed)
+        let micros = monotonicMicroseconds() - min(arrival.at, monotonicMicroseconds())
+        statistics.metrics.request(arrival.op, outcome: outcome, seconds: Double(micros) / 1_000_000)
+        if micros >= UInt64(configuration.slowRequestMilliseconds) * 1000, log.isWritten(.info) {
+            log.info(
+                "slow request: \(arrival.op) took \(micros / 1000) ms (\(outcome?.rawValue ?? "ok")) for pid \(connection.origin.pid), uid \(connection.origin.uid)")
         }
     }
 
     /// Answers `forbidden` in the request's place.
-    private func refuse(_ denial: ProtocolError, tag: Tag?, size: Int, _ connection: Connection) {
+    private func refuse(_ denial: ProtocolError, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
         Response.appendFailure(tag: tag, error: denial, to: &connection.output)
-        connection.requestBytes -= size
+        answered(arrival, .forbidden, connection)
         statistics.forbidden.add(1, ordering: .relaxed)
+        statistics.metrics.refused(.forbidden)
     }
 
     private func complete(_ outcome: Writer.Outcome) {
         let connection = outcome.job.connection
         guard !connection.isClosed else { return }
         connection.writesInFlight -= 1
-        connection.requestBytes -= outcome.job.size
+        answered(outcome.job.arrival, (try? outcome.result.get()) == nil ? outcome.result.failureCode : nil, connection)
         switch outcome.result {
         case .success(let write):
             Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
@@ -498,14 +523,19 @@ final class EventLoop: @unchecked Sendable {
             close(connection)
             return
         }
+        if connection.unsentBytes > configuration.maxOutputBytes {
+            closeStuckReader(connection)
+            return
+        }
         updateInterest(connection)
         account(connection)
     }
 
     /// Whether to stop reading requests from the connection until it has taken its answers.
     private func isCongested(_ connection: Connection) -> Bool {
-        connection.unsentBytes > Self.outputHighWater || connection.pendingCount > Self.pendingHighWater
+        connection.unsentBytes > Self.outputHighWater || connection.pendingCount > configuration.maxPendingRequests
             || connection.requestBytes > max(Self.outputHighWater, 4 * configuration.maxLineBytes)
+            || statistics.requestsPending.load(ordering: .relaxed) > configuration.maxTotalRequests
     }
 
     /// Reads while there is room for more; wants to write while output waits.
@@ -533,6 +563,8 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
+        statistics.requestsPending.subtract(connection.requestCount, ordering: .relaxed)
+        connection.requestCount = 0
         heldBytes -= connection.accountedBytes
         statistics.clientMemory.subtract(connection.accountedBytes, ordering: .relaxed)
         connection.accountedBytes = 0

@@ -30,11 +30,18 @@ struct ReadHandler {
     }
 
     /// Appends the response line for a read, answered from snapshots of `reader`.
-    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8]) {
+    /// Returns the error's code, nil when the answer is a success.
+    @discardableResult
+    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8])
+        -> ErrorCode?
+    {
         do {
             try answer(operation, tag: tag, reader: reader, access: access, into: &output)
+            return nil
         } catch {
-            Response.appendFailure(tag: tag, error: ProtocolError(error), to: &output)
+            let failure = ProtocolError(error)
+            Response.appendFailure(tag: tag, error: failure, to: &output)
+            return failure.code
         }
     }
 
@@ -181,6 +188,11 @@ struct ReadHandler {
         case .schemaList:
             let schemas = try reader.read { try $0.schemas() }.filter { access.canRead($0.collection) }
             Response.appendSuccess(tag: tag, to: &output) { $0.write(["schemas": .array(schemas.map(\.json))] as JSON) }
+        case .metrics:
+            let text = try reader.read { snapshot in try metricsText(snapshot) }
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.write(["format": "prometheus-text-0.0.4", "text": .string(text)] as JSON)
+            }
         case .verify:
             let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
             let report = try store.verify(scratchDirectory: scratch)

@@ -45,6 +45,10 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections = 4096
     /// Requests received and not yet answered, per connection; beyond, reading from it pauses.
     public var maxPendingRequests = 8192
+    /// The same on every connection together; beyond, reading pauses everywhere.
+    public var maxTotalRequests = 65536
+    /// Answers a connection may leave unread; beyond, it is closed.
+    public var maxOutputBytes = 64 << 20
     /// Descriptors kept free of connections for the store, verify, backup and the like.
     public static let reservedDescriptors = 64
     /// Memory held for all clients at most: incomplete lines, queued output and requests not yet
@@ -83,6 +87,8 @@ extension ServerConfiguration {
         var applied = self
         applied.maxConnections = fresh.maxConnections
         applied.maxPendingRequests = fresh.maxPendingRequests
+        applied.maxTotalRequests = fresh.maxTotalRequests
+        applied.maxOutputBytes = fresh.maxOutputBytes
         applied.clientMemoryBytes = fresh.clientMemoryBytes
         applied.lineTimeoutSeconds = fresh.lineTimeoutSeconds
         applied.idleTimeoutSeconds = fresh.idleTimeoutSeconds
@@ -99,6 +105,8 @@ extension ServerConfiguration {
         var names: [String] = []
         if maxConnections != fresh.maxConnections { names.append("max-connections") }
         if maxPendingRequests != fresh.maxPendingRequests { names.append("max-requests") }
+        if maxTotalRequests != fresh.maxTotalRequests { names.append("max-requests-total") }
+        if maxOutputBytes != fresh.maxOutputBytes { names.append("max-output") }
         if clientMemoryBytes != fresh.clientMemoryBytes { names.append("client-memory") }
         if lineTimeoutSeconds != fresh.lineTimeoutSeconds { names.append("partial-line-timeout") }
         if idleTimeoutSeconds != fresh.idleTimeoutSeconds { names.append("idle-timeout") }

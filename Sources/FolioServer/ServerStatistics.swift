@@ -14,12 +14,23 @@ final class ServerStatistics: Sendable {
     let connectionsShed = Atomic<Int>(0)
     /// Requests (and connections) refused because the peer's role does not allow them.
     let forbidden = Atomic<Int>(0)
+    /// Connections closed for being idle (`idle-timeout`), or for leaving answers unread (`max-output`).
+    let idleClosed = Atomic<Int>(0)
+    let stuckReadersClosed = Atomic<Int>(0)
+    /// Requests received and not yet answered, on every connection.
+    let requestsPending = Atomic<Int>(0)
     /// Connections closed because a line did not end within the line timeout.
     let slowLinesClosed = Atomic<Int>(0)
     let commits = Atomic<Int>(0)
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
+    let metrics = Metrics()
+    /// Writes queued for the writer, reads for the workers.
+    let writerQueue = Atomic<Int>(0)
+    let workerQueue = Atomic<Int>(0)
+    /// The largest lag of a watch that fell behind, in bytes, as last seen.
+    let watchLag = Atomic<Int>(0)
     /// From the commit of an event to its line being written to a watcher's socket.
     let watchDelivery = LatencyRecorder()
 

@@ -86,6 +86,12 @@ public enum Settings {
         Setting("max-requests", "N", live: true, "requests received and not yet answered, per connection (default 8192); beyond, foliod stops reading from it") { c, v throws(SettingError) in
             c.maxPendingRequests = try integer(v, "max-requests", at: 1)
         },
+        Setting("max-requests-total", "N", live: true, "requests received and not yet answered on all connections together (default 65536); beyond, foliod stops reading until some are answered") { c, v throws(SettingError) in
+            c.maxTotalRequests = try integer(v, "max-requests-total", at: 1)
+        },
+        Setting("max-output", "BYTES", live: true, "answers a connection may leave unread (default 64 MiB, at least 16 MiB: twice the largest page); beyond, it is closed") { c, v throws(SettingError) in
+            c.maxOutputBytes = try integer(v, "max-output", at: 16 << 20)
+        },
         Setting("client-memory", "BYTES", live: true, "memory for all clients' incomplete lines, queued answers and unanswered requests (default 256 MiB); over it, the largest holders are closed first") { c, v throws(SettingError) in
             c.clientMemoryBytes = try integer(v, "client-memory", at: 1 << 20)
         },

@@ -24,7 +24,7 @@ final class SyncConfirmer: Sendable {
     private let work: WorkThread<Batch>
 
     init(
-        environment: Environment, halt: @escaping (String) -> Void,
+        environment: Environment, metrics: Metrics, halt: @escaping (String) -> Void,
         release: @escaping ([Writer.Outcome]) -> Void
     ) {
         // Touched by the confirming thread only.
@@ -35,7 +35,9 @@ final class SyncConfirmer: Sendable {
                     #if DEBUG
                     try Failpoint.confirmBeforeSync.check()
                     #endif
+                    let started = monotonicMicroseconds()
                     try environment.sync()
+                    metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
                     #if DEBUG
                     _ = Failpoint.confirmAfterSync.hit()
                     #endif

@@ -33,8 +33,9 @@ final class Writer: @unchecked Sendable {
         let origin: Origin
         let tag: Tag?
         let connection: Connection
+        let arrival: Connection.Arrival
         /// Bytes of the request line, to bound batches.
-        let size: Int
+        var size: Int { arrival.size }
     }
 
     struct Outcome {
@@ -80,13 +81,14 @@ final class Writer: @unchecked Sendable {
     func start() {
         if configuration.durability == .full {
             confirmer = SyncConfirmer(
-                environment: store.environment, halt: { [self] reason in halt(reason) },
+                environment: store.environment, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
                 release: { [self] outcomes in release(outcomes) })
         }
         if configuration.durability != .none {
             reserve = ReserveKeeper(environment: store.environment, log: log)
         }
         let (maxCount, maxBytes) = (configuration.maxBatchCount, configuration.maxBatchBytes)
+        let statistics = self.statistics
         work = WorkThread(name: "folio-writer", take: { queue in
             // As many as wait, up to the batch's bounds in count and bytes (at least one).
             var count = 0
@@ -96,6 +98,7 @@ final class Writer: @unchecked Sendable {
                 count += 1
             }
             defer { queue.removeFirst(count) }
+            statistics.writerQueue.subtract(count, ordering: .relaxed)
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
             let (outcomes, committedData) = halted.map { refuse(batch, because: $0) } ?? process(batch)
@@ -119,6 +122,7 @@ final class Writer: @unchecked Sendable {
     }
 
     func submit(_ jobs: [Job]) {
+        statistics.writerQueue.add(jobs.count, ordering: .relaxed)
         work?.enqueue(jobs)
     }
 
@@ -157,6 +161,7 @@ final class Writer: @unchecked Sendable {
             var outcomes: [Outcome] = []
             outcomes.reserveCapacity(batch.count)
             do {
+                let started = monotonicMicroseconds()
                 try store.write { writer in
                     writer.isolatesEveryCommand = isolating
                     for job in batch {
@@ -178,6 +183,8 @@ final class Writer: @unchecked Sendable {
                 _ = Failpoint.writerAfterCommit.hit()
                 #endif
                 let appended = outcomes.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
+                statistics.metrics.commitSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
+                statistics.metrics.batchWrites.record(Double(batch.count))
                 if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
                 statistics.committedWrites.add(appended, ordering: .relaxed)
                 return (outcomes, appended > 0)
@@ -233,5 +240,13 @@ final class Writer: @unchecked Sendable {
         for (loop, outcomes) in byLoop.values {
             loop.post(.writeOutcomes(outcomes))
         }
+    }
+}
+
+extension Result where Failure == ProtocolError {
+    /// The error's code, if this is a failure.
+    var failureCode: ErrorCode? {
+        if case .failure(let error) = self { return error.code }
+        return nil
     }
 }

@@ -41,6 +41,9 @@ enum Usage {
         Server
           stats
           hello
+          metrics                       the daemon's counters, in Prometheus text (admin)
+          top [--interval S] [--iterations N]
+                                        a live view: requests/s by op, p50/p99, queues, map use
 
         Run `folio COMMAND --help` for one command. FOLIO_SOCKET overrides the socket path.
         """

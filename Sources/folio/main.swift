@@ -14,7 +14,7 @@ struct ServerError: Error {
 let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
     "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
-    "--include", "--from", "--fields",
+    "--include", "--from", "--fields", "--interval", "--iterations",
 ]
 
 final class CLI {
@@ -94,6 +94,8 @@ final class CLI {
         case "batch": try batch()
         case "schema": try schema()
         case "links": try links()
+        case "metrics": try metrics()
+        case "top": try top()
         case "backlinks": try backlinks()
         case "events": try events()
         case "watch": try watch()

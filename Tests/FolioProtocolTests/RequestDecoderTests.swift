@@ -102,6 +102,7 @@ import Testing
             "schema.list": #"{"op":"schema.list"}"#,
             "links": #"{"op":"links","ref":"Category/c1","field":"items","include":["owner"]}"#,
             "backlinks": #"{"op":"backlinks","ref":"Item/i1","from":"Category.items"}"#,
+            "metrics": #"{"op":"metrics"}"#,
         ]
         #expect(Set(samples.keys) == Set(OperationTable.names))
         for (name, line) in samples {

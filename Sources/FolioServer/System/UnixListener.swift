@@ -19,7 +19,7 @@ final class UnixListener: @unchecked Sendable {
 
     /// Creates the parent directory if needed (mode 0700 when it creates it), binds and listens.
     /// `group`: the socket file's group, by name (nil: foliod's own).
-    init(path: String, mode: mode_t = 0o660, group: String? = nil) throws {
+    init(path: String, mode: mode_t = 0o660, group: String? = nil, blocking: Bool = false) throws {
         self.path = path
         inherited = false
         let parent = (path as NSString).deletingLastPathComponent
@@ -32,7 +32,7 @@ final class UnixListener: @unchecked Sendable {
             }
             unlink(path)
         }
-        fd = folio_unix_socket(1)
+        fd = folio_unix_socket(blocking ? 0 : 1)
         if fd < 0 { throw SystemError("socket") }
         do {
             guard folio_unix_bind(fd, path) == 0 else { throw SystemError("bind \(path)") }

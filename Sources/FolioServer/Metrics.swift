@@ -1,0 +1,131 @@
+import FolioProtocol
+import Foundation
+import Synchronization
+
+/// A counter that collections can hold (an `Atomic` cannot be copied into one).
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    func add(_ amount: Int = 1) { value.add(amount, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
+}
+
+/// A Prometheus histogram: counts by upper bound, their sum, their number. Lock-free to record.
+final class Histogram: Sendable {
+    /// Upper bounds, in the unit the name says.
+    let bounds: [Double]
+    private let counts: [Counter]
+    private let sumMicros = Atomic<Int>(0)
+    private let total = Atomic<Int>(0)
+
+    init(bounds: [Double]) {
+        self.bounds = bounds
+        counts = (0...bounds.count).map { _ in Counter() }
+    }
+
+    /// Latencies: 50 µs to 10 s.
+    static func seconds() -> Histogram {
+        Histogram(bounds: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+    }
+
+    func record(_ value: Double) {
+        let index = bounds.firstIndex { value <= $0 } ?? bounds.count
+        counts[index].add()
+        sumMicros.add(Int((value * 1_000_000).rounded()), ordering: .relaxed)
+        total.add(1, ordering: .relaxed)
+    }
+
+    /// Cumulative counts per bound (then +Inf), the sum, the count.
+    var snapshot: (cumulative: [Int], sum: Double, count: Int) {
+        var running = 0
+        let cumulative = counts.map { counter -> Int in
+            running += counter.current
+            return running
+        }
+        return (cumulative, Double(sumMicros.load(ordering: .relaxed)) / 1_000_000, total.load(ordering: .relaxed))
+    }
+}
+
+/// What foliod counts for `metrics` (Prometheus text exposition): requests by op and outcome,
+/// their latency by op, the writer's batches, commits and flushes, refusals by cause.
+final class Metrics: Sendable {
+    static let outcomes = ["ok"] + ErrorCode.allCases.map(\.rawValue)
+    /// The ops of the table, and `invalid` for lines that name none.
+    static let ops = OperationTable.names + ["invalid"]
+
+    let requests: [String: [String: Counter]]
+    let latency: [String: Histogram]
+    let batchWrites = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+    let commitSeconds = Histogram.seconds()
+    let syncSeconds = Histogram.seconds()
+
+    enum Refusal: String, CaseIterable {
+        case maxConnections = "max-connections"
+        case noDescriptor = "no-descriptor"
+        case forbidden
+        case clientMemory = "client-memory"
+        case partialLineTimeout = "partial-line-timeout"
+        case idleTimeout = "idle-timeout"
+        case maxOutput = "max-output"
+        case lagging
+        case lineTooLong = "max-line"
+    }
+
+    let refusals: [String: Counter]
+
+    init() {
+        var requests: [String: [String: Counter]] = [:]
+        var latency: [String: Histogram] = [:]
+        for op in Self.ops {
+            var byOutcome: [String: Counter] = [:]
+            for outcome in Self.outcomes { byOutcome[outcome] = Counter() }
+            requests[op] = byOutcome
+            latency[op] = Histogram.seconds()
+        }
+        self.requests = requests
+        self.latency = latency
+        var refusals: [String: Counter] = [:]
+        for refusal in Refusal.allCases { refusals[refusal.rawValue] = Counter() }
+        self.refusals = refusals
+    }
+
+    /// One request answered: its op, its outcome (nil: ok), how long it took.
+    func request(_ op: String, outcome: ErrorCode?, seconds: Double) {
+        let op = requests[op] != nil ? op : "invalid"
+        requests[op]?[outcome?.rawValue ?? "ok"]?.add()
+        latency[op]?.record(seconds)
+    }
+
+    func refused(_ cause: Refusal, count: Int = 1) { refusals[cause.rawValue]?.add(count) }
+}
+
+/// Prometheus text, version 0.0.4.
+struct MetricsText {
+    private(set) var text = ""
+
+    mutating func family(_ name: String, _ type: String, _ help: String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+        text += name
+        if !labels.isEmpty {
+            text += "{" + labels.map { "\($0.0)=\"\(Self.escaped($0.1))\"" }.joined(separator: ",") + "}"
+        }
+        text += " " + (value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)) + "\n"
+    }
+
+    mutating func histogram(_ name: String, _ labels: [(String, String)], _ histogram: Histogram) {
+        let (cumulative, sum, count) = histogram.snapshot
+        for (index, bound) in histogram.bounds.enumerated() {
+            sample(name + "_bucket", labels + [("le", String(bound))], Double(cumulative[index]))
+        }
+        sample(name + "_bucket", labels + [("le", "+Inf")], Double(cumulative.last ?? 0))
+        sample(name + "_sum", labels, sum)
+        sample(name + "_count", labels, Double(count))
+    }
+
+    private static func escaped(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

@@ -1,0 +1,72 @@
+import FolioStore
+import Foundation
+
+extension ReadHandler {
+    /// Every counter of the daemon in Prometheus text exposition format (version 0.0.4).
+    func metricsText(_ snapshot: Snapshot) throws -> String {
+        let metrics = statistics.metrics
+        var text = MetricsText()
+        text.family("folio_requests_total", "counter", "Requests answered, by op and outcome (ok or the error code).")
+        for op in Metrics.ops {
+            for outcome in Metrics.outcomes {
+                let count = metrics.requests[op]?[outcome]?.current ?? 0
+                if count > 0 || outcome == "ok" { text.sample("folio_requests_total", [("op", op), ("outcome", outcome)], Double(count)) }
+            }
+        }
+        text.family("folio_request_duration_seconds", "histogram", "From a request line's arrival to its answer, by op.")
+        for op in Metrics.ops {
+            guard let histogram = metrics.latency[op], histogram.snapshot.count > 0 else { continue }
+            text.histogram("folio_request_duration_seconds", [("op", op)], histogram)
+        }
+        text.family("folio_refusals_total", "counter", "Connections closed or requests refused, by the limit or rule that refused them.")
+        for refusal in Metrics.Refusal.allCases {
+            text.sample("folio_refusals_total", [("cause", refusal.rawValue)], Double(metrics.refusals[refusal.rawValue]?.current ?? 0))
+        }
+        text.family("folio_writer_batch_writes", "histogram", "Writes applied in one commit (group commit).")
+        text.histogram("folio_writer_batch_writes", [], metrics.batchWrites)
+        text.family("folio_commit_duration_seconds", "histogram", "An LMDB write transaction's commit, data pages flushed included.")
+        text.histogram("folio_commit_duration_seconds", [], metrics.commitSeconds)
+        text.family("folio_sync_duration_seconds", "histogram", "A flush of data.mdb that confirms commits (full durability).")
+        text.histogram("folio_sync_duration_seconds", [], metrics.syncSeconds)
+        let gauges: [(String, String, Double)] = [
+            ("folio_connections", "Client connections open.", Double(statistics.connections.load(ordering: .relaxed))),
+            ("folio_watches", "Watches running.", Double(statistics.watches.load(ordering: .relaxed))),
+            ("folio_requests_pending", "Requests received and not yet answered.", Double(statistics.requestsPending.load(ordering: .relaxed))),
+            ("folio_client_memory_bytes", "Memory held for clients: partial lines, queued answers, unanswered requests.",
+             Double(statistics.clientMemory.load(ordering: .relaxed))),
+            ("folio_writer_queue", "Writes waiting for the writer.", Double(statistics.writerQueue.load(ordering: .relaxed))),
+            ("folio_worker_queue", "Reads waiting for a worker thread.", Double(statistics.workerQueue.load(ordering: .relaxed))),
+            ("folio_watch_lag_bytes", "Bytes of events the watches furthest behind have yet to send.", Double(statistics.watchLag.load(ordering: .relaxed))),
+        ]
+        for (name, help, value) in gauges {
+            text.family(name, "gauge", help)
+            text.sample(name, [], value)
+        }
+        let counters: [(String, String, Int)] = [
+            ("folio_commits_total", "Write transactions committed that stored at least one write.", statistics.commits.load(ordering: .relaxed)),
+            ("folio_events_appended_total", "Events appended by committed writes.", statistics.committedWrites.load(ordering: .relaxed)),
+            ("folio_failed_commits_total", "Commits that failed.", statistics.failedCommits.load(ordering: .relaxed)),
+            ("folio_watch_events_total", "Live watch event lines delivered.", statistics.watchDelivery.summary.count),
+        ]
+        for (name, help, value) in counters {
+            text.family(name, "counter", help)
+            text.sample(name, [], Double(value))
+        }
+        let stats = try snapshot.statistics()
+        let store: [(String, String, Double)] = [
+            ("folio_last_sequence", "Sequence of the last event.", Double(stats.lastSequence)),
+            ("folio_objects", "Live objects.", Double(stats.objectsPerCollection.reduce(0) { $0 + $1.count })),
+            ("folio_lmdb_map_size_bytes", "Size of the LMDB map.", Double(stats.mapSize)),
+            ("folio_lmdb_used_bytes", "Bytes of the map in use.", Double(stats.usedSize)),
+            ("folio_lmdb_file_bytes", "Size of data.mdb, the reserve included.", Double(stats.fileSize)),
+            ("folio_lmdb_readers", "Most LMDB reader slots in use so far.", Double(stats.readerSlotsUsed)),
+            ("folio_lmdb_max_readers", "LMDB reader slots.", Double(stats.maxReaders)),
+            ("folio_uptime_seconds", "Seconds since the daemon started.", statistics.uptime),
+        ]
+        for (name, help, value) in store {
+            text.family(name, "gauge", help)
+            text.sample(name, [], value)
+        }
+        return text.text
+    }
+}
