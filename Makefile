@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test chaos faults bench bench-views bench-replay clean
+.PHONY: deps run build test chaos faults bench bench-views bench-replay install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -59,6 +59,19 @@ bench-views: deps
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps
 	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
+
+# Installs foliod and folio with their systemd units, sysusers and tmpfiles entries, configuration
+# file, man pages and shell completions (tools/install.sh). DESTDIR and PREFIX as usual; BINARIES, a
+# directory with foliod and folio already built, is installed instead of the release build.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+INSTALL_VARIABLES = PREFIX="$(PREFIX)" SYSCONFDIR="$(SYSCONFDIR)" DESTDIR="$(DESTDIR)" BINARIES="$(BINARIES)" SWIFT="$(SWIFT)" \
+	SYSTEMD_SETUP="$(SYSTEMD_SETUP)"
+install:
+	$(INSTALL_VARIABLES) tools/install.sh install
+
+uninstall:
+	$(INSTALL_VARIABLES) tools/install.sh uninstall
 
 clean:
 	rm -rf .build

@@ -66,12 +66,18 @@ enum AccessControl {
         let needed = request.spec.role
         guard needed > .any, !access.isAdmin else { return nil }
         let collections = Self.collections(of: request.operation, reader: reader)
+        /// The peer's role on the collection, or, for an op on every collection, what it holds on some.
+        func held(_ collection: String?) -> String {
+            let role = access.role(for: collection)
+            guard collection == nil, access.bestRole > role else { return role.description }
+            return "\(access.bestRole) on some collections only"
+        }
         func refuse(_ collection: String?) -> ProtocolError {
             let peer = access.peer
             let who = peer.userName.map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
             let what = collection.map { "on collection \($0)" } ?? "on every collection"
             return ProtocolError(
-                .forbidden, "\(request.spec.name) needs role \(needed) \(what); \(who) has \(access.role(for: collection))",
+                .forbidden, "\(request.spec.name) needs role \(needed) \(what); \(who) has \(held(collection))",
                 details: [("op", quoted(request.spec.name)), ("role", quoted(needed.description))]
                     + (collection.map { [("collection", quoted($0))] } ?? []))
         }

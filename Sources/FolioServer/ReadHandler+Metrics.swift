@@ -10,7 +10,7 @@ extension ReadHandler {
         for op in Metrics.ops {
             for outcome in Metrics.outcomes {
                 let count = metrics.requests[op]?[outcome]?.current ?? 0
-                if count > 0 || outcome == "ok" { text.sample("folio_requests_total", [("op", op), ("outcome", outcome)], Double(count)) }
+                if count > 0 || (outcome == "ok" && op != "invalid") { text.sample("folio_requests_total", [("op", op), ("outcome", outcome)], Double(count)) }
             }
         }
         text.family("folio_request_duration_seconds", "histogram", "From a request line's arrival to its answer, by op.")

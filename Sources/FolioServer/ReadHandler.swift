@@ -216,12 +216,17 @@ struct ReadHandler {
         guard target.hasPrefix(root + "/") else {
             throw ProtocolError(.forbidden, "backup writes only below the backup directory \(root) (backup-dir), not to \(target)")
         }
-        // A link on the way could lead out of it.
-        let parent = (target as NSString).deletingLastPathComponent
+        // A link on the way could lead out of it: the nearest part of the path that exists (the
+        // target itself, or the directory below which foliod would create the rest) must resolve
+        // to a place inside it.
         let resolvedRoot = (root as NSString).resolvingSymlinksInPath
-        if FileManager.default.fileExists(atPath: parent) {
-            let resolved = (parent as NSString).resolvingSymlinksInPath
-            guard resolved == resolvedRoot || resolved.hasPrefix(resolvedRoot + "/") else {
+        var existing = target
+        while existing.count > root.count, !FileManager.default.fileExists(atPath: existing) {
+            existing = (existing as NSString).deletingLastPathComponent
+        }
+        if existing.count > root.count {
+            let resolved = (existing as NSString).resolvingSymlinksInPath
+            guard resolved.hasPrefix(resolvedRoot + "/") else {
                 throw ProtocolError(.forbidden, "backup: \(target) leads out of the backup directory \(root) through a symbolic link")
             }
         }

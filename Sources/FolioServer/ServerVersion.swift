@@ -1,3 +1,5 @@
+import FolioProtocol
+
 public enum ServerVersion {
-    public static let current = "0.1.0"
+    public static let current = Release.version
 }

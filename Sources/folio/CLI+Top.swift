@@ -10,11 +10,12 @@ extension CLI {
     func metrics() throws {
         try finishArguments()
         let result = try call(["op": "metrics"])
-        if output.json { return output.jsonLine(result) }
+        // Prometheus text is for programs already, so it is printed as it is unless --json asks.
+        if output.askedForJSON { return output.jsonLine(result) }
         print(result.objectValue?["text"]?.stringValue ?? "", terminator: "")
     }
 
-    /// A live view, once a second (`--interval S`), `--count N` times (default: until interrupted):
+    /// A live view, once a second (`--interval S`), `--iterations N` times (default: until interrupted):
     /// requests/s by op with p50/p99, connections, commits/s, queues, map use.
     func top() throws {
         let interval = Double(try arguments.integer("--interval") ?? 1)

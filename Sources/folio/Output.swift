@@ -5,6 +5,8 @@ import Glibc
 /// Prints results: JSON lines for scripts, tables and text for people.
 struct Output {
     let json: Bool
+    /// --json was given: also text that is already meant for programs (metrics) comes as JSON.
+    let askedForJSON: Bool
 
     func line(_ text: String) {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))

@@ -39,8 +39,8 @@ enum Usage {
           backup DIR
 
         Server
-          stats
-          hello
+          stats                         the log's head, collections, connections, map use
+          hello                         protocol version, and the caller's uid and role
           metrics                       the daemon's counters, in Prometheus text (admin)
           top [--interval S] [--iterations N]
                                         a live view: requests/s by op, p50/p99, queues, map use
@@ -167,9 +167,37 @@ enum Usage {
             usage: folio backup DIR
 
             Writes a consistent, compacted copy of the data directory into DIR (created if needed,
-            must be empty) while foliod keeps serving. Start foliod with --data DIR to use it.
+            must be empty) while foliod keeps serving; the copy keeps the live store's modes. DIR
+            must lie below foliod's backup-dir (by default backups in its data directory), and
+            only an admin may back up. Start foliod with --data DIR to use the copy.
             """,
-        "stats": "usage: folio stats",
-        "hello": "usage: folio hello",
+        "stats": """
+            usage: folio stats
+
+            The daemon's state: the log's head, objects per collection, connections, watches,
+            writer and map figures. A peer without the admin role sees the head and the
+            collections it may read.
+            """,
+        "hello": """
+            usage: folio hello
+
+            The protocol version, the daemon's version, and who foliod takes the caller to be:
+            the peer's uid and its role (read, write or admin) in the access policy.
+            """,
+        "metrics": """
+            usage: folio metrics
+
+            The daemon's counters and histograms in Prometheus text format (admin only):
+            requests by op and outcome, latency by op, writer batch sizes, commit and sync
+            latency, connections, watches and their lag, map use, refusals by cause.
+            foliod --metrics-socket PATH serves the same text over HTTP/1.0 for a scraper.
+            """,
+        "top": """
+            usage: folio top [--interval S] [--iterations N]
+
+            A live view of the daemon, from its metrics (admin only), refreshed every S seconds
+            (default 1): requests/s and p50/p99 latency by op, connections, commits/s, queue
+            depths, map use. Ends after N refreshes, or on Ctrl-C.
+            """,
     ]
 }

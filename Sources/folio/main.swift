@@ -24,8 +24,8 @@ final class CLI {
 
     init(_ argv: [String]) throws {
         arguments = try Arguments(argv, valued: valuedOptions)
-        let json = try arguments.flag("--json") || !Output.isTerminal
-        output = Output(json: json)
+        let asked = try arguments.flag("--json")
+        output = Output(json: asked || !Output.isTerminal, askedForJSON: asked)
         let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
         if let socket = arguments.value("--socket") {
             socketCandidates = [socket]
@@ -68,6 +68,10 @@ final class CLI {
 
     func run() throws -> Int32 {
         guard let command = arguments.takePositional() else {
+            if try arguments.flag("--version") {
+                print("folio \(Release.version)")
+                return 0
+            }
             if try arguments.flag("--help", "-h") {
                 print(Usage.main)
                 return 0
@@ -330,22 +334,28 @@ final class CLI {
         try finishArguments()
         let connection = try connect()
         var chainHead: JSON = .string(String(repeating: "0", count: 64))
+        var exported = after
+        // Pages end at 1000 events or 8 MiB, and a reader's pages leave out collections it may not
+        // read: `next` says where the next page starts, and the log's end is `lastSeq`.
         while true {
             let result = try result(of: try connection.request(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
-            guard case .array(let events)? = result.objectValue?["events"] else { throw ClientError.malformedResponse("events without events") }
+            guard case .array(let events)? = result.objectValue?["events"], let next = result.objectValue?["next"]?.integerValue,
+                let last = result.objectValue?["lastSeq"]?.integerValue
+            else { throw ClientError.malformedResponse("events without events, next or lastSeq") }
             var lines: [UInt8] = []
             for event in events {
                 lines += event.serialized()
                 lines.append(0x0A)
             }
             FileHandle.standardOutput.write(Data(lines))
-            if let last = events.last?.objectValue, let sequence = last["seq"]?.integerValue, let hash = last["hash"] {
-                after = UInt64(sequence)
+            if let event = events.last?.objectValue, let sequence = event["seq"]?.integerValue, let hash = event["hash"] {
+                exported = UInt64(sequence)
                 chainHead = hash
             }
-            if events.count < 1000 { break }
+            guard next > after, next < last else { break }
+            after = UInt64(next)
         }
-        output.jsonLine(["end": true, "lastSeq": .int(Int64(after)), "chainHead": chainHead])
+        output.jsonLine(["end": true, "lastSeq": .int(Int64(exported)), "chainHead": chainHead])
     }
 
     private func verify() throws -> Int32 {

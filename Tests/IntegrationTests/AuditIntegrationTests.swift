@@ -44,6 +44,26 @@ import Testing
         }
     }
 
+    /// Pages of `events` end at 8 MiB, long before 1000 large events: export follows `next` to the
+    /// end of the log, and the import of it is whole.
+    @Test func exportOfLargeEventsFollowsThePagesToTheEnd() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            let text = String(repeating: "y", count: 900_000)
+            for index in 0..<12 {
+                #expect(try connection.request(["op": "create", "collection": "Photo", "id": .string("p\(index)"), "data": ["jpeg": .string(text)]]).isOK)
+            }
+            let original = try digest(daemon)
+            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            #expect(export.status == 0 && export.jsonLines.count == 13, "\(export.stderr) \(export.jsonLines.count) lines")
+            #expect(export.jsonLines.last?.contains(#""lastSeq":12"#) == true)
+            let exportFile = daemon.directory + "/events.jsonl"
+            try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
+            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
+            #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
+        }
+    }
+
     @Test func offlineVerifyAndRebuildReportTheDigest() throws {
         try withRunningDaemon { daemon in
             try populate(daemon, count: 120)

@@ -138,6 +138,10 @@ import Testing
             let collections = Set(events["events"]?.arrayValue?.compactMap { $0["collection"]?.stringValue } ?? [])
             #expect(collections == ["Task", "Note"], "\(events)")
             #expect(events["next"] == events["lastSeq"])
+            // Its export too: the readable events to the end of the log, then the end line.
+            let export = try folioAs(65534, socket: socket, "export")
+            let exported = export.jsonLines.dropLast().compactMap { try? JSONParser.parse($0)["collection"]?.stringValue }
+            #expect(export.status == 0 && Set(exported) == ["Task", "Note"] && export.jsonLines.last?.contains("\"end\":true") == true, "\(export)")
             for admin in ["verify", "stats"] {
                 let run = try folioAs(65534, socket: socket, admin)
                 if admin == "verify" { #expect(run.status == 1 && run.stderr.contains("forbidden"), "\(run)") }
@@ -178,6 +182,15 @@ import Testing
             var info = stat()
             #expect(stat(directory + "/backups/today/data.mdb", &info) == 0 && info.st_mode & 0o777 == 0o600)
             #expect(!FileManager.default.fileExists(atPath: directory + "/elsewhere"))
+            // A link inside that leads outside: neither into it, nor below it, nor into a link to an
+            // empty directory outside.
+            try FileManager.default.createDirectory(atPath: directory + "/outside", withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: directory + "/backups/link", withDestinationPath: directory + "/outside")
+            for path in ["/backups/link", "/backups/link/b", "/backups/link/deep/er"] {
+                let linked = try daemon.request(["op": "backup", "directory": .string(directory + path)])
+                #expect(linked.errorCode == "forbidden" && linked.errorMessage?.contains("symbolic link") == true, "\(path): \(linked)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/outside").isEmpty)
         }
     }
 }

@@ -58,6 +58,10 @@ import Testing
             #expect(http.contains("Content-Type: text/plain; version=0.0.4"))
             let body = String(http[http.range(of: "\r\n\r\n")!.upperBound...])
             #expect(try parseWithPrometheus(body).contains("folio_requests"))
+            // folio metrics prints the text as it is, for a pipe too.
+            let printed = try CommandRun.run(Binaries.folio, ["--socket", daemon.socketPath, "metrics"])
+            #expect(printed.status == 0 && printed.stdout.hasPrefix("# HELP folio_requests_total"), "\(printed)")
+            #expect(try parseWithPrometheus(printed.stdout).contains("folio_requests"))
             // folio top draws a frame from two readings.
             let top = try CommandRun.run(Binaries.folio, ["--socket", daemon.socketPath, "top", "--iterations", "1", "--interval", "1"])
             #expect(top.status == 0 && top.stdout.contains("req/s") && top.stdout.contains("connections"), "\(top)")
