@@ -7,6 +7,8 @@ let package = Package(
         .executable(name: "foliod", targets: ["foliod"]),
         .executable(name: "folio", targets: ["folio"]),
         .executable(name: "folio-bench", targets: ["folio-bench"]),
+        // For the fuzzing package in fuzz/, which builds its libFuzzer executables on this.
+        .library(name: "FolioFuzzing", targets: ["FolioFuzzing"]),
     ],
     targets: [
         // C libraries from Debian packages, found with pkg-config.
@@ -41,12 +43,17 @@ let package = Package(
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine"]),
 
+        // The fuzz targets' properties, shared by the libFuzzer executables (fuzz/Package.swift) and the
+        // replay of fuzz/regressions in FuzzRegressionTests.
+        .target(name: "FolioFuzzing", dependencies: ["FolioProtocol", "FolioStore", "FolioModel", "FolioJSON"], path: "fuzz/Harness"),
+
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),

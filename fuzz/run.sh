@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer executables (fuzz/Package.swift, with -sanitize=fuzzer,address) and runs each
+# target for FUZZ_SECONDS, one after another, starting from seeds made from proto/PROTOCOL.md plus
+# whatever corpus earlier runs kept in .build/fuzz-work/. Prints executions per second and in total
+# for each target, and exits non-zero if any target crashed, timed out, leaked or ran out of memory;
+# the input that did it is left in .build/fuzz-work/artifacts/<target>/ (copy it into
+# fuzz/regressions/<target>/ once fixed, so that `swift test` replays it).
+#
+#   FUZZ_SECONDS   seconds per target (default 300)
+#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five)
+#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder, 64 KiB for the others)
+#   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
+#   FUZZ_ARGS      more libFuzzer flags
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
+TARGETS=${FUZZ_TARGETS:-request-decoder json-parser query page-cursor export-reader}
+WORK=$PWD/.build/fuzz-work
+BIN=$PWD/.build/fuzz/release
+
+"$SWIFT" build -c release --package-path fuzz --scratch-path "$PWD/.build/fuzz" \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -g 2>&1 | grep -v "Cannot export local symbol" || true
+python3 fuzz/seeds.py proto/PROTOCOL.md "$WORK/seeds" >/dev/null
+
+executable() {
+    case "$1" in
+        request-decoder) echo FuzzRequestDecoder ;;
+        json-parser) echo FuzzJSONParser ;;
+        query) echo FuzzQuery ;;
+        page-cursor) echo FuzzPageCursor ;;
+        export-reader) echo FuzzExportReader ;;
+        *) echo "unknown fuzz target $1" >&2; exit 64 ;;
+    esac
+}
+
+failed=0
+summary=()
+for target in $TARGETS; do
+    exe=$BIN/$(executable "$target")
+    [ -x "$exe" ] || { echo "$exe was not built" >&2; exit 1; }
+    default_len=65536
+    [ "$target" = request-decoder ] && default_len=1048576
+    corpus=$WORK/corpus/$target
+    artifacts=$WORK/artifacts/$target
+    log=$WORK/logs/$target-$(date -u +%Y%m%dT%H%M%SZ).log
+    mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+    inputs=("$corpus" "$WORK/seeds/$target")
+    [ -d fuzz/regressions/"$target" ] && inputs+=(fuzz/regressions/"$target")
+    runs=()
+    [ -n "${FUZZ_RUNS:-}" ] && runs=(-runs="$FUZZ_RUNS")
+    echo "== $target: ${SECONDS_PER_TARGET}s, log $log"
+    status=0
+    # -timeout: an input that takes over 2 s is a finding (bounded cost); -rss_limit_mb and
+    # -malloc_limit_mb: so is one that needs over 2 GiB, or one allocation over 512 MiB.
+    # shellcheck disable=SC2086
+    "$exe" "${inputs[@]}" \
+        -dict=fuzz/folio.dict -max_total_time="$SECONDS_PER_TARGET" "${runs[@]}" \
+        -max_len="${FUZZ_MAX_LEN:-$default_len}" -timeout=2 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+        -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1 || status=$?
+    executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
+    result=ok
+    if [ "$status" != 0 ]; then
+        failed=1
+        result="FAILED (exit $status): $(grep -m1 -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|ERROR: LeakSanitizer|Fatal error|SUMMARY' "$log" || echo 'see log')"
+        grep -E '^artifact_prefix|Test unit written to' "$log" || true
+    fi
+    summary+=("$(printf '%-16s %12s exec/s %14s executions  peak RSS %5s MB  %s' "$target" "${rate:-?}" "${executions:-?}" "${rss:-?}" "$result")")
+done
+echo
+printf '%s\n' "${summary[@]}"
+exit $failed
