@@ -67,6 +67,18 @@ import Testing
         #expect(throws: ValidationError.self) { try SortOrder(parsing: ["a", "b", "c", "d", "e", "f", "g", "h", "i"]) }
     }
 
+    /// Found by fuzzing: `["+-n"]` (field "-n", ascending) was written back as `["-n"]` (field "n",
+    /// descending), so a view defined with it changed order when its definition was read back.
+    @Test func sortWrittenOutReadsBackAsTheSameOrder() throws {
+        for entries: JSON in [["+-n"], ["++n"], ["--n"], ["-+n"], ["+n", "-m"]] {
+            let sort = try SortOrder(parsing: entries)
+            #expect(try SortOrder(parsing: sort.json) == sort, "\(entries) written as \(sort.json)")
+        }
+        let view = try ViewDefinition(name: "v", collection: "C", whereJSON: nil, sort: SortOrder(parsing: ["+-n"]), unique: false)
+        #expect(try ViewDefinition(parsing: view.json).sort == view.sort)
+        #expect(try SortOrder(parsing: ["+-n"]).description != SortOrder(parsing: ["-n"]).description)
+    }
+
     @Test func mixedDirectionSortKeysOrderTiesByID() {
         let sort = SortOrder([.init(.data(["a"]), descending: true), .init(.data(["b"]))])
         func key(_ a: Int64, _ b: String, _ id: String) -> [UInt8] {
