@@ -21,6 +21,7 @@ BIN=$PWD/.build/fuzz/release
 
 "$SWIFT" build -c release --package-path fuzz --scratch-path "$PWD/.build/fuzz" \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -g 2>&1 | grep -v "Cannot export local symbol" || true
+rm -rf "$WORK/seeds"
 python3 fuzz/seeds.py proto/PROTOCOL.md "$WORK/seeds" >/dev/null
 
 executable() {
@@ -47,6 +48,10 @@ for target in $TARGETS; do
     mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
     inputs=("$corpus" "$WORK/seeds/$target")
     [ -d fuzz/regressions/"$target" ] && inputs+=(fuzz/regressions/"$target")
+    # Requests near 1 MiB, when the run allows them: each mutation of one costs as much to decode.
+    if [ "$target" = request-decoder ] && [ "${FUZZ_MAX_LEN:-$default_len}" -ge 1048576 ]; then
+        inputs+=("$WORK/seeds/request-decoder-large")
+    fi
     runs=()
     [ -n "${FUZZ_RUNS:-}" ] && runs=(-runs="$FUZZ_RUNS")
     echo "== $target: ${SECONDS_PER_TARGET}s, log $log"

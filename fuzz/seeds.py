@@ -69,6 +69,18 @@ def main():
                 seeds["export-reader"].add(b"\x01" + b"\n".join(lines + [trailer]) + b"\n")
     seeds["export-reader"].add(b"\x00" + compact({"end": True, "lastSeq": 0, "chainHead": "0" * 64}) + b"\n")
 
+    # Requests near the 1 MiB limit, for the bounded-cost runs (each must be answered within the
+    # -timeout of fuzz/run.sh however it is mutated): many keys, a long escaped string, a long $in,
+    # deep nesting, a wide $or.
+    seeds["request-decoder-large"] = {
+        compact({"op": "create", "collection": "T", "data": {f"k{i}": i for i in range(60000)}}),
+        compact({"op": "create", "collection": "T", "data": {"s": "\u00e9\"\\\n" * 120000}}),
+        compact({"op": "list", "collection": "T", "where": {"n": {"$in": list(range(100000))}}}),
+        b'{"op":"update","collection":"T","id":"x","patch":{"a":' + b"[" * 126 + b"]" * 126 + b"}}",
+        compact({"op": "count", "collection": "T", "where": {"$or": [{f"f{i}": {"$gte": i}} for i in range(120)]}}),
+        compact({"op": "create", "collection": "T", "data": {"a": [{"$date": "2026-11-30T01:41:09.675Z"}] * 24000}}),
+    }
+
     for name, items in seeds.items():
         directory = os.path.join(out, name)
         os.makedirs(directory, exist_ok=True)
