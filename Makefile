@@ -3,7 +3,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) apt-get install -y -q
 
-.PHONY: deps run build test bench bench-views bench-replay clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz bench bench-views bench-replay clean
 
 # System libraries the package links, from Debian packages (found with pkg-config).
 deps:
@@ -16,10 +16,32 @@ build: deps
 run: build
 	.build/release/foliod
 
-# Every test: unit tests of each layer and integration tests against the real foliod binary.
+# Every test: unit tests of each layer and integration tests against the real foliod binary; then
+# each fuzz target for 60 s (ci-fuzz) and the tests again under AddressSanitizer (test-asan).
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+	$(MAKE) ci-fuzz
+	$(MAKE) test-asan
+
+# The test suite under a sanitizer. Each has a build directory of its own, so the foliod and folio that
+# the integration tests start (found next to the test bundle) are sanitized builds too; a foliod that
+# ends with a sanitizer's report fails the test that ran it.
+test-asan: deps
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+
+test-tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+
+# Each libFuzzer target (fuzz/) for FUZZ_SECONDS (default 300); see fuzz/run.sh for the other knobs.
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	SWIFT="$(SWIFT)" FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+ci-fuzz: deps
+	SWIFT="$(SWIFT)" FUZZ_SECONDS=60 fuzz/run.sh
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
 # missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.
