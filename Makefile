@@ -33,7 +33,7 @@ test-asan: deps
 
 test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+	TSAN_OPTIONS=suppressions=$(CURDIR)/Tests/tsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
 
 # Each libFuzzer target (fuzz/) for FUZZ_SECONDS (default 300); see fuzz/run.sh for the other knobs.
 FUZZ_SECONDS ?= 300
