@@ -3,11 +3,19 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) apt-get install -y -q
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz bench bench-views bench-replay clean
+# Crash cycles of `make chaos`, and of the short crash loop that `make test` ends with.
+CYCLES ?= 1000
+TEST_CYCLES ?= 20
+# Smaller stores and shorter workloads keep the debug build's checks within about a minute.
+TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-# System libraries the package links, from Debian packages (found with pkg-config).
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults bench bench-views bench-replay clean
+
+# System libraries the package links, from Debian packages (found with pkg-config), and lmdb-utils,
+# whose mdb_dump the crash loop kills in mid-read.
 deps:
 	@pkg-config --exists lmdb libcrypto || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev pkg-config)
+	@command -v mdb_dump >/dev/null || ($(SUDO) apt-get update -q && $(APT_INSTALL) lmdb-utils)
 
 build: deps
 	$(SWIFT) build -c release
@@ -16,13 +24,28 @@ build: deps
 run: build
 	.build/release/foliod
 
-# Every test: unit tests of each layer and integration tests against the real foliod binary; then
-# each fuzz target for 60 s (ci-fuzz) and the tests again under AddressSanitizer (test-asan).
+# Every test: unit tests of each layer and integration tests against the real foliod binary, then
+# TEST_CYCLES cycles of the crash loop (about a minute), each fuzz target for 60 s (ci-fuzz), and the
+# tests again under AddressSanitizer (test-asan).
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
 	$(MAKE) ci-fuzz
 	$(MAKE) test-asan
+
+# The crash loop (docs/RELIABILITY.md): CYCLES kill -9 cycles of a release foliod, each checked against
+# the history of requests and answers. CHAOS_ARGS go to folio-chaos, e.g. CHAOS_ARGS='--seed 7'.
+chaos: deps
+	$(SWIFT) build -c release
+	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cycles $(CYCLES) $(CHAOS_ARGS)
+
+# The long fault sweep (docs/RELIABILITY.md): every I/O fault on its 1st ... FAULT_CALLS-th call and
+# every crash failpoint on passes 1 ... FAULT_CALLS, each followed by the checks of the fault tests.
+FAULT_CALLS ?= 40
+faults: deps
+	$(SWIFT) build
+	FOLIO_FAULT_SWEEP=$(FAULT_CALLS) $(SWIFT) test --filter FaultSweepTests
 
 # The test suite under a sanitizer. Each has a build directory of its own, so the foliod and folio that
 # the integration tests start (found next to the test bundle) are sanitized builds too; a foliod that

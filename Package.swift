@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "foliod", targets: ["foliod"]),
         .executable(name: "folio", targets: ["folio"]),
         .executable(name: "folio-bench", targets: ["folio-bench"]),
+        .executable(name: "folio-chaos", targets: ["folio-chaos"]),
         // For the fuzzing package in fuzz/, which builds its libFuzzer executables on this.
         .library(name: "FolioFuzzing", targets: ["FolioFuzzing"]),
     ],
@@ -19,13 +20,16 @@ let package = Package(
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
         .target(name: "CFolioSystem"),
 
+        // Named points where debug builds can be made to crash or fail (FOLIO_FAILPOINTS); empty in
+        // release builds.
+        .target(name: "Failpoints"),
         // LMDB binding: knows nothing of JSON or Folio.
-        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem"]),
+        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"]),
         // Pure layers: no platform I/O.
         .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),
         // Event log, current state, views, replay: LMDB, no sockets.
-        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto"]),
+        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "Failpoints"]),
         // Wire messages and codec: pure.
         .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"]),
         // A blocking client of the socket protocol (CLI, benchmark, tests).
@@ -33,15 +37,20 @@ let package = Package(
         // Sockets, connections, the writer: wires store and protocol.
         .target(
             name: "FolioServer",
-            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
+            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"]),
 
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),
+        // What the programs and tests that drive foliod share: child processes, seeded randomness.
+        .target(name: "FolioHarness", dependencies: ["CFolioSystem"]),
 
         .executableTarget(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine"]),
+        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
+        // The crash loop: kills foliod at random moments and checks the store against the history.
+        .executableTarget(
+            name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
         // The fuzz targets' properties, shared by the libFuzzer executables (fuzz/Package.swift) and the
         // replay of fuzz/regressions in FuzzRegressionTests.
@@ -51,11 +60,14 @@ let package = Package(
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB"]),
+        .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel"]),
+            dependencies: [
+                "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel", "FolioHarness",
+            ]),
     ]
 )

@@ -11,10 +11,17 @@ public final class FolioConnection {
     private var chunk = [UInt8](repeating: 0, count: 1 << 16)
     private var isClosed = false
 
-    public init(path: String) throws(ClientError) {
+    /// Connects to the socket at `path`. With a `timeout` (seconds), every send and receive that
+    /// waits longer throws `ClientError.timedOut`, so a daemon that stops answering cannot hang the caller.
+    public init(path: String, timeout: Double? = nil) throws(ClientError) {
         self.path = path
         fd = folio_unix_socket(0)
         guard fd >= 0 else { throw ClientError.system("socket", errno) }
+        if let timeout {
+            var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        }
         if folio_unix_connect(fd, path) != 0 {
             let code = errno
             // The throw releases the object, whose deinit closes the socket (closing it here too
@@ -41,6 +48,7 @@ public final class FolioConnection {
             let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             if count < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("send") }
                 throw ClientError.system("send", errno)
             }
             sent += count
@@ -80,6 +88,7 @@ public final class FolioConnection {
             let count = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("recv") }
                 throw ClientError.system("recv", errno)
             }
             if count == 0 {
@@ -114,6 +123,8 @@ public enum ClientError: Error, CustomStringConvertible {
     case system(String, Int32)
     case closed
     case malformedResponse(String)
+    /// A send or receive waited longer than the connection's timeout.
+    case timedOut(String)
 
     public var description: String {
         switch self {
@@ -122,6 +133,7 @@ public enum ClientError: Error, CustomStringConvertible {
         case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
         case .closed: return "foliod closed the connection"
         case .malformedResponse(let detail): return "foliod sent a malformed response: \(detail)"
+        case .timedOut(let call): return "\(call): foliod did not answer within the timeout"
         }
     }
 }

@@ -38,10 +38,14 @@ extension Event {
             let start = writer.bytes.count
             writer.write(data)
             dataRange = start..<writer.bytes.count
-        case .updated(let collection, let id, let patch):
+        case .updated(let collection, let id, let patch, let ops):
             writeObjectFields(collection: collection, id: id, to: &writer)
             writer.writeKey("patch")
             writer.write(patch)
+            if let ops {
+                writer.writeKey("ops")
+                writer.write(ops.json)
+            }
         case .deleted(let collection, let id):
             writeObjectFields(collection: collection, id: id, to: &writer)
         case .viewDefined(let definition):
@@ -50,6 +54,20 @@ extension Event {
         case .viewDropped(let name):
             writer.writeKey("view")
             writer.write(name)
+        case .schemaDefined(let schema):
+            writer.writeKey("schema")
+            writer.write(schema.json)
+        case .schemaDropped(let collection):
+            writer.writeKey("collection")
+            writer.write(collection)
+        }
+        if let cause {
+            writer.writeKey("cause")
+            writer.write(cause)
+        }
+        if let request {
+            writer.writeKey("request")
+            writer.write(request.json)
         }
         writer.writeKey("by")
         writer.writeRaw("{\"uid\":")
@@ -87,8 +105,9 @@ extension Event {
         try self.init(json: json, checkingData: checkingData)
     }
 
-    private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version"]
-    private static let viewEventKeys: Set<String> = ["seq", "type", "at", "by", "view"]
+    private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version", "cause", "request"]
+    private static let viewEventKeys: Set<String> = ["seq", "type", "at", "by", "view", "request"]
+    private static let schemaEventKeys: Set<String> = ["seq", "type", "at", "by", "schema", "collection", "request"]
 
     public init(json: JSON, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
         guard case .object(let object) = json else { throw ValidationError("an event must be a JSON object") }
@@ -124,6 +143,7 @@ extension Event {
 
         let change: Change
         var payloadKey: String?
+        var extraPayloadKey: String?
         var version: UInt64 = 0
         switch type {
         case "created", "updated", "deleted":
@@ -143,7 +163,12 @@ extension Event {
                 guard case .object(let patch) = try field("patch") else { throw ValidationError("event field \"patch\" must be an object") }
                 if checkingData { try RecordData.validate(patch: patch) }
                 payloadKey = "patch"
-                change = .updated(collection: collection, id: id, patch: patch)
+                var ops: FieldOperations?
+                if let opsJSON = object["ops"] {
+                    ops = try FieldOperations(parsing: opsJSON, beside: patch)
+                    extraPayloadKey = "ops"
+                }
+                change = .updated(collection: collection, id: id, patch: patch, ops: ops)
             default:
                 change = .deleted(collection: collection, id: id)
             }
@@ -153,22 +178,76 @@ extension Event {
             let name = try string("view")
             try Names.validateView(name)
             change = .viewDropped(name: name)
+        case "schema.defined":
+            change = .schemaDefined(try Schema(parsing: try field("schema")))
+        case "schema.dropped":
+            let collection = try string("collection")
+            try Names.validateCollection(collection)
+            change = .schemaDropped(collection: collection)
         default:
             throw ValidationError("unknown event type \(Names.quoted(type))")
         }
-        let expected = change.isViewChange ? Self.viewEventKeys : Self.objectEventKeys
-        for key in object.keys where !expected.contains(key) && key != payloadKey && !extraKeys.contains(key) {
+        let expected: Set<String>
+        switch change {
+        case .viewDefined, .viewDropped: expected = Self.viewEventKeys
+        case .schemaDefined: expected = Self.schemaEventKeys.subtracting(["collection"])
+        case .schemaDropped: expected = Self.schemaEventKeys.subtracting(["schema"])
+        default: expected = Self.objectEventKeys
+        }
+        for key in object.keys where !expected.contains(key) && key != payloadKey && key != extraPayloadKey && !extraKeys.contains(key) {
             throw ValidationError("unexpected field \(Names.quoted(key)) in a \(type) event")
         }
-        self.init(sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change)
+        var cause: UInt64?
+        if let value = object["cause"] {
+            cause = try unsigned(value, "cause")
+            guard let cause, cause > 0, cause < sequence else { throw ValidationError("event field \"cause\" must name an earlier event") }
+        }
+        var request: RequestRecord?
+        if let value = object["request"] { request = try RequestRecord(parsing: value) }
+        self.init(sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change, cause: cause, request: request)
     }
 }
 
-extension Event.Change {
-    var isViewChange: Bool {
-        switch self {
-        case .viewDefined, .viewDropped: return true
-        default: return false
+extension Event.RequestRecord {
+    /// `{"key", "digest", "events", "failed"?: [{"index", "code", "message"}]}`
+    public var json: JSON {
+        var object: JSONObject = ["key": .string(key), "digest": .string(digest), "events": .int(Int64(events))]
+        if !failed.isEmpty {
+            object["failed"] = .array(failed.map { ["index": .int(Int64($0.index)), "code": .string($0.code), "message": .string($0.message)] })
+        }
+        return .object(object)
+    }
+
+    init(parsing json: JSON) throws(ValidationError) {
+        guard case .object(let object) = json, case .string(let key)? = object["key"], case .string(let digest)? = object["digest"],
+            case .int(let events)? = object["events"], events > 0
+        else { throw ValidationError("event field \"request\" must be {\"key\", \"digest\", \"events\"}") }
+        try RequestKey.validate(key)
+        var failed: [Failure] = []
+        if let list = object["failed"] {
+            guard case .array(let entries) = list else { throw ValidationError("event field \"request.failed\" must be an array") }
+            for entry in entries {
+                guard case .object(let failure) = entry, case .int(let index)? = failure["index"], index >= 0,
+                    case .string(let code)? = failure["code"], case .string(let message)? = failure["message"]
+                else { throw ValidationError("event field \"request.failed\" holds {\"index\", \"code\", \"message\"} entries") }
+                failed.append(Failure(index: Int(index), code: code, message: message))
+            }
+        }
+        for key in object.keys where !["key", "digest", "events", "failed"].contains(key) {
+            throw ValidationError("unexpected field \(Names.quoted(key)) in an event's \"request\"")
+        }
+        self.init(key: key, digest: digest, events: Int(events), failed: failed)
+    }
+}
+
+/// The key a client gives a write so that retrying it is safe: 1 to 128 printable ASCII characters.
+public enum RequestKey {
+    public static let maxLength = 128
+
+    public static func validate(_ key: String) throws(ValidationError) {
+        let utf8 = key.utf8
+        guard !utf8.isEmpty, utf8.count <= maxLength, utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            throw ValidationError("requestKey must be 1 to \(maxLength) printable ASCII characters")
         }
     }
 }

@@ -5,6 +5,10 @@ public struct Query: Sendable {
     public enum Source: Sendable, Equatable {
         case collection(String)
         case view(String)
+        /// The objects the field of one object refers to (`links`): in the field's array order.
+        case links(collection: String, id: String, field: [String])
+        /// The objects of `sourceCollection` whose field `path` refers to one object (`backlinks`).
+        case backlinks(collection: String, id: String, sourceCollection: String, path: String)
     }
 
     public enum Start: Sendable, Equatable {
@@ -26,10 +30,12 @@ public struct Query: Sendable {
     public var limit: Int
     public var start: Start
     public var explain: Bool
+    /// Reference paths whose targets the answer holds in place of the references.
+    public var include: [IncludePath]
 
     public init(
         source: Source, whereJSON: JSON? = nil, sort: SortOrder? = nil, descending: Bool = false, limit: Int = defaultLimit,
-        start: Start = .offset(0), explain: Bool = false
+        start: Start = .offset(0), explain: Bool = false, include: [IncludePath] = []
     ) throws(ValidationError) {
         self.source = source
         (self.whereJSON, self.filter) = try Filter.parse(optional: whereJSON)
@@ -38,27 +44,46 @@ public struct Query: Sendable {
         self.limit = limit
         self.start = start
         self.explain = explain
-    }
-
-    private var sourceName: String {
-        switch source {
-        case .collection(let name), .view(let name): return name
-        }
+        self.include = include
     }
 
     /// Identifies the query's order and filter, so a cursor is only accepted by the query that made
     /// it (however its where and sort were spelled).
     public var fingerprint: [UInt8] {
         var identity: [UInt8] = []
+        var order = sort
         switch source {
-        case .collection(let name): identity += Array("c:\(name)".utf8)
+        case .collection(let name):
+            identity += Array("c:\(name)".utf8)
+            order = sort ?? SortOrder.creation
         case .view(let name): identity += Array("v:\(name)".utf8)
+        case .links(let collection, let id, let field): identity += Array("l:\(collection)/\(id)\u{0}\(field.joined(separator: "."))".utf8)
+        case .backlinks(let collection, let id, let sourceCollection, let path):
+            identity += Array("b:\(collection)/\(id)\u{0}\(sourceCollection).\(path)".utf8)
         }
-        let order = sort ?? (source == .collection(sourceName) ? SortOrder.creation : nil)
         identity += [0] + Array((order?.description ?? "").utf8) + [0, descending ? 1 : 0, 0]
         if let whereJSON { identity += whereJSON.canonical.serialized() }
         return PageCursor.digest(identity)
     }
+}
+
+/// One path of `include`: dotted field names, each step into an object's field; a reference met on
+/// the way is replaced by its target (at most `maxReferences` on one path), inside arrays too.
+public struct IncludePath: Sendable, Equatable {
+    public static let maxReferences = 3
+    public static let maxPaths = 8
+
+    public let segments: [String]
+
+    public init(parsing text: String) throws(ValidationError) {
+        let segments = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard !segments.isEmpty, !segments.contains(where: { $0.isEmpty || $0.hasPrefix("$") }) else {
+            throw ValidationError("include: \(Names.quoted(text)) is not a field path")
+        }
+        self.segments = segments
+    }
+
+    public var text: String { segments.joined(separator: ".") }
 }
 
 /// The opaque `next` of a page: where the page ended (the last item's sort key), bound to its query.

@@ -3,29 +3,37 @@ import FolioJSON
 /// Checks the user data of a `create` and the patch of an `update` before anything is stored.
 public enum RecordData {
     /// Data for a new object: an object whose top-level names are not reserved and whose nested `$`
-    /// objects are well-formed typed values.
-    public static func validate(data: JSONObject) throws(ValidationError) {
+    /// objects are well-formed typed values. In op n of a batch, `results` is `0..<n`: values may
+    /// be `{"$result": i}` for i in it. Returns whether any was.
+    @discardableResult
+    public static func validate(data: JSONObject, results: Range<Int>? = nil) throws(ValidationError) -> Bool {
+        var found = false
         for field in data {
             try Names.validateTopLevelField(field.key)
-            try validate(value: field.value, at: field.key)
+            try validate(value: field.value, at: field.key, results: results, found: &found)
         }
+        return found
     }
 
     /// A JSON Merge Patch (RFC 7386) of an object's data: as `validate(data:)`, with `null` allowed
     /// anywhere as "remove this field".
-    public static func validate(patch: JSONObject) throws(ValidationError) {
-        try validate(data: patch)
+    @discardableResult
+    public static func validate(patch: JSONObject, results: Range<Int>? = nil) throws(ValidationError) -> Bool {
+        try validate(data: patch, results: results)
     }
 
     /// A value anywhere in a record or a query: its `$` objects must be well-formed typed values.
-    public static func validateValue(_ value: JSON, at path: String) throws(ValidationError) {
-        try validate(value: value, at: path)
+    @discardableResult
+    public static func validateValue(_ value: JSON, at path: String, results: Range<Int>? = nil) throws(ValidationError) -> Bool {
+        var found = false
+        try validate(value: value, at: path, results: results, found: &found)
+        return found
     }
 
-    private static func validate(value: JSON, at path: String) throws(ValidationError) {
+    private static func validate(value: JSON, at path: String, results: Range<Int>?, found: inout Bool) throws(ValidationError) {
         var trail: [PathStep] = []
         do throws(ValidationError) {
-            try validate(value: value, trail: &trail)
+            try validate(value: value, trail: &trail, results: results, found: &found)
         } catch {
             throw ValidationError("field \(Names.quoted(path + trail.map(\.text).joined())): \(error.message)")
         }
@@ -45,19 +53,26 @@ public enum RecordData {
         }
     }
 
-    private static func validate(value: JSON, trail: inout [PathStep]) throws(ValidationError) {
+    private static func validate(value: JSON, trail: inout [PathStep], results: Range<Int>?, found: inout Bool) throws(ValidationError) {
         switch value {
         case .object(let object):
+            if let results, object.count == 1, object.fields[0].key == "$result" {
+                guard let index = BatchOperation.resultIndex(of: object), results.contains(index) else {
+                    throw ValidationError("{\"$result\": n} names an earlier op of the batch: n from 0 to \(results.upperBound - 1)")
+                }
+                found = true
+                return
+            }
             if try TypedValue.parse(object) != nil { return }
             for field in object {
                 trail.append(.key(field.key))
-                try validate(value: field.value, trail: &trail)
+                try validate(value: field.value, trail: &trail, results: results, found: &found)
                 trail.removeLast()
             }
         case .array(let elements):
             for (index, element) in elements.enumerated() {
                 trail.append(.index(index))
-                try validate(value: element, trail: &trail)
+                try validate(value: element, trail: &trail, results: results, found: &found)
                 trail.removeLast()
             }
         default:

@@ -86,3 +86,13 @@ public enum SortKey {
         withUnsafeBytes(of: number.bigEndian) { bytes.append(contentsOf: $0) }
     }
 }
+
+extension Value {
+    /// Bytes equal exactly for equal values (`1` and `1.0`, dates at one instant): a key for sets
+    /// of values.
+    public var hashKey: [UInt8] {
+        var bytes: [UInt8] = []
+        SortKey.append(self, to: &bytes)
+        return bytes
+    }
+}

@@ -22,7 +22,8 @@ public struct OperationSpec: Sendable {
     }
 
     public enum Decoder: Sendable {
-        case write(@Sendable (inout Fields) throws -> Command)
+        /// `keyed`: the op takes a `requestKey`.
+        case write(keyed: Bool, @Sendable (inout Fields) throws -> Command)
         case read(Cost, @Sendable (inout Fields) throws -> Request.ReadOperation)
         case stream(@Sendable (inout Fields) throws -> Request.StreamOperation)
     }
@@ -52,7 +53,10 @@ public struct OperationSpec: Sendable {
 
     func decode(_ fields: inout Fields) throws -> Request.Operation {
         switch decoder {
-        case .write(let decode): return .write(try decode(&fields))
+        case .write(let keyed, let decode):
+            let command = try decode(&fields)
+            guard keyed else { return .write(WriteRequest(command: command)) }
+            return .write(WriteRequest(command: command, requestKey: try fields.requestKey()))
         case .read(_, let decode): return .read(try decode(&fields))
         case .stream(let decode): return .stream(try decode(&fields))
         }
@@ -63,24 +67,32 @@ public struct OperationSpec: Sendable {
 public enum OperationTable {
     public static let all: [OperationSpec] = [
         OperationSpec("hello", .read(.inline) { _ in .hello }),
-        OperationSpec("create", .write(RequestDecoder.create)),
-        OperationSpec("get", .read(.inline, RequestDecoder.get)),
-        OperationSpec("update", .write(RequestDecoder.update)),
-        OperationSpec("delete", .write(RequestDecoder.delete)),
+        OperationSpec("create", .write(keyed: true, RequestDecoder.create)),
+        // With include, up to Snapshot.includeLimit objects more: then on a worker.
+        OperationSpec("get", .read(.byPlan, RequestDecoder.get)),
+        OperationSpec("update", .write(keyed: true, RequestDecoder.update)),
+        OperationSpec("delete", .write(keyed: true, RequestDecoder.delete)),
+        OperationSpec("batch", .write(keyed: true, RequestDecoder.batch)),
         OperationSpec("list", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true)) }),
         OperationSpec("count", .read(.byPlan) { .count(try RequestDecoder.query(&$0, paging: false)) }),
+        OperationSpec("links", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
+        OperationSpec("backlinks", .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
         OperationSpec("history", .read(.inline, RequestDecoder.history)),
         OperationSpec("events", .read(.inline, RequestDecoder.events)),
         // Counts per collection and, when the cached digest is stale, a digest of everything.
         OperationSpec("stats", .read(.worker) { _ in .stats }),
-        OperationSpec("view.define", .write(RequestDecoder.defineView)),
-        OperationSpec("view.drop", .write(RequestDecoder.dropView)),
+        OperationSpec("view.define", .write(keyed: false, RequestDecoder.defineView)),
+        OperationSpec("view.drop", .write(keyed: false, RequestDecoder.dropView)),
         // One entry per view, and views are data.
         OperationSpec("view.list", .read(.worker) { _ in .viewList }),
         OperationSpec("watch", .stream(RequestDecoder.watch)),
         OperationSpec("unwatch", .stream(RequestDecoder.unwatch)),
         OperationSpec("verify", .read(.worker) { _ in .verify }),
         OperationSpec("backup", .read(.worker, RequestDecoder.backup)),
+        OperationSpec("schema.define", .write(keyed: false, RequestDecoder.defineSchema)),
+        OperationSpec("schema.drop", .write(keyed: false) { .dropSchema(collection: try $0.collection()) }),
+        OperationSpec("schema.get", .read(.inline) { .schema(collection: try $0.collection()) }),
+        OperationSpec("schema.list", .read(.worker) { _ in .schemaList }),
     ]
 
     public static let names: [String] = all.map(\.name)

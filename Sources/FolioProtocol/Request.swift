@@ -20,7 +20,7 @@ extension Request {
     /// What a request asks for, by kind: the case says who carries it out.
     public enum Operation: Sendable {
         /// Executed by the writer, in a group commit.
-        case write(Command)
+        case write(WriteRequest)
         /// Answered from a snapshot, on the event loop or a worker as the op's cost class says.
         case read(ReadOperation)
         /// Starts or ends a stream of lines on the connection.
@@ -29,7 +29,7 @@ extension Request {
 
     public enum ReadOperation: Sendable {
         case hello
-        case get(collection: String, id: String, at: PointInTime?)
+        case get(collection: String, id: String, at: PointInTime?, include: [IncludePath])
         case list(Query)
         case count(Query)
         case history(collection: String, id: String, after: UInt64, limit: Int)
@@ -38,6 +38,8 @@ extension Request {
         case viewList
         case verify
         case backup(directory: String)
+        case schema(collection: String)
+        case schemaList
     }
 
     public enum StreamOperation: Sendable {

@@ -77,21 +77,103 @@ public enum RequestDecoder {
         let asOf = try fields.optionalDate("asOf")
         if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
         let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
-        return .get(collection: collection, id: id, at: point)
+        let include = try fields.include()
+        if point != nil && !include.isEmpty { throw ProtocolError(.badRequest, "get takes include or a point in time, not both") }
+        return .get(collection: collection, id: id, at: point, include: include)
     }
 
     static func update(_ fields: inout Fields) throws -> Command {
-        let collection = try fields.collection()
-        let id = try fields.id()
-        let patch = try fields.requiredObject("patch")
-        try validated { () throws(ValidationError) in try RecordData.validate(patch: patch) }
-        return .update(collection: collection, id: id, patch: patch, ifVersion: try fields.optionalUnsigned("ifVersion"))
+        try batchOperation(&fields, op: "update", index: nil).command
     }
 
     static func delete(_ fields: inout Fields) throws -> Command {
+        try batchOperation(&fields, op: "delete", index: nil).command
+    }
+
+    /// `{"ops": [...], "atomic"?: true}`: each op an object with `op` create, update or delete and
+    /// that op's fields (no `tag`, no `requestKey`).
+    static func batch(_ fields: inout Fields) throws -> Command {
+        guard let value = fields.take("ops") else { throw ProtocolError(.badRequest, "batch needs field \"ops\": an array of writes") }
+        guard case .array(let elements) = value, !elements.isEmpty, elements.count <= BatchOperation.maxOperations else {
+            throw ProtocolError(.badRequest, "batch: \"ops\" must be an array of 1 to \(BatchOperation.maxOperations) writes")
+        }
+        let atomic = try fields.optionalBool("atomic") ?? true
+        var operations: [BatchOperation] = []
+        operations.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            do {
+                guard case .object(let object) = element else { throw ProtocolError(.badRequest, "must be an object, found \(element.kindDescription)") }
+                guard case .string(let op)? = object["op"] else { throw ProtocolError(.badRequest, "needs \"op\": create, update or delete") }
+                guard ["create", "update", "delete"].contains(op) else {
+                    throw ProtocolError(.badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
+                }
+                var opFields = Fields(object: object, op: op)
+                let operation = try batchOperation(&opFields, op: op, index: index)
+                try opFields.rejectUnknown()
+                operations.append(operation)
+            } catch let error as ProtocolError {
+                throw ProtocolError(.badRequest, "batch ops[\(index)]: \(error.message)", details: [("index", String(index))])
+            }
+        }
+        return .batch(operations, atomic: atomic)
+    }
+
+    /// A create, update or delete; in op `index` of a batch (`index` non-nil), values and the id may
+    /// be `{"$result": n}` for an earlier op n.
+    private static func batchOperation(_ fields: inout Fields, op: String, index: Int?) throws -> BatchOperation {
+        let results = index.map { 0..<$0 }
         let collection = try fields.collection()
-        let id = try fields.id()
-        return .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion"))
+        switch op {
+        case "create":
+            let data = try fields.requiredObject("data")
+            let found = try validated { () throws(ValidationError) in try RecordData.validate(data: data, results: results) }
+            let id = try fields.optionalString("id")
+            if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
+            return BatchOperation(command: .create(collection: collection, id: id, data: data), idResult: nil, hasResultValues: found)
+        case "update":
+            let (id, idResult) = try batchID(&fields, results: results)
+            let patch = try fields.optionalObject("patch")
+            var found = false
+            if let patch { found = try validated { () throws(ValidationError) in try RecordData.validate(patch: patch, results: results) } }
+            var ops: FieldOperations?
+            if let opsJSON = fields.take("ops") {
+                var opsFound = false
+                ops = try validated { () throws(ValidationError) in
+                    try FieldOperations(parsing: opsJSON, beside: patch, results: results, found: &opsFound)
+                }
+                found = found || opsFound
+            }
+            guard patch != nil || ops != nil else { throw ProtocolError(.badRequest, "update needs \"patch\" or \"ops\" (or both)") }
+            let command = Command.update(
+                collection: collection, id: id, patch: patch ?? JSONObject(), ops: ops, ifVersion: try fields.optionalUnsigned("ifVersion"))
+            return BatchOperation(command: command, idResult: idResult, hasResultValues: found)
+        default:
+            let (id, idResult) = try batchID(&fields, results: results)
+            return BatchOperation(
+                command: .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")), idResult: idResult,
+                hasResultValues: false)
+        }
+    }
+
+    /// The `id` of an update or delete; in a batch it may be `{"$result": n}`.
+    private static func batchID(_ fields: inout Fields, results: Range<Int>?) throws -> (String, Int?) {
+        if let results, case .object(let object)? = fields.peek("id"), let index = BatchOperation.resultIndex(of: object) {
+            _ = fields.take("id")
+            guard results.contains(index) else {
+                throw ProtocolError(.badRequest, "\"id\": {\"$result\": \(index)} must name an earlier op of the batch")
+            }
+            return ("", index)
+        }
+        return (try fields.id(), nil)
+    }
+
+    static func defineSchema(_ fields: inout Fields) throws -> Command {
+        var object = JSONObject()
+        object["collection"] = .string(try fields.collection())
+        guard let specs = fields.take("fields") else { throw ProtocolError(.badRequest, "schema.define needs field \"fields\"") }
+        object["fields"] = specs
+        if let additional = fields.take("additionalFields") { object["additionalFields"] = additional }
+        return .defineSchema(try validated { () throws(ValidationError) in try Schema(parsing: .object(object)) })
     }
 
     static func history(_ fields: inout Fields) throws -> Request.ReadOperation {
@@ -146,24 +228,47 @@ public enum RequestDecoder {
         return .backup(directory: directory)
     }
 
-    static func query(_ fields: inout Fields, paging: Bool) throws -> Query {
-        let view = try fields.optionalString("view")
-        let collection = try fields.optionalString("collection")
+    /// Which objects a query reads, by op: `list` and `count` a collection or a view (`count` also
+    /// the referrers of `ref` from `from`); `links` the field of one object; `backlinks` referrers.
+    enum QuerySource {
+        case collectionOrView, links, backlinks
+    }
+
+    static func query(_ fields: inout Fields, paging: Bool, source kind: QuerySource = .collectionOrView) throws -> Query {
         let source: Query.Source
-        switch (view, collection) {
-        case (let view?, nil):
-            try validated { () throws(ValidationError) in try Names.validateView(view) }
-            source = .view(view)
-        case (nil, let collection?):
-            try validated { () throws(ValidationError) in try Names.validateCollection(collection) }
-            source = .collection(collection)
-        case (nil, nil): throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"")
-        case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
+        var isView = false
+        switch kind {
+        case .links:
+            let (collection, id) = try fields.reference("ref")
+            let field = try fields.requiredString("field")
+            let path = try validated { () throws(ValidationError) in try IncludePath(parsing: field) }
+            try validated { () throws(ValidationError) in try Names.validateTopLevelField(path.segments[0]) }
+            source = .links(collection: collection, id: id, field: path.segments)
+        case .backlinks:
+            source = try backlinksSource(&fields)
+        case .collectionOrView:
+            let view = try fields.optionalString("view")
+            let collection = try fields.optionalString("collection")
+            switch (view, collection) {
+            case (let view?, nil):
+                try validated { () throws(ValidationError) in try Names.validateView(view) }
+                source = .view(view)
+                isView = true
+            case (nil, let collection?):
+                try validated { () throws(ValidationError) in try Names.validateCollection(collection) }
+                source = .collection(collection)
+            case (nil, nil):
+                guard !paging, fields.peek("ref") != nil else {
+                    throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"\(paging ? "" : " (or \"ref\" and \"from\")")")
+                }
+                source = try backlinksSource(&fields)
+            case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
+            }
         }
         let whereJSON = try fields.optionalObjectJSON("where")
         let sort = try fields.sort()
-        if view != nil, whereJSON != nil || sort != nil {
-            throw ProtocolError(.badRequest, "a list of a view takes no \"where\" or \"sort\": the view defines them")
+        if isView, sort != nil {
+            throw ProtocolError(.badRequest, "a list of a view takes no \"sort\": the view defines it")
         }
         var descending = false
         var limit = Query.defaultLimit
@@ -185,9 +290,28 @@ public enum RequestDecoder {
             }
         }
         let explain = try fields.optionalBool("explain") ?? false
+        let include = paging ? try fields.include() : []
         return try validated { () throws(ValidationError) in
-            try Query(source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain)
+            try Query(
+                source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain,
+                include: include)
         }
+    }
+
+    /// `ref` (the target) and `from` (`"<Collection>.<field path>"`: where the references sit).
+    private static func backlinksSource(_ fields: inout Fields) throws -> Query.Source {
+        let (collection, id) = try fields.reference("ref")
+        let from = try fields.requiredString("from")
+        guard let dot = from.firstIndex(of: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex else {
+            throw ProtocolError(.badRequest, "\"from\" must be \"<Collection>.<field>\", e.g. \"Category.items\"")
+        }
+        let sourceCollection = String(from[..<dot])
+        let path = String(from[from.index(after: dot)...])
+        try validated { () throws(ValidationError) in
+            try Names.validateCollection(sourceCollection)
+            _ = try IncludePath(parsing: path)
+        }
+        return .backlinks(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
     }
 
     private static func validated<T>(_ body: () throws(ValidationError) -> T) throws(ProtocolError) -> T {
@@ -231,7 +355,7 @@ public struct Fields {
         }
     }
 
-    private func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ProtocolError {
+    func wrongType(_ key: String, _ expected: String, _ value: JSON) -> ProtocolError {
         ProtocolError(.badRequest, "field \"\(key)\" must be \(expected), found \(value.kindDescription)")
     }
 
@@ -251,6 +375,55 @@ public struct Fields {
         guard let value = take(key) else { return nil }
         guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
         return flag
+    }
+
+    /// The value of `key` without reading it (it stays unknown until taken).
+    func peek(_ key: String) -> JSON? {
+        object[key].flatMap { $0.isNull ? nil : $0 }
+    }
+
+    mutating func optionalObject(_ key: String) throws -> JSONObject? {
+        guard let value = take(key) else { return nil }
+        guard case .object(let object) = value else { throw wrongType(key, "an object", value) }
+        return object
+    }
+
+    /// `"<Collection>/<id>"` (or `{"$ref": ...}`).
+    mutating func reference(_ key: String) throws -> (collection: String, id: String) {
+        guard let value = take(key) else { throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\": \"<Collection>/<id>\"") }
+        var text: String
+        switch value {
+        case .string(let string): text = string
+        case .object(let object) where object.count == 1 && object.keys[0] == "$ref":
+            guard case .string(let string) = object.fields[0].value else { throw wrongType(key, "\"<Collection>/<id>\"", value) }
+            text = string
+        default: throw wrongType(key, "\"<Collection>/<id>\"", value)
+        }
+        do {
+            guard case .reference(let collection, let id)? = try TypedValue.parse(["$ref": .string(text)]) else {
+                throw ProtocolError(.badRequest, "field \"\(key)\" must be \"<Collection>/<id>\"")
+            }
+            return (collection, id)
+        } catch let error as ValidationError {
+            throw ProtocolError(.badRequest, "field \"\(key)\": \(error.message)")
+        }
+    }
+
+    mutating func include() throws -> [IncludePath] {
+        guard let value = take("include") else { return [] }
+        guard case .array(let elements) = value, elements.count <= IncludePath.maxPaths else {
+            throw ProtocolError(.badRequest, "field \"include\" must be an array of at most \(IncludePath.maxPaths) field paths")
+        }
+        return try elements.map { element in
+            guard case .string(let text) = element else { throw wrongType("include", "an array of field paths", value) }
+            do throws(ValidationError) { return try IncludePath(parsing: text) } catch { throw ProtocolError(.badRequest, error.message) }
+        }
+    }
+
+    mutating func requestKey() throws -> String? {
+        guard let key = try optionalString("requestKey") else { return nil }
+        do { try RequestKey.validate(key) } catch { throw ProtocolError(.badRequest, error.message) }
+        return key
     }
 
     mutating func requiredObject(_ key: String) throws -> JSONObject {

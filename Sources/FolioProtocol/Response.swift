@@ -24,7 +24,14 @@ public enum Response {
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
         writeTag(tag, to: &writer)
-        writer.writeRaw("\"ok\":false,\"error\":{\"code\":")
+        writer.writeRaw("\"ok\":false,\"error\":")
+        writeError(error, to: &writer)
+        writer.writeRaw("}\n")
+    }
+
+    /// `{"code":…,"message":…, …details}`
+    public static func writeError(_ error: ProtocolError, to writer: inout JSONWriter) {
+        writer.writeRaw("{\"code\":")
         writer.write(error.code.rawValue)
         writer.writeRaw(",\"message\":")
         writer.write(error.message)
@@ -34,7 +41,7 @@ public enum Response {
             writer.bytes.append(UInt8(ascii: ":"))
             writer.writeRaw(detail.value.utf8)
         }
-        writer.writeRaw("}}\n")
+        writer.bytes.append(UInt8(ascii: "}"))
     }
 
     /// A line of a running watch: `{"tag":...,"event":<event>}\n`.

@@ -5,7 +5,13 @@ import Glibc
 /// `foliod` serving: opens the store, listens, runs the writer and the event loops until SIGTERM
 /// or SIGINT, then stops accepting, answers what it received, commits, closes LMDB and removes
 /// the socket.
+///
+/// A failed flush of the data file halts the writer (see `Writer`), which stops the daemon the same
+/// way, except that every write still queued is refused; the exit status is then `ioErrorStatus`.
 public final class Daemon {
+    /// Exit status after a failed flush or meta-page write stopped foliod (`EX_IOERR`).
+    public static let ioErrorStatus: Int32 = 74
+
     private let configuration: ServerConfiguration
     private let log: Log
 
@@ -27,6 +33,7 @@ public final class Daemon {
         try FileManager.default.createDirectory(
             atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
+        removeLeftoverScratch()
         var storeOptions = Store.Options()
         storeOptions.sync = configuration.durability.syncMode
         storeOptions.mapSize = configuration.mapSize
@@ -36,7 +43,11 @@ public final class Daemon {
 
         let statistics = ServerStatistics()
         let watchers = WatchRegistry()
-        let writer = try Writer(store: store, configuration: configuration, statistics: statistics, log: log) { applied in
+        // A halted writer wakes the sigwait below.
+        let writer = try Writer(
+            store: store, configuration: configuration, statistics: statistics, log: log,
+            onHalt: { kill(getpid(), SIGTERM) }
+        ) { applied in
             watchers.publish(applied)
         }
         let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
@@ -54,7 +65,7 @@ public final class Daemon {
         try loops[0].acceptConnections(for: loops, maxConnections: maxConnections)
         writer.start()
         for loop in loops { loop.start() }
-        let flusher = configuration.durability == .none ? PeriodicSync(store: store, log: log) : nil
+        let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
 
         let head = try store.read { try $0.head() }
         log.notice(
@@ -64,7 +75,11 @@ public final class Daemon {
 
         var received: Int32 = 0
         sigwait(&stopSignals, &received)
-        log.notice("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): finishing requests in flight")
+        if let reason = writer.halted {
+            log.notice("stopping after \(reason): finishing requests in flight, refusing writes")
+        } else {
+            log.notice("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): finishing requests in flight")
+        }
 
         for loop in loops { loop.post(.drain) }
         for loop in loops { loop.join() }
@@ -73,17 +88,43 @@ public final class Daemon {
         flusher?.stop()
         workers.stop()
         decoders.stop()
-        try? store.environment.sync()
-        let final = try store.read { try $0.head().sequence }
+        var status: Int32 = 0
+        if let reason = writer.halted {
+            status = Self.ioErrorStatus
+            log.error("stopped after \(reason); exit status \(status)")
+        } else {
+            do {
+                try store.environment.sync()
+            } catch {
+                status = Self.ioErrorStatus
+                log.error("the final flush of data.mdb failed (\(error)): the last commits may not be on disk")
+            }
+        }
+        let final = try? store.read { try $0.head().sequence }
         store.close()
         listener.close()
         withExtendedLifetime(lock) {}
-        log.notice("stopped after event \(final)")
-        return 0
+        log.notice("stopped after event \(final.map(String.init) ?? "?")")
+        return status
     }
 }
 
 extension Daemon {
+    /// Scratch stores of a `verify` that a crash interrupted (`verify-<pid>-<random>`): only this
+    /// daemon, which holds the data directory's lock, could be using one.
+    private func removeLeftoverScratch() {
+        let files = FileManager.default
+        guard let entries = try? files.contentsOfDirectory(atPath: configuration.dataDirectory) else { return }
+        for entry in entries where entry.hasPrefix("verify-") {
+            do {
+                try files.removeItem(atPath: configuration.dataDirectory + "/" + entry)
+                log.notice("removed \(entry), the scratch store of a verify that did not finish")
+            } catch {
+                log.error("cannot remove \(entry), the scratch store of an unfinished verify: \(error)")
+            }
+        }
+    }
+
     /// Raises the soft descriptor limit to the hard one (a daemon that serves many clients needs
     /// them; systemd's default soft limit is 1024), and returns how many connections to serve: the
     /// configured number, at most the limit less the descriptors kept for everything else.
@@ -105,13 +146,14 @@ extension Daemon {
     }
 }
 
-/// With `--durability none`, flushes the environment once a second.
+/// With `--durability none`, flushes the environment once a second. A failed flush is final (see
+/// `Environment.sync`): it calls `halt` and flushes no more.
 private final class PeriodicSync: @unchecked Sendable {
     private let lock = ConditionLock()
     private var stopping = false
     private var thread: pthread_t?
 
-    init(store: Store, log: Log) {
+    init(store: Store, halt: @escaping @Sendable (String) -> Void) {
         thread = startThread(name: "folio-sync") { [self] in
             var sinceSync = 0
             while !lock.withLock({ stopping }) {
@@ -119,7 +161,12 @@ private final class PeriodicSync: @unchecked Sendable {
                 sinceSync += 100
                 guard sinceSync >= 1000 else { continue }
                 sinceSync = 0
-                do { try store.environment.sync() } catch { log.error("flushing the environment: \(error)") }
+                do {
+                    try store.environment.sync()
+                } catch {
+                    halt("a failed flush of data.mdb (\(error))")
+                    return
+                }
             }
         }
     }

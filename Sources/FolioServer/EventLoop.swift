@@ -328,8 +328,8 @@ final class EventLoop: @unchecked Sendable {
             return .failure(error, size: size)
         case .success(let request):
             switch request.operation {
-            case .write(let command):
-                return .write(Writer.Job(command: command, origin: connection.origin, tag: request.tag, connection: connection, size: size))
+            case .write(let write):
+                return .write(Writer.Job(request: write, origin: connection.origin, tag: request.tag, connection: connection, size: size))
             case .read(let operation):
                 return .read(request, operation, size: size)
             case .stream(let operation):
@@ -390,13 +390,9 @@ final class EventLoop: @unchecked Sendable {
         connection.writesInFlight -= 1
         connection.requestBytes -= outcome.job.size
         switch outcome.result {
-        case .success(let applied):
-            do {
-                try Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
-                    try WriteResult.write(applied, to: &writer)
-                }
-            } catch {
-                Response.appendFailure(tag: outcome.job.tag, error: ProtocolError(error), to: &connection.output)
+        case .success(let write):
+            Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
+                WriteResultEncoder.write(write.result, replayed: write.replayed, to: &writer)
             }
         case .failure(let error):
             Response.appendFailure(tag: outcome.job.tag, error: error, to: &connection.output)

@@ -19,6 +19,7 @@ struct ReadHandler {
         case .byPlan?:
             switch operation {
             case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? true
+            case .get(_, _, _, let include): return !include.isEmpty
             default: return true
             }
         case .worker?, nil: return true
@@ -56,7 +57,16 @@ struct ReadHandler {
                 writer.write(head.hash.hex)
                 writer.bytes.append(UInt8(ascii: "}"))
             }
-        case .get(let collection, let id, nil):
+        case .get(let collection, let id, nil, let include) where !include.isEmpty:
+            guard let (object, truncated) = try reader.read({ try $0.objectIncluding(collection, id, include) }) else {
+                throw StoreError.notFound(collection: collection, id: id)
+            }
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                guard truncated, case .object(var fields) = object else { return writer.write(object) }
+                fields["$includeTruncated"] = true
+                writer.write(fields)
+            }
+        case .get(let collection, let id, nil, _):
             try reader.read { snapshot in
                 try Response.appendSuccess(tag: tag, to: &output) { writer in
                     guard try snapshot.writeObject(collection, id, to: &writer) else {
@@ -64,7 +74,7 @@ struct ReadHandler {
                     }
                 }
             }
-        case .get(let collection, let id, let point?):
+        case .get(let collection, let id, let point?, _):
             guard let object = try reader.read({ try $0.object(collection, id, at: point) }) else {
                 throw StoreError.notFound(collection: collection, id: id)
             }
@@ -80,6 +90,10 @@ struct ReadHandler {
                 if let next = result.next { writer.write(next.token) } else { writer.writeRaw("null") }
                 writer.writeKey("total")
                 writer.write(result.total)
+                if result.includeTruncated {
+                    writer.writeKey("includeTruncated")
+                    writer.write(true)
+                }
                 if query.explain { writePlan(result.plan, micros: micros, to: &writer) }
                 writer.bytes.append(UInt8(ascii: "}"))
             }
@@ -133,6 +147,12 @@ struct ReadHandler {
                 }
                 writer.writeRaw("]}")
             }
+        case .schema(let collection):
+            guard let schema = try reader.read({ try $0.schema(collection) }) else { throw StoreError.schemaNotFound(collection) }
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(schema.json) }
+        case .schemaList:
+            let schemas = try reader.read { try $0.schemas() }
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(["schemas": .array(schemas.map(\.json))] as JSON) }
         case .verify:
             let scratch = store.directory + "/verify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
             let report = try store.verify(scratchDirectory: scratch)
@@ -159,6 +179,12 @@ struct ReadHandler {
             writer.write("view")
             writer.writeKey("view")
             writer.write(name)
+        case .viewRange(let name, let fixed):
+            writer.write("viewRange")
+            writer.writeKey("view")
+            writer.write(name)
+            writer.writeKey("fixed")
+            writer.write(.array(fixed.map(JSON.string)))
         case .creationOrder(let collection):
             writer.write("creationOrder")
             writer.writeKey("collection")
@@ -167,6 +193,14 @@ struct ReadHandler {
             writer.write("scan")
             writer.writeKey("collection")
             writer.write(collection)
+        case .references(let from), .referenceScan(let from):
+            if case .references = plan.source { writer.write("references") } else { writer.write("referenceScan") }
+            writer.writeKey("from")
+            writer.write(from)
+        case .links(let field), .linkScan(let field):
+            if case .links = plan.source { writer.write("links") } else { writer.write("linkScan") }
+            writer.writeKey("field")
+            writer.write(field)
         }
         writer.writeKey("examined")
         writer.write(plan.examined)

@@ -5,6 +5,9 @@ import Synchronization
 /// Tops up `data.mdb`'s reserve of written zeros (see `FileReserve`) on a thread of its own, so the
 /// writer's part is to ask, after each commit, whether the reserve runs low. After a failure (a full
 /// disk, say) it logs and leaves the file alone for ten seconds; LMDB then grows the file itself.
+/// A failed flush here is a failed write-back of `data.mdb`, which may have been LMDB's pages: it is
+/// reported to every descriptor of the file, so the writer's next commit or flush fails as well and
+/// stops foliod there (see `Writer`); this thread need not.
 final class ReserveKeeper: @unchecked Sendable {
     private static let retryDelay: Int64 = 10_000_000_000
 

@@ -4,6 +4,11 @@ import FolioProtocol
 import FolioStore
 import Glibc
 import LMDB
+import Synchronization
+
+#if DEBUG
+import Failpoints
+#endif
 
 /// The one thread that writes. It takes every queued command, applies them in one LMDB write
 /// transaction, each in its own nested transaction, commits once (group commit), and only then hands
@@ -14,9 +19,15 @@ import LMDB
 /// the meta page that makes them current without syncing it. The `SyncConfirmer` syncs that meta
 /// page on its own thread and only then lets the batch be answered, while this thread already
 /// applies the next batch: the second sync of every commit leaves the writer's path.
+///
+/// A failed flush of `data.mdb` halts it (`halt`): pages already committed may not be on disk,
+/// and Linux does not report the failure twice, so no later write can be acknowledged safely.
+/// From then on every write is answered `unavailable` without touching LMDB, and `onHalt` asks the
+/// daemon to stop; a restart recovers from what is on disk. A commit that failed without a failed
+/// flush (a full disk refusing a `pwrite`) left the last commit intact: writes go on.
 final class Writer: @unchecked Sendable {
     struct Job {
-        let command: Command
+        let request: WriteRequest
         let origin: Origin
         let tag: Tag?
         let connection: Connection
@@ -26,7 +37,7 @@ final class Writer: @unchecked Sendable {
 
     struct Outcome {
         let job: Job
-        let result: Result<StoreWriter.Applied, ProtocolError>
+        let result: Result<WriteOutcome, ProtocolError>
     }
 
     private let store: Store
@@ -42,15 +53,23 @@ final class Writer: @unchecked Sendable {
     private var reserve: ReserveKeeper?
     /// Called after each commit is confirmed, in commit order, with the events it holds.
     private let committed: @Sendable ([StoreWriter.Applied]) -> Void
+    /// Why writes stopped (`halt`), once they have.
+    private let haltReason = Mutex<String?>(nil)
+    /// Called once, by the thread that halts the writer.
+    private let onHalt: @Sendable () -> Void
 
     init(
         store: Store, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
-        committed: @escaping @Sendable ([StoreWriter.Applied]) -> Void
+        onHalt: @escaping @Sendable () -> Void = {}, committed: @escaping @Sendable ([StoreWriter.Applied]) -> Void
     ) throws {
+        #if DEBUG
+        try Failpoint.checkConfiguration()
+        #endif
         self.store = store
         self.configuration = configuration
         self.statistics = statistics
         self.log = log
+        self.onHalt = onHalt
         self.committed = committed
         // One past the last event's time: ids made now sort after every id made before a restart.
         lastTimestamp = (try store.read { try $0.lastTimestamp()?.milliseconds } ?? -1) + 1
@@ -58,7 +77,9 @@ final class Writer: @unchecked Sendable {
 
     func start() {
         if configuration.durability == .full {
-            confirmer = SyncConfirmer(environment: store.environment, log: log) { [self] outcomes in release(outcomes) }
+            confirmer = SyncConfirmer(
+                environment: store.environment, halt: { [self] reason in halt(reason) },
+                release: { [self] outcomes in release(outcomes) })
         }
         if configuration.durability != .none {
             reserve = ReserveKeeper(environment: store.environment, log: log)
@@ -75,7 +96,7 @@ final class Writer: @unchecked Sendable {
             defer { queue.removeFirst(count) }
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
-            let (outcomes, committedData) = process(batch)
+            let (outcomes, committedData) = halted.map { refuse(batch, because: $0) } ?? process(batch)
             reserve?.topUpIfLow()
             if let confirmer {
                 confirmer.confirm(outcomes, needsSync: committedData)
@@ -99,9 +120,27 @@ final class Writer: @unchecked Sendable {
         work?.enqueue(jobs)
     }
 
+    /// Stops taking writes for good, after a failure that leaves the disk in doubt (`reason` says
+    /// which, e.g. "a failed flush of data.mdb (…)"). The first reason wins; logged once.
+    func halt(_ reason: String) {
+        let first = haltReason.withLock { current in
+            guard current == nil else { return false }
+            current = reason
+            return true
+        }
+        guard first else { return }
+        log.error(
+            "\(reason): writes committed before it may not be on disk, and a later flush cannot tell; "
+                + "refusing every write and stopping. Restart foliod to recover from what is on disk")
+        onHalt()
+    }
+
+    /// Why writes stopped, if they did.
+    var halted: String? { haltReason.withLock { $0 } }
+
     /// Answers a batch, and shows its events to watchers. Called in commit order.
     private func release(_ outcomes: [Outcome]) {
-        let applied = outcomes.compactMap { try? $0.result.get() }
+        let applied = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
         if !applied.isEmpty { committed(applied) }
         deliver(outcomes)
     }
@@ -120,17 +159,26 @@ final class Writer: @unchecked Sendable {
                     writer.isolatesEveryCommand = isolating
                     for job in batch {
                         do {
-                            let applied = try writer.execute(job.command, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
-                            outcomes.append(Outcome(job: job, result: .success(applied)))
+                            let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
+                            outcomes.append(Outcome(job: job, result: .success(outcome)))
                         } catch let error as StoreError {
                             outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
                         }
+                        #if DEBUG
+                        try Failpoint.writerMidBatch.check()
+                        #endif
                     }
+                    #if DEBUG
+                    try Failpoint.writerBeforeCommit.check()
+                    #endif
                 }
-                let applied = outcomes.reduce(0) { $0 + ((try? $1.result.get()) == nil ? 0 : 1) }
-                if applied > 0 { statistics.commits.add(1, ordering: .relaxed) }
-                statistics.committedWrites.add(applied, ordering: .relaxed)
-                return (outcomes, applied > 0)
+                #if DEBUG
+                _ = Failpoint.writerAfterCommit.hit()
+                #endif
+                let appended = outcomes.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
+                if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
+                statistics.committedWrites.add(appended, ordering: .relaxed)
+                return (outcomes, appended > 0)
             } catch let error as StoreWriter.SpoiledTransaction where !isolating {
                 // A command failed halfway; run the batch again with every command isolated.
                 log.error("\(error); retrying \(batch.count) writes one nested transaction each")
@@ -146,10 +194,23 @@ final class Writer: @unchecked Sendable {
             } catch {
                 statistics.failedCommits.add(1, ordering: .relaxed)
                 log.error("commit of \(batch.count) writes failed: \(error)")
-                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                // The commit's own fdatasync may be what failed, and a failed flush is final.
+                var failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                do {
+                    try store.environment.checkWritable()
+                } catch let check {
+                    halt(check.code == .panic ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
+                    failure = ProtocolError(.unavailable, "the write was not stored: \(error); foliod is stopping after \(halted ?? "\(check)")")
+                }
                 return (batch.map { Outcome(job: $0, result: .failure(failure)) }, false)
             }
         }
+    }
+
+    /// Answers for a batch once writes have halted: nothing of it touches LMDB.
+    private func refuse(_ batch: [Job], because reason: String) -> (outcomes: [Outcome], committedData: Bool) {
+        let refusal = ProtocolError(.unavailable, "the write was not stored: foliod is stopping after \(reason)")
+        return (batch.map { Outcome(job: $0, result: .failure(refusal)) }, false)
     }
 
     /// Acceptance time: the wall clock in ms, never before the last event's.

@@ -3,10 +3,12 @@ import FolioModel
 import LMDB
 import Synchronization
 
-/// Which trees exist: one per collection (its objects in creation order) and one per view.
+/// Which trees exist: one per collection (its objects in creation order), one per view and one of
+/// references; and each collection's schema.
 ///
 /// Keys of the `catalog` database: `c` collection → tree id; `v` view → tree id + definition JSON;
-/// `w` collection 0 view → nothing (the views of a collection).
+/// `w` collection 0 view → nothing (the views of a collection); `r` → the reference tree's id;
+/// `s` collection → schema JSON.
 struct Catalog {
     let database: Database
     let meta: Database
@@ -42,6 +44,58 @@ struct Catalog {
             result.append((String(decoding: name, as: UTF8.self), CountedTree(id: value.loadLittleEndian(UInt32.self, at: 0))))
         }
         return result
+    }
+
+    // MARK: References
+
+    /// The tree of every reference held (`RefIndex`), created with the first one.
+    func referenceTree(_ txn: StoreTransaction, creating: Bool) throws -> CountedTree? {
+        if let tree = txn.catalogMemo?.referenceTree { return tree }
+        if let record = try txn.lmdb.get(database, [UInt8(ascii: "r")]) {
+            let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+            txn.catalogMemo?.referenceTree = tree
+            return tree
+        }
+        guard creating else { return nil }
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), txn)
+        var value: [UInt8] = []
+        value.appendLittleEndian(tree.id)
+        try txn.lmdb.put(database, [UInt8(ascii: "r")], value)
+        txn.catalogMemo?.referenceTree = tree
+        return tree
+    }
+
+    // MARK: Schemas
+
+    func schema(_ collection: String, _ txn: StoreTransaction) throws -> Schema? {
+        if let memo = txn.catalogMemo?.schemas[collection] { return memo }
+        let schema = try txn.lmdb.get(database, [UInt8(ascii: "s")] + Array(collection.utf8)).map(Self.decodeSchema)
+        txn.catalogMemo?.schemas[collection] = .some(schema)
+        return schema
+    }
+
+    func putSchema(_ schema: Schema, _ txn: StoreTransaction) throws {
+        txn.catalogMemo?.forget()
+        try txn.lmdb.put(database, [UInt8(ascii: "s")] + Array(schema.collection.utf8), schema.json.serialized())
+    }
+
+    func removeSchema(_ collection: String, _ txn: StoreTransaction) throws {
+        txn.catalogMemo?.forget()
+        try txn.lmdb.delete(database, [UInt8(ascii: "s")] + Array(collection.utf8))
+    }
+
+    func allSchemas(_ txn: StoreTransaction) throws -> [Schema] {
+        var schemas: [Schema] = []
+        try forEach(prefix: UInt8(ascii: "s"), txn) { _, value in schemas.append(try Self.decodeSchema(value)) }
+        return schemas
+    }
+
+    private static func decodeSchema(_ bytes: UnsafeRawBufferPointer) throws -> Schema {
+        do {
+            return try Schema(parsing: try JSONParser.parse(bytes))
+        } catch {
+            throw StoreError.corrupted("stored schema does not parse: \(error)")
+        }
     }
 
     // MARK: Views
@@ -150,9 +204,14 @@ final class DefinitionCache: Sendable {
 final class CatalogMemo {
     var views: [String: [Catalog.View]] = [:]
     var collectionTrees: [String: CountedTree] = [:]
+    var referenceTree: CountedTree?
+    /// nil inside: read, and the collection has none.
+    var schemas: [String: Schema?] = [:]
 
     func forget() {
         views.removeAll()
         collectionTrees.removeAll()
+        referenceTree = nil
+        schemas.removeAll()
     }
 }

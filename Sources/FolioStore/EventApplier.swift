@@ -9,18 +9,22 @@ struct EventApplier {
     let objects: ObjectTable
     let history: HistoryIndex
     let catalog: Catalog
+    let references: RefIndex
+    let requests: RequestIndex
 
-    init(_ databases: StoreDatabases, definitions: DefinitionCache) {
+    init(_ databases: StoreDatabases, definitions: DefinitionCache, requestRetention: Int64) {
         objects = ObjectTable(database: databases.objects)
         history = HistoryIndex(database: databases.objects)
         catalog = Catalog(database: databases.catalog, meta: databases.meta, definitions: definitions)
+        references = RefIndex(catalog: catalog)
+        requests = RequestIndex(database: databases.requests, retention: requestRetention)
     }
 
     /// The object before an event: unknown (read and check it), or known because the caller already
-    /// read and checked it (a live write).
+    /// read and checked it (a live write), with the object after it when the caller computed that too.
     enum Before {
         case unknown
-        case known(StoredObject?)
+        case known(StoredObject?, after: StoredObject? = nil)
     }
 
     /// The object after the event and its record as stored (nil for deletions and view events).
@@ -28,6 +32,14 @@ struct EventApplier {
     /// serialized again.
     @discardableResult
     func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws
+        -> (object: StoredObject, record: [UInt8])?
+    {
+        let result = try applyChange(event, txn, before: before, createdData: createdData)
+        try requests.apply(event, txn.lmdb)
+        return result
+    }
+
+    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: [UInt8]?) throws
         -> (object: StoredObject, record: [UInt8])?
     {
         switch event.change {
@@ -38,17 +50,27 @@ struct EventApplier {
                 }
                 try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
-            guard let object = event.applied(to: nil) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
+            guard let object = try applied(event, to: nil, before) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
             return (object, try store(object, replacing: nil, event, txn, data: createdData))
-        case .updated(let collection, let id, _):
+        case .updated(let collection, let id, _, _):
             let old = try existing(collection, id, event, before, txn)
-            guard let object = event.applied(to: old) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
+            guard let object = try applied(event, to: old, before) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
             return (object, try store(object, replacing: old, event, txn))
         case .deleted(let collection, let id):
             let old = try existing(collection, id, event, before, txn)
             try objects.delete(collection, id, txn.lmdb)
             try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
             try updateTrees(from: old, to: nil, txn)
+            try references.update(from: old, to: nil, txn)
+            return nil
+        case .schemaDefined(let schema):
+            try catalog.putSchema(schema, txn)
+            return nil
+        case .schemaDropped(let collection):
+            guard try catalog.schema(collection, txn) != nil else {
+                throw StoreError.corrupted("event \(event.sequence) drops the schema of \(collection), which has none")
+            }
+            try catalog.removeSchema(collection, txn)
             return nil
         case .viewDefined(let definition):
             guard try catalog.view(definition.name, txn) == nil else {
@@ -65,10 +87,20 @@ struct EventApplier {
         }
     }
 
+    /// The object after the event: as the caller computed it, or folded now.
+    private func applied(_ event: Event, to old: StoredObject?, _ before: Before) throws -> StoredObject? {
+        if case .known(_, let after?) = before { return after }
+        do {
+            return try event.applied(to: old)
+        } catch {
+            throw StoreError.corrupted("event \(event.sequence) does not apply to \(old.map { "\($0.collection)/\($0.id)" } ?? "nothing"): \(error.message)")
+        }
+    }
+
     private func existing(_ collection: String, _ id: String, _ event: Event, _ before: Before, _ txn: StoreTransaction) throws
         -> StoredObject
     {
-        if case .known(let old?) = before { return old }
+        if case .known(let old?, _) = before { return old }
         guard let old = try objects.get(collection, id, txn.lmdb) else {
             throw StoreError.corrupted("event \(event.sequence) changes \(collection)/\(id), which does not exist")
         }
@@ -87,6 +119,7 @@ struct EventApplier {
         throws -> [UInt8]
     {
         try updateTrees(from: old, to: object, txn)
+        try references.update(from: old, to: object, txn)
         let record = ObjectTable.encode(object, serializedData: data)
         try objects.put(record: record, object.collection, object.id, txn.lmdb)
         try history.record(

@@ -75,7 +75,7 @@ struct HistoryIndex {
                     throw StoreError.corrupted("history names event \(sequence), which the log lacks")
                 }
                 guard case .updated = event.change else {
-                    base = event.applied(to: nil)
+                    base = try Self.fold(event, onto: nil)
                     return
                 }
                 guard updates.count < Self.checkpointInterval else {
@@ -85,7 +85,13 @@ struct HistoryIndex {
                 entry = try cursor.previous()
             }
         }
-        return updates.reversed().reduce(base) { object, event in event.applied(to: object) }
+        return try updates.reversed().reduce(base) { object, event in try Self.fold(event, onto: object) }
+    }
+
+    private static func fold(_ event: Event, onto object: StoredObject?) throws -> StoredObject? {
+        do { return try event.applied(to: object) } catch {
+            throw StoreError.corrupted("event \(event.sequence) does not apply to the object's history: \(error.message)")
+        }
     }
 
     /// The version after the object's latest event, 0 if it never existed.

@@ -120,6 +120,12 @@ public struct Snapshot {
         try catalog.allViews(storeTxn).map { ViewSummary(definition: $0.definition, count: try $0.tree.count(storeTxn)) }
     }
 
+    // MARK: Schemas
+
+    public func schema(_ collection: String) throws -> Schema? { try catalog.schema(collection, storeTxn) }
+
+    public func schemas() throws -> [Schema] { try catalog.allSchemas(storeTxn) }
+
     // MARK: Statistics
 
     public struct Statistics: Sendable {

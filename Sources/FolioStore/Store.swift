@@ -10,14 +10,19 @@ public final class Store: @unchecked Sendable {
     public struct Options: Sendable {
         public var mapSize = 1 << 30
         public var sync: Environment.SyncMode = .full
+        /// How long a request key is remembered, in milliseconds of event time (`RequestIndex`).
+        public var requestKeyRetention: Int64 = 24 * 3600 * 1000
         public init() {}
     }
 
     public let directory: String
     public let environment: Environment
+    public let options: Options
     let databases: StoreDatabases
     let definitions = DefinitionCache()
     let applier: EventApplier
+    /// When `write` last cleared stale reader slots (uptime, ns); touched by the writing thread only.
+    private var lastReaderCheck: UInt64 = 0
 
     public init(directory: String, options: Options = Options()) throws {
         if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
@@ -27,7 +32,8 @@ public final class Store: @unchecked Sendable {
         self.directory = directory
         environment = try Environment(path: directory, options: environmentOptions)
         databases = try StoreDatabases(environment)
-        applier = EventApplier(databases, definitions: definitions)
+        applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)
+        self.options = options
         try checkFormat()
     }
 
@@ -80,12 +86,24 @@ public final class Store: @unchecked Sendable {
     /// weaker sync mode) when `body` returns. Call from one thread only.
     @discardableResult
     public func write<R>(_ body: (StoreWriter) throws -> R) throws -> R {
-        try environment.write { txn in
+        clearStaleReadersNowAndThen()
+        return try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
             let result = try body(writer)
             try writer.finish()
             return result
         }
+    }
+
+    /// At most once a second, clears the reader slots of processes that died inside a read
+    /// transaction (`mdb_reader_check`): such a slot pins its snapshot, so no page freed after it
+    /// could be reused and data.mdb grew with every write until the next start-up cleared it.
+    private func clearStaleReadersNowAndThen() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now - lastReaderCheck >= 1_000_000_000 else { return }
+        lastReaderCheck = now
+        // A failed check changes nothing; the next one may succeed.
+        _ = try? environment.clearStaleReaders()
     }
 
     /// Doubles the map, for a write that failed with `MDB_MAP_FULL`. Waits for open snapshots to end.

@@ -9,7 +9,8 @@ import LMDB
 /// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
 /// | `objects` | collection 0 id 0 sequence           | history: version after that event, or a checkpoint |
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
-/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order)   |
+/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references) |
+/// | `requests` | `k` key / `t` time key              | request keys of recent writes (`RequestIndex`) |
 struct StoreDatabases: Sendable {
     /// 2: history entries hold checkpoints (`HistoryIndex`). A format 1 store is upgraded by
     /// deriving its state again from the log.
@@ -22,6 +23,7 @@ struct StoreDatabases: Sendable {
     let objects: Database
     let catalog: Database
     let trees: Database
+    let requests: Database
 
     init(_ environment: Environment) throws {
         meta = try environment.openDatabase("meta")
@@ -29,10 +31,11 @@ struct StoreDatabases: Sendable {
         objects = try environment.openDatabase("objects")
         catalog = try environment.openDatabase("catalog")
         trees = try environment.openDatabase("trees")
+        requests = try environment.openDatabase("requests")
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
-    var derived: [Database] { [objects, catalog, trees] }
+    var derived: [Database] { [objects, catalog, trees, requests] }
 }
 
 enum Keys {

@@ -2,6 +2,10 @@ import FolioJSON
 import FolioModel
 import LMDB
 
+#if DEBUG
+import Failpoints
+#endif
+
 /// Turns commands into events inside one write transaction: checks them against current state,
 /// decides the event's version (and id), appends it to the log and applies it. A command that fails
 /// leaves no trace and the commands before it stand: an object command is checked completely
@@ -67,62 +71,75 @@ public final class StoreWriter {
 
     public var lastSequence: UInt64 { head.sequence }
 
-    /// Executes `command` as one event. Throws `StoreError` (nothing of the command is kept) or
-    /// `LMDBError` (the whole transaction must be abandoned).
-    public func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> Applied {
-        if !isolatesEveryCommand, command.isObjectCommand {
-            return try executeChecked(command, acceptance, ids: &ids, txn, isolated: false)
+    func setHead(_ newHead: EventLog.Head) { head = newHead }
+
+    /// Executes a write: one command, or a batch, and what delete rules make of it, as one or more
+    /// contiguous events. With a request key already used within its retention, nothing is written
+    /// and the first request's result is given again. Throws `StoreError` (nothing of the write is
+    /// kept) or `LMDBError` (the whole transaction must be abandoned).
+    public func execute(_ request: WriteRequest, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> WriteOutcome {
+        guard let key = request.requestKey else { return try execute(request.command, acceptance, ids: &ids) }
+        let digest = Self.digest(of: request.command)
+        if let entry = try store.applier.requests.entry(key, now: acceptance.timestamp, txn.lmdb) {
+            guard entry.digest == digest else {
+                throw StoreError.conflict(
+                    Conflict(.requestKeyReused(key: key), "request key \(Names.quoted(key)) was used for a different request"))
+            }
+            return try replay(entry, of: request.command)
         }
-        return try nested { child in try executeChecked(command, acceptance, ids: &ids, child, isolated: true) }
+        return try nested { child in
+            var outcome = try execute(request.command, acceptance, ids: &ids, child)
+            guard !outcome.appended.isEmpty else { return outcome }
+            try recordRequest(key: key, digest: digest, in: &outcome, child)
+            return outcome
+        }
     }
 
-    /// Decides the event and checks everything that could refuse it, then applies it. Errors thrown
-    /// before the first change are the command's. Unless `isolated` (in a nested transaction of its
-    /// own), a store error thrown after is a `SpoiledTransaction`; LMDB errors spoil the transaction
-    /// anyway and pass as they are.
-    private func executeChecked(
-        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction, isolated: Bool
-    ) throws -> Applied {
-        let change: Event.Change
-        var version: UInt64 = 0
-        var before: StoredObject?
-        let applier = store.applier
+    /// The write without a request key.
+    func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> WriteOutcome {
+        if !isolatesEveryCommand, command.isObjectCommand, try !mayTriggerRules(command, txn) {
+            return try execute(command, acceptance, ids: &ids, txn, isolated: false)
+        }
+        return try nested { child in try execute(command, acceptance, ids: &ids, child) }
+    }
+
+    /// Runs `command` in `txn`. Unless `isolated` is false, `txn` is a nested transaction of the
+    /// command's own (or its batch's), which its failure abandons.
+    private func execute(
+        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction, isolated: Bool = true
+    ) throws -> WriteOutcome {
         switch command {
-        case .create(let collection, let givenID, let data):
-            let id = givenID ?? ids.next(at: acceptance.timestamp)
-            if givenID != nil, try applier.objects.record(collection, id, txn.lmdb) != nil {
-                throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
-            }
-            version = try applier.history.lastVersion(collection, id, txn.lmdb) + 1
-            change = .created(collection: collection, id: id, data: data)
-        case .update(let collection, let id, let patch, let ifVersion):
-            before = try current(collection, id, ifVersion: ifVersion, txn)
-            version = before!.version + 1
-            change = .updated(collection: collection, id: id, patch: patch)
-        case .delete(let collection, let id, let ifVersion):
-            before = try current(collection, id, ifVersion: ifVersion, txn)
-            version = before!.version + 1
-            change = .deleted(collection: collection, id: id)
+        case .create, .update, .delete:
+            let appended = try executeObjectCommand(command, acceptance, ids: &ids, txn, isolated: isolated)
+            return WriteOutcome(appended: appended, result: try Self.result(of: appended[0]), replayed: false)
         case .defineView(let definition):
-            if try applier.catalog.view(definition.name, txn) != nil {
+            if try store.applier.catalog.view(definition.name, txn) != nil {
                 throw StoreError.conflict(Conflict(.viewExists, "view \(Names.quoted(definition.name)) already exists"))
             }
-            change = .viewDefined(definition)
+            let applied = try append(event(.viewDefined(definition), acceptance), txn)
+            return WriteOutcome(appended: [applied], result: .view(definition, count: applied.viewCount ?? 0), replayed: false)
         case .dropView(let name):
-            guard try applier.catalog.view(name, txn) != nil else { throw StoreError.viewNotFound(name) }
-            change = .viewDropped(name: name)
+            guard try store.applier.catalog.view(name, txn) != nil else { throw StoreError.viewNotFound(name) }
+            let applied = try append(event(.viewDropped(name: name), acceptance), txn)
+            return WriteOutcome(appended: [applied], result: .viewDropped(name: name), replayed: false)
+        case .defineSchema(let schema):
+            try checkSchema(schema, txn)
+            let applied = try append(event(.schemaDefined(schema), acceptance), txn)
+            return WriteOutcome(appended: [applied], result: .schema(schema), replayed: false)
+        case .dropSchema(let collection):
+            guard try store.applier.catalog.schema(collection, txn) != nil else { throw StoreError.schemaNotFound(collection) }
+            let applied = try append(event(.schemaDropped(collection: collection), acceptance), txn)
+            return WriteOutcome(appended: [applied], result: .schemaDropped(collection: collection), replayed: false)
+        case .batch(let operations, let atomic):
+            return try executeBatch(operations, atomic: atomic, acceptance, ids: &ids, txn)
         }
-        let event = Event(
-            sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version,
-            change: change)
-        guard event.object != nil else { return try append(event, txn) }
-        // Every view's key and unique rule, checked before anything changes.
-        try applier.checkTrees(from: before, to: event.applied(to: before), txn)
-        do {
-            return try append(event, txn, before: .known(before))
-        } catch let error as StoreError where !isolated {
-            throw SpoiledTransaction(underlying: error)
-        }
+    }
+
+    /// An event of this write, to be the next in the log.
+    func event(_ change: Event.Change, _ acceptance: Acceptance, version: UInt64 = 0, cause: UInt64? = nil) -> Event {
+        Event(
+            sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version, change: change,
+            cause: cause)
     }
 
     /// Appends an event decided elsewhere (a replay, an import): its sequence must follow the log's
@@ -136,25 +153,33 @@ public final class StoreWriter {
         return try nested { child in try append(event, child) }
     }
 
-    /// Runs `body` in a nested transaction whose tree changes join this one's only if it returns.
-    private func nested<R>(_ body: (StoreTransaction) throws -> R) throws -> R {
+    /// Runs `body` in a transaction nested in `parent` (by default the writer's own), whose changes
+    /// (tree nodes, log head) join the parent's only if it returns.
+    func nested<R>(in parent: StoreTransaction? = nil, _ body: (StoreTransaction) throws -> R) throws -> R {
+        let parent = parent ?? txn
+        let headBefore = head
         do {
-            return try txn.lmdb.nested { child in
-                let nested = txn.nested(child)
+            return try parent.lmdb.nested { child in
+                let nested = parent.nested(child)
                 let result = try body(nested)
                 nested.cache?.mergeIntoParent()
                 return result
             }
         } catch {
-            // What the nested transaction read from the catalog may be gone with it.
-            txn.catalogMemo?.forget()
+            // What the nested transaction read from the catalog may be gone with it, and the events
+            // it appended are.
+            parent.catalogMemo?.forget()
+            head = headBefore
             throw error
         }
     }
 
-    private func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
+    func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
         let (canonical, dataRange) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
+        #if DEBUG
+        try Failpoint.storeAfterLogAppend.check()
+        #endif
         let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
@@ -167,7 +192,7 @@ public final class StoreWriter {
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.
-    private func current(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> StoredObject {
+    func current(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> StoredObject {
         guard let object = try store.applier.objects.get(collection, id, txn.lmdb) else {
             throw StoreError.notFound(collection: collection, id: id)
         }
@@ -183,11 +208,12 @@ public final class StoreWriter {
 }
 
 extension Command {
-    /// create, update, delete: checked completely before they change anything.
+    /// create, update, delete: checked completely before they change anything, unless delete rules
+    /// make more events of them.
     var isObjectCommand: Bool {
         switch self {
         case .create, .update, .delete: return true
-        case .defineView, .dropView: return false
+        case .defineView, .dropView, .defineSchema, .dropSchema, .batch: return false
         }
     }
 }

@@ -1,6 +1,10 @@
 import CLMDB
 import Glibc
 
+#if DEBUG
+import Failpoints
+#endif
+
 /// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
 ///
 /// Opened with `MDB_NOTLS`, so read transactions may be used from any thread. Write transactions
@@ -34,6 +38,11 @@ public final class Environment: @unchecked Sendable {
     /// Held by each write transaction from begin to commit or abort, and by `FileReserve` while it
     /// writes past the end of `data.mdb`: LMDB writes the file only inside a write transaction.
     private let fileWrites: UnsafeMutablePointer<pthread_mutex_t>
+    /// `data.mdb` opened once more, for `sync()` alone. Linux reports a failed write-back once to
+    /// each open descriptor of the file (at its next `fsync`/`fdatasync`), so flushing through a
+    /// descriptor of our own sees every failure since our last flush, and never takes the report
+    /// away from the `fdatasync` LMDB makes in each commit on its own descriptor.
+    private let syncFile: Int32
 
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
@@ -61,6 +70,12 @@ public final class Environment: @unchecked Sendable {
         } catch {
             mdb_env_close(env)
             throw error
+        }
+        syncFile = open(path + "/data.mdb", O_RDONLY | O_CLOEXEC)
+        guard syncFile >= 0 else {
+            let code = errno
+            mdb_env_close(env)
+            throw LMDBError(code: .init(rawValue: code), call: "open \(path)/data.mdb")
         }
         self.handle = env
         self.path = path
@@ -117,6 +132,7 @@ public final class Environment: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         mdb_env_close(handle)
+        Glibc.close(syncFile)
     }
 
     /// Opens (or creates) a named database. Call once per name, at start-up, before other threads use it.
@@ -206,14 +222,7 @@ public final class Environment: @unchecked Sendable {
     /// Bytes of `data.mdb` on disk, which may run past the pages in use (see `FileReserve`).
     public var fileSize: Int {
         var status = stat()
-        return fstat(dataFile, &status) == 0 ? Int(status.st_size) : 0
-    }
-
-    /// The descriptor LMDB writes `data.mdb` through (`mdb_env_get_fd`).
-    var dataFile: Int32 {
-        var descriptor: Int32 = -1
-        mdb_env_get_fd(handle, &descriptor)
-        return descriptor
+        return fstat(syncFile, &status) == 0 ? Int(status.st_size) : 0
     }
 
     /// Grows the map to `size` bytes, waiting until no transaction of this process is active
@@ -221,20 +230,78 @@ public final class Environment: @unchecked Sendable {
     public func grow(to size: Int) throws(LMDBError) {
         pthread_rwlock_wrlock(activity)
         defer { pthread_rwlock_unlock(activity) }
+        #if DEBUG
+        if Failpoint.lmdbGrowMap.hit() { throw LMDBError(code: .init(rawValue: ENOMEM), call: "mdb_env_set_mapsize (failpoint)") }
+        #endif
         try check(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize")
     }
 
-    /// Flushes the data buffers to disk (`mdb_env_sync`), for environments opened with `.noSync`.
+    /// Flushes `data.mdb` to disk: what commits wrote without flushing (the meta page under
+    /// `.noMetaSync`, everything under `.noSync`). Calls `fdatasync` on a descriptor of its own, so
+    /// it throws if any write-back of the file failed since the last `sync()`, whoever wrote the
+    /// pages: then committed pages may be missing from the disk although the page cache still
+    /// shows them, and a later flush may succeed without writing them (Linux does not keep failed
+    /// pages dirty). Never retry a failed `sync()` as if it could make the data durable.
     public func sync() throws(LMDBError) {
-        try check(mdb_env_sync(handle, 1), "mdb_env_sync")
+        try flush(syncFile, call: "fdatasync data.mdb")
     }
 
-    /// Copies the environment to the existing empty directory `path` from one consistent snapshot
-    /// while writers go on (`mdb_env_copy2`); `compact` omits free pages and renumbers the rest.
+    /// After a failed commit, whether the environment may go on taking writes: throws if LMDB has
+    /// marked it unusable (a meta page could not be written, `MDB_PANIC`), or if a write-back of
+    /// `data.mdb` failed (see `sync()`), so that pages of earlier commits may not be on disk. A
+    /// commit that failed before its meta page was written, in a `pwrite` refused for lack of space,
+    /// leaves the last commit intact and passes: writes may resume once there is room.
+    public func checkWritable() throws(LMDBError) {
+        do {
+            pthread_rwlock_rdlock(activity)
+            defer { pthread_rwlock_unlock(activity) }
+            var txn: OpaquePointer?
+            try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+            mdb_txn_abort(txn)
+        }
+        try sync()
+    }
+
+    /// Copies the environment into `path/data.mdb` (`mdb_env_copyfd2`, `MDB_CP_COMPACT` if `compact`)
+    /// from one read snapshot while writers go on. The copy is written as `data.mdb.partial`,
+    /// flushed, and only then renamed to `data.mdb`, and the directory flushed: a copy that returned
+    /// survives an OS crash, and a process killed part-way leaves no `data.mdb` whose meta page
+    /// points past its end, which LMDB would map and fault on (SIGBUS) when opened.
     public func copy(to path: String, compact: Bool) throws(LMDBError) {
-        pthread_rwlock_rdlock(activity)
-        defer { pthread_rwlock_unlock(activity) }
-        try check(mdb_env_copy2(handle, path, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copy2")
+        let partial = path + "/data.mdb.partial"
+        let file = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(partial)") }
+        do throws(LMDBError) {
+            var closed = false
+            defer { if !closed { Glibc.close(file) } }
+            do {
+                pthread_rwlock_rdlock(activity)
+                defer { pthread_rwlock_unlock(activity) }
+                try check(mdb_env_copyfd2(handle, file, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2")
+            }
+            try flush(file, call: "fdatasync backup data.mdb")
+            closed = true
+            if Glibc.close(file) != 0 { throw LMDBError(code: .init(rawValue: errno), call: "close \(partial)") }
+        } catch {
+            unlink(partial)
+            throw error
+        }
+        guard rename(partial, path + "/data.mdb") == 0 else {
+            let code = errno
+            unlink(partial)
+            throw LMDBError(code: .init(rawValue: code), call: "rename \(partial)")
+        }
+        try Self.flushDirectory(path)
+    }
+
+    /// `fsync` of a directory, so that the entries made in it survive an OS crash.
+    public static func flushDirectory(_ path: String) throws(LMDBError) {
+        let directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)") }
+        defer { Glibc.close(directory) }
+        while fsync(directory) != 0 {
+            if errno != EINTR { throw LMDBError(code: .init(rawValue: errno), call: "fsync \(path)") }
+        }
     }
 
     /// Clears reader slots left by processes that died (`mdb_reader_check`); returns how many.
@@ -275,6 +342,13 @@ public struct EnvironmentInfo: Sendable {
     /// The high-water mark of reader slots (`me_numreaders`), not the readers active now.
     public let readerSlotsUsed: Int
     public let lastTransaction: Int
+}
+
+/// `fdatasync`, retrying on EINTR (which reports no write-back failure).
+func flush(_ file: Int32, call: String) throws(LMDBError) {
+    while fdatasync(file) != 0 {
+        if errno != EINTR { throw LMDBError(code: .init(rawValue: errno), call: call) }
+    }
 }
 
 /// `pwrite` until all of `bytes` is written at `offset`, retrying on EINTR and short writes.

@@ -34,9 +34,12 @@ public final class FileReserve: @unchecked Sendable {
     private let policy: Policy
     /// One step of zeros, never written to after `init`.
     private let zeros: UnsafeMutableRawBufferPointer
-    /// `data.mdb` opened for direct writes, or -1 where `O_DIRECT` is refused: then LMDB's own
-    /// descriptor is used.
+    /// `data.mdb` opened for direct writes, or -1 where `O_DIRECT` is refused.
     private let directFile: Int32
+    /// `data.mdb` opened for buffered writes, where direct ones are refused. Never LMDB's own
+    /// descriptor: a failed write-back is reported once per descriptor, and a flush here must not
+    /// take that report from the `fdatasync` of LMDB's next commit (see `Environment.sync()`).
+    private let bufferedFile: Int32
     /// Cleared when a direct write is refused (EINVAL), for a file system that opens with `O_DIRECT`
     /// but does not take it.
     private let writesDirectly: Atomic<Bool>
@@ -49,12 +52,14 @@ public final class FileReserve: @unchecked Sendable {
         zeros = .allocate(byteCount: policy.step, alignment: 4096)
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
         directFile = folio_open_direct_write(environment.path + "/data.mdb")
+        bufferedFile = open(environment.path + "/data.mdb", O_WRONLY | O_CLOEXEC)
         writesDirectly = Atomic(directFile >= 0)
     }
 
     deinit {
         zeros.deallocate()
         if directFile >= 0 { close(directFile) }
+        if bufferedFile >= 0 { close(bufferedFile) }
     }
 
     /// Reserved bytes beyond LMDB's last page.
@@ -72,7 +77,8 @@ public final class FileReserve: @unchecked Sendable {
     /// was written before stays, harmlessly.
     public func topUp() throws(LMDBError) {
         while true {
-            let file = writesDirectly.load(ordering: .relaxed) ? directFile : environment.dataFile
+            let file = writesDirectly.load(ordering: .relaxed) ? directFile : bufferedFile
+            guard file >= 0 else { throw LMDBError(code: .init(rawValue: EBADF), call: "open data.mdb for the reserve") }
             let more = try environment.excludingWrites { () throws(LMDBError) -> Bool in
                 let info = environment.info
                 var status = stat()
@@ -93,7 +99,7 @@ public final class FileReserve: @unchecked Sendable {
                 return true
             }
             guard more else { return }
-            if fdatasync(file) != 0 { throw LMDBError(code: .init(rawValue: errno), call: "fdatasync") }
+            try flush(file, call: "fdatasync")
         }
     }
 }

@@ -1,3 +1,5 @@
+import FolioHarness
+
 /// One client of a run: over its own connection it sends its scenario's requests back to back
 /// (closed loop: the next batch only once the last is answered) from `start` until `end`, and
 /// tallies those answered within the measured window. Owned by its thread while it runs; the runner

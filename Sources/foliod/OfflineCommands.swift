@@ -47,8 +47,11 @@ enum OfflineCommands {
             throw StoreError.unusable("\(directory) holds no Folio store")
         }
         let lock = try DataDirectoryLock(directory: directory)
+        // Each commit flushes its pages before its meta page is written, so an OS crash during a
+        // rebuild leaves the store intact (at an earlier commit); with no flush at all it could
+        // leave a meta page pointing at pages never written, the log's among them.
         var options = Store.Options()
-        options.sync = .noSync
+        options.sync = .noMetaSync
         return (lock, try Store(directory: directory, options: options))
     }
 

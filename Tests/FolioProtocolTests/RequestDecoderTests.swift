@@ -50,7 +50,10 @@ import Testing
         (#"[1]"#, .badRequest, "object"),
         (#"{"op":"list","collection":"T","limit":1001}"#, .badRequest, "limit"),
         (#"{"op":"list","collection":"T","offset":1,"after":"AQ"}"#, .badRequest, "offset"),
-        (#"{"op":"list","view":"v","where":{"a":1}}"#, .badRequest, "view"),
+        (#"{"op":"list","view":"v","sort":["a"]}"#, .badRequest, "view"),
+        (#"{"op":"backlinks","ref":"Item","from":"Category.items"}"#, .badRequest, "ref"),
+        (#"{"op":"backlinks","ref":"Item/i1","from":"Category"}"#, .badRequest, "from"),
+        (#"{"op":"get","collection":"T","id":"a","include":["x"],"atSeq":3}"#, .badRequest, "include"),
         (#"{"op":"list","collection":"T","after":"%%%"}"#, .badRequest, "cursor"),
         (#"{"op":"create","collection":"T","data":{"id":1}}"#, .badRequest, "reserved"),
         (#"{"op":"update","collection":"T","id":"a","patch":{},"ifVersion":-1}"#, .badRequest, "ifVersion"),
@@ -65,7 +68,7 @@ import Testing
 
     @Test func commandsAndReadsDecodeToTheirOperations() {
         guard case .success(let create) = decode(#"{"op":"create","collection":"Task","id":"t1","data":{"n":1}}"#),
-            case .write(.create(let collection, let id, let data)) = create.operation
+            case .write(let write) = create.operation, case .create(let collection, let id, let data) = write.command
         else {
             Issue.record("create not decoded")
             return
@@ -73,13 +76,13 @@ import Testing
         #expect(collection == "Task" && id == "t1" && data == ["n": 1])
         #expect(create.spec.kind == .write && create.spec.cost == nil)
         guard case .success(let get) = decode(#"{"op":"get","collection":"Task","id":"t1","asOf":{"$date":"2026-01-01T00:00:00Z"}}"#),
-            case .read(.get(_, _, let point?)) = get.operation
+            case .read(.get(_, _, let point?, _)) = get.operation
         else {
             Issue.record("get not decoded")
             return
         }
         #expect(point == .instant(Instant(rfc3339: "2026-01-01T00:00:00Z")!))
-        #expect(get.spec.kind == .read && get.spec.cost == .inline)
+        #expect(get.spec.kind == .read && get.spec.cost == .byPlan)
     }
 
     @Test func theTableNamesEachOpOnceAndDecodesEachToItsKind() {
@@ -93,6 +96,12 @@ import Testing
             "view.define": #"{"op":"view.define","name":"v","collection":"T"}"#, "view.drop": #"{"op":"view.drop","name":"v"}"#,
             "view.list": #"{"op":"view.list"}"#, "watch": #"{"op":"watch","tag":1}"#, "unwatch": #"{"op":"unwatch","watch":1}"#,
             "verify": #"{"op":"verify"}"#, "backup": #"{"op":"backup","directory":"/tmp/b"}"#,
+            "batch": #"{"op":"batch","ops":[{"op":"create","collection":"T","data":{}},{"op":"delete","collection":"T","id":{"$result":0}}]}"#,
+            "schema.define": #"{"op":"schema.define","collection":"T","fields":{"n":{"type":"integer"}}}"#,
+            "schema.drop": #"{"op":"schema.drop","collection":"T"}"#, "schema.get": #"{"op":"schema.get","collection":"T"}"#,
+            "schema.list": #"{"op":"schema.list"}"#,
+            "links": #"{"op":"links","ref":"Category/c1","field":"items","include":["owner"]}"#,
+            "backlinks": #"{"op":"backlinks","ref":"Item/i1","from":"Category.items"}"#,
         ]
         #expect(Set(samples.keys) == Set(OperationTable.names))
         for (name, line) in samples {
@@ -108,10 +117,11 @@ import Testing
             #expect((request.spec.kind == .read) == (request.spec.cost != nil))
         }
         // What grows with the data never runs inline.
-        for name in ["stats", "verify", "backup", "view.list"] {
+        for name in ["stats", "verify", "backup", "view.list", "schema.list"] {
             #expect(OperationTable.spec(named: name)?.cost == .worker, "\(name)")
         }
         #expect(OperationTable.spec(named: "list")?.cost == .byPlan)
+        #expect(OperationTable.spec(named: "get")?.cost == .byPlan)
     }
 
     @Test func historyPagesLikeEvents() {

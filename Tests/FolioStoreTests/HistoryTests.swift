@@ -17,7 +17,7 @@ import Testing
             try snapshot.forEachEvent(after: 0, limit: .max) { sequence, record in
                 let event = try EventLog.decode(record, sequence: sequence)
                 guard let target = event.object, target.collection == collection, target.id == id else { return true }
-                object = event.applied(to: object)
+                object = try event.applied(to: object)
                 states.append((sequence, object))
                 return true
             }

@@ -18,11 +18,20 @@ final class TestWriter: @unchecked Sendable {
 
     init(_ store: Store) { self.store = store }
 
+    /// The command's own event.
     @discardableResult
     func execute(_ command: Command) throws -> StoreWriter.Applied {
+        try write(command).appended[0]
+    }
+
+    /// A write in a transaction of its own.
+    @discardableResult
+    func write(_ command: Command, requestKey: String? = nil) throws -> WriteOutcome {
         clock += 7
         return try store.write { writer in
-            try writer.execute(command, Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin), ids: &ids)
+            try writer.execute(
+                WriteRequest(command: command, requestKey: requestKey), Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin),
+                ids: &ids)
         }
     }
 
@@ -33,7 +42,7 @@ final class TestWriter: @unchecked Sendable {
 
 /// Replays `source`'s log into a new store in `path`, as an import would.
 func replay(_ source: Store, into path: String, chunk: Int = 97) throws -> Store {
-    let target = try Store(directory: path)
+    let target = try Store(directory: path, options: source.options)
     try target.append { after in
         try source.read { snapshot in
             var events: [Event] = []

@@ -8,6 +8,7 @@ enum Binaries {
 
     static var foliod: String { (directory ?? "/nonexistent") + "/foliod" }
     static var folio: String { (directory ?? "/nonexistent") + "/folio" }
+    static var folioChaos: String { (directory ?? "/nonexistent") + "/folio-chaos" }
 
     /// Throws a readable error when the binaries were not found, so a test fails saying so.
     static func require() throws {

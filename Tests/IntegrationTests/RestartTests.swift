@@ -156,3 +156,22 @@ import Testing
         }
     }
 }
+
+@Suite struct LeftoverScratchTests {
+    /// A verify killed mid-run left its scratch store in the data directory for good (one 1,000-cycle
+    /// crash loop left 215 of them): the next start removes them.
+    @Test func aStartRemovesTheScratchStoresOfUnfinishedVerifies() throws {
+        try withTemporaryDirectory { directory in
+            let daemon = RunningDaemon(directory: directory)
+            defer { daemon.shutDown() }
+            let scratch = daemon.dataDirectory + "/verify-4242-17"
+            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+            FileManager.default.createFile(atPath: scratch + "/data.mdb", contents: Data(repeating: 0, count: 4096))
+            FileManager.default.createFile(atPath: daemon.dataDirectory + "/verify.txt.keep", contents: Data())
+            try daemon.start()
+            #expect(!FileManager.default.fileExists(atPath: scratch))
+            #expect(try daemon.request(["op": "verify"]).result?["ok"] == true)
+            #expect(daemon.log.contains("removed verify-4242-17"))
+        }
+    }
+}

@@ -1,3 +1,4 @@
+import FolioHarness
 import FolioJSON
 import Foundation
 import Glibc
@@ -13,6 +14,8 @@ final class RunningDaemon: @unchecked Sendable {
     let socketPath: String
     let logPath: String
     let arguments: [String]
+    /// Variables added to foliod's environment at the next `start` (failpoints, LD_PRELOAD).
+    var environment: [String: String] = [:]
 
     private var process: ChildProcess?
 
@@ -42,6 +45,7 @@ final class RunningDaemon: @unchecked Sendable {
         environment["FOLIO_SOCKET"] = nil
         environment["FOLIO_DATA"] = nil
         environment["JOURNAL_STREAM"] = nil
+        environment.merge(self.environment) { $1 }
         let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
         defer { Glibc.close(nullDevice) }
         let process = try ChildProcess(
@@ -85,6 +89,14 @@ final class RunningDaemon: @unchecked Sendable {
             process.killAndWait()
             throw DaemonError("foliod did not exit within \(timeout) s of SIGTERM; killed it. Its log:\n\(log)")
         }
+        return process.exitStatus
+    }
+
+    /// Waits up to `timeout` s for foliod to exit on its own; its exit status (128 + signal if a
+    /// signal ended it), or nil if it still runs.
+    func waitForExit(timeout: Double) -> Int32? {
+        guard let process, process.waitForExit(timeout: timeout) else { return nil }
+        self.process = nil
         return process.exitStatus
     }
 

@@ -1,6 +1,7 @@
 import FolioJSON
 import FolioModel
 import Foundation
+import LMDB
 
 /// Why an import was refused: the line and what is wrong with it.
 public struct ImportError: Error, CustomStringConvertible {
@@ -38,6 +39,13 @@ public struct Importer {
             let summary = try build(in: building, nextLine: nextLine, progress: progress)
             if manager.fileExists(atPath: directory) { try manager.removeItem(atPath: directory) }
             try manager.moveItem(atPath: building, toPath: directory)
+            do {
+                // The new name, so that an import said done survives an OS crash.
+                try Environment.flushDirectory(URL(fileURLWithPath: directory).deletingLastPathComponent().path)
+            } catch {
+                try? manager.removeItem(atPath: directory)
+                throw error
+            }
             return summary
         } catch {
             try? manager.removeItem(atPath: building)
@@ -64,6 +72,7 @@ public struct Importer {
             progress(batch.last?.event.sequence ?? 0)
         })
         try store.environment.sync()
+        try Environment.flushDirectory(path)
         return Summary(events: reader.lastSequence, chainHead: reader.chain, digest: try store.read { try $0.digest() })
     }
 }

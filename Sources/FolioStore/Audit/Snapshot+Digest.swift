@@ -3,7 +3,8 @@ import LMDB
 
 extension Snapshot {
     /// SHA-256 over current state and every view, in key order: every object record, then each
-    /// collection's creation order, then each view's definition and entries. Stores that hold the
+    /// collection's creation order, then each view's definition and entries, then the reference
+    /// index and each schema. Stores that hold the
     /// same objects and views have the same digest, however they were built (live, rebuilt,
     /// imported, restored from a backup).
     public func digest() throws -> ChainHash {
@@ -32,6 +33,15 @@ extension Snapshot {
             frame(Array("view".utf8))
             frame(view.definition.json.serialized())
             try view.tree.forEach(storeTxn) { frame($0) }
+        }
+        // Present only in stores that use them, so older stores keep their digest.
+        if let references = try catalog.referenceTree(storeTxn, creating: false), try references.count(storeTxn) > 0 {
+            frame(Array("references".utf8))
+            try references.forEach(storeTxn) { frame($0) }
+        }
+        for schema in try catalog.allSchemas(storeTxn) {
+            frame(Array("schema".utf8))
+            frame(schema.json.serialized())
         }
         return ChainHash(bytes: hasher.finalize())
     }

@@ -3,6 +3,10 @@ import Foundation
 import Glibc
 import LMDB
 
+#if DEBUG
+import Failpoints
+#endif
+
 extension Store {
     /// What a copy of the store holds.
     public struct CopySummary: Sendable {
@@ -14,8 +18,8 @@ extension Store {
     }
 
     /// A hot, consistent, compacted copy of the environment in `directory` (created if needed, must be
-    /// empty), taken from one snapshot while writers go on (`mdb_env_copy2` with `MDB_CP_COMPACT`).
-    /// Returns what the copy holds, read back from the copy itself.
+    /// empty), taken from one snapshot while writers go on (`Environment.copy`, compacting) and
+    /// flushed to disk. Returns what the copy holds, read back from the copy itself.
     public func backup(to directory: String) throws -> CopySummary {
         let manager = FileManager.default
         let target = URL(fileURLWithPath: directory).resolvingSymlinksInPath().standardizedFileURL.path
@@ -30,10 +34,16 @@ extension Store {
             }
         } else if let problem = Self.makeDirectories(directory) {
             throw StoreError.invalid("cannot create backup directory \(problem)")
+        } else {
+            // The new directory's own entry, so that the flushed copy can be found after an OS crash.
+            try Environment.flushDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
         }
         let copy: Store
         do {
             try environment.copy(to: directory, compact: true)
+            #if DEBUG
+            try Failpoint.backupAfterCopy.check()
+            #endif
             copy = try Store(directory: directory)
         } catch {
             // The directory was empty: what is in it now is this backup's, and of no use.

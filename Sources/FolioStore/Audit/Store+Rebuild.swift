@@ -2,6 +2,10 @@ import FolioModel
 import LMDB
 import Synchronization
 
+#if DEBUG
+import Failpoints
+#endif
+
 extension Store {
     public struct Progress: Sendable {
         public let done: UInt64
@@ -43,6 +47,9 @@ extension Store {
                 for (event, data) in batch { try applier.apply(event, txn, createdData: data) }
                 try txn.cache?.flush(into: lmdb, trees: databases.trees)
             }
+            #if DEBUG
+            try Failpoint.rebuildAfterChunk.check()
+            #endif
             progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
         })
         try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) }

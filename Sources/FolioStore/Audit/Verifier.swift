@@ -6,7 +6,7 @@ import LMDB
 /// The outcome of a verification: the chain, the replay and every difference found.
 public struct VerificationReport: Sendable {
     public struct Mismatch: Sendable, Equatable {
-        /// `object`, `view`, `creationOrder`, `history`, `catalog`, `event`
+        /// `object`, `view`, `creationOrder`, `references`, `history`, `catalog`, `requestKeys`, `event`
         public let kind: String
         public let description: String
     }
@@ -43,6 +43,8 @@ extension Store {
         try read { snapshot in
             var scratchOptions = Options()
             scratchOptions.sync = .noSync
+            scratchOptions.mapSize = max(scratchOptions.mapSize, environment.info.mapSize)
+            scratchOptions.requestKeyRetention = options.requestKeyRetention
             let scratch: Store
             do {
                 scratch = try Store(directory: scratchDirectory, options: scratchOptions)
@@ -118,6 +120,11 @@ struct Verifier {
         for difference in raw {
             report.add("catalog", "catalog entry \(String(decoding: difference.key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)) \(side(difference))")
         }
+        raw = []
+        try Store.compare(liveDatabases.requests, live.txn, replayedDatabases.requests, replayed.txn, limit: 100, into: &raw)
+        for difference in raw {
+            report.add("requestKeys", "request key entry \(String(decoding: difference.key.dropFirst().map { $0 < 0x20 || $0 > 0x7E ? UInt8(ascii: ".") : $0 }, as: UTF8.self)) \(side(difference))")
+        }
     }
 
     private func side(_ difference: StoreDifference) -> String {
@@ -167,6 +174,10 @@ struct Verifier {
         }
         for view in try replayed.catalog.allViews(replayed.storeTxn) {
             replayedTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
+        }
+        if let tree = try live.catalog.referenceTree(live.storeTxn, creating: false) { liveTrees["the reference index"] = ("references", tree, nil) }
+        if let tree = try replayed.catalog.referenceTree(replayed.storeTxn, creating: false) {
+            replayedTrees["the reference index"] = ("references", tree, nil)
         }
         for (name, tree) in try live.catalog.collections(live.storeTxn) { liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil) }
         for (name, tree) in try replayed.catalog.collections(replayed.storeTxn) {

@@ -5,10 +5,21 @@ public struct QueryPlan: Sendable, Equatable {
     public enum Source: Sendable, Equatable {
         /// A named view answered it.
         case view(String)
+        /// A range of a view answered it: the objects whose first `fixed` sort fields equal the
+        /// query's values for them.
+        case viewRange(String, fixed: [String])
         /// The collection's creation-order index answered it.
         case creationOrder(String)
         /// Every object of the collection was read, filtered and sorted.
         case scan(String)
+        /// The reference index answered it: the referrers of an object from one field, by id.
+        case references(String)
+        /// Every referrer of an object from one field was read, filtered and sorted.
+        case referenceScan(String)
+        /// The references of one object's field, in their order.
+        case links(String)
+        /// Every object the field refers to was read, filtered and sorted.
+        case linkScan(String)
     }
 
     public var source: Source
@@ -26,4 +37,6 @@ public struct QueryResult: Sendable {
     /// Where the next page starts; nil after the last page.
     public var next: PageCursor?
     public var plan: QueryPlan
+    /// The answer holds fewer included objects than `include` asked for (`Snapshot.includeLimit`).
+    public var includeTruncated = false
 }

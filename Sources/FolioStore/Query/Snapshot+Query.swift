@@ -3,57 +3,149 @@ import FolioModel
 import LMDB
 
 extension Snapshot {
-    /// Answers a `list` (or, with `countOnly`, a `count`) from a view or index when one holds exactly
-    /// the query's objects in its order, else by scanning the collection.
+    /// Answers a `list` (or, with `countOnly`, a `count`) from a view, a range of a view, an index
+    /// or the reference index when one holds exactly the query's objects in its order, else by
+    /// reading every candidate (the collection, the referrers, the linked objects).
     public func run(_ query: Query, countOnly: Bool = false) throws -> QueryResult {
+        var result: QueryResult
         switch try plan(for: query) {
-        case .tree(let tree, let source, let sort):
-            return try runOnTree(query, tree: tree, sort: sort, source: source, countOnly: countOnly)
-        case .scan(let collection):
-            return try scan(query, collection: collection, countOnly: countOnly)
+        case .tree(let tree, let source, let collection, let range):
+            result = try runOnTree(query, tree: tree, source: source, collection: collection, range: range, countOnly: countOnly)
+        case .scan(let candidates, let source):
+            result = try scan(query, candidates: candidates, source: source, countOnly: countOnly)
+        case .links(let source, let references):
+            result = try links(query, references: references, source: source, countOnly: countOnly)
         case .empty(let source):
-            return QueryResult(plan: QueryPlan(source: source, examined: 0))
+            result = QueryResult(plan: QueryPlan(source: source, examined: 0))
+        }
+        if !query.include.isEmpty && !countOnly && result.itemCount > 0 { try include(query.include, in: &result) }
+        return result
+    }
+
+    /// Whether answering `query` means reading every candidate object (or including referenced
+    /// ones), so that its cost grows with the data.
+    public func needsScan(_ query: Query) throws -> Bool {
+        if !query.include.isEmpty { return true }
+        switch try plan(for: query) {
+        case .scan: return true
+        case .links(_, let references): return query.filter != nil || query.sort != nil || references.count > Query.maxLimit
+        case .tree, .empty: return false
         }
     }
 
-    /// Whether answering `query` means reading every object of a collection.
-    public func needsScan(_ query: Query) throws -> Bool {
-        if case .scan = try plan(for: query) { return true }
-        return false
+    /// Objects to read for a scan.
+    enum Candidates {
+        case collection(String)
+        /// Given objects, in no particular order; missing ones are skipped.
+        case objects([(collection: String, id: String)])
     }
 
-    private enum Plan {
-        case tree(CountedTree, QueryPlan.Source, SortOrder)
-        case scan(String)
+    /// Keys of a tree from `lower` (inclusive) to `upper` (exclusive), the ranks of a range.
+    struct KeyRange {
+        let prefix: [UInt8]
+    }
+
+    enum Plan {
+        case tree(CountedTree, QueryPlan.Source, collection: String, range: KeyRange?)
+        case scan(Candidates, QueryPlan.Source)
+        /// A field's references in their order, as `collection/id`.
+        case links(QueryPlan.Source, [(collection: String, id: String)])
         /// The collection never had an object.
         case empty(QueryPlan.Source)
     }
 
-    private func plan(for query: Query) throws -> Plan {
+    func plan(for query: Query) throws -> Plan {
         switch query.source {
         case .view(let name):
             guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
-            return .tree(view.tree, .view(name), view.definition.sort)
+            guard let filter = query.filter else { return .tree(view.tree, .view(name), collection: view.definition.collection, range: nil) }
+            guard let (prefix, fixed) = Self.fixedPrefix(of: view.definition, matching: filter, viewFilter: nil) else {
+                throw StoreError.invalid(
+                    "the where of a list of view \(Names.quoted(name)) may only fix its leading sort fields by equality (\(view.definition.sort)): the view defines the rest")
+            }
+            return .tree(view.tree, .viewRange(name, fixed: fixed), collection: view.definition.collection, range: KeyRange(prefix: prefix))
         case .collection(let collection):
             let sort = query.sort ?? .creation
             if query.filter == nil && sort == .creation {
                 guard let tree = try catalog.collectionTree(collection, storeTxn) else { return .empty(.creationOrder(collection)) }
-                return .tree(tree, .creationOrder(collection), .creation)
+                return .tree(tree, .creationOrder(collection), collection: collection, range: nil)
             }
-            for view in try catalog.views(on: collection, storeTxn)
-            where view.definition.sort == sort && view.definition.filter == query.filter {
-                return .tree(view.tree, .view(view.definition.name), sort)
+            let views = try catalog.views(on: collection, storeTxn)
+            for view in views where view.definition.sort == sort && view.definition.filter == query.filter {
+                return .tree(view.tree, .view(view.definition.name), collection: collection, range: nil)
             }
-            return .scan(collection)
+            // A view whose leading sort fields the where fixes, in the order the query asks for.
+            if let filter = query.filter {
+                for view in views {
+                    let fields = view.definition.sort.fields
+                    guard let (prefix, fixed) = Self.fixedPrefix(of: view.definition, matching: filter, viewFilter: view.definition.filter)
+                    else { continue }
+                    guard query.sort == view.definition.sort || (fixed.count < fields.count && sort.fields == Array(fields[fixed.count...]))
+                    else { continue }
+                    return .tree(view.tree, .viewRange(view.definition.name, fixed: fixed), collection: collection, range: KeyRange(prefix: prefix))
+                }
+            }
+            return .scan(.collection(collection), .scan(collection))
+        case .backlinks(let collection, let id, let sourceCollection, let path):
+            let from = sourceCollection + "." + path
+            if query.filter == nil && query.sort == nil {
+                guard let tree = try catalog.referenceTree(storeTxn, creating: false) else { return .empty(.references(from)) }
+                let prefix = RefIndex.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
+                return .tree(tree, .references(from), collection: sourceCollection, range: KeyRange(prefix: prefix))
+            }
+            let ids = try store.applier.references.sources(of: collection, id, from: sourceCollection, path: path, limit: .max, storeTxn).ids
+            return .scan(.objects(ids.map { (sourceCollection, $0) }), .referenceScan(from))
+        case .links(let collection, let id, let field):
+            let name = field.joined(separator: ".")
+            guard let object = try objects.get(collection, id, txn) else { throw StoreError.notFound(collection: collection, id: id) }
+            var references: [(String, String)] = []
+            func collect(_ value: JSON) {
+                switch value {
+                case .array(let elements): for element in elements { collect(element) }
+                case .object(let object):
+                    if case .reference(let target, let targetID)? = TypedValue.recognize(object) { references.append((target, targetID)) }
+                default: break
+                }
+            }
+            if let value = object.data.value(atPath: field) {
+                if case .array(let elements) = value { elements.forEach(collect) } else { collect(value) }
+            }
+            if query.filter != nil || query.sort != nil { return .scan(.objects(references), .linkScan(name)) }
+            return .links(.links(name), references)
         }
     }
 
-    private func collectionName(_ query: Query, _ source: QueryPlan.Source) throws -> String {
+    /// The key prefix of a view's range that `filter` selects, and the sort fields it fixes: `filter`
+    /// must be equalities on the view's first n sort fields (n ≥ 1), and besides them exactly
+    /// `viewFilter` (the view's own where, when the query names a collection; nothing when it names
+    /// the view). Nil when it is not.
+    static func fixedPrefix(of view: ViewDefinition, matching filter: Filter, viewFilter: Filter?) -> ([UInt8], [String])? {
+        var rest: [Filter]
+        if case .all(let parts) = filter { rest = parts } else { rest = [filter] }
+        var prefix: [UInt8] = []
+        var fixed: [String] = []
+        for field in view.sort.fields {
+            guard let index = rest.firstIndex(where: {
+                if case .condition(field.path, .equal) = $0 { return true } else { return false }
+            }), case .condition(_, .equal(let value)) = rest[index] else { break }
+            rest.remove(at: index)
+            SortKey.append(value, descending: field.descending, to: &prefix)
+            fixed.append(field.path.description)
+        }
+        guard !fixed.isEmpty else { return nil }
+        let remaining: Filter? = rest.isEmpty ? nil : (rest.count == 1 ? rest[0] : .all(rest))
+        guard remaining == viewFilter else { return nil }
+        return (prefix, fixed)
+    }
+
+    private func collectionName(_ query: Query) throws -> String {
         switch query.source {
         case .collection(let name): return name
         case .view(let name):
             guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
             return view.definition.collection
+        case .links(let collection, _, _): return collection
+        case .backlinks(_, _, let sourceCollection, _): return sourceCollection
         }
     }
 
@@ -63,42 +155,63 @@ extension Snapshot {
         }
     }
 
-    private func runOnTree(_ query: Query, tree: CountedTree, sort: SortOrder, source: QueryPlan.Source, countOnly: Bool) throws -> QueryResult {
+    private func runOnTree(
+        _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, countOnly: Bool
+    ) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        result.total = try tree.count(storeTxn)
+        let lower = try range.map { try tree.rank(of: $0.prefix, storeTxn) } ?? 0
+        let upper = try range.map { try tree.rank(of: RefIndex.end(of: $0.prefix), storeTxn) } ?? tree.count(storeTxn)
+        result.total = upper - lower
         if countOnly { return result }
-        let collection = try collectionName(query, source)
         let forward = !query.descending
-        let position: CountedTree.Position
+        // The rank, within the range, of the first key of the page (counted from the range's end
+        // when reading backwards).
+        let start: Int
         switch query.start {
         case .offset(let offset):
-            guard offset < result.total else { return result }
-            position = try tree.position(atRank: forward ? offset : result.total - offset, storeTxn)
+            start = offset
         case .after(let cursor):
             try checkCursor(cursor, query)
-            position = try tree.position(of: cursor.key, strictly: forward, storeTxn)
+            if let range, !cursor.key.starts(with: range.prefix) {
+                throw StoreError.invalid("after: the cursor is not within the range the where selects")
+            }
+            let rank = try tree.rank(of: cursor.key, inclusive: true, storeTxn)
+            start = forward ? max(0, rank - lower) : max(0, upper - rank + 1)
         }
-        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn)
+        guard start < result.total else { return result }
+        let position = try tree.position(atRank: forward ? lower + start : upper - start, storeTxn)
+        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
         try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
         result.plan.examined = page.examined
         page.finish(into: &result)
         return result
     }
 
-    /// Reads every object of the collection: correct for any query, O(n).
-    private func scan(_ query: Query, collection: String, countOnly: Bool) throws -> QueryResult {
-        var result = QueryResult(plan: QueryPlan(source: .scan(collection), examined: 0))
+    /// Reads every candidate: correct for any query, O(n log n).
+    private func scan(_ query: Query, candidates: Candidates, source: QueryPlan.Source, countOnly: Bool) throws -> QueryResult {
+        var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
         let sort = query.sort ?? .creation
-        var keys: [[UInt8]] = []
-        try objects.forEach(in: collection, txn) { object in
+        var keys: [(key: [UInt8], collection: String)] = []
+        func consider(_ object: StoredObject) {
             result.plan.examined += 1
-            guard query.filter?.matches(object) ?? true else { return true }
+            guard query.filter?.matches(object) ?? true else { return }
             result.total += 1
-            if !countOnly { keys.append(sort.key(for: object, id: object.id)) }
-            return true
+            if !countOnly { keys.append((sort.key(for: object, id: object.id), object.collection)) }
+        }
+        switch candidates {
+        case .collection(let collection):
+            try objects.forEach(in: collection, txn) { object in
+                consider(object)
+                return true
+            }
+        case .objects(let list):
+            var seen = Set<String>()
+            for (collection, id) in list where seen.insert(collection + "/" + id).inserted {
+                if let object = try objects.get(collection, id, txn) { consider(object) }
+            }
         }
         if countOnly { return result }
-        keys.sort { compareBytes($0, $1) < 0 }
+        keys.sort { compareBytes($0.key, $1.key) < 0 }
         if query.descending { keys.reverse() }
         let start: Int
         switch query.start {
@@ -106,61 +219,109 @@ extension Snapshot {
             start = min(offset, keys.count)
         case .after(let cursor):
             try checkCursor(cursor, query)
-            start = keys.partitioningIndex { query.descending ? compareBytes($0, cursor.key) < 0 : compareBytes($0, cursor.key) > 0 }
+            start = keys.partitioningIndex { query.descending ? compareBytes($0.key, cursor.key) < 0 : compareBytes($0.key, cursor.key) > 0 }
         }
-        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn)
-        for key in keys[start...] {
-            guard try page.take(key[...]) else { break }
+        var page = PageWriter(query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start)
+        for entry in keys[start...] {
+            guard try page.take(entry.key[...], collection: entry.collection) else { break }
         }
         page.finish(into: &result)
+        return result
+    }
+
+    /// A field's references in their order (`links` without where or sort): a missing target is
+    /// its reference with `"$missing": true`. The cursor holds the position in the field.
+    private func links(_ query: Query, references: [(collection: String, id: String)], source: QueryPlan.Source, countOnly: Bool) throws
+        -> QueryResult
+    {
+        var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
+        result.total = references.count
+        if countOnly { return result }
+        var order = Array(references.indices)
+        if query.descending { order.reverse() }
+        var start: Int
+        switch query.start {
+        case .offset(let offset): start = offset
+        case .after(let cursor):
+            try checkCursor(cursor, query)
+            guard cursor.key.count == 8 else { throw StoreError.invalid("after: not a cursor of links") }
+            let index = Int(cursor.key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
+            start = query.descending ? references.count - index : index + 1
+        }
+        start = max(0, start)
+        var writer = JSONWriter(capacity: 1024)
+        var last: Int?
+        var position = start
+        while position < order.count && result.itemCount < query.limit && writer.bytes.count < Snapshot.pageByteBudget {
+            let index = order[position]
+            let (collection, id) = references[index]
+            if result.itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+            if let record = try objects.record(collection, id, txn) {
+                try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
+            } else {
+                writer.write(["$ref": .string(collection + "/" + id), "$missing": true] as JSON)
+            }
+            result.itemCount += 1
+            result.plan.examined += 1
+            last = index
+            position += 1
+        }
+        result.items = writer.bytes
+        if position < order.count, let last {
+            result.next = PageCursor(fingerprint: query.fingerprint, key: withUnsafeBytes(of: UInt64(last).bigEndian) { Array($0) })
+        }
         return result
     }
 }
 
 /// Writes a page as its keys go by: the objects of the first `limit` keys, or fewer once they take
-/// `Snapshot.pageByteBudget` bytes; one more key means there is a next page, whose cursor is the
-/// last written key.
+/// `Snapshot.pageByteBudget` bytes; a key beyond them means there is a next page, whose cursor is
+/// the last written key.
 private struct PageWriter {
     let query: Query
-    let collection: String
+    /// The collection of every key's object; nil when each key comes with its own.
+    let collection: String?
     let objects: ObjectTable
     let txn: Transaction
+    /// Keys left from the first one offered, to know whether a next page exists without reading it.
+    private var remaining: Int
     private var writer: JSONWriter
     private var itemCount = 0
     private var lastKey: ArraySlice<UInt8>?
     private var hasMore = false
-    private var objectKey: [UInt8]
-    private let prefixLength: Int
     private(set) var examined = 0
 
-    init(query: Query, collection: String, objects: ObjectTable, txn: Transaction) {
+    init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int) {
         self.query = query
         self.collection = collection
         self.objects = objects
         self.txn = txn
+        self.remaining = remaining
         writer = JSONWriter(capacity: 256 * min(query.limit, 100))
-        objectKey = Keys.collectionPrefix(collection)
-        prefixLength = objectKey.count
     }
 
     /// Writes the object of `key`; returns whether to go on.
-    mutating func take(_ key: ArraySlice<UInt8>) throws -> Bool {
-        examined += 1
+    mutating func take(_ key: ArraySlice<UInt8>, collection keyCollection: String? = nil) throws -> Bool {
         guard itemCount < query.limit && writer.bytes.count < Snapshot.pageByteBudget else {
             hasMore = true
             return false
         }
+        examined += 1
         let id = key.withUnsafeBytes { SortKey.id(in: $0) }
-        objectKey.removeSubrange(prefixLength...)
-        objectKey.append(contentsOf: id.utf8)
-        guard let record = try txn.get(objects.database, objectKey) else {
+        let collection = keyCollection ?? self.collection!
+        guard let record = try objects.record(collection, id, txn) else {
             throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
         try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
         itemCount += 1
         lastKey = key
-        return true
+        remaining -= 1
+        if remaining > 0 && itemCount == query.limit {
+            hasMore = true
+            return false
+        }
+        return remaining > 0
     }
 
     func finish(into result: inout QueryResult) {

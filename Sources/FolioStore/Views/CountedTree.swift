@@ -295,6 +295,22 @@ struct CountedTree {
         return Position(leaf: path.leafID, index: leaf.search(key, strictly: strictly).index)
     }
 
+    /// How many keys are less than `key` (less than or equal, with `inclusive`): the rank of the
+    /// first key after them. O(log n).
+    func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ txn: StoreTransaction) throws -> Int {
+        let header = try header(txn)
+        var rank: UInt64 = 0
+        var nodeID = header.root
+        for _ in 0..<header.height {
+            let node = try load(nodeID, txn)
+            let index = node.childIndex(for: key)
+            for earlier in 0..<index { rank += node.childCount(earlier) }
+            nodeID = node.childID(index)
+        }
+        let leaf = try load(nodeID, txn)
+        return Int(rank) + leaf.search(key, strictly: inclusive).index
+    }
+
     /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
     func position(atRank rank: Int, _ txn: StoreTransaction) throws -> Position {
         let header = try header(txn)
@@ -314,6 +330,16 @@ struct CountedTree {
             nodeID = node.childID(chosen)
         }
         return Position(leaf: nodeID, index: Int(remaining))
+    }
+
+    /// The first key ≥ `key`, if any.
+    func firstKey(atLeast key: [UInt8], _ txn: StoreTransaction) throws -> [UInt8]? {
+        var found: [UInt8]?
+        try scan(from: try position(of: key, txn), forward: true, txn) { entry in
+            found = Array(entry)
+            return false
+        }
+        return found
     }
 
     /// The first key starting with `prefix`, if any.

@@ -4,22 +4,22 @@ import Glibc
 
 /// One run of an executable to its end: exit status and everything it wrote. stdout and stderr are
 /// pipes, as in a shell pipeline.
-struct CommandRun: CustomStringConvertible {
-    let arguments: [String]
+public struct CommandRun: CustomStringConvertible {
+    public let arguments: [String]
     /// The exit status, or 128 + the signal number if a signal ended it.
-    let status: Int32
-    let stdout: String
-    let stderr: String
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
 
-    var description: String {
+    public var description: String {
         "`\(arguments.joined(separator: " "))` exited \(status)\nstdout: \(stdout)\nstderr: \(stderr)"
     }
 
     /// stdout as JSON lines.
-    var jsonLines: [String] { stdout.split(separator: "\n").map(String.init) }
+    public var jsonLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
     /// Runs `executable` with `arguments`; kills it and throws if it runs longer than `timeout` seconds.
-    static func run(
+    public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], timeout: Double = 30
     ) throws -> CommandRun {
         var merged = ProcessInfo.processInfo.environment
@@ -28,7 +28,7 @@ struct CommandRun: CustomStringConvertible {
         for (key, value) in environment { merged[key] = value }
         var output: [Int32] = [0, 0]
         var errors: [Int32] = [0, 0]
-        guard folio_pipe(&output) == 0, folio_pipe(&errors) == 0 else { throw DaemonError("pipe2 failed") }
+        guard folio_pipe(&output) == 0, folio_pipe(&errors) == 0 else { throw HarnessError("pipe2 failed") }
         let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
         defer { Glibc.close(nullDevice) }
         let process: ChildProcess
@@ -53,10 +53,10 @@ struct CommandRun: CustomStringConvertible {
         while open.contains(true) {
             guard Date() < deadline else {
                 process.killAndWait()
-                throw DaemonError("`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it")
+                throw HarnessError("`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it")
             }
             var fds = [output[0], errors[0]].enumerated().filter { open[$0.offset] }.map { pollfd(fd: $0.element, events: Int16(POLLIN), revents: 0) }
-            guard poll(&fds, nfds_t(fds.count), 100) >= 0 || errno == EINTR else { throw DaemonError("poll failed") }
+            guard poll(&fds, nfds_t(fds.count), 100) >= 0 || errno == EINTR else { throw HarnessError("poll failed") }
             for entry in fds where entry.revents != 0 {
                 let index = entry.fd == output[0] ? 0 : 1
                 let count = chunk.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
@@ -65,7 +65,7 @@ struct CommandRun: CustomStringConvertible {
         }
         if !process.waitForExit(timeout: max(1, deadline.timeIntervalSinceNow)) {
             process.killAndWait()
-            throw DaemonError("`\(executable)` closed its output but did not exit; killed it")
+            throw HarnessError("`\(executable)` closed its output but did not exit; killed it")
         }
         let outputText = texts[0]
         let errorText = texts[1]

@@ -4,13 +4,13 @@ import Glibc
 /// A child process started with `posix_spawn` and reaped with `waitpid`. Foundation's `Process`
 /// is not safe to start from several threads at once: under load it crashed in `Process.run()` and
 /// closed descriptors twice, cross-wiring other tests' sockets.
-final class ChildProcess: @unchecked Sendable {
-    let processIdentifier: pid_t
+public final class ChildProcess: @unchecked Sendable {
+    public let processIdentifier: pid_t
     private let lock = NSLock()
     private var waitStatus: Int32?
 
     /// Starts `executable`; the child's standard input, output and error are the given descriptors.
-    init(executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
+    public init(executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -25,12 +25,12 @@ final class ChildProcess: @unchecked Sendable {
         }
         var pid = pid_t()
         let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard rc == 0 else { throw DaemonError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        guard rc == 0 else { throw HarnessError("cannot start \(executable): \(String(cString: strerror(rc)))") }
         processIdentifier = pid
     }
 
     /// Reaps the child if it has ended.
-    var isRunning: Bool {
+    public var isRunning: Bool {
         lock.withLock {
             guard waitStatus == nil else { return false }
             var status: Int32 = 0
@@ -40,7 +40,7 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// Whether the process ended within `timeout` seconds.
-    func waitForExit(timeout: Double) -> Bool {
+    public func waitForExit(timeout: Double) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while isRunning && Date() < deadline { usleep(2_000) }
         return !isRunning
@@ -48,13 +48,13 @@ final class ChildProcess: @unchecked Sendable {
 
     /// SIGKILL, then wait (up to 30 s) for the end; whether it ended.
     @discardableResult
-    func killAndWait() -> Bool {
+    public func killAndWait() -> Bool {
         kill(processIdentifier, SIGKILL)
         return waitForExit(timeout: 30)
     }
 
     /// The exit status, or 128 + the signal number if a signal ended it (-1 while running).
-    var exitStatus: Int32 {
+    public var exitStatus: Int32 {
         guard !isRunning, let status = lock.withLock({ waitStatus }) else { return -1 }
         let signal = status & 0x7F
         return signal == 0 ? (status >> 8) & 0xFF : 128 + signal

@@ -1,0 +1,52 @@
+import FolioJSON
+
+/// A reference held by an object: the field path it sits at (object keys from the top of the data;
+/// arrays are passed through, so every element of `items` is at `items`) and its target.
+public struct Reference: Sendable, Hashable {
+    public var path: String
+    public var collection: String
+    public var id: String
+
+    public init(path: String, collection: String, id: String) {
+        self.path = path
+        self.collection = collection
+        self.id = id
+    }
+
+    public var target: String { collection + "/" + id }
+
+    /// Every distinct reference in `data`, in the order first met. Linear in the data's size: a
+    /// path is spelled out only for the references found.
+    public static func all(in data: JSONObject) -> [Reference] {
+        var found: [Reference] = []
+        var seen = Set<Reference>()
+        var path: [String] = []
+        for field in data {
+            path.append(field.key)
+            collect(field.value, path: &path, into: &found, &seen)
+            path.removeLast()
+        }
+        return found
+    }
+
+    private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>) {
+        switch value {
+        case .array(let elements):
+            for element in elements { collect(element, path: &path, into: &found, &seen) }
+        case .object(let object):
+            if case .reference(let collection, let id)? = TypedValue.recognize(object) {
+                let reference = Reference(path: path.joined(separator: "."), collection: collection, id: id)
+                if seen.insert(reference).inserted { found.append(reference) }
+                return
+            }
+            guard object.count > 0, object.fields[0].key.first != "$" else { return }
+            for field in object {
+                path.append(field.key)
+                collect(field.value, path: &path, into: &found, &seen)
+                path.removeLast()
+            }
+        default:
+            return
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import FolioCommandLine
+import Foundation
+
+/// What `folio-chaos` was asked to do, from its command line.
+struct ChaosOptions {
+    static let usage = """
+        usage: folio-chaos [--cycles N] [--seed N] [--clients N] [--cycles-per-store N] [--workload-ms MS]
+                           [--map-size BYTES] [--foliod PATH] [--directory DIR] [--keep] [--verbose]
+
+        The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
+        kills foliod with SIGKILL at a random moment (also during start-up, during verify or backup,
+        while the LMDB map grows, after a reader process was killed mid-read), restarts it and checks
+        the store against the history of requests and answers. Every --cycles-per-store cycles it
+        starts again on a fresh data directory.
+
+          --cycles N             crash cycles to run (default 20)
+          --seed N               seed of the first store; store k uses N + k (default: from the clock)
+          --clients N            writing clients (default 8)
+          --cycles-per-store N   cycles on one data directory before a fresh one (default 10)
+          --workload-ms MS       longest workload before a kill (default 800)
+          --map-size BYTES       foliod --map-size (default 1048576, so the map grows often)
+          --durability MODE      foliod --durability: full (default), relaxed or none; a kill of
+                                 foliod alone must lose no acknowledged write in any of them
+          --foliod PATH          the foliod binary (default: foliod next to this program)
+          --directory DIR        where stores are made (default: a new directory under $TMPDIR)
+          --keep                 keep every store's directory, not only those with a violation
+          --verbose              one line per cycle
+          --lose-writes          fault injection, to test the checks: from a store's second cycle on,
+                                 put back after the kill the data.mdb of before the workload, so that
+                                 acknowledged writes are lost and must be reported
+
+        A violation names the seed and cycle count that rerun its store: `--seed S --cycles C` with
+        the same --clients and --cycles-per-store replays the same requests, crash points and delays
+        (thread timing is the machine's). Exit status: 0 if no violation, 1 if any, 64 on a usage error.
+        """
+
+    var cycles = 20
+    var seed = UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000_007
+    var clients = 8
+    var cyclesPerStore = 10
+    var workloadMilliseconds = 800
+    var mapSize = 1 << 20
+    var durability = "full"
+    var foliod = ChaosOptions.siblingFoliod
+    var directory: String?
+    var keep = false
+    var verbose = false
+    var loseWrites = false
+    var showHelp = false
+
+    init(_ argv: [String]) throws(UsageError) {
+        var arguments = try Arguments(
+            argv,
+            valued: [
+                "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
+                "--foliod", "--directory",
+            ])
+        if try arguments.flag("--help", "-h") {
+            showHelp = true
+            return
+        }
+        if let value = try arguments.integer("--cycles") { cycles = value }
+        if let value = try arguments.integer("--seed") { seed = UInt64(value) }
+        if let value = try arguments.integer("--clients") {
+            guard (1...64).contains(value) else { throw UsageError("--clients must be 1 to 64") }
+            clients = value
+        }
+        if let value = try arguments.integer("--cycles-per-store") {
+            guard value >= 1 else { throw UsageError("--cycles-per-store must be at least 1") }
+            cyclesPerStore = value
+        }
+        if let value = try arguments.integer("--workload-ms") {
+            guard value >= 20 else { throw UsageError("--workload-ms must be at least 20") }
+            workloadMilliseconds = value
+        }
+        if let value = try arguments.integer("--map-size") { mapSize = value }
+        if let value = arguments.value("--durability") {
+            guard ["full", "relaxed", "none"].contains(value) else { throw UsageError("--durability must be full, relaxed or none") }
+            durability = value
+        }
+        if let value = arguments.value("--foliod") { foliod = value }
+        directory = arguments.value("--directory")
+        keep = try arguments.flag("--keep")
+        verbose = try arguments.flag("--verbose", "-v")
+        loseWrites = try arguments.flag("--lose-writes")
+        try arguments.rejectUnused()
+        if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+    }
+
+    /// `foliod` in the directory of this executable, where SwiftPM puts both.
+    private static var siblingFoliod: String {
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("foliod").path
+    }
+}

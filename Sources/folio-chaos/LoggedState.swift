@@ -1,0 +1,76 @@
+import FolioJSON
+
+/// The store as the log says it must be: every event read so far, replayed here, independently of
+/// foliod's own replay. Applying an event checks that it follows from the state before it.
+final class LoggedState {
+    private(set) var lastSeq: Int64 = 0
+    private(set) var chainHead = [UInt8](repeating: 0, count: 32)
+    private(set) var objects: [ObjectKey: ObjectState] = [:]
+    private(set) var views: [String: ViewDefinition] = [:]
+    private(set) var eventsByNonce: [String: LoggedEvent] = [:]
+    /// Every collection that ever had an object.
+    private(set) var collections: Set<String> = []
+    private var lastAt = ""
+    /// The last id foliod generated: they only increase, also across restarts.
+    private var lastGeneratedID = ""
+
+    /// Whether foliod chose the id: 26 characters of Crockford base32 (the workload's own ids have
+    /// lower-case letters).
+    static func isGenerated(_ id: String) -> Bool {
+        id.utf8.count == 26 && id.utf8.allSatisfy { Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8).contains($0) }
+    }
+
+    /// Appends the next event, whose chain hash was checked to be `hash`.
+    func apply(_ event: LoggedEvent, hash: [UInt8]) throws(Violation) {
+        guard event.seq == lastSeq + 1 else {
+            throw Violation("log: event \(event.seq) follows event \(lastSeq); sequences must be contiguous")
+        }
+        guard event.at >= lastAt else {
+            throw Violation("log: \(event) was accepted at \(event.at), before the event ahead of it (\(lastAt))")
+        }
+        lastAt = event.at
+        if let nonce = event.nonce {
+            if let earlier = eventsByNonce[nonce] {
+                throw Violation("log: the write \(nonce) appears twice, in events \(earlier.seq) and \(event.seq)")
+            }
+            eventsByNonce[nonce] = event
+        }
+        switch event.type {
+        case "created", "updated", "deleted":
+            let key = event.key!
+            let prior = objects[key] ?? .neverCreated
+            guard event.version == prior.version + 1 else {
+                throw Violation("log: \(event) gives \(key) version \(event.version!) after \(prior)")
+            }
+            switch event.type {
+            case "created":
+                guard !prior.isPresent else { throw Violation("log: \(event) creates \(key), which exists (\(prior))") }
+                if prior.version == 0 && Self.isGenerated(key.id) {
+                    guard key.id > lastGeneratedID else {
+                        throw Violation(
+                            "log: \(event) has the generated id \(key.id), not above the last one, \(lastGeneratedID)")
+                    }
+                    lastGeneratedID = key.id
+                }
+                objects[key] = ObjectState(version: prior.version + 1, data: event.data)
+                collections.insert(key.collection)
+            case "updated":
+                guard let data = prior.data else { throw Violation("log: \(event) updates \(key), which is \(prior)") }
+                objects[key] = ObjectState(version: prior.version + 1, data: MergePatch.apply(event.patch!, to: data))
+            default:
+                guard prior.isPresent else { throw Violation("log: \(event) deletes \(key), which is \(prior)") }
+                objects[key] = ObjectState(version: prior.version + 1, data: nil)
+            }
+        case "view.defined":
+            let definition = event.view!
+            guard views[definition.name] == nil else { throw Violation("log: \(event) defines a view that exists") }
+            views[definition.name] = definition
+        default:
+            guard views.removeValue(forKey: event.droppedView!) != nil else {
+                throw Violation("log: \(event) drops a view that does not exist")
+            }
+        }
+        lastSeq = event.seq
+        chainHead = hash
+    }
+}

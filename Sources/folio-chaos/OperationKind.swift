@@ -1,0 +1,105 @@
+import FolioHarness
+
+/// The kinds of request the workload mixes, with their weights. A new kind is one more entry.
+struct OperationKind: Sendable {
+    let name: String
+    let weight: Int
+    /// A request of this kind for the client, or nil when the client has nothing it applies to.
+    let make: @Sendable (inout SplitMix64, ClientLedger) -> (any WorkloadOperation)?
+
+    static let all: [OperationKind] = [
+        OperationKind(name: "create with id", weight: 16) { random, ledger in
+            let collection = DataGenerator.collections.randomElement(using: &random)!
+            // Now and then an id the client deleted: its versions go on.
+            let deleted = ledger.objectKeys.filter {
+                $0.collection == collection && ledger.known($0)?.isPresent == false
+            }
+            let key =
+                !deleted.isEmpty && Int.random(in: 0..<3, using: &random) == 0
+                ? deleted.randomElement(using: &random)! : ObjectKey(collection: collection, id: ledger.nextName("k"))
+            ledger.track(key)
+            let nonce = ledger.nextName("w")
+            return CreateOperation(
+                collection: collection, id: key.id,
+                data: DataGenerator.data(nonce: nonce, collection: collection, &random), nonce: nonce)
+        },
+        OperationKind(name: "create", weight: 8) { random, ledger in
+            let collection = DataGenerator.collections.randomElement(using: &random)!
+            let nonce = ledger.nextName("w")
+            return CreateOperation(
+                collection: collection, id: nil,
+                data: DataGenerator.data(nonce: nonce, collection: collection, &random), nonce: nonce)
+        },
+        OperationKind(name: "update", weight: 26) { random, ledger in
+            guard let key = pick(&random, ledger, present: true) else { return nil }
+            let nonce = ledger.nextName("w")
+            return UpdateOperation(
+                key: key, patch: DataGenerator.patch(nonce: nonce, collection: key.collection, &random), ifVersion: nil,
+                nonce: nonce)
+        },
+        OperationKind(name: "update ifVersion", weight: 16) { random, ledger in
+            guard let key = pick(&random, ledger, present: true), let version = ledger.known(key)?.version else {
+                return nil
+            }
+            let nonce = ledger.nextName("w")
+            // One in five is stale, and must be refused.
+            let expected = Int.random(in: 0..<5, using: &random) == 0 ? max(1, version - 1) : version
+            return UpdateOperation(
+                key: key, patch: DataGenerator.patch(nonce: nonce, collection: key.collection, &random),
+                ifVersion: expected, nonce: nonce)
+        },
+        OperationKind(name: "update of a missing object", weight: 1) { random, ledger in
+            guard let key = pick(&random, ledger, present: false) else { return nil }
+            let nonce = ledger.nextName("w")
+            return UpdateOperation(key: key, patch: ["w": .string(nonce)], ifVersion: nil, nonce: nonce)
+        },
+        OperationKind(name: "delete", weight: 7) { random, ledger in
+            pick(&random, ledger, present: true).map { DeleteOperation(key: $0, ifVersion: nil) }
+        },
+        OperationKind(name: "delete ifVersion", weight: 4) { random, ledger in
+            guard let key = pick(&random, ledger, present: true), let version = ledger.known(key)?.version else {
+                return nil
+            }
+            return DeleteOperation(
+                key: key, ifVersion: Int.random(in: 0..<4, using: &random) == 0 ? version + 1 : version)
+        },
+        OperationKind(name: "view.define", weight: 2) { random, ledger in
+            let live = ledger.viewNames.filter { ledger.views[$0]?.single != .absent }
+            guard live.count < 2 else { return nil }
+            let dropped = ledger.viewNames.filter { ledger.views[$0]?.single == .absent }
+            let name =
+                !dropped.isEmpty && Bool.random(using: &random)
+                ? dropped.randomElement(using: &random)! : ledger.nextName("v")
+            ledger.trackView(name)
+            return ViewDefineOperation(definition: DataGenerator.view(name: name, &random))
+        },
+        OperationKind(name: "view.drop", weight: 1) { random, ledger in
+            // Now and then a view that is not there, which must be refused.
+            guard let name = ledger.viewNames.randomElement(using: &random) else { return nil }
+            return ViewDropOperation(name: name)
+        },
+    ]
+
+    private static let totalWeight = all.reduce(0) { $0 + $1.weight }
+
+    /// The next request for `ledger`'s client.
+    static func next(_ random: inout SplitMix64, _ ledger: ClientLedger) -> any WorkloadOperation {
+        while true {
+            var draw = Int.random(in: 0..<totalWeight, using: &random)
+            for kind in all {
+                draw -= kind.weight
+                if draw < 0 {
+                    if let operation = kind.make(&random, ledger) { return operation }
+                    break
+                }
+            }
+        }
+    }
+
+    /// One of the client's objects whose single expected state is present (or absent).
+    private static func pick(_ random: inout SplitMix64, _ ledger: ClientLedger, present: Bool) -> ObjectKey? {
+        // Recent objects are picked more often, so that objects collect versions.
+        let candidates = ledger.objectKeys.suffix(200).filter { ledger.known($0)?.isPresent == present }
+        return candidates.randomElement(using: &random)
+    }
+}

@@ -1,0 +1,62 @@
+/// What a run counted, over all its stores.
+struct Tally {
+    var cycles = 0
+    var stores = 0
+    var writes = 0
+    var acknowledged = 0
+    var refused = 0
+    var uncertain = 0
+    var uncertainApplied = 0
+    var events = 0
+    var crashPoints: [CrashPoint: Int] = [:]
+    var startupKills = 0
+    /// Kills during verify or backup that landed before the answer.
+    var killedMidVerify = 0
+    var killedMidBackup = 0
+    var mapGrowthKills = 0
+    var staleReaders = 0
+    var backupsChecked = 0
+    var verifiesDuringWorkload = 0
+    var rebuildsCompared = 0
+    /// Entries other than foliod's own files found in a data directory after a restart.
+    var leftovers: [String] = []
+    var leftoverBytes = 0
+    var violations: [String] = []
+    /// Seconds spent in each phase of the cycles, in the order phases first ended.
+    var phases: [(name: String, seconds: Double)] = []
+
+    mutating func add(_ clock: PhaseClock) {
+        for (name, seconds) in clock.phases {
+            if let index = phases.firstIndex(where: { $0.name == name }) {
+                phases[index].seconds += seconds
+            } else {
+                phases.append((name, seconds))
+            }
+        }
+    }
+
+    mutating func add(_ figures: RestartCheck.Figures) {
+        writes += figures.writes
+        acknowledged += figures.acknowledged
+        refused += figures.refused
+        uncertain += figures.uncertain
+        uncertainApplied += figures.uncertainApplied
+        events += figures.events
+    }
+
+    var summary: String {
+        let points = CrashPoint.allCases.map { "\($0.name) \(crashPoints[$0] ?? 0)" }.joined(separator: ", ")
+        return """
+            cycles \(cycles) (\(stores) stores), writes checked \(writes): \(acknowledged) acknowledged, \(refused) refused, \
+            \(uncertain) unknown outcomes (\(uncertainApplied) found applied, \(uncertain - uncertainApplied) not)
+            events checked \(events); crash points: \(points)
+            start-up kills \(startupKills), kills with verify unanswered \(killedMidVerify), with backup unanswered \
+            \(killedMidBackup), right after map growth \(mapGrowthKills), stale reader slots left \(staleReaders)
+            backups verified offline \(backupsChecked), verifies during workloads \(verifiesDuringWorkload), \
+            rebuild digests compared \(rebuildsCompared), \
+            entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
+            time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
+            violations \(violations.count)
+            """
+    }
+}
