@@ -8,7 +8,8 @@
 #
 #   FUZZ_SECONDS   seconds per target (default 300)
 #   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five)
-#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder, 64 KiB for the others)
+#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder, 4 KiB for page-cursor,
+#                  64 KiB for the others)
 #   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
 #   FUZZ_ARGS      more libFuzzer flags
 set -euo pipefail
@@ -40,8 +41,11 @@ summary=()
 for target in $TARGETS; do
     exe=$BIN/$(executable "$target")
     [ -x "$exe" ] || { echo "$exe was not built" >&2; exit 1; }
-    default_len=65536
-    [ "$target" = request-decoder ] && default_len=1048576
+    case "$target" in
+        request-decoder) default_len=1048576 ;;
+        page-cursor) default_len=4096 ;; # a cursor of a view is at most 17 + 512 bytes before base64
+        *) default_len=65536 ;;
+    esac
     corpus=$WORK/corpus/$target
     artifacts=$WORK/artifacts/$target
     log=$WORK/logs/$target-$(date -u +%Y%m%dT%H%M%SZ).log
