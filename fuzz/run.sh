@@ -7,9 +7,10 @@
 # fuzz/regressions/<target>/ once fixed, so that `swift test` replays it).
 #
 #   FUZZ_SECONDS   seconds per target (default 300)
-#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five)
-#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder, 4 KiB for page-cursor,
-#                  64 KiB for the others)
+#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five, the decoder twice:
+#                  request-decoder, and request-decoder-large on inputs up to 1 MiB)
+#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder-large, 4 KiB for
+#                  page-cursor, 64 KiB for the others)
 #   FUZZ_JOBS      targets run at once (default 1)
 #   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
 #   FUZZ_ARGS      more libFuzzer flags
@@ -17,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
-TARGETS=${FUZZ_TARGETS:-request-decoder json-parser query page-cursor export-reader}
+TARGETS=${FUZZ_TARGETS:-request-decoder request-decoder-large json-parser query page-cursor export-reader}
 WORK=$PWD/.build/fuzz-work
 BIN=$PWD/.build/fuzz/release
 
@@ -28,7 +29,7 @@ python3 fuzz/seeds.py proto/PROTOCOL.md "$WORK/seeds" >/dev/null
 
 executable() {
     case "$1" in
-        request-decoder) echo FuzzRequestDecoder ;;
+        request-decoder | request-decoder-large) echo FuzzRequestDecoder ;;
         json-parser) echo FuzzJSONParser ;;
         query) echo FuzzQuery ;;
         page-cursor) echo FuzzPageCursor ;;
@@ -42,11 +43,11 @@ fuzz_target() {
     local target=$1 exe default_len corpus artifacts log status executions rate rss result
     exe=$BIN/$(executable "$target")
     [ -x "$exe" ] || { echo "$exe was not built" >&2; return 1; }
-    # Inputs up to 1 MiB take the decoder up to ~0.5 s with ASan and coverage (a quadratic cost
-    # would take minutes), so its timeout is 5 s; the others get 2 s.
-    local timeout=2
+    # request-decoder-large is the decoder on inputs up to 1 MiB, from seeds near that size: up to
+    # ~0.5 s each with ASan and coverage (a quadratic cost would take minutes), so a 5 s timeout.
+    local timeout=2 regressions=fuzz/regressions/${target%-large}
     case "$target" in
-        request-decoder) default_len=1048576 timeout=5 ;;
+        request-decoder-large) default_len=1048576 timeout=5 ;;
         page-cursor) default_len=4096 ;; # a cursor of a view is at most 17 + 512 bytes before base64
         *) default_len=65536 ;;
     esac
@@ -55,11 +56,8 @@ fuzz_target() {
     log=$WORK/logs/$target-$(date -u +%Y%m%dT%H%M%SZ).log
     mkdir -p "$corpus" "$artifacts" "$(dirname "$log")" "$WORK/results"
     local inputs=("$corpus" "$WORK/seeds/$target")
-    [ -d fuzz/regressions/"$target" ] && inputs+=(fuzz/regressions/"$target")
-    # Requests near 1 MiB, when the run allows them: each mutation of one costs as much to decode.
-    if [ "$target" = request-decoder ] && [ "${FUZZ_MAX_LEN:-$default_len}" -ge 1048576 ]; then
-        inputs+=("$WORK/seeds/request-decoder-large")
-    fi
+    [ "$target" = request-decoder-large ] && inputs+=("$WORK/seeds/request-decoder")
+    [ -d "$regressions" ] && inputs+=("$regressions")
     local runs=()
     [ -n "${FUZZ_RUNS:-}" ] && runs=(-runs="$FUZZ_RUNS")
     echo "== $target: ${SECONDS_PER_TARGET}s, log $log"
