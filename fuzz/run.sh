@@ -9,8 +9,8 @@
 #   FUZZ_SECONDS   seconds per target (default 300)
 #   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five, the decoder twice:
 #                  request-decoder, and request-decoder-large on inputs up to 1 MiB)
-#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder-large, 4 KiB for
-#                  page-cursor, 64 KiB for the others)
+#   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder-large, 1 KiB for
+#                  page-cursor, 16 KiB for export-reader, 64 KiB for the others)
 #   FUZZ_JOBS      targets run at once (default 1)
 #   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
 #   FUZZ_ARGS      more libFuzzer flags
@@ -48,7 +48,8 @@ fuzz_target() {
     local timeout=2 regressions=fuzz/regressions/${target%-large}
     case "$target" in
         request-decoder-large) default_len=1048576 timeout=5 ;;
-        page-cursor) default_len=4096 ;; # a cursor of a view is at most 17 + 512 bytes before base64
+        page-cursor) default_len=1024 ;; # a view's cursor: at most 17 + 512 bytes, 706 in base64
+        export-reader) default_len=16384 ;;
         *) default_len=65536 ;;
     esac
     corpus=$WORK/corpus/$target
