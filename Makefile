@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test chaos faults bench bench-views bench-replay install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults bench bench-views bench-replay install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -27,12 +27,15 @@ run: build
 	.build/release/foliod
 
 # Every test: unit tests of each layer and integration tests against the real foliod binary, then
-# TEST_CYCLES cycles of the crash loop (about a minute).
+# TEST_CYCLES cycles of the crash loop (about a minute), each fuzz target for 60 s (ci-fuzz), and the
+# tests again under AddressSanitizer (test-asan).
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
 	FOLIO_TIMING_TESTS=1 $(SWIFT) test --filter BoundedCostTests
 	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
+	$(MAKE) ci-fuzz
+	$(MAKE) test-asan
 
 # The crash loop (docs/RELIABILITY.md): CYCLES kill -9 cycles of a release foliod, each checked against
 # the history of requests and answers. CHAOS_ARGS go to folio-chaos, e.g. CHAOS_ARGS='--seed 7'.
@@ -46,6 +49,26 @@ FAULT_CALLS ?= 40
 faults: deps
 	$(SWIFT) build
 	FOLIO_FAULT_SWEEP=$(FAULT_CALLS) $(SWIFT) test --filter FaultSweepTests
+
+# The test suite under a sanitizer. Each has a build directory of its own, so the foliod and folio that
+# the integration tests start (found next to the test bundle) are sanitized builds too; a foliod that
+# ends with a sanitizer's report fails the test that ran it.
+test-asan: deps
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+
+test-tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	TSAN_OPTIONS=suppressions=$(CURDIR)/Tests/tsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+
+# Each libFuzzer target (fuzz/) for FUZZ_SECONDS (default 300); see fuzz/run.sh for the other knobs.
+# ci-fuzz, in make test: 60 s each, two at a time (about 3 minutes and the build).
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	SWIFT="$(SWIFT)" FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+ci-fuzz: deps
+	SWIFT="$(SWIFT)" FUZZ_SECONDS=60 FUZZ_JOBS=2 fuzz/run.sh
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
 # missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.

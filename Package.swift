@@ -8,6 +8,8 @@ let package = Package(
         .executable(name: "folio", targets: ["folio"]),
         .executable(name: "folio-bench", targets: ["folio-bench"]),
         .executable(name: "folio-chaos", targets: ["folio-chaos"]),
+        // For the fuzzing package in fuzz/, which builds its libFuzzer executables on this.
+        .library(name: "FolioFuzzing", targets: ["FolioFuzzing"]),
     ],
     targets: [
         // C libraries from Debian packages, found with pkg-config.
@@ -50,6 +52,10 @@ let package = Package(
         .executableTarget(
             name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
+        // The fuzz targets' properties, shared by the libFuzzer executables (fuzz/Package.swift) and the
+        // replay of fuzz/regressions in FuzzRegressionTests.
+        .target(name: "FolioFuzzing", dependencies: ["FolioProtocol", "FolioStore", "FolioModel", "FolioJSON"], path: "fuzz/Harness"),
+
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
@@ -57,6 +63,7 @@ let package = Package(
         .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -13,6 +13,8 @@ public indirect enum Filter: Equatable, Sendable {
         case greaterOrEqual(Value)
         case less(Value)
         case lessOrEqual(Value)
+        /// Operands sorted by `Value`'s order, so that a match is a binary search, not a pass over
+        /// every operand for every object.
         case oneOf([Value])
         case noneOf([Value])
         case exists(Bool)
@@ -95,6 +97,7 @@ public indirect enum Filter: Equatable, Sendable {
                 }
                 var values: [Value] = []
                 for (index, element) in elements.enumerated() { values.append(try operand(element, at: "\(at)[\(index)]")) }
+                values.sort { Value.compare($0, $1) < 0 }
                 condition = field.key == "$in" ? .oneOf(values) : .noneOf(values)
             case "$exists":
                 guard case .bool(let flag) = field.value else {
@@ -152,8 +155,8 @@ extension Filter.Condition {
         case .greaterOrEqual(let operand): return sameKind(value, operand) { Value.compare($0, operand) >= 0 }
         case .less(let operand): return sameKind(value, operand) { Value.compare($0, operand) < 0 }
         case .lessOrEqual(let operand): return sameKind(value, operand) { Value.compare($0, operand) <= 0 }
-        case .oneOf(let operands): return value.map { v in operands.contains { $0 == v } } ?? false
-        case .noneOf(let operands): return value.map { v in !operands.contains { $0 == v } } ?? true
+        case .oneOf(let operands): return value.map { Self.sorted(operands, contain: $0) } ?? false
+        case .noneOf(let operands): return value.map { !Self.sorted(operands, contain: $0) } ?? true
         case .exists(let flag): return (value != nil) == flag
         case .prefix(let prefix):
             guard case .string(let string)? = value else { return false }
@@ -162,6 +165,18 @@ extension Filter.Condition {
             guard case .array(let elements)? = value else { return false }
             return elements.contains { $0 == operand }
         }
+    }
+
+    private static func sorted(_ operands: [Value], contain value: Value) -> Bool {
+        var low = 0
+        var high = operands.count
+        while low < high {
+            let middle = (low + high) / 2
+            let order = Value.compare(operands[middle], value)
+            if order == 0 { return true }
+            if order < 0 { low = middle + 1 } else { high = middle }
+        }
+        return false
     }
 
     private func sameKind(_ value: Value?, _ operand: Value, _ test: (Value) -> Bool) -> Bool {

@@ -10,6 +10,14 @@ public struct SortOrder: Hashable, Sendable, CustomStringConvertible {
             self.path = path
             self.descending = descending
         }
+
+        /// The field as a `sort` entry that parses back to it: an ascending field whose name starts
+        /// with `-` or `+` needs the `+`, or it would read as another field, or descending.
+        var entry: String {
+            let path = path.description
+            if descending { return "-" + path }
+            return path.hasPrefix("-") || path.hasPrefix("+") ? "+" + path : path
+        }
     }
 
     public static let maxFields = 8
@@ -54,11 +62,9 @@ public struct SortOrder: Hashable, Sendable, CustomStringConvertible {
         SortOrder(fields.map { Field($0.path, descending: !$0.descending) })
     }
 
-    public var json: JSON {
-        .array(fields.map { .string(($0.descending ? "-" : "") + $0.path.description) })
-    }
+    public var json: JSON { .array(fields.map { .string($0.entry) }) }
 
-    public var description: String { fields.map { ($0.descending ? "-" : "") + $0.path.description }.joined(separator: ",") }
+    public var description: String { fields.map(\.entry).joined(separator: ",") }
 
     /// The key an object has in this order: its sort fields, then its id.
     public func key(for object: some FieldSource, id: String) -> [UInt8] {

@@ -67,6 +67,54 @@ import Testing
         #expect(throws: ValidationError.self) { try SortOrder(parsing: ["a", "b", "c", "d", "e", "f", "g", "h", "i"]) }
     }
 
+    private func condition(_ whereJSON: JSON) throws -> Filter.Condition {
+        guard case .condition(_, let condition) = try Filter(parsing: whereJSON) else { throw ValidationError("not one condition") }
+        return condition
+    }
+
+    /// `$in` and `$nin` keep their operands sorted and search them; they must answer as a pass over
+    /// every operand would, for every kind of value.
+    @Test func inAndNinMatchExactlyTheirOperands() throws {
+        let operands: [JSON] = [
+            3, 1.5, -7, "b", "a", .null, true, ["$date": "2026-11-30T01:41:09.675Z"], [1, 2], ["k": "v"], 9_007_199_254_740_993, 2.0,
+        ]
+        let candidates: [JSON] = operands + [2, 4, "c", false, [1], ["k": "w"], 9_007_199_254_740_992, 1.0, ["$date": "2026-11-30T01:41:09.676Z"]]
+        let oneOf = try condition(["n": ["$in": .array(operands)]])
+        let noneOf = try condition(["n": ["$nin": .array(operands)]])
+        for candidate in candidates {
+            let value = Value(candidate)
+            let expected = operands.contains { Value($0) == value }
+            #expect(oneOf.matches(value) == expected, "\(candidate) $in")
+            #expect(noneOf.matches(value) == !expected, "\(candidate) $nin")
+        }
+        #expect(!oneOf.matches(nil))
+        #expect(noneOf.matches(nil))
+    }
+
+    /// A `$in` as long as a line allows costs a search per object, not a pass over its operands: the
+    /// pass took 10,000 objects times 100,000 operands.
+    @Test func aLongInCostsASearchPerObject() throws {
+        let oneOf = try condition(["n": ["$in": .array((0..<100_000).map { .int(Int64($0 * 2)) })]])
+        let start = Date()
+        var matched = 0
+        for probe in 0..<10_000 where oneOf.matches(.int(Int64(probe * 20 + probe % 2))) { matched += 1 }
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(matched == 5_000)
+        #expect(elapsed < 5, "10,000 matches against 100,000 operands took \(elapsed) s")
+    }
+
+    /// Found by fuzzing: `["+-n"]` (field "-n", ascending) was written back as `["-n"]` (field "n",
+    /// descending), so a view defined with it changed order when its definition was read back.
+    @Test func sortWrittenOutReadsBackAsTheSameOrder() throws {
+        for entries: JSON in [["+-n"], ["++n"], ["--n"], ["-+n"], ["+n", "-m"]] {
+            let sort = try SortOrder(parsing: entries)
+            #expect(try SortOrder(parsing: sort.json) == sort, "\(entries) written as \(sort.json)")
+        }
+        let view = try ViewDefinition(name: "v", collection: "C", whereJSON: nil, sort: SortOrder(parsing: ["+-n"]), unique: false)
+        #expect(try ViewDefinition(parsing: view.json).sort == view.sort)
+        #expect(try SortOrder(parsing: ["+-n"]).description != SortOrder(parsing: ["-n"]).description)
+    }
+
     @Test func mixedDirectionSortKeysOrderTiesByID() {
         let sort = SortOrder([.init(.data(["a"]), descending: true), .init(.data(["b"]))])
         func key(_ a: Int64, _ b: String, _ id: String) -> [UInt8] {

@@ -93,8 +93,12 @@ import Testing
             var large: [TestConnection] = []
             for _ in 0..<10 {
                 let connection = try daemon.connect(timeout: 10)
-                // A connection foliod already closed for the budget refuses the rest of its line.
-                try? connection.send(bytes: half)
+                do {
+                    try connection.send(bytes: half)
+                } catch let failure as TestConnection.Failure where failure.code == EPIPE || failure.code == ECONNRESET {
+                    // Shed while its line was still arriving (the largest holder is often the one being
+                    // sent to): what the test expects of some of them. Counted as closed below.
+                }
                 large.append(connection)
             }
             usleep(300_000)

@@ -140,6 +140,9 @@ final class RunningDaemon: @unchecked Sendable {
         if !process.waitForExit(timeout: 15) {
             process.killAndWait()
             Issue.record("foliod did not exit within 15 s of SIGTERM; killed it. Its log:\n\(log)")
+        } else if process.exitStatus != 0 {
+            // Under a sanitizer, also what a leak or an error found at exit ends with.
+            Issue.record("foliod exited with status \(process.exitStatus) on SIGTERM; its log:\n\(log)")
         }
     }
 
