@@ -55,6 +55,7 @@ public final class Daemon {
         writer.start()
         for loop in loops { loop.start() }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store, log: log) : nil
+        let trimmer = MemoryTrimmer(statistics: statistics)
 
         let head = try store.read { try $0.head() }
         log.notice(
@@ -71,6 +72,7 @@ public final class Daemon {
         loops.removeAll()
         writer.stop()
         flusher?.stop()
+        trimmer.stop()
         workers.stop()
         decoders.stop()
         try? store.environment.sync()
