@@ -3,7 +3,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) apt-get install -y -q
 
-.PHONY: deps run build test bench bench-views bench-replay clean
+.PHONY: deps run build test bench bench-views bench-replay storms soak clean
 
 # System libraries the package links, from Debian packages (found with pkg-config).
 deps:
@@ -33,6 +33,18 @@ bench-views: deps
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps
 	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
+
+# Hostile and extreme clients against a fresh foliod (bench/storms.sh): 10,000 idle connections,
+# 500 slowloris and 100 over-long-line clients, watchers that never read, 100,000 connects and
+# disconnects; one table, exit status 1 if a bound broke. STORMS_ARGS go to folio-bench storms.
+storms: deps
+	SWIFT="$(SWIFT)" bench/storms.sh $(STORMS_ARGS)
+
+# A mixed load at half the measured maximum for SOAK_MINUTES, foliod sampled every 10 s and drawn
+# as an SVG in bench/results/ (bench/soak.sh); SOAK_SVG=docs/soak.svg replaces the committed chart.
+SOAK_MINUTES ?= 30
+soak: deps
+	SWIFT="$(SWIFT)" SOAK_SVG="$(SOAK_SVG)" bench/soak.sh $(SOAK_MINUTES) $(SOAK_ARGS)
 
 clean:
 	rm -rf .build
