@@ -15,7 +15,7 @@ PANEL_HEIGHT = 150
 LEFT = 78
 RIGHT = 150
 TOP = 66
-GAP = 34
+GAP = 46
 COLORS = ["#1f5fa8", "#d9731a", "#2a9d4b", "#b23a48"]
 
 # (title, unit, [(column, label, scale)])
