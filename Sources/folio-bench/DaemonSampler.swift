@@ -30,6 +30,9 @@ final class DaemonSampler: @unchecked Sendable {
         }
     }
 
+    /// The last sample taken so far.
+    var latest: DaemonSample? { samples.withLock { $0.last } }
+
     /// Stops sampling and closes its connection; the samples taken, or the error that stopped the
     /// sampler early.
     func stop() throws -> [DaemonSample] {

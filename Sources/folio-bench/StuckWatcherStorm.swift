@@ -10,6 +10,7 @@ struct StuckWatcherStorm {
         id: "writers", title: "durable update", clients: 16, depth: 1, readPercent: 0, writeKind: .update)
     /// What foliod may hold for one watcher: a connection's output allowance (`PROTOCOL.md` §1).
     static let allowanceBytes = 16 << 20
+    static let maximumPhases = 6
 
     /// A connection with one watch that it does not read until told to.
     private final class StuckWatcher {
@@ -68,7 +69,13 @@ struct StuckWatcherStorm {
         ]
         let (watching, started) = try bench.waitUntil(timeout: 10) { $0.watches >= quiet.watches + watchers.count }
         let stuckFrom = watching.at
-        let during = try bench.load(Self.writers)
+        // At least a phase, and on until the live watcher is cut off (it must fall behind by the
+        // watch buffer, 8 MiB by default: longer when the machine writes slowly), at most 6 phases.
+        var during = try bench.load(Self.writers)
+        for _ in 1..<Self.maximumPhases {
+            guard let latest = sampler.latest, latest.watches >= quiet.watches + watchers.count else { break }
+            during.merge(try bench.load(Self.writers))
+        }
         let busy = try bench.sample()
         let endings = try watchers.map { try $0.readToEnd(lastSeq: busy.lastSeq) }
         let after = try bench.load(Self.writers)
