@@ -8,6 +8,7 @@ struct StormsCommand {
     static let usage = """
         usage: folio-bench storms --folio-socket PATH --folio-pid PID [--only STORM,...]
                                   [--idle N] [--idle-rounds N] [--slowloris N] [--long-lines N] [--churn N]
+                                  [--abandon N]
                                   [--phase-seconds S] [--storm-seconds S] [--byte-interval S]
                                   [--line-timeout S] [--client-memory BYTES] [--keys N]
                                   [--timing judge|report] [--markdown FILE]
@@ -19,9 +20,12 @@ struct StormsCommand {
           slow      N slowloris connections (default 500; one byte every --byte-interval s, default 1)
                     and N clients streaming lines of twice maxLine (default 100), for --storm-seconds
                     (default 30); foliod's memory must stay bounded and be given back
-          watcher   a watcher that never reads, while 16 clients update durably; it must be cut off
-                    (lagging) and the writers keep at least half their throughput
+          watcher   watchers that never read (of new events, and from seq 0), while 16 clients update
+                    durably; each must be cut off (lagging), the writers keep half their throughput
           churn     N connections opened and closed (default 100000); no descriptor or memory left
+          abandon   N clients (default 20) each send 12 create lines just under maxLine and close at
+                    once, again and again, for --storm-seconds; foliod's heap must stay within
+                    --client-memory and some slack while it applies them (stops at 1 GiB over)
         Each measured phase (before, during, after) runs --phase-seconds (default 10). --line-timeout
         (default 60) and --client-memory (default 268435456) must be foliod's own, for the bounds.
         With --timing report, latency and throughput bounds are shown but do not fail the run (for a
@@ -30,7 +34,7 @@ struct StormsCommand {
         Exit status: 0 when every bound held, 1 when one broke, 64 on a usage error.
         """
 
-    static let storms = ["idle", "slow", "watcher", "churn"]
+    static let storms = ["idle", "slow", "watcher", "churn", "abandon"]
 
     let socket: String
     let pid: Int32
@@ -40,6 +44,7 @@ struct StormsCommand {
     var slowloris = 500
     var longLines = 100
     var churn = 100_000
+    var abandoning = 20
     var phaseSeconds = 10.0
     var stormSeconds = 30.0
     var byteInterval = 1.0
@@ -54,7 +59,7 @@ struct StormsCommand {
             argv,
             valued: [
                 "--folio-socket", "--folio-pid", "--only", "--idle", "--idle-rounds", "--slowloris", "--long-lines",
-                "--churn",
+                "--churn", "--abandon",
                 "--phase-seconds", "--storm-seconds", "--byte-interval", "--line-timeout", "--client-memory", "--keys",
                 "--timing", "--markdown",
             ])
@@ -75,6 +80,7 @@ struct StormsCommand {
         slowloris = try arguments.integer("--slowloris") ?? slowloris
         longLines = try arguments.integer("--long-lines") ?? longLines
         churn = try arguments.integer("--churn") ?? churn
+        abandoning = try arguments.integer("--abandon") ?? abandoning
         keyCount = max(1, try arguments.integer("--keys") ?? keyCount)
         clientMemory = try arguments.integer("--client-memory") ?? clientMemory
         phaseSeconds = try Self.seconds(arguments.value("--phase-seconds"), "--phase-seconds") ?? phaseSeconds
@@ -127,7 +133,11 @@ struct StormsCommand {
                         clientMemoryBytes: clientMemory
                     ).run(bench)
                 case "watcher": rows = try StuckWatcherStorm().run(bench)
-                default: rows = try ConnectionChurnStorm(cycles: churn).run(bench)
+                case "churn": rows = try ConnectionChurnStorm(cycles: churn).run(bench)
+                default:
+                    rows = try AbandonedWritesStorm(
+                        clients: abandoning, seconds: stormSeconds, clientMemoryBytes: clientMemory
+                    ).run(bench)
                 }
             } catch {
                 // A storm that could not finish (foliod stalled, crashed or closed on a client) is a result too.
