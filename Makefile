@@ -36,7 +36,8 @@ bench-replay: deps
 
 # Hostile and extreme clients against a fresh foliod (bench/storms.sh): 10,000 idle connections,
 # 500 slowloris and 100 over-long-line clients, watchers that never read, 100,000 connects and
-# disconnects; one table, exit status 1 if a bound broke. STORMS_ARGS go to folio-bench storms.
+# disconnects, long writes abandoned; one table, exit status 1 if a bound broke. STORMS_ARGS go to
+# folio-bench storms.
 storms: deps
 	SWIFT="$(SWIFT)" bench/storms.sh $(STORMS_ARGS)
 
