@@ -64,9 +64,10 @@ start_redis() {
     REDIS_PID=$!
 }
 
-# foliod on its defaults, data in $WORK/folio (or $1), socket $WORK/folio.sock.
+# foliod on its defaults (plus $FOLIOD_ARGS), data in $WORK/folio (or $1), socket $WORK/folio.sock.
 start_foliod() {
-    "$BIN/foliod" --data "${1:-$WORK/folio}" --socket "$WORK/folio.sock" 2>>"$WORK/foliod.log" &
+    # shellcheck disable=SC2086 # FOLIOD_ARGS is a list of options
+    "$BIN/foliod" --data "${1:-$WORK/folio}" --socket "$WORK/folio.sock" ${FOLIOD_ARGS:-} 2>>"$WORK/foliod.log" &
     FOLIO_PID=$!
     for _ in $(seq 100); do
         FOLIO_SOCKET="$WORK/folio.sock" "$BIN/folio" hello >/dev/null 2>&1 && return 0

@@ -49,6 +49,12 @@ int folio_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_C
 
 void folio_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
 
+#include <malloc.h>
+
+int folio_malloc_trim(void) { return malloc_trim(0); }
+
+size_t folio_malloc_free_bytes(void) { return mallinfo2().fordblks; }
+
 #include <errno.h>
 #include <string.h>
 #include <sys/un.h>

@@ -35,17 +35,34 @@ struct ObjectTable {
     func forEach(in collection: String, _ txn: Transaction, _ body: (StoredObject) throws -> Bool) throws {
         let prefix = Keys.collectionPrefix(collection)
         try txn.withCursor(database) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
+            var entry = try Self.skippingHistory(cursor.seek(atLeast: prefix), cursor)
             while let (key, value) = entry, key.starts(with: prefix) {
-                if Keys.isHistory(key) {
-                    entry = try cursor.next()
-                    continue
-                }
                 let id = String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self)
                 guard try body(try Self.decode(value, collection: collection, id: id)) else { return }
-                entry = try cursor.next()
+                entry = try Self.skippingHistory(cursor.next(), cursor)
             }
         }
+    }
+
+    /// History entries a scan steps over one by one before it seeks past the rest of an object's.
+    static let historyStepsBeforeSeeking = 4
+
+    /// `entry` if it is an object, otherwise the next object entry of the objects database: a
+    /// scan of current state costs a seek per object, not a step per version (an object updated a
+    /// million times has a million history entries between it and the next).
+    static func skippingHistory(_ entry: Cursor.Entry?, _ cursor: Cursor) throws -> Cursor.Entry? {
+        var entry = entry
+        var steps = 0
+        while let (key, _) = entry, Keys.isHistory(key) {
+            if steps < historyStepsBeforeSeeking {
+                steps += 1
+                entry = try cursor.next()
+            } else {
+                steps = 0
+                entry = try cursor.seek(atLeast: Keys.pastHistory(of: key))
+            }
+        }
+        return entry
     }
 
     /// `serializedData`: the data's canonical JSON, when known.

@@ -66,6 +66,21 @@ enum Keys {
         key.lazy.filter { $0 == 0 }.count >= 2
     }
 
+    /// The first key after every history entry of the object that `key` (its object key, or one of
+    /// its history entries) belongs to: `collection 0 id 1`.
+    static func pastHistory(of key: UnsafeRawBufferPointer) -> [UInt8] {
+        var end = key.count
+        var zeros = 0
+        for index in key.indices where key[index] == 0 {
+            zeros += 1
+            if zeros == 2 {
+                end = index
+                break
+            }
+        }
+        return Array(key[..<end]) + [1]
+    }
+
     /// `collection 0 id 0`: the prefix of an object's history entries.
     static func historyPrefix(_ collection: String, _ id: String) -> [UInt8] {
         object(collection, id) + [0]

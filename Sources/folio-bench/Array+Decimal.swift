@@ -9,6 +9,17 @@ extension Int {
         }
         return count
     }
+
+    /// The number in decimal with commas between groups of three digits: 12,345.
+    var grouped: String {
+        let digits = Array(String(magnitude))
+        var text = self < 0 ? "-" : ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { text.append(",") }
+            text.append(digit)
+        }
+        return text
+    }
 }
 
 extension Array where Element == UInt8 {

@@ -29,6 +29,8 @@ struct BenchOptions {
           folio-bench views ...     materialized views beside a Redis sorted set (bench/views.sh)
           folio-bench watch ...     watch delivery latency under a steady write load (bench/replay.sh)
           folio-bench populate ...  fill a foliod with events for the replay benchmark (bench/replay.sh)
+          folio-bench storms ...    idle, slow, oversized, stuck and churning clients (bench/storms.sh)
+          folio-bench soak ...      a long mixed load at half the maximum, foliod sampled (bench/soak.sh)
         """
 
     var targets: [Target] = []

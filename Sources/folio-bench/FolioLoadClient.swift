@@ -1,8 +1,8 @@
 import FolioJSON
 
 /// Speaks foliod's JSON-lines protocol over a raw socket: `create` (with an id foliod assigns, or a
-/// client-given one) and `get` by id in the `Bench` collection, without tags (answers come back in
-/// request order).
+/// client-given one), `update` and `get` by id in the `Bench` collection, without tags (answers come
+/// back in request order).
 final class FolioLoadClient: LoadClient {
     static let collection = "Bench"
 
@@ -12,6 +12,8 @@ final class FolioLoadClient: LoadClient {
     private static let createTail = Array("}".utf8) + [0x0A]
     private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
     private static let getTail = Array(#""}"#.utf8) + [0x0A]
+    private static let updateHead = Array(#"{"op":"update","collection":"\#(collection)","id":""#.utf8)
+    private static let updateTail = Array(#"","patch":{"done":true}}"#.utf8) + [0x0A]
     /// An answer without a tag starts so when it succeeds.
     private static let successPrefix = Array(#"{"ok":true"#.utf8)
 
@@ -31,6 +33,11 @@ final class FolioLoadClient: LoadClient {
                 output.append(contentsOf: Self.getHead)
                 operation.key.append(to: &output)
                 output.append(contentsOf: Self.getTail)
+                continue
+            case .update:
+                output.append(contentsOf: Self.updateHead)
+                operation.key.append(to: &output)
+                output.append(contentsOf: Self.updateTail)
                 continue
             case .create:
                 output.append(contentsOf: Self.createHead)

@@ -1,4 +1,5 @@
-/// One request of the load: read a pre-populated key, or durably create a fresh one.
+/// One request of the load: read a pre-populated key, durably create a fresh one, or durably update a
+/// pre-populated one.
 struct Operation {
     enum Kind: Int, CaseIterable {
         case get
@@ -7,6 +8,9 @@ struct Operation {
         case create
         /// Folio `create` with the fresh key as a client-chosen id.
         case createNamed
+        /// Folio `update` of a pre-populated key (a merge patch of one field): the number of objects
+        /// stays the same however long the load runs. Redis: `SET` of the key.
+        case update
     }
 
     let kind: Kind

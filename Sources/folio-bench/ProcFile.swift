@@ -1,6 +1,7 @@
 import Glibc
 
-/// Reads a small file of `/proc` whole (their reported size is 0, so read until end of file).
+/// Reads a small file of `/proc` whole (their reported size is 0, so read until end of file), or the
+/// names in one of its directories.
 enum ProcFile {
     static func read(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -15,5 +16,19 @@ enum ProcFile {
             bytes.append(contentsOf: chunk[..<count])
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The entries of a directory such as `/proc/PID/task` or `/proc/PID/fd`, without `.` and `..`.
+    static func names(in path: String) -> [String]? {
+        guard let directory = opendir(path) else { return nil }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 }

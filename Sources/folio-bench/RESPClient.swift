@@ -26,7 +26,7 @@ final class RESPClient: LoadClient {
         output.removeAll(keepingCapacity: true)
         for operation in operations {
             switch operation.kind {
-            case .create, .createNamed:
+            case .create, .createNamed, .update:
                 output.append(contentsOf: Self.setHead)
                 appendKey(operation.key)
                 appendBulk(Payload.bytes)

@@ -96,13 +96,7 @@ struct Report {
 
     static func rate(_ result: RunResult?) -> String {
         guard let result else { return "-" }
-        let digits = Array(String(Int(result.operationsPerSecond.rounded())))
-        var grouped = ""
-        for (index, digit) in digits.enumerated() {
-            if index > 0 && (digits.count - index) % 3 == 0 { grouped.append(",") }
-            grouped.append(digit)
-        }
-        return grouped
+        return Int(result.operationsPerSecond.rounded()).grouped
     }
 
     static func percentiles(_ latencies: LatencyHistogram?) -> String {

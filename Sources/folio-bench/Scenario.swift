@@ -8,8 +8,11 @@ struct Scenario: Sendable {
     let depth: Int
     /// Percent of requests that are reads of pre-populated keys; the rest create fresh keys.
     let readPercent: Int
-    /// How the writes create: `create` or `createNamed`.
-    var creates: Operation.Kind = .create
+    /// What the writes are: `create`, `createNamed` or `update`.
+    var writeKind: Operation.Kind = .create
+    /// Open loop: every client sends its batches on a fixed schedule, so that all together send
+    /// this many requests a second. Nil: closed loop, each batch as soon as the last is answered.
+    var requestsPerSecond: Double?
 
     var writes: Bool { readPercent < 100 }
 
@@ -18,8 +21,8 @@ struct Scenario: Sendable {
         Scenario(id: "create-1", title: "durable create", clients: 1, depth: 1, readPercent: 0),
         Scenario(id: "create-16", title: "durable create", clients: 16, depth: 1, readPercent: 0),
         Scenario(id: "create-64", title: "durable create", clients: 64, depth: 1, readPercent: 0),
-        Scenario(id: "named-16", title: "durable create, client id", clients: 16, depth: 1, readPercent: 0, creates: .createNamed),
-        Scenario(id: "named-64", title: "durable create, client id", clients: 64, depth: 1, readPercent: 0, creates: .createNamed),
+        Scenario(id: "named-16", title: "durable create, client id", clients: 16, depth: 1, readPercent: 0, writeKind: .createNamed),
+        Scenario(id: "named-64", title: "durable create, client id", clients: 64, depth: 1, readPercent: 0, writeKind: .createNamed),
         Scenario(id: "get-1", title: "get by id", clients: 1, depth: 1, readPercent: 100),
         Scenario(id: "get-16", title: "get by id", clients: 16, depth: 1, readPercent: 100),
         Scenario(id: "pipelined-16", title: "pipelined get, depth 32", clients: 16, depth: 32, readPercent: 100),

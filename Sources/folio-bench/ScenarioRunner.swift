@@ -21,7 +21,7 @@ struct ScenarioRunner {
         for index in 0..<scenario.clients {
             loops.append(
                 ClientLoop(
-                    client: try target.connect(), scenario: scenario, keyCount: keyCount,
+                    client: try target.connect(), scenario: scenario, index: index, keyCount: keyCount,
                     freshPrefix: "w\(nonce)-\(runNumber)-\(index)-",
                     seed: UInt64(runNumber) << 16 | UInt64(index)))
         }

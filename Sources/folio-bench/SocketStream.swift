@@ -3,23 +3,30 @@ import Glibc
 
 /// A blocking Unix-domain stream connection with its own read buffer, used by one thread at a time.
 /// Lines and byte runs are handed out in place, valid only during the closure that receives them.
+/// The buffer is allocated on the first read, so that a connection which only holds its place or
+/// only sends (the storms open thousands) costs a descriptor and little else.
 final class SocketStream {
     static let bufferCapacity = 256 << 10
     /// A daemon that does not answer within this long has stalled: the wait ends as a failure.
     static let replyTimeoutSeconds = 30
 
     let path: String
-    private let fd: Int32
-    private let buffer: UnsafeMutableRawBufferPointer
+    /// For `poll` over many connections; the stream closes it.
+    let fd: Int32
+    private var storage: UnsafeMutableRawBufferPointer?
     /// First byte not yet consumed, and one past the last byte received.
     private var start = 0
     private var end = 0
 
-    /// `socket` + `connect` (`folio_unix_connect`).
-    init(path: String) throws {
+    /// `socket` + `connect` (`folio_unix_connect`). `receiveBufferBytes` sets `SO_RCVBUF` first
+    /// (a watcher that must fall behind quickly asks for a small one).
+    init(path: String, receiveBufferBytes: Int32? = nil) throws {
         self.path = path
         fd = folio_unix_socket(0)
         guard fd >= 0 else { throw BenchError.system("socket", errno) }
+        if var size = receiveBufferBytes {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         if folio_unix_connect(fd, path) != 0 {
             let code = errno
             Glibc.close(fd)
@@ -27,12 +34,32 @@ final class SocketStream {
         }
         var timeout = timeval(tv_sec: Self.replyTimeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferCapacity, alignment: 16)
     }
 
     deinit {
         Glibc.close(fd)
-        buffer.deallocate()
+        storage?.deallocate()
+    }
+
+    private var buffer: UnsafeMutableRawBufferPointer {
+        if let storage { return storage }
+        let allocated = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferCapacity, alignment: 16)
+        storage = allocated
+        return allocated
+    }
+
+    /// Sends what the socket takes now without waiting (`MSG_DONTWAIT`): how many bytes, 0 when
+    /// its buffer is full. Throws once the daemon has closed the connection.
+    func sendWithoutWaiting(_ bytes: UnsafeRawBufferPointer) throws -> Int {
+        while true {
+            let count = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            if count >= 0 { return count }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return 0
+            default: throw BenchError.system("send to \(path)", errno)
+            }
+        }
     }
 
     /// Writes all of `bytes` (`send` with `MSG_NOSIGNAL`, retried on `EINTR` and short writes).

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The built `foliod` and `folio`: found in the nearest directory above the running test executable
+/// The built `foliod` and `folio` (and `folio-bench`): found in the nearest directory above the running test executable
 /// that holds both (SwiftPM puts them next to the test bundle, in `<scratch>/<triple>/debug/`).
 /// `FOLIO_BIN_DIR` names the directory explicitly.
 enum Binaries {
@@ -9,6 +9,8 @@ enum Binaries {
     static var foliod: String { (directory ?? "/nonexistent") + "/foliod" }
     static var folio: String { (directory ?? "/nonexistent") + "/folio" }
     static var folioChaos: String { (directory ?? "/nonexistent") + "/folio-chaos" }
+    /// Built with them by `swift build`; its absence fails only the tests that run it.
+    static var folioBench: String { (directory ?? "/nonexistent") + "/folio-bench" }
 
     /// Throws a readable error when the binaries were not found, so a test fails saying so.
     static func require() throws {

@@ -34,6 +34,11 @@ int folio_open_direct_write(const char *path);
 /// pthread_setname_np on the calling thread (names show in top -H and gdb).
 void folio_set_thread_name(const char *name);
 
+/// malloc_trim(0): returns the free pages of every malloc arena to the system; 1 if any was.
+int folio_malloc_trim(void);
+/// mallinfo2().fordblks: bytes malloc holds free in its arenas (trimmed or not).
+size_t folio_malloc_free_bytes(void);
+
 /// socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), non-blocking if asked.
 int folio_unix_socket(int nonblocking);
 /// bind to a filesystem path; fails with ENAMETOOLONG if the path does not fit sun_path.

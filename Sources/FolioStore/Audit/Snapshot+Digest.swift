@@ -16,13 +16,11 @@ extension Snapshot {
         }
         frame(Array("objects".utf8))
         try txn.withCursor(store.databases.objects) { cursor in
-            var entry = try cursor.first()
+            var entry = try ObjectTable.skippingHistory(cursor.first(), cursor)
             while let (key, value) = entry {
-                if !Keys.isHistory(key) {
-                    frame(key)
-                    frame(value)
-                }
-                entry = try cursor.next()
+                frame(key)
+                frame(value)
+                entry = try ObjectTable.skippingHistory(cursor.next(), cursor)
             }
         }
         for (name, tree) in try catalog.collections(storeTxn).sorted(by: { $0.name < $1.name }) {

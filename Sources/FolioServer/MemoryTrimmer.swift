@@ -1,0 +1,66 @@
+import CFolioSystem
+import Glibc
+
+/// Gives the memory clients no longer hold back to the system, not only to the allocator.
+///
+/// glibc keeps freed heap in its arenas, and once a large block (a line buffer grown towards
+/// `--max-line`) is freed it raises its mmap threshold to that size, so later buffers of that size
+/// come from the arenas too. After 100 clients streamed over-long lines, foliod kept 110 MiB of
+/// heap while it held 2 KiB for clients. Once a second this compares the resident heap and what
+/// malloc holds free (`mallinfo2`) with their lowest since the last trim: when either has grown by
+/// `trimAfterBytes`, and malloc holds at least that much free and at least twice what foliod holds
+/// for clients (`clientMemory`, so that a storm in progress keeps its buffers), `malloc_trim(0)`
+/// hands the free pages of every arena back. Both are watched, not client memory, because some
+/// memory is freed later than a client lets go (a closed connection's long line is still decoded,
+/// its writes still applied), and pages trimmed once are reused and freed again without malloc's
+/// free total changing.
+final class MemoryTrimmer: @unchecked Sendable {
+    static let trimAfterBytes = 16 << 20
+
+    private let lock = ConditionLock()
+    private var stopping = false
+    private var thread: pthread_t?
+
+    init(statistics: ServerStatistics) {
+        thread = startThread(name: "folio-trim") { [self] in
+            var residentLow = Self.residentHeapBytes() ?? 0
+            var freeLow = Int(folio_malloc_free_bytes())
+            var tenths = 0
+            while !lock.withLock({ stopping }) {
+                usleep(100_000)
+                tenths += 1
+                guard tenths >= 10, let resident = Self.residentHeapBytes() else { continue }
+                tenths = 0
+                let free = Int(folio_malloc_free_bytes())
+                residentLow = min(residentLow, resident)
+                freeLow = min(freeLow, free)
+                let held = statistics.clientMemory.load(ordering: .relaxed)
+                let grown = max(resident - residentLow, free - freeLow)
+                guard grown >= Self.trimAfterBytes && free >= Self.trimAfterBytes && free >= 2 * held else { continue }
+                _ = folio_malloc_trim()
+                residentLow = Self.residentHeapBytes() ?? resident
+                freeLow = Int(folio_malloc_free_bytes())
+            }
+        }
+    }
+
+    func stop() {
+        lock.withLock { stopping = true }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    /// Resident pages that are not file-backed (`/proc/self/statm`: resident − shared), in bytes:
+    /// the heap and stacks, not the LMDB map.
+    static func residentHeapBytes() -> Int? {
+        let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        let fields = String(decoding: buffer[..<count], as: UTF8.self).split(separator: " ").compactMap { Int($0) }
+        guard fields.count >= 3 else { return nil }
+        return (fields[1] - fields[2]) * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
