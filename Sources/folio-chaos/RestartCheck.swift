@@ -78,16 +78,16 @@ struct RestartCheck {
                 let request = "\(record.operation.request)"
                 let outcome = try record.outcome.classify(request)
                 let expected = record.operation.expectedEvents(outcome, in: logged)
-                // Expectations of one subject take its next events in turn.
+                // Expectations of one subject take its next events in turn. (A write found only in
+                // part is a violation, so what it took need not be given back.)
                 var found: [(expected: ExpectedEvent, event: LoggedEvent)] = []
                 var missing: ExpectedEvent?
-                var taken = next
                 for expectation in expected {
                     let queue = bySubject[expectation.subject] ?? []
-                    let index = taken[expectation.subject] ?? 0
+                    let index = next[expectation.subject] ?? 0
                     if index < queue.count && expectation.matches(queue[index]) {
                         found.append((expectation, queue[index]))
-                        taken[expectation.subject] = index + 1
+                        next[expectation.subject] = index + 1
                     } else if missing == nil {
                         missing = expectation
                     }
@@ -97,7 +97,7 @@ struct RestartCheck {
                 case .acknowledged:
                     if let missing {
                         let queue = bySubject[missing.subject] ?? []
-                        let index = taken[missing.subject] ?? 0
+                        let index = next[missing.subject] ?? 0
                         throw Violation(
                             "the acknowledged write \(missing.write) is not in the log where it belongs; the log has "
                                 + (index < queue.count ? "\(queue[index])" : "no further event of \(missing.subject)")
@@ -115,7 +115,6 @@ struct RestartCheck {
                 }
                 if !found.isEmpty { try requestShape(record.operation, outcome, found) }
                 figures.consequences += found.filter(\.expected.consequence).count
-                next = taken
             }
         }
         for (subject, queue) in bySubject where (next[subject] ?? 0) < queue.count {
