@@ -5,7 +5,8 @@ import Foundation
 struct ChaosOptions {
     static let usage = """
         usage: folio-chaos [--cycles N] [--seed N] [--clients N] [--cycles-per-store N] [--workload-ms MS]
-                           [--map-size BYTES] [--foliod PATH] [--directory DIR] [--keep] [--verbose]
+                           [--map-size BYTES] [--durability MODE] [--foliod PATH] [--directory DIR]
+                           [--keep] [--verbose] [--lose-writes | --split-batches | --double-apply-retries]
 
         The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
         kills foliod with SIGKILL at a random moment (also during start-up, during verify or backup,
@@ -28,6 +29,11 @@ struct ChaosOptions {
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
                                  put back after the kill the data.mdb of before the workload, so that
                                  acknowledged writes are lost and must be reported
+          --split-batches        fault injection: send atomic batches without a key as two, as if
+                                 foliod applied a batch in two parts, which must be reported
+          --double-apply-retries fault injection: send replays without their key, so that foliod writes
+                                 them again, and take the first answer as theirs: the second writes
+                                 must be reported
 
         A violation names the seed and cycle count that rerun its store: `--seed S --cycles C` with
         the same --clients and --cycles-per-store replays the same requests, crash points and delays
@@ -46,6 +52,7 @@ struct ChaosOptions {
     var keep = false
     var verbose = false
     var loseWrites = false
+    var faults = WorkloadClient.Faults()
     var showHelp = false
 
     init(_ argv: [String]) throws(UsageError) {
@@ -75,7 +82,9 @@ struct ChaosOptions {
         }
         if let value = try arguments.integer("--map-size") { mapSize = value }
         if let value = arguments.value("--durability") {
-            guard ["full", "relaxed", "none"].contains(value) else { throw UsageError("--durability must be full, relaxed or none") }
+            guard ["full", "relaxed", "none"].contains(value) else {
+                throw UsageError("--durability must be full, relaxed or none")
+            }
             durability = value
         }
         if let value = arguments.value("--foliod") { foliod = value }
@@ -83,6 +92,8 @@ struct ChaosOptions {
         keep = try arguments.flag("--keep")
         verbose = try arguments.flag("--verbose", "-v")
         loseWrites = try arguments.flag("--lose-writes")
+        faults.splitBatches = try arguments.flag("--split-batches")
+        faults.doubleApplyRetries = try arguments.flag("--double-apply-retries")
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
     }

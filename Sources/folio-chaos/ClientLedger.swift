@@ -8,11 +8,19 @@ final class ClientLedger: @unchecked Sendable {
     /// Object keys in the order the client first used them (so choices from a seed repeat).
     private(set) var objectKeys: [ObjectKey] = []
     var objects: [ObjectKey: Possibilities<ObjectState>] = [:]
+    private var keysByCollection: [String: [ObjectKey]] = [:]
     private(set) var viewNames: [String] = []
     var views: [String: Possibilities<ViewState>] = [:]
     /// Creates without an id that got no answer: nonce → collection. The log tells whether they
     /// happened, and under which id.
     var pendingCreates: [String: String] = [:]
+    /// The writes sent with a request key, by key, and the keys in the order first used.
+    private(set) var keyedRequests: [String: KeyedRequest] = [:]
+    private(set) var requestKeys: [String] = []
+    /// Keys of writes whose answer was lost, to retry early in the next cycle.
+    var lostAnswers: [String] = []
+    /// What each counter's `count` may be.
+    var counters: [ObjectKey: CounterTally] = [:]
     /// Every write since the last check, in the order sent.
     var records: [WriteRecord] = []
     private var counter = 0
@@ -29,7 +37,22 @@ final class ClientLedger: @unchecked Sendable {
     func track(_ key: ObjectKey) {
         guard objects[key] == nil else { return }
         objectKeys.append(key)
+        keysByCollection[key.collection, default: []].append(key)
         objects[key] = Possibilities(.neverCreated)
+    }
+
+    /// The keys of `collection` the client tracks, in the order first used.
+    func keys(in collection: String) -> [ObjectKey] { keysByCollection[collection] ?? [] }
+
+    /// Notes what became of a keyed write (the first time, or again after a retry ran it as new).
+    func remember(_ write: ModelWrite, _ status: KeyedRequest.Status) {
+        guard let key = write.requestKey else { return }
+        if let known = keyedRequests[key] {
+            known.status = status
+        } else {
+            requestKeys.append(key)
+            keyedRequests[key] = KeyedRequest(key: key, commands: write.commands, form: write.form, status: status)
+        }
     }
 
     func trackView(_ name: String) {

@@ -18,7 +18,9 @@ struct CreateOperation: WorkloadOperation {
         return .object(JSONObject(fields))
     }
 
-    private var label: String { "create \(collection)/\(id ?? "(foliod's id)") [\(nonce)]" }
+    var kind: String { "create" }
+
+    var label: String { "create \(collection)/\(id ?? "(foliod's id)") [\(nonce)]" }
 
     func transition(_ prior: ObjectState) -> Possibilities<ObjectState>.Transition {
         prior.isPresent ? .refused(code: "conflict") : .applied(ObjectState(version: prior.version + 1, data: data))

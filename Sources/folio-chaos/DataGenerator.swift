@@ -70,6 +70,26 @@ enum DataGenerator {
         return patch
     }
 
+    /// Field operations on fields `patch` leaves alone, of the kinds the workload's data has there:
+    /// `n` an integer, `tags` an array of words, `meta.x` an object.
+    static func fieldOps(besides patch: JSONObject, _ random: inout SplitMix64) -> JSONObject? {
+        var ops: JSONObject = [:]
+        for _ in 0..<Int.random(in: 1...2, using: &random) {
+            let word = JSON.string(words.randomElement(using: &random)!)
+            switch Int.random(in: 0..<7, using: &random) {
+            case 0: ops["n"] = ["$inc": .int(Int64.random(in: -2...5, using: &random))]
+            case 1: ops["tags"] = ["$push": [word]]
+            case 2: ops["tags"] = ["$addToSet": [word, .string(words.randomElement(using: &random)!)]]
+            case 3: ops["tags"] = ["$pull": [word]]
+            case 4: ops["meta.x.y"] = ["$inc": 1]
+            case 5: ops["done"] = ["$set": .bool(Bool.random(using: &random))]
+            default: ops["note"] = ["$unset": true]
+            }
+        }
+        for key in ops.keys where patch[String(key.prefix { $0 != "." })] != nil { ops[key] = nil }
+        return ops.isEmpty ? nil : ops
+    }
+
     /// A view on one collection, possibly unique (on `Item`'s `code`).
     static func view(name: String, _ random: inout SplitMix64) -> ViewDefinition {
         let threshold = JSON.int(Int64.random(in: 1...8, using: &random))

@@ -14,7 +14,9 @@ struct DeleteOperation: WorkloadOperation {
         return .object(JSONObject(fields))
     }
 
-    private var label: String { "delete \(key)" + (ifVersion.map { " ifVersion \($0)" } ?? "") }
+    var kind: String { ifVersion == nil ? "delete" : "delete ifVersion" }
+
+    var label: String { "delete \(key)" + (ifVersion.map { " ifVersion \($0)" } ?? "") }
 
     func transition(_ prior: ObjectState) -> Possibilities<ObjectState>.Transition {
         guard prior.isPresent else { return .refused(code: "not_found") }

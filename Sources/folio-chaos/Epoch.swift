@@ -53,6 +53,7 @@ final class Epoch {
         try foliod.spawn()
         startupSeconds = try foliod.waitUntilServing(timeout: 60)
         while foliod.mapGrowths.wait(timeout: .now()) == .success {}
+        if index == 0 { try defineSchemas() }
         phases.end("start")
 
         let killAt = plan.killAfterMilliseconds
@@ -64,7 +65,7 @@ final class Epoch {
             WorkloadClient(
                 ledger: ledger, seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) << 16 &+ UInt64(ledger.client),
                 socketPath: foliod.socketPath,
-                timeout: 30)
+                timeout: 30, faults: options.faults)
         }
         let service = ServiceClient(socketPath: foliod.socketPath, tasks: tasks, timeout: 120)
         let finished = DispatchGroup()
@@ -167,6 +168,20 @@ final class Epoch {
         try compareRebuild(figures)
         tally.rebuildsCompared += 1
         phases.end("rebuild")
+    }
+
+    /// The schemas with delete rules, before the store's first workload, as client 0's first writes:
+    /// foliod is idle, so each must be acknowledged.
+    private func defineSchemas() throws {
+        let connection = try FolioConnection.forChecks(foliod.socketPath, timeout: 120)
+        defer { connection.close() }
+        for schema in RuleSchemas.definitions {
+            let operation = SchemaDefineOperation(schema: schema)
+            let answer = try connection.rawCall(operation.request)
+            let outcome = Outcome.answered(try JSONParser.parse(answer))
+            ledgers[0].records.append(WriteRecord(client: 0, operation: operation, outcome: outcome))
+            try operation.record(try outcome.classify("\(operation.request)"), in: ledgers[0])
+        }
     }
 
     /// Appends this cycle's requests and answers to journal.jsonl in the store's directory.

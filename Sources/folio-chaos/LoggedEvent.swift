@@ -11,12 +11,20 @@ struct LoggedEvent: CustomStringConvertible {
     let version: Int64?
     let data: JSONObject?
     let patch: JSONObject?
+    /// The field operations of an `updated` event, applied after its patch.
+    let ops: JSONObject?
+    /// The event that made this one, for what delete rules did.
+    let cause: Int64?
+    /// What the last event of a write sent with a `requestKey` records: key, digest, events, failed.
+    let request: JSONObject?
     /// The `w` field of the data or patch: the nonce of the write that appended the event.
     let nonce: String?
     /// The definition of a `view.defined` event.
     let view: ViewDefinition?
     /// The name of a `view.dropped` event.
     let droppedView: String?
+    /// The schema of a `schema.defined` event.
+    let schema: JSONObject?
     let text: String
 
     init(_ object: JSONObject, text: String) throws(Violation) {
@@ -36,6 +44,9 @@ struct LoggedEvent: CustomStringConvertible {
         version = object["version"]?.integerValue
         data = object["data"]?.objectValue
         patch = object["patch"]?.objectValue
+        ops = object["ops"]?.objectValue
+        cause = object["cause"]?.integerValue
+        request = object["request"]?.objectValue
         nonce = (data ?? patch)?["w"]?.stringValue
         if type == "view.defined", case .object(let definition)? = object["view"] {
             view = ViewDefinition(definition)
@@ -43,6 +54,7 @@ struct LoggedEvent: CustomStringConvertible {
             view = nil
         }
         droppedView = type == "view.dropped" ? object["view"]?.stringValue : nil
+        schema = type == "schema.defined" ? object["schema"]?.objectValue : nil
         switch type {
         case "created", "updated", "deleted":
             guard key != nil, version != nil else {
@@ -57,6 +69,10 @@ struct LoggedEvent: CustomStringConvertible {
             }
         case "view.dropped":
             guard droppedView != nil else { throw Violation("log: event \(seq) names no view: \(text.prefix(300))") }
+        case "schema.defined":
+            guard schema?["collection"]?.stringValue != nil else {
+                throw Violation("log: event \(seq) has no schema of a collection: \(text.prefix(300))")
+            }
         default:
             throw Violation("log: event \(seq) has an unknown type \(type)")
         }
@@ -64,6 +80,7 @@ struct LoggedEvent: CustomStringConvertible {
 
     var subject: LogSubject {
         if let key { return .object(key) }
+        if let collection = schema?["collection"]?.stringValue { return .schema(collection) }
         return .view(view?.name ?? droppedView ?? "")
     }
 

@@ -7,6 +7,8 @@ final class LoggedState {
     private(set) var chainHead = [UInt8](repeating: 0, count: 32)
     private(set) var objects: [ObjectKey: ObjectState] = [:]
     private(set) var views: [String: ViewDefinition] = [:]
+    /// Schemas by collection, as their `schema.defined` events give them.
+    private(set) var schemas: [String: JSONObject] = [:]
     private(set) var eventsByNonce: [String: LoggedEvent] = [:]
     /// Every collection that ever had an object.
     private(set) var collections: Set<String> = []
@@ -56,11 +58,17 @@ final class LoggedState {
                 collections.insert(key.collection)
             case "updated":
                 guard let data = prior.data else { throw Violation("log: \(event) updates \(key), which is \(prior)") }
-                objects[key] = ObjectState(version: prior.version + 1, data: MergePatch.apply(event.patch!, to: data))
+                let patched = MergePatch.apply(event.patch!, to: data)
+                guard let updated = event.ops.map({ FieldOps.apply($0, to: patched) }) ?? patched else {
+                    throw Violation("log: the field operations of \(event) do not apply to \(key), which is \(prior)")
+                }
+                objects[key] = ObjectState(version: prior.version + 1, data: updated)
             default:
                 guard prior.isPresent else { throw Violation("log: \(event) deletes \(key), which is \(prior)") }
                 objects[key] = ObjectState(version: prior.version + 1, data: nil)
             }
+        case "schema.defined":
+            schemas[event.schema!["collection"]!.stringValue!] = event.schema!
         case "view.defined":
             let definition = event.view!
             guard views[definition.name] == nil else { throw Violation("log: \(event) defines a view that exists") }

@@ -11,9 +11,7 @@ struct OperationKind: Sendable {
         OperationKind(name: "create with id", weight: 16) { random, ledger in
             let collection = DataGenerator.collections.randomElement(using: &random)!
             // Now and then an id the client deleted: its versions go on.
-            let deleted = ledger.objectKeys.filter {
-                $0.collection == collection && ledger.known($0)?.isPresent == false
-            }
+            let deleted = ledger.keys(in: collection).filter { ledger.known($0)?.isPresent == false }
             let key =
                 !deleted.isEmpty && Int.random(in: 0..<3, using: &random) == 0
                 ? deleted.randomElement(using: &random)! : ObjectKey(collection: collection, id: ledger.nextName("k"))
@@ -33,9 +31,10 @@ struct OperationKind: Sendable {
         OperationKind(name: "update", weight: 26) { random, ledger in
             guard let key = pick(&random, ledger, present: true) else { return nil }
             let nonce = ledger.nextName("w")
-            return UpdateOperation(
-                key: key, patch: DataGenerator.patch(nonce: nonce, collection: key.collection, &random), ifVersion: nil,
-                nonce: nonce)
+            let patch = DataGenerator.patch(nonce: nonce, collection: key.collection, &random)
+            // One in three with field operations too.
+            let ops = Int.random(in: 0..<3, using: &random) == 0 ? DataGenerator.fieldOps(besides: patch, &random) : nil
+            return UpdateOperation(key: key, patch: patch, ops: ops, ifVersion: nil, nonce: nonce)
         },
         OperationKind(name: "update ifVersion", weight: 16) { random, ledger in
             guard let key = pick(&random, ledger, present: true), let version = ledger.known(key)?.version else {
@@ -78,12 +77,41 @@ struct OperationKind: Sendable {
             guard let name = ledger.viewNames.randomElement(using: &random) else { return nil }
             return ViewDropOperation(name: name)
         },
+        // Writes the model works out in full: folders, docs, notes and pins with delete rules,
+        // counters and tasks; half of them with a request key.
+        OperationKind(name: "write with rules", weight: 14) { random, ledger in
+            ModelWriteGenerator.write(&random, ledger, form: .single, keyed: Bool.random(using: &random))
+        },
+        OperationKind(name: "atomic batch", weight: 9) { random, ledger in
+            ModelWriteGenerator.write(
+                &random, ledger, form: .batch(atomic: true), keyed: Int.random(in: 0..<5, using: &random) < 2)
+        },
+        OperationKind(name: "batch atomic false", weight: 4) { random, ledger in
+            ModelWriteGenerator.write(
+                &random, ledger, form: .batch(atomic: false), keyed: Int.random(in: 0..<5, using: &random) < 2)
+        },
+        OperationKind(name: "retry", weight: 5) { random, ledger in
+            ledger.requestKeys.suffix(100).randomElement(using: &random).flatMap { RetryOperation.retry($0, ledger) }
+        },
+        OperationKind(name: "request key reused", weight: 1) { random, ledger in
+            let applied = ledger.requestKeys.suffix(100).filter { ledger.keyedRequests[$0]!.isApplied }
+            guard let key = applied.randomElement(using: &random),
+                let write = ModelWriteGenerator.write(&random, ledger, form: .single, keyed: false)
+            else { return nil }
+            return RetryOperation.reuse(key, for: write)
+        },
     ]
 
     private static let totalWeight = all.reduce(0) { $0 + $1.weight }
 
     /// The next request for `ledger`'s client.
     static func next(_ random: inout SplitMix64, _ ledger: ClientLedger) -> any WorkloadOperation {
+        // A write whose answer the last kill took, retried first in half the cases.
+        if let key = ledger.lostAnswers.popLast(), Bool.random(using: &random),
+            let retry = RetryOperation.retry(key, ledger)
+        {
+            return retry
+        }
         while true {
             var draw = Int.random(in: 0..<totalWeight, using: &random)
             for kind in all {
@@ -99,7 +127,9 @@ struct OperationKind: Sendable {
     /// One of the client's objects whose single expected state is present (or absent).
     private static func pick(_ random: inout SplitMix64, _ ledger: ClientLedger, present: Bool) -> ObjectKey? {
         // Recent objects are picked more often, so that objects collect versions.
-        let candidates = ledger.objectKeys.suffix(200).filter { ledger.known($0)?.isPresent == present }
+        let candidates = DataGenerator.collections.flatMap { ledger.keys(in: $0).suffix(100) }.filter {
+            ledger.known($0)?.isPresent == present
+        }
         return candidates.randomElement(using: &random)
     }
 }

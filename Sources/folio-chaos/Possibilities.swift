@@ -56,6 +56,11 @@ struct Possibilities<State: Equatable & CustomStringConvertible>: CustomStringCo
         }
     }
 
+    /// A write of unknown outcome worked out for the one possible state: that state, or `next`.
+    mutating func include(_ next: State) {
+        if !states.contains(next) { states.append(next) }
+    }
+
     /// What the store holds now must be one of the possibilities; afterwards it is the only one.
     mutating func settle(on observed: State, _ subject: String) throws(Violation) {
         guard states.contains(observed) else {

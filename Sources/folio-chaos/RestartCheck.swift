@@ -17,6 +17,35 @@ struct RestartCheck {
         var digest = ""
         var chainHead = ""
         var verifySeconds = 0.0
+        /// Events made by delete rules, checked.
+        var consequences = 0
+        var keyed = 0
+        var countersChecked = 0
+        /// Writes of each kind: [sent, acknowledged, refused, unknown, unknown and found applied].
+        var kinds: [String: [Int]] = [:]
+
+        mutating func count(_ operation: any WorkloadOperation, _ outcome: Outcome.Kind, applied: Bool) {
+            writes += 1
+            if operation.requestKey != nil { keyed += 1 }
+            var figures = kinds[operation.kind] ?? [0, 0, 0, 0, 0]
+            figures[0] += 1
+            switch outcome {
+            case .acknowledged:
+                acknowledged += 1
+                figures[1] += 1
+            case .refused:
+                refused += 1
+                figures[2] += 1
+            case .uncertain:
+                uncertain += 1
+                figures[3] += 1
+                if applied {
+                    uncertainApplied += 1
+                    figures[4] += 1
+                }
+            }
+            kinds[operation.kind] = figures
+        }
     }
 
     let connection: FolioConnection
@@ -31,13 +60,15 @@ struct RestartCheck {
         try settleExpectations()
         try compareLiveObjects(&figures)
         try compareViews()
+        try compareSchemas()
+        try checkCounters(&figures)
         try verify(&figures)
         return figures
     }
 
     /// Each subject's new events must be, in order, the events of its client's writes that were
     /// applied: every acknowledged one, each uncertain one entirely or not at all, no refused one,
-    /// nothing else.
+    /// nothing else. The events of one write are contiguous in the log (`requestShape`).
     private func matchHistory(_ events: [LoggedEvent], _ figures: inout Figures) throws(Violation) {
         var bySubject: [LogSubject: [LoggedEvent]] = [:]
         for event in events { bySubject[event.subject, default: []].append(event) }
@@ -47,18 +78,24 @@ struct RestartCheck {
                 let request = "\(record.operation.request)"
                 let outcome = try record.outcome.classify(request)
                 let expected = record.operation.expectedEvents(outcome, in: logged)
-                let found = expected.filter { expectation in
+                // Expectations of one subject take its next events in turn. (A write found only in
+                // part is a violation, so what it took need not be given back.)
+                var found: [(expected: ExpectedEvent, event: LoggedEvent)] = []
+                var missing: ExpectedEvent?
+                for expectation in expected {
                     let queue = bySubject[expectation.subject] ?? []
                     let index = next[expectation.subject] ?? 0
-                    return index < queue.count && expectation.matches(queue[index])
+                    if index < queue.count && expectation.matches(queue[index]) {
+                        found.append((expectation, queue[index]))
+                        next[expectation.subject] = index + 1
+                    } else if missing == nil {
+                        missing = expectation
+                    }
                 }
-                figures.writes += 1
+                figures.count(record.operation, outcome, applied: !expected.isEmpty && missing == nil)
                 switch outcome {
                 case .acknowledged:
-                    figures.acknowledged += 1
-                    if let missing = expected.first(where: { expectation in
-                        !found.contains { $0.subject == expectation.subject }
-                    }) {
+                    if let missing {
                         let queue = bySubject[missing.subject] ?? []
                         let index = next[missing.subject] ?? 0
                         throw Violation(
@@ -67,22 +104,85 @@ struct RestartCheck {
                                 + "\n  answer: \(record.outcome)")
                     }
                 case .refused:
-                    figures.refused += 1
+                    break
                 case .uncertain:
-                    figures.uncertain += 1
-                    guard found.isEmpty || found.count == expected.count else {
+                    guard found.isEmpty || missing == nil else {
                         throw Violation(
-                            "the unanswered write \(request) is in the log only in part: \(found.map(\.write)) of \(expected.map(\.write))"
+                            "the unanswered write \(request) is in the log only in part: \(found.map(\.expected.write)) of \(expected.map(\.write))"
                         )
                     }
-                    if !expected.isEmpty && found.count == expected.count { figures.uncertainApplied += 1 }
+                    record.operation.settled(applied: !found.isEmpty, events: found, in: ledger)
                 }
-                for expectation in found { next[expectation.subject, default: 0] += 1 }
+                if !found.isEmpty { try requestShape(record.operation, outcome, found) }
+                figures.consequences += found.filter(\.expected.consequence).count
             }
         }
         for (subject, queue) in bySubject where (next[subject] ?? 0) < queue.count {
             throw Violation(
                 "the log holds \(queue[next[subject] ?? 0]), which no request explains (or not in that order)")
+        }
+    }
+
+    /// The events of one applied write: contiguous in the log; each command's own event in command
+    /// order without a `cause`, the events its delete rules made after it and before the next command's,
+    /// each naming an earlier event of the write as its `cause`; the last event, and only it, recording
+    /// the request key (with the number of events and the failed ops of a batch that is not atomic).
+    private func requestShape(
+        _ operation: any WorkloadOperation, _ outcome: Outcome.Kind,
+        _ found: [(expected: ExpectedEvent, event: LoggedEvent)]
+    ) throws(Violation) {
+        let write = operation.label
+        let events = found.map(\.event).sorted { $0.seq < $1.seq }
+        let seqs = Set(events.map(\.seq))
+        guard events.last!.seq - events.first!.seq + 1 == Int64(events.count) else {
+            throw Violation(
+                "the events of \(write) are not contiguous in the log: \(events.map(\.seq)); events of other writes lie between"
+            )
+        }
+        var own: [Int: Int64] = [:]
+        for (expected, event) in found where !expected.consequence {
+            guard event.cause == nil else { throw Violation("\(event) of \(expected.write) names a cause") }
+            own[expected.command] = event.seq
+        }
+        let commands = own.keys.sorted()
+        guard zip(commands, commands.dropFirst()).allSatisfy({ own[$0]! < own[$1]! }) else {
+            throw Violation("the commands of \(write) are not in order in the log: \(own)")
+        }
+        for (expected, event) in found where expected.consequence {
+            let start = own[expected.command] ?? Int64.max
+            let end = commands.first { $0 > expected.command }.map { own[$0]! } ?? Int64.max
+            guard let cause = event.cause, seqs.contains(cause), cause >= start, cause < event.seq, event.seq < end
+            else {
+                throw Violation(
+                    "\(event) of \(expected.write) does not follow its command's event \(start) with a cause among the write's events"
+                )
+            }
+        }
+        if let recorded = events.dropLast().first(where: { $0.request != nil }) {
+            throw Violation("\(recorded) records a request but is not the last event of \(write)")
+        }
+        let last = events.last!
+        guard let key = operation.requestKey else {
+            guard last.request == nil else {
+                throw Violation("\(last) records a request for \(write), sent without a key")
+            }
+            return
+        }
+        let failed = last.request?["failed"]?.arrayElements.compactMap(\.objectValue) ?? []
+        var recordedFailures: [Int: String] = [:]
+        for failure in failed {
+            if let index = failure["index"]?.integerValue, let code = failure["code"]?.stringValue {
+                recordedFailures[Int(index)] = code
+            }
+        }
+        guard let request = last.request, request["key"]?.stringValue == key,
+            request["events"]?.integerValue == Int64(events.count),
+            request["digest"]?.stringValue?.utf8.count == 64,
+            recordedFailures == operation.expectedFailures(outcome), failed.count == recordedFailures.count
+        else {
+            throw Violation(
+                "\(last), the last of the \(events.count) events of \(write), does not record its key \(key), its event count and failed ops \(operation.expectedFailures(outcome))"
+            )
         }
     }
 
@@ -204,6 +304,38 @@ struct RestartCheck {
                     }
                     seen.append(key)
                 }
+            }
+        }
+    }
+
+    /// `schema.list` must show the schemas the log defined.
+    private func compareSchemas() throws(Violation) {
+        let result = try connection.call(["op": "schema.list"])
+        guard case .array(let entries)? = result["schemas"] else {
+            throw Violation("schema.list: no schemas in \(result)")
+        }
+        var live: [String: JSONObject] = [:]
+        for entry in entries {
+            guard case .object(let schema) = entry, let collection = schema["collection"]?.stringValue else {
+                throw Violation("schema.list: malformed entry \(entry)")
+            }
+            live[collection] = schema
+        }
+        guard live == logged.schemas else {
+            throw Violation("schema.list shows \(result); the log defined \(logged.schemas)")
+        }
+    }
+
+    /// Each counter's `count` must be the sum of its acknowledged increments plus those of a subset of
+    /// the unanswered requests that incremented it (`CounterTally`, kept apart from the log).
+    private func checkCounters(_ figures: inout Figures) throws(Violation) {
+        for ledger in ledgers {
+            for (key, tally) in ledger.counters {
+                let count = logged.objects[key]?.data?["count"]?.integerValue ?? 0
+                guard tally.allows(count) else {
+                    throw Violation("counter \(key) is \(count) after the restart; \(tally.description)")
+                }
+                figures.countersChecked += 1
             }
         }
     }

@@ -8,6 +8,11 @@ struct Tally {
     var uncertain = 0
     var uncertainApplied = 0
     var events = 0
+    var consequences = 0
+    var keyed = 0
+    var countersChecked = 0
+    /// Writes of each kind: [sent, acknowledged, refused, unknown, unknown and found applied].
+    var kinds: [String: [Int]] = [:]
     var crashPoints: [CrashPoint: Int] = [:]
     var startupKills = 0
     /// Kills during verify or backup that landed before the answer.
@@ -42,6 +47,18 @@ struct Tally {
         uncertain += figures.uncertain
         uncertainApplied += figures.uncertainApplied
         events += figures.events
+        consequences += figures.consequences
+        keyed += figures.keyed
+        countersChecked += figures.countersChecked
+        for (kind, counts) in figures.kinds {
+            kinds[kind] = zip(kinds[kind] ?? [0, 0, 0, 0, 0], counts).map { $0 + $1 }
+        }
+    }
+
+    private var kindSummary: String {
+        kinds.sorted { $0.value[0] > $1.value[0] }.map { kind, counts in
+            "\(kind) \(counts[0]): \(counts[1])/\(counts[2])/\(counts[3])" + (counts[3] > 0 ? ", \(counts[4])" : "")
+        }.joined(separator: "; ")
     }
 
     var summary: String {
@@ -49,7 +66,9 @@ struct Tally {
         return """
             cycles \(cycles) (\(stores) stores), writes checked \(writes): \(acknowledged) acknowledged, \(refused) refused, \
             \(uncertain) unknown outcomes (\(uncertainApplied) found applied, \(uncertain - uncertainApplied) not)
-            events checked \(events); crash points: \(points)
+            events checked \(events) (made by delete rules \(consequences)); writes with a request key \(keyed); \
+            counter values checked \(countersChecked); crash points: \(points)
+            by kind (sent: acknowledged/refused/unknown, found applied): \(kindSummary)
             start-up kills \(startupKills), kills with verify unanswered \(killedMidVerify), with backup unanswered \
             \(killedMidBackup), right after map growth \(mapGrowthKills), stale reader slots left \(staleReaders)
             backups verified offline \(backupsChecked), verifies during workloads \(verifiesDuringWorkload), \

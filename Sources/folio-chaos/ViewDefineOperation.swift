@@ -6,7 +6,9 @@ struct ViewDefineOperation: WorkloadOperation {
 
     var request: JSON { .object(JSONObject([.init(key: "op", value: "view.define")] + definition.requestFields)) }
 
-    private var label: String { "view.define \(definition)" }
+    var kind: String { "view.define" }
+
+    var label: String { "view.define \(definition)" }
 
     func transition(_ prior: ViewState) -> Possibilities<ViewState>.Transition {
         prior == .absent ? .applied(.defined(definition)) : .refused(code: "conflict")

@@ -6,7 +6,9 @@ struct ViewDropOperation: WorkloadOperation {
 
     var request: JSON { ["op": "view.drop", "name": .string(name)] }
 
-    private var label: String { "view.drop \(name)" }
+    var kind: String { "view.drop" }
+
+    var label: String { "view.drop \(name)" }
 
     func transition(_ prior: ViewState) -> Possibilities<ViewState>.Transition {
         prior == .absent ? .refused(code: "not_found") : .applied(.absent)
