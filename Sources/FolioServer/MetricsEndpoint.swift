@@ -10,7 +10,7 @@ import Glibc
 final class MetricsEndpoint: @unchecked Sendable {
     private let listener: UnixListener
     private let reads: ReadHandler
-    private let reader: Store.Reader
+    private var reader: Store.Reader?
     private let log: Log
     private var thread: pthread_t?
 
@@ -58,6 +58,7 @@ final class MetricsEndpoint: @unchecked Sendable {
         var type = "text/plain; charset=utf-8"
         if parts.count >= 2, parts[0] == "GET", parts[1] == "/metrics" {
             do {
+                guard let reader else { throw CancellationError() }
                 body = try reader.read { try reads.metricsText($0) }
                 status = "200 OK"
                 type = "text/plain; version=0.0.4; charset=utf-8"
@@ -86,5 +87,6 @@ final class MetricsEndpoint: @unchecked Sendable {
         listener.close()
         if let thread { pthread_join(thread, nil) }
         thread = nil
+        reader = nil  // before the store closes
     }
 }

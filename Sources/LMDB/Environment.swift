@@ -91,7 +91,7 @@ public final class Environment: @unchecked Sendable {
         pthread_mutex_init(fileWrites, nil)
     }
 
-    private var isClosed = false
+    private(set) var isClosed = false
 
     /// Creates `lock.mdb` with its blocks written, if it does not exist yet.
     ///
@@ -197,12 +197,19 @@ public final class Environment: @unchecked Sendable {
             self.handle = handle
         }
 
-        deinit { mdb_txn_abort(handle) }
+        /// A reader released after its environment was closed has nothing left to abort: the reader
+        /// table it pointed into is unmapped (aborting it then was a crash at shutdown).
+        deinit {
+            pthread_rwlock_rdlock(environment.activity)
+            defer { pthread_rwlock_unlock(environment.activity) }
+            if !environment.isClosed { mdb_txn_abort(handle) }
+        }
 
         /// Runs `body` in a fresh snapshot; the snapshot is released when `body` returns.
         public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
             pthread_rwlock_rdlock(environment.activity)
             defer { pthread_rwlock_unlock(environment.activity) }
+            guard !environment.isClosed else { throw LMDBError(code: .init(rawValue: EINVAL), call: "mdb_txn_renew on a closed environment") }
             try check(mdb_txn_renew(handle), "mdb_txn_renew")
             defer { mdb_txn_reset(handle) }
             return try body(Transaction(handle: handle))

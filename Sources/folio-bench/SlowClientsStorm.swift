@@ -14,7 +14,7 @@ struct SlowClientsStorm {
     let longLines: Int
     let seconds: Double
     let byteIntervalSeconds: Double
-    /// foliod's `--line-timeout` and `--client-memory`, as it was started with them.
+    /// foliod's `--partial-line-timeout` and `--client-memory`, as it was started with them.
     let lineTimeoutSeconds: Double
     let clientMemoryBytes: Int
 

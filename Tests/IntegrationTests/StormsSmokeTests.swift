@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 import Testing
 
@@ -15,7 +16,7 @@ import Testing
             Issue.record("no folio-bench next to foliod (\(Binaries.folioBench)); build every product")
             return
         }
-        try withRunningDaemon(arguments: ["--line-timeout", "2"]) { daemon in
+        try withRunningDaemon(arguments: ["--partial-line-timeout", "2"]) { daemon in
             let pid = try #require(daemon.pid)
             let run = try CommandRun.run(
                 Binaries.folioBench,

@@ -136,6 +136,21 @@ struct EnvironmentTests {
         }
     }
 
+    /// foliod's metrics endpoint held a reader until after the store closed; releasing it then
+    /// aborted a transaction in the unmapped reader table (SIGSEGV at every shutdown).
+    @Test func aReaderOutlivingItsEnvironmentIsReleasedSafelyAndRefusesToRead() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+            var reader: Environment.Reader? = try environment.makeReader()
+            #expect(try reader?.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+            environment.close()
+            #expect(throws: LMDBError.self) { try reader?.read { _ in () } }
+            reader = nil
+        }
+    }
+
     @Test func aFullMapIsReportedAsOutOfSpaceAndGrowingItLetsTheWriteThrough() throws {
         try withTemporaryDirectory { path throws in
             var options = Environment.Options()
