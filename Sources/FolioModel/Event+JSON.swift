@@ -209,11 +209,16 @@ extension Event {
 }
 
 extension Event.RequestRecord {
-    /// `{"key", "digest", "events", "failed"?: [{"index", "code", "message"}]}`
+    /// `{"key", "digest", "events", "failed"?: [{"index", "code", "message", "details"?}]}`
     public var json: JSON {
         var object: JSONObject = ["key": .string(key), "digest": .string(digest), "events": .int(Int64(events))]
         if !failed.isEmpty {
-            object["failed"] = .array(failed.map { ["index": .int(Int64($0.index)), "code": .string($0.code), "message": .string($0.message)] })
+            object["failed"] = .array(
+                failed.map { failure in
+                    var entry: JSONObject = ["index": .int(Int64(failure.index)), "code": .string(failure.code), "message": .string(failure.message)]
+                    if !failure.details.isEmpty { entry["details"] = .object(failure.details) }
+                    return .object(entry)
+                })
         }
         return .object(object)
     }
@@ -229,8 +234,16 @@ extension Event.RequestRecord {
             for entry in entries {
                 guard case .object(let failure) = entry, case .int(let index)? = failure["index"], index >= 0,
                     case .string(let code)? = failure["code"], case .string(let message)? = failure["message"]
-                else { throw ValidationError("event field \"request.failed\" holds {\"index\", \"code\", \"message\"} entries") }
-                failed.append(Failure(index: Int(index), code: code, message: message))
+                else { throw ValidationError("event field \"request.failed\" holds {\"index\", \"code\", \"message\", \"details\"?} entries") }
+                var details: JSONObject = [:]
+                if let value = failure["details"] {
+                    guard case .object(let object) = value else { throw ValidationError("event field \"request.failed.details\" must be an object") }
+                    details = object
+                }
+                for key in failure.keys where !["index", "code", "message", "details"].contains(key) {
+                    throw ValidationError("unexpected field \(Names.quoted(key)) in an event's \"request.failed\"")
+                }
+                failed.append(Failure(index: Int(index), code: code, message: message, details: details))
             }
         }
         for key in object.keys where !["key", "digest", "events", "failed"].contains(key) {

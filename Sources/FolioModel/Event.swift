@@ -42,11 +42,14 @@ public struct Event: Sendable, Equatable {
             public var index: Int
             public var code: String
             public var message: String
+            /// What the answer carried beside code and message (`expectedVersion`, `existingId`, ...).
+            public var details: JSONObject
 
-            public init(index: Int, code: String, message: String) {
+            public init(index: Int, code: String, message: String, details: JSONObject = [:]) {
                 self.index = index
                 self.code = code
                 self.message = message
+                self.details = details
             }
         }
 

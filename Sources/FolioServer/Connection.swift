@@ -13,6 +13,13 @@ final class Connection: @unchecked Sendable {
         case failure(RequestDecoder.TaggedError, Arrival)
         /// A long line being decoded on a decoder thread; replaced by what it decodes to.
         case decoding(id: UInt64, Arrival)
+
+        var arrival: Arrival {
+            switch self {
+            case .write(let job): job.arrival
+            case .read(_, _, let arrival), .stream(_, _, let arrival), .failure(_, let arrival), .decoding(_, let arrival): arrival
+            }
+        }
     }
 
     /// A request's line: its bytes, its op (for metrics), when it arrived (monotonic µs).
@@ -58,6 +65,8 @@ final class Connection: @unchecked Sendable {
     var registered: Epoll.Events = []
     /// The bytes this connection was last counted for in its loop's memory total.
     var accountedBytes = 0
+    /// Listed in the loop's `pausedForLoad`.
+    var pausedForLoad = false
 
     var watches: [Watch] = []
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered

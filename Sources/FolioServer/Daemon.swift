@@ -86,7 +86,7 @@ public final class Daemon {
                 reads: ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests), store: store, log: log)
         }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
-        let trimmer = MemoryTrimmer(statistics: statistics)
+        let trimmer = MemoryTrimmer()
 
         let (head, objects) = try store.read { snapshot in (try snapshot.head(), try snapshot.objectCount()) }
         log.notice(

@@ -15,12 +15,14 @@ extension EventLoop {
     /// Over its share of `--client-memory`, a loop closes the connections that hold the most until
     /// it is back under it: one client's backlog costs that client its connection, never the others
     /// their answers or the daemon its memory.
+    /// What closed connections left in flight is not theirs to pay for again: it only pauses
+    /// reading (`isOverSharedBound`) until it finishes.
     func enforceMemoryBudget() {
-        guard heldBytes > memoryBudget else { return }
+        guard heldBytes - orphanedBytes > memoryBudget else { return }
         var closed = 0
         var freed = 0
         for connection in connections.values.sorted(by: { $0.accountedBytes > $1.accountedBytes }) {
-            guard heldBytes > memoryBudget else { break }
+            guard heldBytes - orphanedBytes > memoryBudget else { break }
             freed += connection.accountedBytes
             closed += 1
             close(connection)
@@ -31,6 +33,33 @@ extension EventLoop {
             log.error(
                 "client memory over this loop's share of --client-memory (\(memoryBudget) bytes): closed \(count) connection(s) "
                     + "holding the most (\(freed) bytes just now)")
+        }
+    }
+
+    /// Over a bound that every connection shares, no connection reads more: the daemon holds
+    /// `max-requests-total` requests not yet answered, or this loop's clients (those gone included)
+    /// hold its share of `client-memory`.
+    var isOverSharedBound: Bool {
+        heldBytes > memoryBudget || statistics.requestsPending.load(ordering: .relaxed) > configuration.maxTotalRequests
+    }
+
+    /// A request of a closed connection finished: what it held is free.
+    func releaseOrphan(_ size: Int) {
+        orphanedBytes -= size
+        heldBytes -= size
+        statistics.clientMemory.subtract(size, ordering: .relaxed)
+        statistics.requestsPending.subtract(1, ordering: .relaxed)
+    }
+
+    /// Reads again from connections paused by a shared bound, once under it. Checked every loop
+    /// iteration (at least once a second, as the loop wakes that often when any limit applies).
+    func resumePausedReading() {
+        guard !pausedForLoad.isEmpty, !isOverSharedBound else { return }
+        let paused = pausedForLoad
+        pausedForLoad.removeAll()
+        for connection in paused {
+            connection.pausedForLoad = false
+            if !connection.isClosed { updateInterest(connection) }
         }
     }
 
@@ -74,11 +103,15 @@ extension EventLoop {
         }
     }
 
-    /// Ends connections whose current line began to arrive more than `--partial-line-timeout` seconds ago.
+    /// Ends connections whose current line began to arrive more than `--partial-line-timeout` seconds
+    /// ago. The time foliod itself did not read from the connection (backpressure) does not count:
+    /// the clock starts again when reading resumes (`updateInterest`).
     func closeSlowLines(_ now: UInt64) {
         let timeout = UInt64(configuration.lineTimeoutSeconds) * 1000
         guard timeout > 0 else { return }
-        for connection in connections.values where connection.partialSince > 0 && now - connection.partialSince > timeout {
+        for connection in connections.values
+        where connection.partialSince > 0 && connection.registered.contains(.readable) && now - connection.partialSince > timeout
+        {
             endInput(
                 connection,
                 with: ProtocolError(

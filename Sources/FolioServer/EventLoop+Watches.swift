@@ -121,7 +121,13 @@ extension EventLoop {
             let congested = connection.unsentBytes >= watchOutputBytes
             for watch in connection.watches {
                 if watch.catchingUp {
-                    guard watch.fellBehind else { continue }
+                    if !watch.fellBehind {
+                        // Catching up from an earlier `after` and its client not taking what was
+                        // sent: from now on it is behind the live events too, and counted so.
+                        guard congested else { continue }
+                        watch.fellBehind = true
+                        watch.lagBytes = 0
+                    }
                     for event in events where event.sequence >= watch.next && watch.wants(collection: event.collection)
                         && connection.access.canRead(event.collection)
                     {

@@ -75,6 +75,12 @@ final class EventLoop: @unchecked Sendable {
     /// Memory held for this loop's clients (the sum of their `accountedBytes`), and its share of
     /// the budget.
     var heldBytes = 0
+    /// Of `heldBytes`, what closed connections still hold: requests of theirs that a decoder, a
+    /// worker or the writer still has, counted (with `requestsPending`) until they finish.
+    var orphanedBytes = 0
+    /// Connections that stopped reading only because the daemon or this loop was over a shared
+    /// bound (`max-requests-total`, this loop's share of `client-memory`): read again once it is not.
+    var pausedForLoad: [Connection] = []
     /// This loop's share of `--client-memory`.
     var memoryBudget: Int { max(1 << 20, configuration.clientMemoryBytes / max(1, loopCount)) }
     private let loopCount: Int
@@ -134,6 +140,8 @@ final class EventLoop: @unchecked Sendable {
             // Wake at least once a second for the line timeout, paused accepts and draining, and as
             // often as the watchdog needs a beat.
             var timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
+            // Paused by a shared bound that other loops' answers may lift: look again soon.
+            if !pausedForLoad.isEmpty { timeout = 20 }
             if let watchdog { timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2))) }
             let count: Int
             do {
@@ -165,6 +173,7 @@ final class EventLoop: @unchecked Sendable {
             }
             finishIteration()
             enforceMemoryBudget()
+            resumePausedReading()
             if draining {
                 if drainDeadline == 0 { drainDeadline = now + 10_000 }
                 if connections.isEmpty { return }
@@ -204,14 +213,20 @@ final class EventLoop: @unchecked Sendable {
             case .writeOutcomes(let outcomes):
                 for outcome in outcomes { complete(outcome) }
             case .answered(let connection, let response, let arrival, let outcome):
-                guard !connection.isClosed else { continue }
+                guard !connection.isClosed else {
+                    releaseOrphan(arrival.size)
+                    continue
+                }
                 connection.readsInFlight -= 1
                 answered(arrival, outcome, connection)
                 connection.output.append(contentsOf: response)
                 dispatchPending(connection)
                 markForFlush(connection)
             case .decoded(let connection, let id, let item):
-                guard !connection.isClosed else { continue }
+                guard !connection.isClosed else {
+                    releaseOrphan(item.arrival.size)
+                    continue
+                }
                 if let index = connection.pending[connection.pendingHead...].firstIndex(where: {
                     if case .decoding(id, _) = $0 { return true } else { return false }
                 }) {
@@ -277,7 +292,9 @@ final class EventLoop: @unchecked Sendable {
     private func readRequests(_ connection: Connection) {
         guard !connection.isClosed, !connection.inputFinished else { return }
         var total = 0
-        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection) {
+        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection)
+            && !isOverSharedBound
+        {
             let count = readBuffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
             if count > 0 {
                 total += count
@@ -302,15 +319,15 @@ final class EventLoop: @unchecked Sendable {
 
     /// The peer sent EOF: a last line without a newline still counts; answer everything, then close.
     private func finishInput(_ connection: Connection) {
-        if connection.framer.finish({ takeLine($0, connection) }) == .tooLong { refuseLongLine(connection) }
+        if connection.framer.finish(lines: { takeLine($0, owned: $1, connection) }) == .tooLong { refuseLongLine(connection) }
         connection.partialSince = 0
         connection.inputFinished = true
         connection.closeWhenIdle = true
     }
 
     private func takeInput(_ chunk: UnsafeRawBufferPointer, _ connection: Connection) {
-        let outcome = connection.framer.take(chunk) { line in
-            takeLine(line, connection)
+        let outcome = connection.framer.take(chunk) { line, owned in
+            takeLine(line, owned: owned, connection)
             return !connection.inputFinished
         }
         if outcome == .tooLong {
@@ -338,7 +355,9 @@ final class EventLoop: @unchecked Sendable {
         connection.closeWhenIdle = true
     }
 
-    private func takeLine(_ line: UnsafeRawBufferPointer, _ connection: Connection) {
+    /// `owned`: the array holding `line`'s bytes, when the framer gathered it: a long line is
+    /// handed to its decoder as it is, not copied.
+    private func takeLine(_ line: UnsafeRawBufferPointer, owned: [UInt8]? = nil, _ connection: Connection) {
         let size = line.count
         connection.requestBytes += size
         connection.requestCount += 1
@@ -351,7 +370,7 @@ final class EventLoop: @unchecked Sendable {
         let id = connection.nextDecodingID
         connection.nextDecodingID += 1
         connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, op: "invalid", at: received)))
-        let bytes = Array(line)
+        let bytes = owned ?? Array(line)
         decoders.submit { [self] _ in
             let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, received: received, connection) }
             post(.decoded(connection, id: id, item))
@@ -469,7 +488,10 @@ final class EventLoop: @unchecked Sendable {
 
     private func complete(_ outcome: Writer.Outcome) {
         let connection = outcome.job.connection
-        guard !connection.isClosed else { return }
+        guard !connection.isClosed else {
+            releaseOrphan(outcome.job.arrival.size)
+            return
+        }
         connection.writesInFlight -= 1
         answered(outcome.job.arrival, (try? outcome.result.get()) == nil ? outcome.result.failureCode : nil, connection)
         switch outcome.result {
@@ -535,15 +557,27 @@ final class EventLoop: @unchecked Sendable {
     private func isCongested(_ connection: Connection) -> Bool {
         connection.unsentBytes > Self.outputHighWater || connection.pendingCount > configuration.maxPendingRequests
             || connection.requestBytes > max(Self.outputHighWater, 4 * configuration.maxLineBytes)
-            || statistics.requestsPending.load(ordering: .relaxed) > configuration.maxTotalRequests
     }
 
     /// Reads while there is room for more; wants to write while output waits.
-    private func updateInterest(_ connection: Connection) {
+    func updateInterest(_ connection: Connection) {
         var wanted: Epoll.Events = []
-        if !connection.inputFinished && !isCongested(connection) { wanted.insert(.readable) }
+        if !connection.inputFinished && !isCongested(connection) {
+            if isOverSharedBound {
+                if !connection.pausedForLoad {
+                    connection.pausedForLoad = true
+                    pausedForLoad.append(connection)
+                }
+            } else {
+                wanted.insert(.readable)
+            }
+        }
         if connection.unsentBytes > 0 { wanted.insert(.writable) }
         guard wanted != connection.registered else { return }
+        // A line foliod stopped reading in the middle of gets its time again.
+        if wanted.contains(.readable) && !connection.registered.contains(.readable) && connection.partialSince > 0 {
+            connection.partialSince = monotonicMilliseconds()
+        }
         do {
             try epoll.modify(connection.fd, wanted, token: UInt64(connection.fd))
             connection.registered = wanted
@@ -554,6 +588,7 @@ final class EventLoop: @unchecked Sendable {
 
     func close(_ connection: Connection) {
         guard !connection.isClosed else { return }
+        account(connection)
         connection.isClosed = true
         epoll.remove(connection.fd)
         Glibc.close(connection.fd)
@@ -563,12 +598,21 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
-        statistics.requestsPending.subtract(connection.requestCount, ordering: .relaxed)
+        // Requests a decoder, a worker or the writer has stay counted until they finish: a client
+        // that sends and leaves must not get past the bounds by leaving.
+        var inFlightBytes = connection.requestBytes
+        var inFlightCount = connection.requestCount
+        for item in connection.pending[connection.pendingHead...] {
+            if case .decoding = item { continue }
+            inFlightBytes -= item.arrival.size
+            inFlightCount -= 1
+        }
+        statistics.requestsPending.subtract(connection.requestCount - inFlightCount, ordering: .relaxed)
         connection.requestCount = 0
-        heldBytes -= connection.accountedBytes
-        statistics.clientMemory.subtract(connection.accountedBytes, ordering: .relaxed)
+        orphanedBytes += inFlightBytes
+        heldBytes -= connection.accountedBytes - inFlightBytes
+        statistics.clientMemory.subtract(connection.accountedBytes - inFlightBytes, ordering: .relaxed)
         connection.accountedBytes = 0
-        // What it still holds (a worker's answer, writes in flight) is released as they finish.
         connection.output = []
         connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
         connection.pending = []

@@ -22,29 +22,37 @@ struct LineFramer {
     /// Bytes of memory the framer holds.
     var heldBytes: Int { partial.capacity }
 
+    /// A partial line that grows past this is given room for the longest line at once: one
+    /// allocation (mapped on its own, see `MemoryTrimmer`) instead of a copy at every doubling.
+    static let wholeLineReserveBytes = 256 << 10
+
     /// Calls `line` with each complete line in `chunk`, in order; `line` returns false to stop (the
     /// rest of the chunk is dropped). Lines are only valid during the call.
     mutating func take(_ chunk: UnsafeRawBufferPointer, _ line: (UnsafeRawBufferPointer) -> Bool) -> Outcome {
+        take(chunk, lines: { bytes, _ in line(bytes) })
+    }
+
+    /// As `take(_:_:)`; a line that was gathered across chunks also comes as the array that holds
+    /// it (the same bytes), which the caller may keep instead of copying them.
+    mutating func take(_ chunk: UnsafeRawBufferPointer, lines line: (UnsafeRawBufferPointer, [UInt8]?) -> Bool) -> Outcome {
         var start = 0
         while start < chunk.count {
             guard let newline = memchr(chunk.baseAddress! + start, 0x0A, chunk.count - start) else {
                 // One byte of grace: a line of exactly the limit may end in "\r" before its "\n" arrives.
                 if partial.count + chunk.count - start > maxLineBytes + 1 { return refuse() }
-                partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start...]))
+                append(UnsafeRawBufferPointer(rebasing: chunk[start...]))
                 return .taken
             }
             let end = UnsafeRawPointer(newline) - chunk.baseAddress!
             let goOn: Bool
             if partial.isEmpty {
                 guard let piece = checked(UnsafeRawBufferPointer(rebasing: chunk[start..<end])) else { return refuse() }
-                goOn = line(piece)
+                goOn = line(piece, nil)
             } else {
                 if partial.count + end - start > maxLineBytes + 1 { return refuse() }
-                partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start..<end]))
-                let whole = partial
-                partial = []
-                guard let result = whole.withUnsafeBytes({ bytes in checked(bytes).map { line($0) } }) else { return refuse() }
-                goOn = result
+                append(UnsafeRawBufferPointer(rebasing: chunk[start..<end]))
+                guard let whole = takeWhole() else { return refuse() }
+                goOn = whole.withUnsafeBytes { line($0, whole) }
             }
             if !goOn { return .taken }
             start = end + 1
@@ -54,15 +62,31 @@ struct LineFramer {
 
     /// At the end of input: a last line without `\n` still counts.
     mutating func finish(_ line: (UnsafeRawBufferPointer) -> Void) -> Outcome {
+        finish(lines: { bytes, _ in line(bytes) })
+    }
+
+    mutating func finish(lines line: (UnsafeRawBufferPointer, [UInt8]?) -> Void) -> Outcome {
         guard !partial.isEmpty else { return .taken }
-        let whole = partial
-        partial = []
-        let fits = whole.withUnsafeBytes { bytes in
-            guard let piece = checked(bytes) else { return false }
-            line(piece)
-            return true
+        guard let whole = takeWhole() else { return .tooLong }
+        whole.withUnsafeBytes { line($0, whole) }
+        return .taken
+    }
+
+    private mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        let needed = partial.count + bytes.count
+        if needed > Self.wholeLineReserveBytes && partial.capacity < needed {
+            partial.reserveCapacity(max(needed, maxLineBytes + 1))
         }
-        return fits ? .taken : .tooLong
+        partial.append(contentsOf: bytes)
+    }
+
+    /// The partial line, now whole, without a trailing `\r`; nil if it is too long. The framer
+    /// holds nothing afterwards.
+    private mutating func takeWhole() -> [UInt8]? {
+        var whole = partial
+        partial = []
+        if whole.last == 0x0D { whole.removeLast() }
+        return whole.count > maxLineBytes ? nil : whole
     }
 
     /// The line without a trailing `\r`; nil if it is still too long.

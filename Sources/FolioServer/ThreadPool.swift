@@ -8,7 +8,9 @@ final class ThreadPool<Context>: @unchecked Sendable {
     typealias Job = @Sendable (Context) -> Void
 
     private let lock = ConditionLock()
-    private var queue: [Job] = []
+    /// Jobs not yet taken start at `head`; a taken job's slot is emptied at once, so that what it
+    /// captured (a long line's bytes, say) is freed when the job ends, not when the queue next empties.
+    private var queue: [Job?] = []
     private var head = 0
     private var stopping = false
     private var threads: [pthread_t] = []
@@ -44,9 +46,13 @@ final class ThreadPool<Context>: @unchecked Sendable {
                 while head == queue.count && !stopping { lock.wait() }
                 guard head < queue.count else { return nil }
                 let job = queue[head]
+                queue[head] = nil
                 head += 1
                 if head == queue.count {
-                    queue.removeAll(keepingCapacity: true)
+                    queue.removeAll(keepingCapacity: queue.capacity <= 4096)
+                    head = 0
+                } else if head >= 1024 && head * 2 >= queue.count {
+                    queue.removeFirst(head)
                     head = 0
                 }
                 return job

@@ -17,8 +17,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case schemaViolations(collection: String, count: Int, [SchemaViolation])
     /// Op `index` of an atomic batch failed, so nothing was stored (the op's own code).
     indirect case batchFailed(index: Int, StoreError)
-    /// An error recorded in the log: a failed op of a batch retried with its request key.
-    case recorded(code: String, message: String)
+    /// An error recorded in the log: a failed op of a batch retried with its request key, with
+    /// the details its answer carried.
+    case recorded(code: String, message: String, details: JSONObject)
     /// A version check or a uniqueness rule failed (`conflict`).
     case conflict(Conflict)
     /// Stored bytes are not what the store wrote: a damaged environment (`internal`).
@@ -36,7 +37,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             let shown = violations.map { "\($0.id): \($0.reason)" }.joined(separator: "; ")
             return "cannot define the schema of \(collection): \(count) object(s) do not fit it: \(shown)\(count > violations.count ? "; …" : "")"
         case .batchFailed(let index, let error): return "op \(index): \(error.description)"
-        case .recorded(_, let message): return message
+        case .recorded(_, let message, _): return message
         case .conflict(let conflict): return conflict.message
         case .corrupted(let message): return "store corrupted: \(message)"
         case .unusable(let message): return message
@@ -86,7 +87,47 @@ extension StoreError {
         case .corrupted: return "internal"
         case .unusable: return "unavailable"
         case .batchFailed(_, let error): return error.code
-        case .recorded(let code, _): return code
+        case .recorded(let code, _, _): return code
+        }
+    }
+}
+
+extension StoreError {
+    /// What an answer carries beside the code and the message (`expectedVersion`, `existingId`,
+    /// `referrers`, ...), as the log also records it for a failed op of a batch with a request key.
+    public var details: JSONObject {
+        switch self {
+        case .conflict(let conflict): return conflict.details
+        case .schemaViolations(_, let count, let violations):
+            return [
+                "violations": .array(violations.map { ["id": .string($0.id), "reason": .string($0.reason)] }),
+                "violationCount": .int(Int64(count)),
+            ]
+        case .batchFailed(let index, let underlying):
+            var details: JSONObject = ["index": .int(Int64(index))]
+            for field in underlying.details { details[field.key] = field.value }
+            return details
+        case .recorded(_, _, let details): return details
+        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .corrupted, .unusable: return [:]
+        }
+    }
+}
+
+extension Conflict {
+    public var details: JSONObject {
+        switch reason {
+        case .version(let expected, let current):
+            return ["expectedVersion": .int(Int64(expected)), "currentVersion": .int(Int64(current))]
+        case .exists, .viewExists:
+            return [:]
+        case .unique(let view, let key, let existingID):
+            return ["view": .string(view), "key": key, "existingId": .string(existingID)]
+        case .duplicates(let view, let groups):
+            return ["view": .string(view), "duplicates": .array(groups.map { .array($0.map(JSON.string)) })]
+        case .requestKeyReused(let key):
+            return ["requestKey": .string(key)]
+        case .denied(let referrers):
+            return ["referrers": .array(referrers.map(JSON.string))]
         }
     }
 }

@@ -20,7 +20,7 @@ extension StoreWriter {
         var failed: [Event.RequestRecord.Failure] = []
         if case .batch(let items) = outcome.result {
             for (index, item) in items.enumerated() {
-                if case .failure(let error) = item { failed.append(.init(index: index, code: error.code, message: error.description)) }
+                if case .failure(let error) = item { failed.append(.init(index: index, code: error.code, message: error.description, details: error.details)) }
             }
         }
         var event = last.event
@@ -64,7 +64,7 @@ extension StoreWriter {
             var next = own.makeIterator()
             for index in operations.indices {
                 if let failure = failures[index] {
-                    items.append(.failure(.recorded(code: failure.code, message: failure.message)))
+                    items.append(.failure(.recorded(code: failure.code, message: failure.message, details: failure.details)))
                 } else {
                     guard let event = next.next() else { throw StoreError.corrupted("request \(entry.lastSequence) has fewer events than ops") }
                     items.append(.success(try replayedResult(of: event)))

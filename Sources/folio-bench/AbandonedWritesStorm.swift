@@ -1,7 +1,7 @@
 import FolioClient
 
 /// `AbandonedWriters` for `seconds`: long writes whose clients leave before the answer. What
-/// foliod holds for them must stay within `--client-memory` (and some slack) like any client's,
+/// foliod holds for them must stay within `--client-memory` (1.5 times, and some slack) like any client's,
 /// and be given back once the writes are applied. The storm stops early once foliod's heap is
 /// `giveUpBytes` over the budget: the bound is broken, and going on would only fill the machine.
 struct AbandonedWritesStorm {
@@ -49,12 +49,14 @@ struct AbandonedWritesStorm {
 
         let maxAnonymousKiB = samples.maximum { $0.memory.anonymousKiB }
         let growth = (maxAnonymousKiB - quiet.memory.anonymousKiB) * 1024
-        let bound = clientMemoryBytes + SlowClientsStorm.residentSlackBytes
+        // What `--client-memory` counts is bytes of lines; the heap also holds their decoded form
+        // and what glibc's arenas keep between uses (PROTOCOL.md §1: up to about half as much again).
+        let bound = clientMemoryBytes * 3 / 2 + SlowClientsStorm.residentSlackBytes
         return [
             StormFigure(
                 storm, "foliod RssAnon (max during)", before: StormFigure.kibibytes(quiet.memory.anonymousKiB),
                 during: StormFigure.kibibytes(maxAnonymousKiB), after: StormFigure.kibibytes(end.memory.anonymousKiB),
-                check: "during − before ≤ client memory + \(StormFigure.bytes(SlowClientsStorm.residentSlackBytes))"
+                check: "during − before ≤ 1.5 × client memory + \(StormFigure.bytes(SlowClientsStorm.residentSlackBytes))"
                     + (gaveUp ? "; stopped early, \(StormFigure.bytes(Self.giveUpBytes)) over" : ""),
                 holds: growth <= bound),
             StormFigure(

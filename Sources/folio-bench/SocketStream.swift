@@ -111,7 +111,8 @@ final class SocketStream {
         var shift = 0
         if end == buffer.count {
             guard start > 0 else {
-                throw BenchError.protocolViolation("a reply line longer than \(buffer.count) bytes")
+                let head = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[0..<min(end, 120)]), as: UTF8.self)
+                throw BenchError.protocolViolation("a reply line longer than \(buffer.count) bytes: \(head)…")
             }
             shift = start
             memmove(buffer.baseAddress!, buffer.baseAddress! + start, end - start)

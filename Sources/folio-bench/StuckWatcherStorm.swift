@@ -69,11 +69,11 @@ struct StuckWatcherStorm {
         ]
         let (watching, started) = try bench.waitUntil(timeout: 10) { $0.watches >= quiet.watches + watchers.count }
         let stuckFrom = watching.at
-        // At least a phase, and on until the live watcher is cut off (it must fall behind by the
+        // At least a phase, and on until both watchers are cut off (each must fall behind by the
         // watch buffer, 8 MiB by default: longer when the machine writes slowly), at most 6 phases.
         var during = try bench.load(Self.writers)
         for _ in 1..<Self.maximumPhases {
-            guard let latest = sampler.latest, latest.watches >= quiet.watches + watchers.count else { break }
+            guard let latest = sampler.latest, latest.watches > quiet.watches else { break }
             during.merge(try bench.load(Self.writers))
         }
         let busy = try bench.sample()

@@ -188,6 +188,39 @@ import Testing
         }
     }
 
+    /// A keyed batch that is not atomic, retried after a restart, answers each failed op with the
+    /// error it first got, details included (they were lost: only code and message were recorded).
+    @Test func aRetriedBatchGivesBackEveryFailureWithItsDetails() throws {
+        try withTemporaryDirectory { directory in
+            let daemon = RunningDaemon(directory: directory)
+            defer { daemon.shutDown() }
+            try daemon.start()
+            #expect(try daemon.request(["op": "view.define", "name": "byEmail", "collection": "User", "sort": ["email"], "unique": true]).isOK)
+            #expect(try daemon.request(["op": "create", "collection": "User", "id": "ann", "data": ["email": "ann@example.com"]]).isOK)
+            #expect(try daemon.request(["op": "create", "collection": "Team", "id": "t1", "data": [:]]).isOK)
+            #expect(try daemon.request(["op": "schema.define", "collection": "Member", "fields": ["team": ["type": "ref", "ref": "Team", "onTargetDelete": "deny"]]]).isOK)
+            #expect(try daemon.request(["op": "create", "collection": "Member", "id": "m1", "data": ["team": ["$ref": "Team/t1"]]]).isOK)
+            let batch: JSON = ["op": "batch", "requestKey": "mixed-1", "atomic": false, "ops": [
+                ["op": "create", "collection": "User", "id": "bob", "data": ["email": "ann@example.com"]],
+                ["op": "update", "collection": "User", "id": "ann", "ifVersion": 7, "patch": ["name": "Ann"]],
+                ["op": "delete", "collection": "Team", "id": "t1"],
+                ["op": "create", "collection": "User", "id": "cy", "data": ["email": "cy@example.com"]],
+            ]]
+            let first = try daemon.request(batch)
+            let results = try #require(first.result?["results"]?.arrayValue, "\(first)")
+            #expect(results.count == 4)
+            #expect(results[0]["error"]?["existingId"] == "ann" && results[0]["error"]?["view"] == "byEmail", "\(results[0])")
+            #expect(results[1]["error"]?["expectedVersion"] == 7 && results[1]["error"]?["currentVersion"] == 1, "\(results[1])")
+            #expect(results[2]["error"]?["referrers"] == ["Member/m1"], "\(results[2])")
+            #expect(results[3]["ok"] == true)
+            daemon.killHard()
+            try daemon.start()
+            let again = try daemon.request(batch)
+            #expect(again.result?["replayed"] == true)
+            #expect(again.result?["results"] == first.result?["results"], "\(again)")
+        }
+    }
+
     @Test func schemaViolationsOfEveryKind() throws {
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()

@@ -154,21 +154,70 @@ import Testing
             }
             let held = try writer.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? -1
             #expect(held >= 0 && held < 1 << 20, "clientMemory \(held) for one watcher after 4 MB of events")
-            var delivered: [Int64] = []
-            var lastSeq: Int64?
-            while let line = try watcher.readJSON() {
-                if let sequence = line["event"]?["seq"]?.integerValue {
-                    delivered.append(sequence)
-                } else if line.errorCode == "lagging" {
-                    lastSeq = line["error"]?["lastSeq"]?.integerValue
-                    break
+            try Self.expectCutOffThenResume(watcher, tag: "w", within: nil)
+        }
+    }
+
+    /// A watcher still catching up from an early `after` when its client stopped reading was never
+    /// cut off: it was skipped for live events and counted no lag. It now falls behind like a live one.
+    @Test func aWatcherStuckInItsCatchUpIsCutOffAndResumes() throws {
+        try withRunningDaemon(arguments: ["--watch-buffer", "65536"]) { daemon in
+            let writer = try daemon.connect(timeout: 10)
+            let text = String(repeating: "x", count: 2000)
+            func write(_ batch: Int) throws {
+                for index in 0..<200 {
+                    try writer.send(["op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"), "data": ["text": .string(text)]])
+                }
+                for _ in 0..<200 { #expect(try writer.readResponse().isOK) }
+            }
+            for batch in 0..<5 { try write(batch) }
+            let watcher = try daemon.connect(timeout: 10)
+            var small: Int32 = 4096
+            _ = watcher.withDescriptor { setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
+            #expect(try watcher.request(["op": "watch", "tag": "w", "after": 0]).isOK)
+            for batch in 5..<15 { try write(batch) }
+            try Self.expectCutOffThenResume(watcher, tag: "w2", within: 3000)
+        }
+    }
+
+    /// Over `max-requests-total`, every connection stops reading, and each reads again once the
+    /// total is under it: a connection paused only for the others' backlog must not wait for an
+    /// event of its own that never comes.
+    @Test func connectionsPausedByTheTotalBoundReadAgain() throws {
+        try withRunningDaemon(arguments: ["--max-requests-total", "4", "--partial-line-timeout", "0"]) { daemon in
+            let clients = try (0..<6).map { _ in try daemon.connect(timeout: 20) }
+            for (number, client) in clients.enumerated() {
+                for index in 0..<200 {
+                    try client.send(["op": "create", "collection": "T", "id": .string("c\(number)-\(index)"), "data": [:]])
                 }
             }
-            #expect(delivered == Array(1...Int64(delivered.count)))
-            #expect(lastSeq == Int64(delivered.count))
-            let resumed = try watcher.request(["op": "watch", "tag": "w", "after": .int(lastSeq ?? 0)])
-            #expect(resumed.isOK)
-            #expect(try watcher.readJSON()?["event"]?["seq"]?.integerValue == (lastSeq ?? 0) + 1)
+            for client in clients {
+                for _ in 0..<200 { #expect(try client.readResponse().isOK) }
+            }
+            #expect(try daemon.request(["op": "count", "collection": "T"]).result?["count"] == 1200)
+            #expect(try daemon.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? 0 < 1 << 20)
         }
+    }
+
+    /// Reads a stuck watcher's events up to its `lagging` line (or `events` of them, if given):
+    /// they must be 1, 2, 3, ... and `lagging` must name the last as `lastSeq`; a new watch from
+    /// there starts at the next one.
+    private static func expectCutOffThenResume(_ watcher: TestConnection, tag: String, within events: Int?) throws {
+        var delivered: [Int64] = []
+        var lastSeq: Int64?
+        while let line = try watcher.readJSON() {
+            if let sequence = line["event"]?["seq"]?.integerValue {
+                delivered.append(sequence)
+            } else if line.errorCode == "lagging" {
+                lastSeq = line["error"]?["lastSeq"]?.integerValue
+                break
+            }
+            if let events, delivered.count == events { break }
+        }
+        #expect(lastSeq != nil, "the watcher read \(delivered.count) events and was not cut off")
+        #expect(delivered == Array(1...Int64(delivered.count)))
+        #expect(lastSeq == Int64(delivered.count))
+        #expect(try watcher.request(["op": "watch", "tag": .string(tag), "after": .int(lastSeq ?? 0)]).isOK)
+        #expect(try watcher.readJSON()?["event"]?["seq"]?.integerValue == (lastSeq ?? 0) + 1)
     }
 }
