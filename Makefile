@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test chaos faults bench bench-views bench-replay clean
+.PHONY: deps run build test chaos faults relations bench bench-views bench-replay clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), and lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read.
@@ -43,6 +43,16 @@ FAULT_CALLS ?= 40
 faults: deps
 	$(SWIFT) build
 	FOLIO_FAULT_SWEEP=$(FAULT_CALLS) $(SWIFT) test --filter FaultSweepTests
+
+# The relations model test (Tests/IntegrationTests/RelationModelTests.swift) at length: MODEL_STEPS
+# random writes with references, each checked against the model, for each seed of MODEL_SEEDS.
+MODEL_STEPS ?= 20000
+MODEL_SEEDS ?= 1 2 3
+relations: deps
+	$(SWIFT) build
+	for seed in $(MODEL_SEEDS); do \
+		FOLIO_MODEL_SEED=$$seed FOLIO_MODEL_STEPS=$(MODEL_STEPS) $(SWIFT) test --filter RelationModelTests || exit 1; \
+	done
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
 # missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.
