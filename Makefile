@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults bench bench-views bench-replay storms soak install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults relations bench bench-views bench-replay storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -69,6 +69,16 @@ fuzz: deps
 
 ci-fuzz: deps
 	SWIFT="$(SWIFT)" FUZZ_SECONDS=60 FUZZ_JOBS=2 fuzz/run.sh
+
+# The relations model test (Tests/IntegrationTests/RelationModelTests.swift) at length: MODEL_STEPS
+# random writes with references, each checked against the model, for each seed of MODEL_SEEDS.
+MODEL_STEPS ?= 20000
+MODEL_SEEDS ?= 1 2 3
+relations: deps
+	$(SWIFT) build
+	for seed in $(MODEL_SEEDS); do \
+		FOLIO_MODEL_SEED=$$seed FOLIO_MODEL_STEPS=$(MODEL_STEPS) $(SWIFT) test --filter RelationModelTests || exit 1; \
+	done
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
 # missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.

@@ -262,4 +262,29 @@ import Testing
             _ = try writer.create("Task", ["title": .string(String(repeating: "x", count: 300))])
         }
     }
+
+    /// A where filters links and backlinks without changing their order: the field's array order
+    /// (a missing target matching nothing), the referrers' id order; not creation order.
+    @Test func aWhereKeepsTheOrderOfLinksAndBacklinks() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            // Created in an order that is neither the ids' nor the field's.
+            for (id, rank) in [("i3", 2), ("i1", 1), ("i2", -1), ("i0", 5)] {
+                _ = try writer.create("Item", ["rank": .int(Int64(rank)), "category": ["$ref": "Category/c"]], id: id)
+            }
+            _ = try writer.create("Category", ["items": [["$ref": "Item/i2"], ["$ref": "Item/i3"], ["$ref": "Item/gone"], ["$ref": "Item/i1"], ["$ref": "Item/i3"]]], id: "c")
+            let matching: JSON = ["rank": ["$gte": 0]]
+            let links = Query.Source.links(collection: "Category", id: "c", field: ["items"])
+            let backlinks = Query.Source.backlinks(collection: "Category", id: "c", sourceCollection: "Item", path: "category")
+            for (source, expected) in [(links, ["i3", "i1", "i3"]), (backlinks, ["i0", "i1", "i3"])] {
+                for descending in [false, true] {
+                    let query = try Query(source: source, whereJSON: matching, descending: descending)
+                    let order = descending ? expected.reversed() : expected
+                    #expect(try allPages(store, query, limit: 1, useCursor: true) == order, "\(source)")
+                    #expect(try allPages(store, query, limit: 2, useCursor: false) == order, "\(source)")
+                    #expect(try store.read { try $0.run(query, countOnly: true).total } == expected.count)
+                }
+            }
+        }
+    }
 }

@@ -110,7 +110,7 @@ extension Snapshot {
             if let value = object.data.value(atPath: field) {
                 if case .array(let elements) = value { elements.forEach(collect) } else { collect(value) }
             }
-            if query.filter != nil || query.sort != nil {
+            if query.sort != nil {
                 let shown = query.readable.map { readable in references.filter { readable($0.0) } } ?? references
                 return .scan(.objects(shown), .linkScan(name))
             }
@@ -193,7 +193,9 @@ extension Snapshot {
     /// Reads every candidate: correct for any query, O(n log n).
     private func scan(_ query: Query, candidates: Candidates, source: QueryPlan.Source, countOnly: Bool) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        let sort = query.sort ?? .creation
+        // Without a sort, referrers keep the reference index's order (by id), a where or not.
+        var sort = query.sort ?? .creation
+        if query.sort == nil, case .backlinks = query.source { sort = SortOrder([SortOrder.Field(.id)]) }
         var keys: [(key: [UInt8], collection: String)] = []
         func consider(_ object: StoredObject) {
             result.plan.examined += 1
@@ -232,15 +234,24 @@ extension Snapshot {
         return result
     }
 
-    /// A field's references in their order (`links` without where or sort): a missing target is
-    /// its reference with `"$missing": true`. The cursor holds the position in the field.
+    /// A field's references in their order (`links` without sort): a missing target is its
+    /// reference with `"$missing": true`; a where keeps the targets that match it (a missing one
+    /// matches nothing). The cursor holds the position in the field.
     private func links(_ query: Query, references: [(collection: String, id: String)], source: QueryPlan.Source, countOnly: Bool) throws
         -> QueryResult
     {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        result.total = references.count
-        if countOnly { return result }
         var order = Array(references.indices)
+        if let filter = query.filter {
+            order = try order.filter { index in
+                result.plan.examined += 1
+                // A target the peer may not read matches nothing: a where must not tell its fields.
+                if let readable = query.readable, !readable(references[index].collection) { return false }
+                return try objects.get(references[index].collection, references[index].id, txn).map { filter.matches($0) } ?? false
+            }
+        }
+        result.total = order.count
+        if countOnly { return result }
         if query.descending { order.reverse() }
         var start: Int
         switch query.start {
@@ -249,7 +260,7 @@ extension Snapshot {
             try checkCursor(cursor, query)
             guard cursor.key.count == 8 else { throw StoreError.invalid("after: not a cursor of links") }
             let index = Int(cursor.key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
-            start = query.descending ? references.count - index : index + 1
+            start = order.partitioningIndex { query.descending ? $0 < index : $0 > index }
         }
         start = max(0, start)
         var writer = JSONWriter(capacity: 1024)
