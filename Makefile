@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test chaos faults bench bench-views bench-replay clean
+.PHONY: deps run build test chaos faults bench bench-views bench-relations bench-replay clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), and lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read.
@@ -52,6 +52,12 @@ bench: deps
 # Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
 bench-views: deps
 	SWIFT="$(SWIFT)" bench/views.sh $(BENCH_ARGS)
+
+# References over 1,000,000 items against Redis sorted sets, atomic batches, cascading deletes; then
+# plain creates and gets against foliod built from BASELINE, main before the relations work (bench/relations.sh).
+BASELINE ?= e43aed0
+bench-relations: deps
+	SWIFT="$(SWIFT)" BASELINE="$(BASELINE)" bench/relations.sh $(BENCH_ARGS)
 
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps

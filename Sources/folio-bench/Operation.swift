@@ -1,5 +1,9 @@
-/// One request of the load: read a pre-populated key, or durably create a fresh one.
+/// One request of the load: read a pre-populated key, durably create a fresh one, or (Folio only)
+/// create `batchSize` in one atomic batch.
 struct Operation {
+    /// The creates in one `createBatch`.
+    static let batchSize = 100
+
     enum Kind: Int, CaseIterable {
         case get
         /// Folio `create` without an id: foliod assigns one, as an app creating a record would let it.
@@ -7,6 +11,11 @@ struct Operation {
         case create
         /// Folio `create` with the fresh key as a client-chosen id.
         case createNamed
+        /// Folio `batch` of `batchSize` creates without ids, atomic: all are stored or none.
+        case createBatch
+
+        /// The events one such request writes.
+        var events: Int { self == .createBatch ? Operation.batchSize : (self == .get ? 0 : 1) }
     }
 
     let kind: Kind

@@ -25,4 +25,18 @@ struct Scenario: Sendable {
         Scenario(id: "pipelined-16", title: "pipelined get, depth 32", clients: 16, depth: 32, readPercent: 100),
         Scenario(id: "mixed-16", title: "mixed 90% get / 10% create", clients: 16, depth: 1, readPercent: 90),
     ]
+
+    /// An atomic batch of 100 creates against 100 separate creates, pipelined and one at a time, at 1
+    /// and 16 clients (`folio-bench relations`); Folio only.
+    static let batches: [Scenario] = [1, 16].flatMap { clients in
+        [
+            Scenario(
+                id: "batch-\(clients)", title: "atomic batch of \(Operation.batchSize) creates", clients: clients, depth: 1, readPercent: 0,
+                creates: .createBatch),
+            Scenario(
+                id: "pipelined-create-\(clients)", title: "\(Operation.batchSize) creates, pipelined", clients: clients,
+                depth: Operation.batchSize, readPercent: 0),
+            Scenario(id: "create-\(clients)", title: "creates one at a time", clients: clients, depth: 1, readPercent: 0),
+        ]
+    }
 }
