@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults relations bench bench-views bench-replay storms soak install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults relations bench bench-views bench-relations bench-replay storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -88,6 +88,12 @@ bench: deps
 # Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
 bench-views: deps
 	SWIFT="$(SWIFT)" bench/views.sh $(BENCH_ARGS)
+
+# References over 1,000,000 items against Redis sorted sets, atomic batches, cascading deletes; then
+# plain creates and gets against foliod built from BASELINE, main before the relations work (bench/relations.sh).
+BASELINE ?= e43aed0
+bench-relations: deps
+	SWIFT="$(SWIFT)" BASELINE="$(BASELINE)" bench/relations.sh $(BENCH_ARGS)
 
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps

@@ -17,15 +17,17 @@ BIN="$SCRATCH/release"
 WORK="$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/folio-bench.XXXXXX")"
 REDIS_PID=""
 FOLIO_PID=""
+BASELINE_PID=""
 
 stop_daemons() {
-    for pid in $FOLIO_PID $REDIS_PID; do
+    for pid in $FOLIO_PID $BASELINE_PID $REDIS_PID; do
         kill -TERM "$pid" 2>/dev/null || true
     done
-    for pid in $FOLIO_PID $REDIS_PID; do
+    for pid in $FOLIO_PID $BASELINE_PID $REDIS_PID; do
         wait "$pid" 2>/dev/null || true
     done
     FOLIO_PID=""
+    BASELINE_PID=""
     REDIS_PID=""
 }
 
@@ -66,15 +68,39 @@ start_redis() {
 
 # foliod on its defaults (plus $FOLIOD_ARGS), data in $WORK/folio (or $1), socket $WORK/folio.sock.
 start_foliod() {
+    launch_foliod "$BIN/foliod" "${1:-$WORK/folio}" "$WORK/folio.sock"
+    FOLIO_PID=$LAUNCHED_PID
+}
+
+# The foliod binary $1 on its defaults (plus $FOLIOD_ARGS), data in $2, socket $3; returns once it
+# answers, its pid in LAUNCHED_PID. The caller keeps the pid where stop_daemons finds it.
+launch_foliod() {
     # shellcheck disable=SC2086 # FOLIOD_ARGS is a list of options
-    "$BIN/foliod" --data "${1:-$WORK/folio}" --socket "$WORK/folio.sock" ${FOLIOD_ARGS:-} 2>>"$WORK/foliod.log" &
-    FOLIO_PID=$!
+    "$1" --data "$2" --socket "$3" ${FOLIOD_ARGS:-} 2>>"$WORK/foliod.log" &
+    LAUNCHED_PID=$!
     for _ in $(seq 100); do
-        FOLIO_SOCKET="$WORK/folio.sock" "$BIN/folio" hello >/dev/null 2>&1 && return 0
+        FOLIO_SOCKET="$3" "$BIN/folio" hello >/dev/null 2>&1 && return 0
         sleep 0.1
     done
-    echo "bench: foliod did not start" >&2
+    echo "bench: foliod ($1) did not start" >&2
     return 1
+}
+
+# foliod built in release mode from commit $1, in a directory outside the worktree ($BASELINE_DIR,
+# default $TMPDIR/folio-baseline-COMMIT) that is kept, so a second run only checks the build. The
+# source comes from `git archive`, so the repository gains no worktree. Prints the binary's path.
+# (Called in $(...), where bash drops `set -e`: each step returns on failure itself.)
+build_baseline() {
+    local commit dir
+    commit="$(git rev-parse --short=7 "$1^{commit}")" || return 1
+    dir="${BASELINE_DIR:-${TMPDIR:-/tmp}/folio-baseline-$commit}"
+    if [ ! -d "$dir/src" ]; then
+        rm -rf "$dir/src.partial" && mkdir -p "$dir/src.partial" || return 1
+        git archive "$commit" | tar -x -C "$dir/src.partial" || return 1
+        mv "$dir/src.partial" "$dir/src" || return 1
+    fi
+    (cd "$dir/src" && "$SWIFT" build -c release --product foliod >&2) || return 1
+    echo "$dir/src/.build/release/foliod"
 }
 
 header() {

@@ -4,6 +4,7 @@ import FolioCommandLine
 struct BenchOptions {
     static let usage = """
         usage: folio-bench [--folio-socket PATH] [--folio-pid PID] [--redis-socket PATH] [--redis-pid PID]
+                           [--baseline-socket PATH [--baseline-pid PID] [--baseline-name NAME]]
                            [--duration SECONDS] [--warmup SECONDS] [--rounds N] [--keys N]
                            [--only ID,ID...] [--markdown FILE] [--connect-timeout SECONDS] [--sync-probe DIR]
 
@@ -12,10 +13,15 @@ struct BenchOptions {
         least one socket; with a pid, the daemon's VmRSS and VmHWM are sampled from /proc.
         bench/run.sh (`make bench`) starts both daemons and runs this.
 
+        A baseline is a second foliod, e.g. one built from an earlier commit, run alternately with the
+        first in the same way, so that the ratios say what changed (bench/relations.sh does this).
+
           --duration SECONDS    measured time per scenario, per daemon, per round (default 5)
           --warmup SECONDS      unmeasured load before each measurement (default 1)
           --rounds N            runs per scenario and daemon, alternating who goes first (default 1)
           --keys N              keys k0..kN-1 created before the get scenarios (default 10000)
+          --baseline-socket P   a second foliod to compare the first with (named --baseline-name, default
+                                "Folio before"; --baseline-pid for its memory and CPU)
           --only IDS            scenarios to run, by id (default: all): \(Scenario.standard.map(\.id).joined(separator: ", "))
           --markdown FILE       also write the tables as Markdown to FILE
           --connect-timeout S   how long to wait for a daemon's socket to answer (default 10)
@@ -27,6 +33,7 @@ struct BenchOptions {
 
         Other measurements (each prints its own usage with --help):
           folio-bench views ...     materialized views beside a Redis sorted set (bench/views.sh)
+          folio-bench relations ... backlinks, view ranges, batches, cascades (bench/relations.sh)
           folio-bench watch ...     watch delivery latency under a steady write load (bench/replay.sh)
           folio-bench populate ...  fill a foliod with events for the replay benchmark (bench/replay.sh)
           folio-bench storms ...    idle, slow, oversized, stuck and churning clients (bench/storms.sh)
@@ -47,8 +54,8 @@ struct BenchOptions {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--duration", "--warmup", "--rounds",
-                "--keys",
+                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--baseline-socket", "--baseline-pid",
+                "--baseline-name", "--duration", "--warmup", "--rounds", "--keys",
                 "--only", "--markdown", "--connect-timeout", "--sync-probe",
             ])
         if try arguments.flag("--help", "-h") {
@@ -57,6 +64,12 @@ struct BenchOptions {
         }
         if let path = arguments.value("--folio-socket") {
             targets.append(Target(kind: .folio, socketPath: path, pid: try Self.pid(arguments.integer("--folio-pid"))))
+        }
+        if let path = arguments.value("--baseline-socket") {
+            targets.append(
+                Target(
+                    kind: .folio, socketPath: path, pid: try Self.pid(arguments.integer("--baseline-pid")),
+                    name: arguments.value("--baseline-name") ?? "Folio before"))
         }
         if let path = arguments.value("--redis-socket") {
             targets.append(Target(kind: .redis, socketPath: path, pid: try Self.pid(arguments.integer("--redis-pid"))))

@@ -26,28 +26,29 @@ struct Benchmark {
         var runNumber = 0
         var rows: [Report.Row] = []
         for (index, scenario) in options.scenarios.enumerated() {
-            var results: [Target.Kind: RunResult] = [:]
+            var results = [RunResult?](repeating: nil, count: options.targets.count)
             for round in 0..<options.rounds {
-                let order = (index + round) % 2 == 0 ? options.targets : options.targets.reversed()
-                for target in order {
+                let indices = Array(options.targets.indices)
+                for position in (index + round) % 2 == 0 ? indices : indices.reversed() {
+                    let target = options.targets[position]
                     runNumber += 1
                     let runner = ScenarioRunner(
                         scenario: scenario, target: target, timing: options.timing, keyCount: options.keyCount,
                         runNumber: runNumber, nonce: nonce)
                     let result = try runner.run()
                     progress("\(scenario.id) \(target.name): \(Report.summary(result))")
-                    if var merged = results[target.kind] {
+                    if var merged = results[position] {
                         merged.merge(result)
-                        results[target.kind] = merged
+                        results[position] = merged
                     } else {
-                        results[target.kind] = result
+                        results[position] = result
                     }
                 }
             }
-            rows.append(Report.Row(scenario: scenario, folio: results[.folio], redis: results[.redis]))
+            rows.append(Report.Row(scenario: scenario, results: results))
         }
         if let probe { context.append("disk after: " + (try probe.describe())) }
-        return Report(rows: rows)
+        return Report(names: options.targets.map(\.name), rows: rows)
     }
 
     private func progress(_ line: String) {

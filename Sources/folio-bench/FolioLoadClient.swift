@@ -1,8 +1,8 @@
 import FolioJSON
 
 /// Speaks foliod's JSON-lines protocol over a raw socket: `create` (with an id foliod assigns, or a
-/// client-given one), `update` and `get` by id in the `Bench` collection, without tags (answers come
-/// back in request order).
+/// client-given one), `update`, an atomic `batch` of such creates, and `get` by id in the `Bench`
+/// collection, without tags (answers come back in request order).
 final class FolioLoadClient: LoadClient {
     static let collection = "Bench"
 
@@ -10,6 +10,9 @@ final class FolioLoadClient: LoadClient {
     private static let createNamedHead = Array(#"{"op":"create","collection":"\#(collection)","id":""#.utf8)
     private static let createNamedData = Array(#"","data":"#.utf8)
     private static let createTail = Array("}".utf8) + [0x0A]
+    private static let batchHead = Array(#"{"op":"batch","atomic":true,"ops":["#.utf8)
+    private static let batchCreate = Array(#"{"op":"create","collection":"\#(collection)","data":"#.utf8) + Payload.bytes + Array("}".utf8)
+    private static let batchTail = Array("]}".utf8) + [0x0A]
     private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
     private static let getTail = Array(#""}"#.utf8) + [0x0A]
     private static let updateHead = Array(#"{"op":"update","collection":"\#(collection)","id":""#.utf8)
@@ -38,6 +41,14 @@ final class FolioLoadClient: LoadClient {
                 output.append(contentsOf: Self.updateHead)
                 operation.key.append(to: &output)
                 output.append(contentsOf: Self.updateTail)
+                continue
+            case .createBatch:
+                output.append(contentsOf: Self.batchHead)
+                for index in 0..<Operation.batchSize {
+                    if index > 0 { output.append(UInt8(ascii: ",")) }
+                    output.append(contentsOf: Self.batchCreate)
+                }
+                output.append(contentsOf: Self.batchTail)
                 continue
             case .create:
                 output.append(contentsOf: Self.createHead)

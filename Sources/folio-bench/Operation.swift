@@ -1,6 +1,9 @@
-/// One request of the load: read a pre-populated key, durably create a fresh one, or durably update a
-/// pre-populated one.
+/// One request of the load: read a pre-populated key, durably create a fresh one, durably update a
+/// pre-populated one, or (Folio only) create `batchSize` in one atomic batch.
 struct Operation {
+    /// The creates in one `createBatch`.
+    static let batchSize = 100
+
     enum Kind: Int, CaseIterable {
         case get
         /// Folio `create` without an id: foliod assigns one, as an app creating a record would let it.
@@ -11,6 +14,11 @@ struct Operation {
         /// Folio `update` of a pre-populated key (a merge patch of one field): the number of objects
         /// stays the same however long the load runs. Redis: `SET` of the key.
         case update
+        /// Folio `batch` of `batchSize` creates without ids, atomic: all are stored or none.
+        case createBatch
+
+        /// The events one such request writes.
+        var events: Int { self == .createBatch ? Operation.batchSize : (self == .get ? 0 : 1) }
     }
 
     let kind: Kind

@@ -33,6 +33,8 @@ final class RESPClient: LoadClient {
             case .get:
                 output.append(contentsOf: Self.getHead)
                 appendKey(operation.key)
+            case .createBatch:
+                throw BenchError.setup("no Redis peer for an atomic batch of creates: run it against foliod only")
             }
         }
         try stream.send(output)

@@ -1,48 +1,44 @@
 import Foundation
 
 /// Turns the results into the tables the benchmark prints: throughput and latency side by side,
-/// then failures and the daemons' CPU time and memory, then latency per kind of request.
+/// then failures and the daemons' CPU time and memory, then latency per kind of request. The first
+/// daemon is the one measured; each ratio is its figure over another's in the same run.
 struct Report {
     struct Row {
         let scenario: Scenario
-        let folio: RunResult?
-        let redis: RunResult?
+        /// One per daemon, in the order of `names`; nil for a daemon the scenario did not run on.
+        let results: [RunResult?]
     }
 
+    /// The daemons, as the tables name them (`Folio`, `Redis`, `Folio before`).
+    let names: [String]
     let rows: [Row]
 
     var throughput: TextTable {
-        var table = TextTable(header: [
-            "scenario", "clients", "Folio ops/s", "Redis ops/s", "ratio", "Folio p50 / p99", "Redis p50 / p99",
-        ])
+        let peers = names.indices.dropFirst()
+        var table = TextTable(
+            header: ["scenario", "clients"] + names.map { "\($0) ops/s" }
+                + peers.map { names.count == 2 ? "ratio" : "ratio to \(names[$0])" } + names.map { "\($0) p50 / p99" })
         for row in rows {
-            let ratio: String
-            if let folio = row.folio, let redis = row.redis, redis.operationsPerSecond > 0 {
-                ratio = String(format: "%.2f", folio.operationsPerSecond / redis.operationsPerSecond)
-            } else {
-                ratio = "-"
+            let ratios = peers.map { peer -> String in
+                guard let first = row.results[0], let other = row.results[peer], other.operationsPerSecond > 0 else { return "-" }
+                return String(format: "%.2f", first.operationsPerSecond / other.operationsPerSecond)
             }
-            table.append([
-                row.scenario.title, "\(row.scenario.clients)", Self.rate(row.folio), Self.rate(row.redis), ratio,
-                Self.percentiles(row.folio?.tally.allLatencies), Self.percentiles(row.redis?.tally.allLatencies),
-            ])
+            table.append(
+                [row.scenario.title, "\(row.scenario.clients)"] + row.results.map(Self.rate) + ratios
+                    + row.results.map { Self.percentiles($0?.tally.allLatencies) })
         }
         return table
     }
 
     var failuresAndResources: TextTable {
-        var table = TextTable(header: [
-            "scenario", "clients", "Folio failed", "Redis failed", "Folio CPU/op", "Redis CPU/op",
-            "Folio RSS max (anon)", "Folio VmHWM",
-            "Redis RSS max (anon)", "Redis VmHWM",
-        ])
+        var table = TextTable(
+            header: ["scenario", "clients"] + names.map { "\($0) failed" } + names.map { "\($0) CPU/op" }
+                + names.flatMap { ["\($0) RSS max (anon)", "\($0) VmHWM"] })
         for row in rows {
-            table.append([
-                row.scenario.title, "\(row.scenario.clients)", Self.failures(row.folio), Self.failures(row.redis),
-                Self.cpu(row.folio), Self.cpu(row.redis),
-                Self.residentMemory(row.folio?.memory), Self.mebibytes(row.folio?.memory?.peakKiB),
-                Self.residentMemory(row.redis?.memory), Self.mebibytes(row.redis?.memory?.peakKiB),
-            ])
+            table.append(
+                [row.scenario.title, "\(row.scenario.clients)"] + row.results.map(Self.failures) + row.results.map(Self.cpu)
+                    + row.results.flatMap { [Self.residentMemory($0?.memory), Self.mebibytes($0?.memory?.peakKiB)] })
         }
         return table
     }
@@ -51,7 +47,7 @@ struct Report {
         var table = TextTable(
             header: ["scenario", "clients", "request", "system", "count", "p50", "p99", "p99.9", "max"], leftAligned: 4)
         for row in rows {
-            for (name, result) in [("Folio", row.folio), ("Redis", row.redis)] {
+            for (name, result) in zip(names, row.results) {
                 guard let result else { continue }
                 for kind in Operation.Kind.allCases {
                     let latencies = result.tally.latencies(of: kind)
@@ -70,7 +66,7 @@ struct Report {
     /// Where each daemon's CPU time went, per scenario (measured windows, all rounds).
     var cpuByThread: [String] {
         rows.flatMap { row in
-            [("Folio", row.folio), ("Redis", row.redis)].compactMap { name, result in
+            zip(names, row.results).compactMap { name, result in
                 guard let threads = result?.threadCPU else { return nil }
                 return "\(row.scenario.id) \(name): \(threads.summary())"
             }
@@ -79,7 +75,7 @@ struct Report {
 
     var failureMessages: [String] {
         rows.flatMap { row in
-            [("Folio", row.folio), ("Redis", row.redis)].compactMap { name, result in
+            zip(names, row.results).compactMap { name, result in
                 guard let result, result.tally.failures > 0 else { return nil }
                 return
                     "\(name), \(row.scenario.id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")"
@@ -96,7 +92,18 @@ struct Report {
 
     static func rate(_ result: RunResult?) -> String {
         guard let result else { return "-" }
-        return Int(result.operationsPerSecond.rounded()).grouped
+        return grouped(result.operationsPerSecond)
+    }
+
+    /// 12345.6 as "12,346".
+    static func grouped(_ value: Double) -> String {
+        let digits = Array(String(Int(value.rounded())))
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { grouped.append(",") }
+            grouped.append(digit)
+        }
+        return grouped
     }
 
     static func percentiles(_ latencies: LatencyHistogram?) -> String {

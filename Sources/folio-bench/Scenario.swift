@@ -8,7 +8,7 @@ struct Scenario: Sendable {
     let depth: Int
     /// Percent of requests that are reads of pre-populated keys; the rest create fresh keys.
     let readPercent: Int
-    /// What the writes are: `create`, `createNamed` or `update`.
+    /// What the writes are: `create`, `createNamed`, `update` or `createBatch`.
     var writeKind: Operation.Kind = .create
     /// Open loop: every client sends its batches on a fixed schedule, so that all together send
     /// this many requests a second. Nil: closed loop, each batch as soon as the last is answered.
@@ -28,4 +28,18 @@ struct Scenario: Sendable {
         Scenario(id: "pipelined-16", title: "pipelined get, depth 32", clients: 16, depth: 32, readPercent: 100),
         Scenario(id: "mixed-16", title: "mixed 90% get / 10% create", clients: 16, depth: 1, readPercent: 90),
     ]
+
+    /// An atomic batch of 100 creates against 100 separate creates, pipelined and one at a time, at 1
+    /// and 16 clients (`folio-bench relations`); Folio only.
+    static let batches: [Scenario] = [1, 16].flatMap { clients in
+        [
+            Scenario(
+                id: "batch-\(clients)", title: "atomic batch of \(Operation.batchSize) creates", clients: clients, depth: 1, readPercent: 0,
+                writeKind: .createBatch),
+            Scenario(
+                id: "pipelined-create-\(clients)", title: "\(Operation.batchSize) creates, pipelined", clients: clients,
+                depth: Operation.batchSize, readPercent: 0),
+            Scenario(id: "create-\(clients)", title: "creates one at a time", clients: clients, depth: 1, readPercent: 0),
+        ]
+    }
 }

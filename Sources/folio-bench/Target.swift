@@ -1,4 +1,5 @@
-/// A daemon under test: which protocol it speaks, where it listens, and its process (for RSS).
+/// A daemon under test: which protocol it speaks, where it listens, its process (for RSS), and what
+/// the report calls it.
 struct Target: Sendable {
     enum Kind: String, Sendable {
         case folio = "Folio"
@@ -8,8 +9,15 @@ struct Target: Sendable {
     let kind: Kind
     let socketPath: String
     let pid: Int32?
+    /// The kind's name, unless given (`Folio before` for a foliod built from an earlier commit).
+    let name: String
 
-    var name: String { kind.rawValue }
+    init(kind: Kind, socketPath: String, pid: Int32?, name: String? = nil) {
+        self.kind = kind
+        self.socketPath = socketPath
+        self.pid = pid
+        self.name = name ?? kind.rawValue
+    }
 
     func connect() throws -> any LoadClient {
         switch kind {

@@ -90,67 +90,31 @@ struct ViewsBenchmark {
         guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
         say("built view byRank over \(objects) objects in \(format(buildSeconds)) s: \(Int(Double(objects) / buildSeconds)) objects/s")
 
-        let placements = daemons.isEmpty || !CPUPlacement.isAvailable ? [CPUPlacement.unpinned] : CPUPlacement.allCases
+        let timer = ReadTimer(folio: folio, redis: redis, daemons: daemons, samples: samples)
         var table = TextTable(
             header: [
                 "read", "placement", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean", "ratio p50",
                 "ratio server",
             ],
             leftAligned: 2)
-        /// Folio and Redis requests alternate sample by sample, so that drift in the machine's load
-        /// hits both alike, in 5 rounds under each placement; each side's p50 is its best round's
-        /// (the p99 is over every sample of the placement).
         func measure(_ label: String, folioRequest: JSON, redisCommand: [String]?) throws {
-            var line = folioRequest.serialized()
-            line.append(0x0A)
-            for placement in placements {
-                try placement.apply(daemons: daemons)
-                table.append([label, placement.label] + (try timeRead(line, redisCommand: redisCommand)))
-            }
-            try CPUPlacement.unpinned.apply(daemons: daemons)
-        }
-        /// The figures of one read under the current placement: the table's columns after the first two.
-        func timeRead(_ line: [UInt8], redisCommand: [String]?) throws -> [String] {
-            var folioAll = LatencyHistogram()
-            var redisAll = LatencyHistogram()
-            var folioBest = UInt64.max
-            var redisBest = UInt64.max
-            var server: [Double] = []
-            if let redis, redisCommand != nil { _ = try redis.command(["CONFIG", "RESETSTAT"]) }
-            for _ in 0..<5 {
-                var folioRound = LatencyHistogram()
-                var redisRound = LatencyHistogram()
-                for _ in 0..<max(1, samples / 5) {
-                    let start = MonotonicClock.now()
-                    try folio.send(bytes: line)
-                    guard let response = try folio.readLine() else { throw BenchError.closed(folioSocket) }
-                    folioRound.record(MonotonicClock.now() - start)
-                    let parsed = try JSONParser.parse(response)
-                    guard parsed.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("\(parsed)") }
-                    if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?.integerValue {
-                        server.append(Double(micros))
-                    }
-                    if let redis, let redisCommand {
-                        let redisStart = MonotonicClock.now()
-                        if case .error(let message) = try redis.command(redisCommand) { throw BenchError.protocolViolation(message) }
-                        redisRound.record(MonotonicClock.now() - redisStart)
-                    }
+            for figures in try timer.time(folioRequest, redisCommand: redisCommand) {
+                let serverP50 = figures.folioServerMicros ?? 0
+                var row = [
+                    label, figures.placement.label, "\(ReadTimer.micros(figures.folioP50)) / \(ReadTimer.micros(figures.folioP99))",
+                    ReadTimer.micros(serverP50),
+                ]
+                if let redisP50 = figures.redisP50, let redisP99 = figures.redisP99, let ratio = figures.ratioP50 {
+                    let serverMean = figures.redisServerMicros ?? 0
+                    row += [
+                        "\(ReadTimer.micros(redisP50)) / \(ReadTimer.micros(redisP99))", String(format: "%.1f µs", serverMean),
+                        String(format: "%.2f", ratio), String(format: "%.2f", serverP50 / max(serverMean, 0.01)),
+                    ]
+                } else {
+                    row += ["-", "-", "-", "-"]
                 }
-                folioBest = min(folioBest, folioRound.percentile(0.5) ?? .max)
-                redisBest = min(redisBest, redisRound.percentile(0.5) ?? .max)
-                folioAll.merge(folioRound)
-                redisAll.merge(redisRound)
+                table.append(row)
             }
-            server.sort()
-            let serverP50 = server.isEmpty ? 0 : server[server.count / 2]
-            let folioFigures = ["\(micros(Double(folioBest) / 1000)) / \(micros(Double(folioAll.percentile(0.99) ?? 0) / 1000))", micros(serverP50)]
-            guard let redis, let redisCommand else { return folioFigures + ["-", "-", "-", "-"] }
-            let serverMean = try redisServerMicros(redis, command: redisCommand[0])
-            return folioFigures + [
-                "\(micros(Double(redisBest) / 1000)) / \(micros(Double(redisAll.percentile(0.99) ?? 0) / 1000))",
-                String(format: "%.1f µs", serverMean), String(format: "%.2f", Double(folioBest) / Double(max(redisBest, 1))),
-                String(format: "%.2f", serverP50 / max(serverMean, 0.01)),
-            ]
         }
 
         try measure("count", folioRequest: ["op": "count", "view": "byRank", "explain": true], redisCommand: ["ZCARD", "ranks"])
@@ -214,17 +178,6 @@ struct ViewsBenchmark {
         return 0
     }
 
-    /// The mean microseconds per call Redis reports for `command` since the last CONFIG RESETSTAT.
-    private func redisServerMicros(_ redis: RESPClient, command: String) throws -> Double {
-        guard case .bulk(let bytes) = try redis.command(["INFO", "commandstats"]) else { return 0 }
-        let text = String(decoding: bytes, as: UTF8.self)
-        let prefix = "cmdstat_\(command.lowercased()):"
-        guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix(prefix) }),
-            let field = line.split(separator: ",").first(where: { $0.hasPrefix("usec_per_call=") })
-        else { return 0 }
-        return Double(field.dropFirst("usec_per_call=".count)) ?? 0
-    }
-
     /// Durable creates per second from 16 closed-loop clients.
     private func writeRate(collection: String) throws -> Double {
         let counts = Locked([Int](repeating: 0, count: 16))
@@ -260,54 +213,5 @@ struct ViewsBenchmark {
         return Double(counts.withLock { $0.reduce(0, +) }) / writeSeconds
     }
 
-    private func micros(_ value: Double) -> String {
-        value >= 1000 ? String(format: "%.2f ms", value / 1000) : String(format: "%.1f µs", value)
-    }
-
     private func format(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
-}
-
-/// Sends `count` request lines over several pipelining connections (line k from `line(k)`),
-/// failing on the first answer that is not ok.
-struct PipelinedLoader {
-    let socket: String
-    let count: Int
-    let connections: Int
-    let line: @Sendable (Int) -> String
-
-    func load() throws {
-        let failures = Locked<[String]>([])
-        let group = DispatchGroup()
-        let (socket, count, connections, line) = (socket, count, connections, line)
-        for part in 0..<connections {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                do {
-                    let connection = try FolioConnection(path: socket)
-                    var k = part
-                    while k < count {
-                        var lines: [UInt8] = []
-                        var sent = 0
-                        while k < count && sent < 500 {
-                            lines += Array(line(k).utf8) + [0x0A]
-                            sent += 1
-                            k += connections
-                        }
-                        try connection.send(bytes: lines)
-                        for _ in 0..<sent {
-                            guard let response = try connection.readLine() else { throw BenchError.closed(socket) }
-                            guard response.starts(with: Array(#"{"ok":true"#.utf8)) else {
-                                throw BenchError.protocolViolation(String(decoding: response, as: UTF8.self))
-                            }
-                        }
-                    }
-                } catch {
-                    failures.withLock { $0.append("\(error)") }
-                }
-            }.start()
-        }
-        group.wait()
-        if let failure = failures.withLock({ $0.first }) { throw BenchError.setup("loading: \(failure)") }
-    }
 }

@@ -49,11 +49,12 @@ func runBench(_ argv: [String]) -> Int32 {
     return failures.isEmpty ? 0 : 1
 }
 
-/// `folio-bench views|watch|populate|storms|soak ...`, or the Folio-versus-Redis scenarios.
+/// `folio-bench views|relations|watch|populate|storms|soak ...`, or the Folio-versus-Redis scenarios.
 func runSubcommand(_ argv: [String]) -> Int32 {
     do {
         switch argv.first {
         case "views": return try ViewsBenchmark(Array(argv.dropFirst())).run()
+        case "relations": return try RelationsBenchmark(Array(argv.dropFirst())).run()
         case "watch": return try WatchBenchmark(Array(argv.dropFirst())).run()
         case "populate": return try PopulateCommand(Array(argv.dropFirst())).run()
         case "storms": return try StormsCommand(Array(argv.dropFirst())).run()
@@ -61,7 +62,7 @@ func runSubcommand(_ argv: [String]) -> Int32 {
         default: return runBench(argv)
         }
     } catch let error as UsageError {
-        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(PopulateCommand.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
+        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(PopulateCommand.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
         return UsageError.exitStatus
     } catch {
         StandardError.write("folio-bench: \(error)")
