@@ -55,11 +55,11 @@ faults: deps
 # ends with a sanitizer's report fails the test that ran it.
 test-asan: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
-	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+	FOLIO_SANITIZER=address LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
 
 test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
-	TSAN_OPTIONS=suppressions=$(CURDIR)/Tests/tsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+	FOLIO_SANITIZER=thread TSAN_OPTIONS=suppressions=$(CURDIR)/Tests/tsan-suppressions.txt $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
 
 # Each libFuzzer target (fuzz/) for FUZZ_SECONDS (default 300); see fuzz/run.sh for the other knobs.
 # ci-fuzz, in make test: 60 s each, two at a time (about 3 minutes and the build).

@@ -48,6 +48,8 @@ public struct OperationSpec: Sendable {
     public let name: String
     public let role: Role
     public let decoder: Decoder
+    /// The op's position in `OperationTable.all` (metrics count by it without hashing the name).
+    public fileprivate(set) var index = 0
 
     public init(_ name: String, _ role: Role, _ decoder: Decoder) {
         self.name = name
@@ -84,7 +86,7 @@ public struct OperationSpec: Sendable {
 
 /// Every op of protocol version 1, in the order PROTOCOL.md lists them.
 public enum OperationTable {
-    public static let all: [OperationSpec] = [
+    public static let all: [OperationSpec] = numbered([
         OperationSpec("hello", .any, .read(.inline) { _ in .hello }),
         OperationSpec("create", .write, .write(keyed: true, RequestDecoder.create)),
         // With include, up to Snapshot.includeLimit objects more: then on a worker.
@@ -114,7 +116,15 @@ public enum OperationTable {
         OperationSpec("schema.list", .read, .read(.worker) { _ in .schemaList }),
         // Counters of the daemon, in Prometheus text.
         OperationSpec("metrics", .admin, .read(.inline) { _ in .metrics }),
-    ]
+    ])
+
+    private static func numbered(_ specs: [OperationSpec]) -> [OperationSpec] {
+        specs.enumerated().map { position, spec in
+            var spec = spec
+            spec.index = position
+            return spec
+        }
+    }
 
     public static let names: [String] = all.map(\.name)
 

@@ -55,7 +55,7 @@ public final class Daemon {
         }
         let watchdog = service.watchdogInterval.map { Watchdog(manager: service, interval: $0, loops: max(1, configuration.eventLoops)) }
 
-        let statistics = ServerStatistics()
+        let statistics = ServerStatistics(loops: max(1, configuration.eventLoops))
         let watchers = WatchRegistry()
         // A halted writer wakes the sigwait below.
         let writer = try Writer(

@@ -40,7 +40,13 @@ extension EventLoop {
     /// `max-requests-total` requests not yet answered, or this loop's clients (those gone included)
     /// hold its share of `client-memory`.
     var isOverSharedBound: Bool {
-        heldBytes > memoryBudget || statistics.requestsPending.load(ordering: .relaxed) > configuration.maxTotalRequests
+        heldBytes > memoryBudget || statistics.requestsPending.load(ordering: .relaxed) + pendingDelta > configuration.maxTotalRequests
+    }
+
+    func publishPending() {
+        guard pendingDelta != 0 else { return }
+        statistics.requestsPending.add(pendingDelta, ordering: .relaxed)
+        pendingDelta = 0
     }
 
     /// A request of a closed connection finished: what it held is free.

@@ -81,6 +81,9 @@ final class EventLoop: @unchecked Sendable {
     /// Connections that stopped reading only because the daemon or this loop was over a shared
     /// bound (`max-requests-total`, this loop's share of `client-memory`): read again once it is not.
     var pausedForLoad: [Connection] = []
+    /// Requests received less those answered since `requestsPending` was last brought up to date:
+    /// it is, once an iteration, so that the loops do not contend for it at every request.
+    var pendingDelta = 0
     /// This loop's share of `--client-memory`.
     var memoryBudget: Int { max(1 << 20, configuration.clientMemoryBytes / max(1, loopCount)) }
     private let loopCount: Int
@@ -172,6 +175,7 @@ final class EventLoop: @unchecked Sendable {
                 sweep(now)
             }
             finishIteration()
+            publishPending()
             enforceMemoryBudget()
             resumePausedReading()
             if draining {
@@ -348,7 +352,7 @@ final class EventLoop: @unchecked Sendable {
     /// connection once everything is answered.
     func endInput(_ connection: Connection, with error: ProtocolError) {
         connection.partialSince = 0
-        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), Connection.Arrival(size: 0, op: "invalid", at: monotonicMicroseconds())))
+        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), Connection.Arrival(size: 0, at: monotonicMicroseconds())))
         connection.requestCount += 1
         statistics.requestsPending.add(1, ordering: .relaxed)
         connection.inputFinished = true
@@ -361,7 +365,7 @@ final class EventLoop: @unchecked Sendable {
         let size = line.count
         connection.requestBytes += size
         connection.requestCount += 1
-        statistics.requestsPending.add(1, ordering: .relaxed)
+        pendingDelta += 1
         let received = monotonicMicroseconds()
         guard size >= Self.offloadedLineBytes else {
             connection.pending.append(Self.item(for: RequestDecoder.decode(line), size: size, received: received, connection))
@@ -369,7 +373,7 @@ final class EventLoop: @unchecked Sendable {
         }
         let id = connection.nextDecodingID
         connection.nextDecodingID += 1
-        connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, op: "invalid", at: received)))
+        connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, at: received)))
         let bytes = owned ?? Array(line)
         decoders.submit { [self] _ in
             let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, received: received, connection) }
@@ -383,9 +387,9 @@ final class EventLoop: @unchecked Sendable {
     ) -> Connection.Item {
         switch decoded {
         case .failure(let error):
-            return .failure(error, Connection.Arrival(size: size, op: "invalid", at: received))
+            return .failure(error, Connection.Arrival(size: size, at: received))
         case .success(let request):
-            let arrival = Connection.Arrival(size: size, op: request.spec.name, at: received)
+            let arrival = Connection.Arrival(size: size, spec: request.spec, at: received)
             switch request.operation {
             case .write(let write):
                 return .write(
@@ -404,9 +408,10 @@ final class EventLoop: @unchecked Sendable {
     /// writes; a read waits until everything before it on the connection is answered, so a client
     /// reads its own writes.
     func dispatchPending(_ connection: Connection) {
+        guard connection.pendingHead < connection.pending.count else { return }
+        connection.lastActivity = monotonicMilliseconds()
         while connection.pendingHead < connection.pending.count && !connection.isClosed {
             let item = connection.pending[connection.pendingHead]
-            connection.lastActivity = monotonicMilliseconds()
             switch item {
             case .write(let job):
                 guard connection.readsInFlight == 0 else { return }
@@ -469,9 +474,10 @@ final class EventLoop: @unchecked Sendable {
     private func answered(_ arrival: Connection.Arrival, _ outcome: ErrorCode?, _ connection: Connection) {
         connection.requestBytes -= arrival.size
         connection.requestCount -= 1
-        statistics.requestsPending.subtract(1, ordering: .relaxed)
-        let micros = monotonicMicroseconds() - min(arrival.at, monotonicMicroseconds())
-        statistics.metrics.request(arrival.op, outcome: outcome, seconds: Double(micros) / 1_000_000)
+        pendingDelta -= 1
+        let now = monotonicMicroseconds()
+        let micros = now - min(arrival.at, now)
+        statistics.metrics.request(op: arrival.opIndex, outcome: outcome, micros: Int(micros), shard: index)
         if micros >= UInt64(configuration.slowRequestMilliseconds) * 1000, log.isWritten(.info) {
             log.info(
                 "slow request: \(arrival.op) took \(micros / 1000) ms (\(outcome?.rawValue ?? "ok")) for pid \(connection.origin.pid), uid \(connection.origin.uid)")

@@ -7,16 +7,18 @@ extension ReadHandler {
         let metrics = statistics.metrics
         var text = MetricsText()
         text.family("folio_requests_total", "counter", "Requests answered, by op and outcome (ok or the error code).")
-        for op in Metrics.ops {
-            for outcome in Metrics.outcomes {
-                let count = metrics.requests[op]?[outcome]?.current ?? 0
+        for (opIndex, op) in Metrics.ops.enumerated() {
+            for (outcomeIndex, outcome) in Metrics.outcomes.enumerated() {
+                let count = metrics.requestCount(op: opIndex, outcome: outcomeIndex)
                 if count > 0 || (outcome == "ok" && op != "invalid") { text.sample("folio_requests_total", [("op", op), ("outcome", outcome)], Double(count)) }
             }
         }
         text.family("folio_request_duration_seconds", "histogram", "From a request line's arrival to its answer, by op.")
-        for op in Metrics.ops {
-            guard let histogram = metrics.latency[op], histogram.snapshot.count > 0 else { continue }
-            text.histogram("folio_request_duration_seconds", [("op", op)], histogram)
+        let bounds = Histogram.seconds().bounds
+        for (opIndex, op) in Metrics.ops.enumerated() {
+            let latency = metrics.latency(op: opIndex)
+            guard latency.count > 0 else { continue }
+            text.histogram("folio_request_duration_seconds", [("op", op)], bounds: bounds, latency)
         }
         text.family("folio_refusals_total", "counter", "Connections closed or requests refused, by the limit or rule that refused them.")
         for refusal in Metrics.Refusal.allCases {

@@ -7,11 +7,20 @@ import Glibc
 
 /// Answers requests that only read: each in its own snapshot, never held across socket I/O. The
 /// same code runs on an event loop or a worker; which one is the op's cost class (`OperationTable`).
-struct ReadHandler {
+/// A class, not a struct: an event loop calls it for every read, and a struct held in the loop's
+/// `var` was copied (its configuration's every reference retained and released) at each call.
+final class ReadHandler: Sendable {
     let store: Store
     let configuration: ServerConfiguration
     let statistics: ServerStatistics
     let digests: DigestCache
+
+    init(store: Store, configuration: ServerConfiguration, statistics: ServerStatistics, digests: DigestCache) {
+        self.store = store
+        self.configuration = configuration
+        self.statistics = statistics
+        self.digests = digests
+    }
 
     /// Whether the read belongs on a worker: its op's cost class, and for `byPlan` the query's plan.
     func runsOnWorker(_ request: Request, _ operation: Request.ReadOperation, _ reader: Store.Reader, access: AccessView) -> Bool {

@@ -25,7 +25,7 @@ final class ServerStatistics: Sendable {
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
-    let metrics = Metrics()
+    let metrics: Metrics
     /// Writes queued for the writer, reads for the workers.
     let writerQueue = Atomic<Int>(0)
     let workerQueue = Atomic<Int>(0)
@@ -33,6 +33,9 @@ final class ServerStatistics: Sendable {
     let watchLag = Atomic<Int>(0)
     /// From the commit of an event to its line being written to a watcher's socket.
     let watchDelivery = LatencyRecorder()
+
+    /// `loops`: the event loops, each counting requests into a shard of `metrics` of its own.
+    init(loops: Int) { metrics = Metrics(shards: loops) }
 
     var uptime: Double { Date().timeIntervalSince(startedAt) }
 }

@@ -17,7 +17,8 @@ import Testing
         throw DaemonError("no RssAnon in /proc/\(pid)/status")
     }
 
-    @Test func memoryHeldForLongLinesIsReturnedWhenTheirClientsLeave() throws {
+    @Test(.disabled(if: underSanitizer, "a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing of foliod's"))
+    func memoryHeldForLongLinesIsReturnedWhenTheirClientsLeave() throws {
         try withRunningDaemon { daemon in
             let pid = try #require(daemon.pid)
             let quiet = try anonymousKiB(pid)
