@@ -38,6 +38,9 @@ public final class Environment: @unchecked Sendable {
     /// Held by each write transaction from begin to commit or abort, and by `FileReserve` while it
     /// writes past the end of `data.mdb`: LMDB writes the file only inside a write transaction.
     private let fileWrites: UnsafeMutablePointer<pthread_mutex_t>
+    /// The transactions of every `Reader` not yet released, which `close` aborts first.
+    private let readerRegistry: UnsafeMutablePointer<pthread_mutex_t>
+    private var liveReaders: Set<OpaquePointer> = []
     /// `data.mdb` opened once more, for `sync()` alone. Linux reports a failed write-back once to
     /// each open descriptor of the file (at its next `fsync`/`fdatasync`), so flushing through a
     /// descriptor of our own sees every failure since our last flush, and never takes the report
@@ -89,6 +92,8 @@ public final class Environment: @unchecked Sendable {
         pthread_rwlockattr_destroy(&attributes)
         fileWrites = .allocate(capacity: 1)
         pthread_mutex_init(fileWrites, nil)
+        readerRegistry = .allocate(capacity: 1)
+        pthread_mutex_init(readerRegistry, nil)
     }
 
     private(set) var isClosed = false
@@ -122,6 +127,8 @@ public final class Environment: @unchecked Sendable {
         activity.deallocate()
         pthread_mutex_destroy(fileWrites)
         fileWrites.deallocate()
+        pthread_mutex_destroy(readerRegistry)
+        readerRegistry.deallocate()
     }
 
     /// Closes the environment (`mdb_env_close`). Every transaction must have ended, and every
@@ -131,6 +138,11 @@ public final class Environment: @unchecked Sendable {
         defer { pthread_rwlock_unlock(activity) }
         guard !isClosed else { return }
         isClosed = true
+        // A reader still held (it must not be in use) ends here, while its reader table is mapped.
+        pthread_mutex_lock(readerRegistry)
+        for txn in liveReaders { mdb_txn_abort(txn) }
+        liveReaders.removeAll()
+        pthread_mutex_unlock(readerRegistry)
         mdb_env_close(handle)
         Glibc.close(syncFile)
     }
@@ -185,6 +197,9 @@ public final class Environment: @unchecked Sendable {
         defer { pthread_rwlock_unlock(activity) }
         try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
         mdb_txn_reset(txn)
+        pthread_mutex_lock(readerRegistry)
+        liveReaders.insert(txn!)
+        pthread_mutex_unlock(readerRegistry)
         return Reader(environment: self, handle: txn!)
     }
 
@@ -197,12 +212,16 @@ public final class Environment: @unchecked Sendable {
             self.handle = handle
         }
 
-        /// A reader released after its environment was closed has nothing left to abort: the reader
-        /// table it pointed into is unmapped (aborting it then was a crash at shutdown).
+        /// A reader released after its environment was closed was aborted by `close`, while the
+        /// reader table it points into was still mapped (aborting it after was a crash at shutdown).
         deinit {
             pthread_rwlock_rdlock(environment.activity)
             defer { pthread_rwlock_unlock(environment.activity) }
-            if !environment.isClosed { mdb_txn_abort(handle) }
+            guard !environment.isClosed else { return }
+            pthread_mutex_lock(environment.readerRegistry)
+            environment.liveReaders.remove(handle)
+            pthread_mutex_unlock(environment.readerRegistry)
+            mdb_txn_abort(handle)
         }
 
         /// Runs `body` in a fresh snapshot; the snapshot is released when `body` returns.
