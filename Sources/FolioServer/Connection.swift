@@ -25,25 +25,24 @@ final class Connection: @unchecked Sendable {
     /// A request's line: its bytes, its op (for metrics), when it arrived (monotonic µs).
     struct Arrival: Sendable {
         let size: Int
-        let op: String
         let at: UInt64
-        /// `op`'s position in `Metrics.ops`.
+        /// The op's position in `Metrics.ops`.
         let opIndex: Int
 
         /// A line that names no op (`invalid`).
         init(size: Int, at: UInt64) {
             self.size = size
-            op = "invalid"
             self.at = at
             opIndex = Metrics.invalidOp
         }
 
         init(size: Int, spec: OperationSpec, at: UInt64) {
             self.size = size
-            op = spec.name
             self.at = at
             opIndex = spec.index
         }
+
+        var op: String { Metrics.ops[opIndex] }
     }
 
     let fd: Int32

@@ -54,7 +54,7 @@ extension EventLoop {
         orphanedBytes -= size
         heldBytes -= size
         statistics.clientMemory.subtract(size, ordering: .relaxed)
-        statistics.requestsPending.subtract(1, ordering: .relaxed)
+        pendingDelta -= 1
     }
 
     /// Reads again from connections paused by a shared bound, once under it. Checked every loop

@@ -81,8 +81,9 @@ final class EventLoop: @unchecked Sendable {
     /// Connections that stopped reading only because the daemon or this loop was over a shared
     /// bound (`max-requests-total`, this loop's share of `client-memory`): read again once it is not.
     var pausedForLoad: [Connection] = []
-    /// Requests received less those answered since `requestsPending` was last brought up to date:
-    /// it is, once an iteration, so that the loops do not contend for it at every request.
+    /// This loop's requests received less those answered (or dropped) since `requestsPending` was
+    /// last brought up to date: it is, once an iteration, so that the loops do not contend for it
+    /// at every request.
     var pendingDelta = 0
     /// This loop's share of `--client-memory`.
     var memoryBudget: Int { max(1 << 20, configuration.clientMemoryBytes / max(1, loopCount)) }
@@ -354,7 +355,7 @@ final class EventLoop: @unchecked Sendable {
         connection.partialSince = 0
         connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), Connection.Arrival(size: 0, at: monotonicMicroseconds())))
         connection.requestCount += 1
-        statistics.requestsPending.add(1, ordering: .relaxed)
+        pendingDelta += 1
         connection.inputFinished = true
         connection.closeWhenIdle = true
     }
@@ -613,7 +614,7 @@ final class EventLoop: @unchecked Sendable {
             inFlightBytes -= item.arrival.size
             inFlightCount -= 1
         }
-        statistics.requestsPending.subtract(connection.requestCount - inFlightCount, ordering: .relaxed)
+        pendingDelta -= connection.requestCount - inFlightCount
         connection.requestCount = 0
         orphanedBytes += inFlightBytes
         heldBytes -= connection.accountedBytes - inFlightBytes
