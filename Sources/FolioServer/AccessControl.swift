@@ -11,6 +11,10 @@ final class AccessView: @unchecked Sendable {
     /// Root and the daemon's user: every check passes.
     private(set) var isAdmin: Bool
     private var readable: [String: Bool] = [:]
+    /// The role on each collection asked about, and the last one asked (a connection mostly asks
+    /// about the same collection again: a string comparison, not a hash and a walk of the policy).
+    private var roles: [String: AccessPolicy.Role] = [:]
+    private var lastRole: (collection: String, role: AccessPolicy.Role)?
 
     init(peer: Peer, policy: AccessPolicy) {
         self.peer = peer
@@ -22,12 +26,27 @@ final class AccessView: @unchecked Sendable {
         self.policy = policy
         isAdmin = policy.role(of: peer, for: nil) == .admin
         readable.removeAll()
+        roles.removeAll()
+        lastRole = nil
     }
 
     var bestRole: AccessPolicy.Role { policy.bestRole(of: peer) }
 
     func role(for collection: String?) -> AccessPolicy.Role {
-        isAdmin ? .admin : policy.role(of: peer, for: collection)
+        if isAdmin { return .admin }
+        guard let collection else { return policy.role(of: peer, for: nil) }
+        if let lastRole, lastRole.collection == collection { return lastRole.role }
+        let role: AccessPolicy.Role
+        if let known = roles[collection] {
+            role = known
+        } else {
+            role = policy.role(of: peer, for: collection)
+            // Bounded: a peer may name many collections; past 1,024 the memo starts over.
+            if roles.count >= 1024 { roles.removeAll() }
+            roles[collection] = role
+        }
+        lastRole = (collection, role)
+        return role
     }
 
     /// Whether events and objects of `collection` may be shown (nil: an event of no collection).
@@ -65,6 +84,8 @@ enum AccessControl {
     static func denial(_ request: Request, _ access: AccessView, reader: Store.Reader) -> ProtocolError? {
         let needed = request.spec.role
         guard needed > .any, !access.isAdmin else { return nil }
+        // The common case, an op on one collection the peer may use: no list of names to build.
+        if let collection = Self.collection(of: request.operation), access.role(for: collection).rawValue >= needed.rawValue { return nil }
         let collections = Self.collections(of: request.operation, reader: reader)
         /// The peer's role on the collection, or, for an op on every collection, what it holds on some.
         func held(_ collection: String?) -> String {
@@ -90,6 +111,25 @@ enum AccessControl {
     }
 
     private static func quoted(_ text: String) -> String { String(decoding: JSONWriterBox.string(text), as: UTF8.self) }
+
+    /// The one collection that a request on a single collection names, found without a lookup;
+    /// nil for every other request (`collections(of:)` says which those name).
+    static func collection(of operation: Request.Operation) -> String? {
+        switch operation {
+        case .write(let write):
+            switch write.command {
+            case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return collection
+            default: return nil
+            }
+        case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
+        case .read(.list(let query)), .read(.count(let query)):
+            switch query.source {
+            case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return collection
+            case .view: return nil
+            }
+        default: return nil
+        }
+    }
 
     /// The collections a request names; nil for those that name none.
     static func collections(of operation: Request.Operation, reader: Store.Reader) -> [String]? {

@@ -68,4 +68,51 @@ import Testing
             #expect(try connection.request(["op": "count", "collection": "Item"]).result?["count"] == 333)
         }
     }
+
+    /// Reads with nothing before them start at once, without a turn in the connection's queue; a
+    /// line that fails to decode, a read that runs on a worker (a filtered count) and a write in
+    /// between must still be answered in their place, and a get after the write must see it.
+    @Test func readsStartingAtOnceStayInOrderAroundFailuresWorkersAndWrites() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            for index in 0..<20 {
+                _ = try connection.request(["op": "create", "collection": "Item", "id": .string("q\(index)"), "data": ["n": .int(Int64(index))]])
+            }
+            var lines: [[UInt8]] = []
+            var expected: [String] = []
+            func get(_ id: String, _ tag: String) {
+                lines.append(JSON.object(["op": "get", "collection": "Item", "id": .string(id), "tag": .string(tag)]).serialized())
+                expected.append(tag)
+            }
+            for round in 0..<10 {
+                for index in 0..<5 { get("q\(index + round)", "a\(round).\(index)") }
+                lines.append(Array(#"{"op":"get","tag":"bad\#(round)","collection":"#.utf8))  // not JSON: no tag comes back
+                expected.append("-")
+                for index in 0..<3 { get("q\(index)", "b\(round).\(index)") }
+                lines.append(JSON.object(["op": "count", "collection": "Item", "where": ["n": ["$gte": 0]], "tag": .string("c\(round)")]).serialized())
+                expected.append("c\(round)")
+                lines.append(JSON.object([
+                    "op": "create", "collection": "Item", "id": .string("w\(round)"), "data": ["n": .int(Int64(100 + round))], "tag": .string("w\(round)"),
+                ]).serialized())
+                expected.append("w\(round)")
+                get("w\(round)", "r\(round)")
+            }
+            try connection.send(bytes: lines.flatMap { $0 + [0x0A] })
+            var answers: [JSON] = []
+            for _ in lines { answers.append(try connection.readResponse()) }
+            let tags = answers.map { answer -> String in
+                if case .string(let tag)? = answer["tag"] { return tag }
+                return "-"
+            }
+            #expect(tags == expected, "answers in request order")
+            for (answer, tag) in zip(answers, expected) {
+                switch tag.first {
+                case "-": #expect(answer.errorCode == "bad_request", "\(answer)")
+                case "c": #expect(answer.result?["count"] != nil, "\(answer)")
+                case "r": #expect(answer.result?["n"] != nil, "a get after a create on the same connection sees it: \(answer)")
+                default: #expect(answer.errorCode == nil, "\(tag): \(answer)")
+                }
+            }
+        }
+    }
 }
