@@ -121,8 +121,8 @@ struct RefIndex {
     ) throws -> (ids: [String], total: Int) {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return ([], 0) }
         let prefix = Self.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
-        let first = try tree.rank(of: prefix, txn)
-        let total = try tree.rank(of: Self.end(of: prefix), txn) - first
+        let (first, end) = try tree.ranks(of: prefix, and: Self.end(of: prefix), txn)
+        let total = end - first
         var start = offset
         if let after {
             var key = prefix

@@ -92,6 +92,24 @@ import Testing
                             return false
                         }
                         #expect(after == model.first { compareBytes($0, probe) > 0 })
+                        // Ranks, alone and in pairs (counted from either end of each branch).
+                        let other = randomKey(&random, maxLength: maxLength)
+                        let (low, high) = compareBytes(probe, other) <= 0 ? (probe, other) : (other, probe)
+                        let lowRank = model.binarySearch(low).index
+                        let highRank = model.binarySearch(high).index
+                        #expect(try tree.rank(of: low, txn) == lowRank)
+                        #expect(try tree.rank(of: low, inclusive: true, txn) == lowRank + (model.binarySearch(low).found ? 1 : 0))
+                        let pair = try tree.ranks(of: low, and: high, txn)
+                        #expect(pair.low == lowRank && pair.high == highRank, "ranks of \(low) and \(high)")
+                    }
+                    // Every rank, and past the end: the key there, found from either end of each branch.
+                    for rank in 0...model.count {
+                        var first: [UInt8]?
+                        try tree.scan(from: try tree.position(atRank: rank, txn), forward: true, txn) {
+                            first = Array($0)
+                            return false
+                        }
+                        #expect(first == (rank < model.count ? model[rank] : nil), "the key at rank \(rank) of \(model.count)")
                     }
                 }
             }

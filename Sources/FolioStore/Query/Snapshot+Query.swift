@@ -162,8 +162,7 @@ extension Snapshot {
         _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, countOnly: Bool
     ) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        let lower = try range.map { try tree.rank(of: $0.prefix, storeTxn) } ?? 0
-        let upper = try range.map { try tree.rank(of: RefIndex.end(of: $0.prefix), storeTxn) } ?? tree.count(storeTxn)
+        let (lower, upper) = try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), storeTxn) } ?? (0, tree.count(storeTxn))
         result.total = upper - lower
         if countOnly { return result }
         let forward = !query.descending

@@ -299,37 +299,103 @@ struct CountedTree {
     /// first key after them. O(log n).
     func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ txn: StoreTransaction) throws -> Int {
         let header = try header(txn)
-        var rank: UInt64 = 0
-        var nodeID = header.root
+        var step = Descent(node: header.root, total: header.count)
+        for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
+        return Int(step.rank) + (try load(step.node, txn)).search(key, strictly: inclusive).index
+    }
+
+    /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
+    /// under the same nodes: the bounds of a range and its size, for little more than one descent.
+    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, _ txn: StoreTransaction) throws -> (low: Int, high: Int) {
+        let header = try header(txn)
+        var lower = Descent(node: header.root, total: header.count)
+        var upper = lower
         for _ in 0..<header.height {
-            let node = try load(nodeID, txn)
-            let index = node.childIndex(for: key)
-            for earlier in 0..<index { rank += node.childCount(earlier) }
-            nodeID = node.childID(index)
+            let node = try load(lower.node, txn)
+            let other = upper.node == lower.node ? node : try load(upper.node, txn)
+            lower.enter(node, toward: low)
+            upper.enter(other, toward: high)
         }
-        let leaf = try load(nodeID, txn)
-        return Int(rank) + leaf.search(key, strictly: inclusive).index
+        let leaf = try load(lower.node, txn)
+        let otherLeaf = upper.node == lower.node ? leaf : try load(upper.node, txn)
+        return (Int(lower.rank) + leaf.search(low).index, Int(upper.rank) + otherLeaf.search(high).index)
+    }
+
+    /// A descent by key, counting the keys left behind.
+    private struct Descent {
+        var node: UInt64
+        /// Keys under `node` (the parent's count for it; the header's for the root).
+        var total: UInt64
+        var rank: UInt64 = 0
+
+        init(node: UInt64, total: UInt64) {
+            self.node = node
+            self.total = total
+        }
+
+        mutating func enter<K: Collection<UInt8>>(_ branch: TreeNode, toward key: K) {
+            let index = branch.childIndex(for: key)
+            rank += CountedTree.keys(before: index, in: branch, total: total)
+            total = branch.childCount(index)
+            node = branch.childID(index)
+        }
+    }
+
+    /// How many keys the children before `index` hold: summed from whichever end is nearer, since
+    /// `total` (what the whole branch holds) gives the one from the other. A branch whose counts do
+    /// not add up to `total` (a damaged tree: `verify` reports it) is summed from the start.
+    private static func keys(before index: Int, in branch: TreeNode, total: UInt64) -> UInt64 {
+        if index > branch.count / 2 {
+            var after: UInt64 = 0
+            for later in index..<branch.count { after &+= branch.childCount(later) }
+            if after <= total { return total - after }
+        }
+        var before: UInt64 = 0
+        for earlier in 0..<index { before &+= branch.childCount(earlier) }
+        return before
     }
 
     /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
     func position(atRank rank: Int, _ txn: StoreTransaction) throws -> Position {
         let header = try header(txn)
         var remaining = UInt64(max(0, rank))
+        var total = header.count
         var nodeID = header.root
         for _ in 0..<header.height {
             let node = try load(nodeID, txn)
             var chosen = node.count - 1
-            for index in 0..<node.count {
-                let count = node.childCount(index)
-                if remaining < count {
-                    chosen = index
-                    break
+            var before: UInt64 = 0
+            if remaining >= total / 2, let found = Self.child(holdingRank: remaining, in: node, total: total) {
+                // In the second half: counted from the end.
+                (chosen, before) = found
+            } else {
+                for index in 0..<node.count {
+                    let count = node.childCount(index)
+                    if remaining < before &+ count || index == node.count - 1 {
+                        chosen = index
+                        break
+                    }
+                    before &+= count
                 }
-                if index < node.count - 1 { remaining -= count }
             }
+            remaining &-= before
+            total = node.childCount(chosen)
             nodeID = node.childID(chosen)
         }
         return Position(leaf: nodeID, index: Int(remaining))
+    }
+
+    /// The child whose keys include rank `rank` (the last child past the end), and how many keys
+    /// the children before it hold, walking back from the end; nil when the counts do not add up.
+    private static func child(holdingRank rank: UInt64, in branch: TreeNode, total: UInt64) -> (index: Int, before: UInt64)? {
+        var before = total
+        for index in stride(from: branch.count - 1, through: 0, by: -1) {
+            let count = branch.childCount(index)
+            guard count <= before else { return nil }
+            before -= count
+            if rank >= before || index == 0 { return index == 0 && before != 0 ? nil : (index, before) }
+        }
+        return nil
     }
 
     /// The first key ≥ `key`, if any.
