@@ -55,7 +55,7 @@ public struct FieldOperations: Sendable, Equatable {
         var entries: [Entry] = []
         for field in object {
             let text = field.key
-            let path = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            let path = text.asciiSegments(separatedBy: ".")
             guard !path.contains(where: \.isEmpty), !path.contains(where: { $0.hasPrefix("$") }) else {
                 throw ValidationError("ops: field path \(Names.quoted(text)) has an empty segment or a '$' segment")
             }

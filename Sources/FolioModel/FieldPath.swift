@@ -18,7 +18,7 @@ public enum FieldPath: Hashable, Sendable, CustomStringConvertible {
         case "collection":
             throw ValidationError("field \"collection\" cannot be queried: every object of a query has the same one")
         default:
-            let segments = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            let segments = text.asciiSegments(separatedBy: ".")
             guard !segments.contains(where: \.isEmpty) else {
                 throw ValidationError("field path \(Names.quoted(text)) has an empty segment")
             }

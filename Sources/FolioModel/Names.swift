@@ -3,6 +3,14 @@ public enum Names {
     /// Field names a record's data may not use at its top level: they are the object's own.
     public static let systemFields: Set<String> = ["collection", "id", "version", "createdAt", "updatedAt"]
 
+    /// `systemFields.contains(key)`, without hashing the key.
+    static func isSystemField(_ key: String) -> Bool {
+        switch key {
+        case "collection", "id", "version", "createdAt", "updatedAt": return true
+        default: return false
+        }
+    }
+
     public static let maxCollectionLength = 64
     public static let maxIDLength = 128
 
@@ -31,7 +39,7 @@ public enum Names {
     /// A top-level field of user data: not empty, not a system field, not starting with `$` or `_`.
     public static func validateTopLevelField(_ key: String) throws(ValidationError) {
         if key.isEmpty { throw ValidationError("a field name may not be empty") }
-        if systemFields.contains(key) {
+        if isSystemField(key) {
             throw ValidationError("field \(quoted(key)) is reserved (collection, id, version, createdAt, updatedAt)")
         }
         if key.hasPrefix("$") || key.hasPrefix("_") {
@@ -45,7 +53,7 @@ public enum Names {
         return utf8.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") }
     }
 
-    static func isIDByte(_ byte: UInt8) -> Bool {
+    public static func isIDByte(_ byte: UInt8) -> Bool {
         isLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
             || byte == UInt8(ascii: ".") || byte == UInt8(ascii: ":")
     }

@@ -80,7 +80,7 @@ public struct IncludePath: Sendable, Equatable {
     public let segments: [String]
 
     public init(parsing text: String) throws(ValidationError) {
-        let segments = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let segments = text.asciiSegments(separatedBy: ".")
         guard !segments.isEmpty, !segments.contains(where: { $0.isEmpty || $0.hasPrefix("$") }) else {
             throw ValidationError("include: \(Names.quoted(text)) is not a field path")
         }

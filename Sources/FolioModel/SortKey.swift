@@ -23,9 +23,14 @@ public enum SortKey {
 
     /// The id at the end of a key written by `appendID`.
     public static func id(in key: UnsafeRawBufferPointer) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: key[idRange(in: key)]), as: UTF8.self)
+    }
+
+    /// Where the id's bytes lie in a sort key (see `id(in:)`).
+    public static func idRange(in key: UnsafeRawBufferPointer) -> Range<Int> {
         let length = Int(key[key.count - 1])
         let end = key.count - 2
-        return String(decoding: UnsafeRawBufferPointer(rebasing: key[(end - length)..<end]), as: UTF8.self)
+        return (end - length)..<end
     }
 
     static func append(_ value: Value, to bytes: inout [UInt8]) {

@@ -21,7 +21,7 @@ public enum TypedValue: Equatable, Sendable {
             }
             return .date(instant)
         case "$ref":
-            guard case .string(let text) = first.value, let slash = text.firstIndex(of: "/") else {
+            guard case .string(let text) = first.value, let slash = text.firstIndex(ofASCII: "/") else {
                 throw ValidationError("$ref must be a string \"<collection>/<id>\"")
             }
             let collection = String(text[..<slash])

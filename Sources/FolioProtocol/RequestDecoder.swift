@@ -302,7 +302,7 @@ public enum RequestDecoder {
     private static func backlinksSource(_ fields: inout Fields) throws -> Query.Source {
         let (collection, id) = try fields.reference("ref")
         let from = try fields.requiredString("from")
-        guard let dot = from.firstIndex(of: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex else {
+        guard let dot = from.firstIndex(ofASCII: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex else {
             throw ProtocolError(.badRequest, "\"from\" must be \"<Collection>.<field>\", e.g. \"Category.items\"")
         }
         let sourceCollection = String(from[..<dot])

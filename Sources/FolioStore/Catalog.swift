@@ -183,13 +183,21 @@ struct Catalog {
 /// Parsed view definitions by their stored bytes: parsing a `where` on every write would cost more
 /// than maintaining the view. Keyed by content, so an entry can never be stale.
 final class DefinitionCache: Sendable {
-    private let parsed = Mutex<[[UInt8]: ViewDefinition]>([:])
+    private let parsed = Mutex<[StoredBytes: ViewDefinition]>([:])
+
+    /// Stored bytes as a dictionary key, hashed as one block (an array of bytes hashes them one
+    /// by one: a tenth of a view page's cost went there).
+    private struct StoredBytes: Hashable, Sendable {
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+    }
 
     func definition(_ bytes: UnsafeRawBufferPointer) throws -> ViewDefinition {
-        let key = Array(bytes)
+        let key = StoredBytes(bytes: Array(bytes))
         if let definition = parsed.withLock({ $0[key] }) { return definition }
         do {
-            let definition = try ViewDefinition(parsing: try JSONParser.parse(key))
+            let definition = try ViewDefinition(parsing: try JSONParser.parse(key.bytes))
             parsed.withLock { $0[key] = definition }
             return definition
         } catch {

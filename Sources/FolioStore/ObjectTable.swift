@@ -22,6 +22,11 @@ struct ObjectTable {
         try txn.get(database, Keys.object(collection, id))
     }
 
+    /// The record under a key `Keys.object` made (a page reuses one buffer for its keys).
+    func record(key: [UInt8], _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
+        try txn.get(database, key)
+    }
+
     /// `record`: as `encode` makes it.
     func put(record: [UInt8], _ collection: String, _ id: String, _ txn: Transaction) throws {
         try txn.put(database, Keys.object(collection, id), record)
@@ -113,11 +118,16 @@ struct ObjectTable {
     /// Writes the object's wire form straight from its record, without parsing the data or formatting
     /// its timestamps.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
-        let header = try header(of: record)
         writer.writeRaw("{\"collection\":")
         writer.write(collection)
         writer.writeRaw(",\"id\":")
         writer.write(id)
+        try writeWireForm(record, afterID: &writer)
+    }
+
+    /// The wire form after `{"collection":...,"id":...` (which the caller wrote): from `,"version"` on.
+    static func writeWireForm(_ record: UnsafeRawBufferPointer, afterID writer: inout JSONWriter) throws {
+        let header = try header(of: record)
         writer.writeRaw(",\"version\":")
         writer.write(header.version)
         writer.writeRaw(",\"createdAt\":\"")

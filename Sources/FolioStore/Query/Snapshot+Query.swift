@@ -305,6 +305,13 @@ private struct PageWriter {
     private var lastKey: ArraySlice<UInt8>?
     private var hasMore = false
     private(set) var examined = 0
+    /// `collection 0 id` of the last object read, and the collection it is of: one buffer for
+    /// every key of the page, not an array and an id string per object.
+    private var objectKey: [UInt8] = []
+    private var objectKeyCollection: String?
+    private var objectKeyPrefix = 0
+    /// `{"collection":"<collection>","id":` as JSON, for `objectKeyCollection`.
+    private var itemHead: [UInt8] = []
 
     init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int) {
         self.query = query
@@ -322,13 +329,38 @@ private struct PageWriter {
             return false
         }
         examined += 1
-        let id = key.withUnsafeBytes { SortKey.id(in: $0) }
         let collection = keyCollection ?? self.collection!
-        guard let record = try objects.record(collection, id, txn) else {
+        if collection != objectKeyCollection {
+            objectKey = Keys.collectionPrefix(collection)
+            objectKeyPrefix = objectKey.count
+            objectKeyCollection = collection
+            var head = JSONWriter(capacity: collection.utf8.count + 24)
+            head.writeRaw("{\"collection\":")
+            head.write(collection)
+            head.writeRaw(",\"id\":")
+            itemHead = head.bytes
+        }
+        let idIsPlain = key.withUnsafeBytes { sortKey in
+            let id = UnsafeRawBufferPointer(rebasing: sortKey[SortKey.idRange(in: sortKey)])
+            objectKey.removeSubrange(objectKeyPrefix...)
+            objectKey.append(contentsOf: id)
+            return id.allSatisfy(Names.isIDByte)
+        }
+        guard let record = try objects.record(key: objectKey, txn) else {
+            let id = key.withUnsafeBytes { SortKey.id(in: $0) }
             throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-        try ObjectTable.writeWireForm(record, collection: collection, id: id, to: &writer)
+        writer.bytes.append(contentsOf: itemHead)
+        if idIsPlain {
+            // A valid id needs no escaping (Names.validateID): its bytes are its JSON string.
+            writer.bytes.append(UInt8(ascii: "\""))
+            writer.bytes.append(contentsOf: objectKey[objectKeyPrefix...])
+            writer.bytes.append(UInt8(ascii: "\""))
+        } else {
+            writer.write(key.withUnsafeBytes { SortKey.id(in: $0) })
+        }
+        try ObjectTable.writeWireForm(record, afterID: &writer)
         itemCount += 1
         lastKey = key
         remaining -= 1
