@@ -467,13 +467,11 @@ final class EventLoop: @unchecked Sendable {
     private func startRead(_ request: Request, _ operation: Request.ReadOperation, _ arrival: Connection.Arrival, _ connection: Connection) {
         if let denial = AccessControl.denial(request, connection.access, reader: reader) {
             refuse(denial, tag: request.tag, arrival: arrival, connection)
-        } else if reads.runsOnWorker(request, operation, reader, access: connection.access) {
+        } else if case .answered(let outcome) = reads.respondOnLoop(request, operation, reader: reader, access: connection.access, into: &connection.output) {
+            answered(arrival, outcome, connection)
+        } else {
             connection.readsInFlight += 1
             runOnWorker(operation, tag: request.tag, arrival: arrival, connection)
-        } else {
-            let outcome = reads.respond(
-                to: operation, tag: request.tag, reader: reader, access: connection.access.snapshot, into: &connection.output)
-            answered(arrival, outcome, connection)
         }
     }
 

@@ -22,21 +22,42 @@ final class ReadHandler: Sendable {
         self.digests = digests
     }
 
-    /// Whether the read belongs on a worker: its op's cost class, and for `byPlan` the query's plan.
-    func runsOnWorker(_ request: Request, _ operation: Request.ReadOperation, _ reader: Store.Reader, access: AccessView) -> Bool {
+    /// What an event loop did with a read: answered it (with the error's code, nil for a success),
+    /// or left it, untouched, for a worker.
+    enum LoopAnswer {
+        case answered(ErrorCode?)
+        case forWorker
+    }
+
+    /// Answers the read on the event loop if its cost allows: its op's cost class, and for `byPlan`
+    /// the query's plan (made once, in the snapshot that answers); otherwise writes nothing.
+    func respondOnLoop(_ request: Request, _ operation: Request.ReadOperation, reader: Store.Reader, access: AccessView, into output: inout [UInt8])
+        -> LoopAnswer
+    {
         // A page of events for a peer who may not see every collection is read and filtered.
-        if case .events = operation, !access.isAdmin { return true }
+        if case .events = operation, !access.isAdmin { return .forWorker }
         switch request.spec.cost {
-        case .inline?: return false
+        case .inline?: break
         case .byPlan?:
             switch operation {
-            case .list(let query), .count(let query): return (try? reader.read { try $0.needsScan(query) }) ?? true
-            case .get(_, _, _, let include): return !include.isEmpty
-            default: return true
+            case .list, .count: break
+            case .get(_, _, _, let include) where include.isEmpty: break
+            default: return .forWorker
             }
-        case .worker?, nil: return true
+        case .worker?, nil: return .forWorker
+        }
+        do {
+            try answer(operation, tag: request.tag, reader: reader, access: access.snapshot, indexedOnly: true, into: &output)
+            return .answered(nil)
+        } catch is NeedsScan {
+            return .forWorker
+        } catch {
+            return .answered(fail(error, tag: request.tag, into: &output))
         }
     }
+
+    /// Thrown, before anything is written, by a read on the loop that would scan.
+    private struct NeedsScan: Error {}
 
     /// Appends the response line for a read, answered from snapshots of `reader`.
     /// Returns the error's code, nil when the answer is a success.
@@ -45,18 +66,30 @@ final class ReadHandler: Sendable {
         -> ErrorCode?
     {
         do {
-            try answer(operation, tag: tag, reader: reader, access: access, into: &output)
+            try answer(operation, tag: tag, reader: reader, access: access, indexedOnly: false, into: &output)
             return nil
         } catch {
-            let failure = ProtocolError(error)
-            Response.appendFailure(tag: tag, error: failure, to: &output)
-            return failure.code
+            return fail(error, tag: tag, into: &output)
         }
     }
 
-    private func answer(_ operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8])
-        throws
-    {
+    private func fail(_ error: any Error, tag: Tag?, into output: inout [UInt8]) -> ErrorCode {
+        let failure = ProtocolError(error)
+        Response.appendFailure(tag: tag, error: failure, to: &output)
+        return failure.code
+    }
+
+    private static func run(_ query: Query, in snapshot: Snapshot, countOnly: Bool, indexedOnly: Bool) throws -> QueryResult {
+        guard indexedOnly else { return try snapshot.run(query, countOnly: countOnly) }
+        guard let result = try snapshot.runIndexed(query, countOnly: countOnly) else { throw NeedsScan() }
+        return result
+    }
+
+    /// `indexedOnly`: a `list` or `count` that would scan throws `NeedsScan` instead.
+    private func answer(
+        _ operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, indexedOnly: Bool,
+        into output: inout [UInt8]
+    ) throws {
         // Objects of collections the peer may not read stay references in links and includes.
         // Made only for the ops that follow references: a closure is an allocation per request.
         var readable: (@Sendable (String) -> Bool)? {
@@ -112,7 +145,7 @@ final class ReadHandler: Sendable {
         case .list(var query):
             query.readable = readable
             let started = monotonicMicroseconds()
-            let result = try reader.read { try $0.run(query) }
+            let result = try reader.read { try Self.run(query, in: $0, countOnly: false, indexedOnly: indexedOnly) }
             let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"items\":[")
@@ -131,7 +164,7 @@ final class ReadHandler: Sendable {
         case .count(var query):
             query.readable = readable
             let started = monotonicMicroseconds()
-            let result = try reader.read { try $0.run(query, countOnly: true) }
+            let result = try reader.read { try Self.run(query, in: $0, countOnly: true, indexedOnly: indexedOnly) }
             let micros = monotonicMicroseconds() - started
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"count\":")

@@ -7,8 +7,21 @@ extension Snapshot {
     /// or the reference index when one holds exactly the query's objects in its order, else by
     /// reading every candidate (the collection, the referrers, the linked objects).
     public func run(_ query: Query, countOnly: Bool = false) throws -> QueryResult {
+        try run(query, plan: try plan(for: query), countOnly: countOnly)
+    }
+
+    /// `run` when an index answers the query, nil when it would read every candidate object (or
+    /// include referenced ones), so that its cost grows with the data: for an event loop, which
+    /// must not scan. Planned once for both.
+    public func runIndexed(_ query: Query, countOnly: Bool = false) throws -> QueryResult? {
+        if !query.include.isEmpty { return nil }
+        let plan = try plan(for: query)
+        return Self.scans(plan, query) ? nil : try run(query, plan: plan, countOnly: countOnly)
+    }
+
+    private func run(_ query: Query, plan: Plan, countOnly: Bool) throws -> QueryResult {
         var result: QueryResult
-        switch try plan(for: query) {
+        switch plan {
         case .tree(let tree, let source, let collection, let range):
             result = try runOnTree(query, tree: tree, source: source, collection: collection, range: range, countOnly: countOnly)
         case .scan(let candidates, let source):
@@ -22,11 +35,8 @@ extension Snapshot {
         return result
     }
 
-    /// Whether answering `query` means reading every candidate object (or including referenced
-    /// ones), so that its cost grows with the data.
-    public func needsScan(_ query: Query) throws -> Bool {
-        if !query.include.isEmpty { return true }
-        switch try plan(for: query) {
+    private static func scans(_ plan: Plan, _ query: Query) -> Bool {
+        switch plan {
         case .scan: return true
         case .links(_, let references): return query.filter != nil || query.sort != nil || references.count > Query.maxLimit
         case .tree, .empty: return false
