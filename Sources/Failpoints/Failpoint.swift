@@ -36,6 +36,9 @@ public enum Failpoint: String, CaseIterable, Sendable {
     case backupAfterCopy = "backup.afterCopy"
     /// `Store.rebuild`: after each chunk of replayed events is committed.
     case rebuildAfterChunk = "rebuild.afterChunk"
+    /// `BlobStore`: a put's content written to `DATA/blobs/tmp/` and flushed, not yet renamed into
+    /// place.
+    case blobBeforeRename = "blob.beforeRename"
 
     /// The exit status of a process ended by a `crash` failpoint.
     public static let crashStatus: Int32 = 86

@@ -11,6 +11,9 @@ public enum Command: Sendable {
     case dropView(name: String)
     case defineSchema(Schema)
     case dropSchema(collection: String)
+    /// Binds `name` (nil: the writer makes one) to content the server already wrote to the blob store.
+    case putFile(name: String?, sha256: String, size: UInt64, contentType: String, replace: Bool)
+    case deleteFile(name: String)
     /// Up to `Batch.maxOperations` creates, updates and deletes; all or nothing when `atomic`.
     case batch([BatchOperation], atomic: Bool)
 
@@ -29,6 +32,8 @@ public enum Command: Sendable {
         case .dropView: return "view.drop"
         case .defineSchema: return "schema.define"
         case .dropSchema: return "schema.drop"
+        case .putFile: return "file.put"
+        case .deleteFile: return "file.delete"
         case .batch: return "batch"
         }
     }
@@ -56,6 +61,13 @@ public enum Command: Sendable {
         case .dropView(let name): object["name"] = .string(name)
         case .defineSchema(let schema): object["schema"] = schema.json
         case .dropSchema(let collection): object["collection"] = .string(collection)
+        case .putFile(let name, let sha256, let size, let contentType, let replace):
+            if let name { object["name"] = .string(name) }
+            object["sha256"] = .string(sha256)
+            object["size"] = .int(Int64(size))
+            object["contentType"] = .string(contentType)
+            object["replace"] = .bool(replace)
+        case .deleteFile(let name): object["name"] = .string(name)
         case .batch(let operations, let atomic):
             object["ops"] = .array(operations.map(\.canonicalJSON))
             object["atomic"] = .bool(atomic)

@@ -60,6 +60,20 @@ extension Event {
         case .schemaDropped(let collection):
             writer.writeKey("collection")
             writer.write(collection)
+        case .filePut(let binding):
+            writer.writeKey("name")
+            writer.write(binding.name)
+            writer.writeKey("sha256")
+            writer.write(binding.sha256)
+            writer.writeKey("size")
+            writer.write(binding.size)
+            writer.writeKey("contentType")
+            writer.write(binding.contentType)
+            writer.writeKey("replace")
+            writer.writeRaw(binding.replace ? "true" : "false")
+        case .fileDeleted(let name):
+            writer.writeKey("name")
+            writer.write(name)
         }
         if let cause {
             writer.writeKey("cause")
@@ -108,6 +122,7 @@ extension Event {
     private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version", "cause", "request"]
     private static let viewEventKeys: Set<String> = ["seq", "type", "at", "by", "view", "request"]
     private static let schemaEventKeys: Set<String> = ["seq", "type", "at", "by", "schema", "collection", "request"]
+    private static let fileEventKeys: Set<String> = ["seq", "type", "at", "by", "name", "sha256", "size", "contentType", "replace", "request"]
 
     public init(json: JSON, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
         guard case .object(let object) = json else { throw ValidationError("an event must be a JSON object") }
@@ -184,6 +199,19 @@ extension Event {
             let collection = try string("collection")
             try Names.validateCollection(collection)
             change = .schemaDropped(collection: collection)
+        case "file.put":
+            let name = try string("name")
+            try FileName.validate(name)
+            let sha256 = try string("sha256")
+            let contentType = try string("contentType")
+            try FileBinding.validate(sha256: sha256, contentType: contentType)
+            guard case .bool(let replace) = try field("replace") else { throw ValidationError("event field \"replace\" must be true or false") }
+            let size = try unsigned(try field("size"), "size")
+            change = .filePut(FileBinding(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace))
+        case "file.deleted":
+            let name = try string("name")
+            try FileName.validate(name)
+            change = .fileDeleted(name: name)
         default:
             throw ValidationError("unknown event type \(Names.quoted(type))")
         }
@@ -192,6 +220,8 @@ extension Event {
         case .viewDefined, .viewDropped: expected = Self.viewEventKeys
         case .schemaDefined: expected = Self.schemaEventKeys.subtracting(["collection"])
         case .schemaDropped: expected = Self.schemaEventKeys.subtracting(["schema"])
+        case .filePut: expected = Self.fileEventKeys
+        case .fileDeleted: expected = Self.fileEventKeys.subtracting(["sha256", "size", "contentType", "replace"])
         default: expected = Self.objectEventKeys
         }
         for key in object.keys where !expected.contains(key) && key != payloadKey && key != extraPayloadKey && !extraKeys.contains(key) {

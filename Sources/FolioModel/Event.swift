@@ -25,6 +25,9 @@ public struct Event: Sendable, Equatable {
         case viewDropped(name: String)
         case schemaDefined(Schema)
         case schemaDropped(collection: String)
+        /// A name bound to content already in the blob store; created at the event's time, by its origin.
+        case filePut(FileBinding)
+        case fileDeleted(name: String)
     }
 
     /// What the first event of a write sent with a `requestKey` records of the request, so that a
@@ -95,15 +98,17 @@ public struct Event: Sendable, Equatable {
         case .viewDropped: return "view.dropped"
         case .schemaDefined: return "schema.defined"
         case .schemaDropped: return "schema.dropped"
+        case .filePut: return "file.put"
+        case .fileDeleted: return "file.deleted"
         }
     }
 
-    /// The collection and id of the object the event changes; nil for view events.
+    /// The collection and id of the object the event changes; nil for view, schema and file events.
     public var object: (collection: String, id: String)? {
         switch change {
         case .created(let collection, let id, _), .updated(let collection, let id, _, _), .deleted(let collection, let id):
             return (collection, id)
-        case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped:
+        case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped, .filePut, .fileDeleted:
             return nil
         }
     }
@@ -134,7 +139,7 @@ extension Event {
             return object
         case .deleted:
             return nil
-        case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped:
+        case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped, .filePut, .fileDeleted:
             return object
         }
     }

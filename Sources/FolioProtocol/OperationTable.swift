@@ -26,6 +26,8 @@ public struct OperationSpec: Sendable {
         case write(keyed: Bool, @Sendable (inout Fields) throws -> Command)
         case read(Cost, @Sendable (inout Fields) throws -> Request.ReadOperation)
         case stream(@Sendable (inout Fields) throws -> Request.StreamOperation)
+        /// A write whose content the server stores on a worker first (`file.put`).
+        case upload(@Sendable (inout Fields) throws -> FileUpload)
     }
 
     /// What a peer needs to be let do the op, per collection: `read` (see), `write` (change objects),
@@ -59,7 +61,7 @@ public struct OperationSpec: Sendable {
 
     public var kind: Kind {
         switch decoder {
-        case .write: return .write
+        case .write, .upload: return .write
         case .read: return .read
         case .stream: return .stream
         }
@@ -80,6 +82,7 @@ public struct OperationSpec: Sendable {
             return .write(WriteRequest(command: command, requestKey: try fields.requestKey()))
         case .read(_, let decode): return .read(try decode(&fields))
         case .stream(let decode): return .stream(try decode(&fields))
+        case .upload(let decode): return .upload(try decode(&fields))
         }
     }
 }
@@ -116,6 +119,14 @@ public enum OperationTable {
         OperationSpec("schema.list", .read, .read(.worker) { _ in .schemaList }),
         // Counters of the daemon, in Prometheus text.
         OperationSpec("metrics", .admin, .read(.inline) { _ in .metrics }),
+        // Files act on the pseudo-collection $files. Decoding, hashing and storing the content run
+        // on a worker, then the writer binds the name.
+        OperationSpec("file.put", .write, .upload(RequestDecoder.filePut)),
+        OperationSpec("file.get", .read, .read(.inline) { .fileGet(name: try $0.fileName()) }),
+        // Reads up to 512 KiB of a blob file.
+        OperationSpec("file.read", .read, .read(.worker, RequestDecoder.fileRead)),
+        OperationSpec("file.list", .read, .read(.inline, RequestDecoder.fileList)),
+        OperationSpec("file.delete", .write, .write(keyed: false) { .deleteFile(name: try $0.fileName()) }),
     ])
 
     private static func numbered(_ specs: [OperationSpec]) -> [OperationSpec] {

@@ -25,6 +25,8 @@ extension Request {
         case read(ReadOperation)
         /// Starts or ends a stream of lines on the connection.
         case stream(StreamOperation)
+        /// A write whose content is decoded and stored on a worker before the writer executes it.
+        case upload(FileUpload)
     }
 
     public enum ReadOperation: Sendable {
@@ -41,10 +43,19 @@ extension Request {
         case schema(collection: String)
         case schemaList
         case metrics
+        case fileGet(name: String)
+        /// At most `FileRead.maxLength` bytes from `offset`.
+        case fileRead(name: String, offset: UInt64, length: Int)
+        case fileList(prefix: String, after: String?, limit: Int)
     }
 
     public enum StreamOperation: Sendable {
         case watch(after: UInt64?, collection: String?)
         case unwatch(watch: JSON)
     }
+}
+
+public enum FileRead {
+    /// The most content one `file.read` answers: 512 KiB, whose base64 fits the default line.
+    public static let maxLength = 512 << 10
 }

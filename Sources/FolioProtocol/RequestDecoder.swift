@@ -228,6 +228,36 @@ public enum RequestDecoder {
         return .backup(directory: directory)
     }
 
+    static func filePut(_ fields: inout Fields) throws -> FileUpload {
+        let name = try fields.optionalString("name")
+        if let name { try validated { () throws(ValidationError) in try FileName.validate(name) } }
+        let contentType = try fields.optionalString("contentType") ?? FileBinding.defaultContentType
+        try validated { () throws(ValidationError) in try FileBinding.validate(contentType: contentType) }
+        let base64 = try fields.requiredString("data")
+        let replace = try fields.optionalBool("replace") ?? false
+        return FileUpload(name: name, contentType: contentType, base64: base64, replace: replace)
+    }
+
+    static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let name = try fields.fileName()
+        let offset = try fields.optionalUnsigned("offset") ?? 0
+        let length = try fields.optionalUnsigned("length") ?? UInt64(FileRead.maxLength)
+        guard length <= UInt64(FileRead.maxLength) else {
+            throw ProtocolError(.badRequest, "file.read: length \(length) is more than \(FileRead.maxLength) (512 KiB); read in pieces")
+        }
+        return .fileRead(name: name, offset: offset, length: Int(length))
+    }
+
+    static func fileList(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let prefix = try fields.optionalString("prefix") ?? ""
+        guard prefix.utf8.count <= FileName.maxBytes else {
+            throw ProtocolError(.badRequest, "file.list: prefix longer than \(FileName.maxBytes) bytes")
+        }
+        let after = try fields.optionalString("after")
+        let limit = try fields.limit(default: Query.defaultLimit, max: Query.maxLimit)
+        return .fileList(prefix: prefix, after: after, limit: limit)
+    }
+
     /// Which objects a query reads, by op: `list` and `count` a collection or a view (`count` also
     /// the referrers of `ref` from `from`); `links` the field of one object; `backlinks` referrers.
     enum QuerySource {
@@ -466,6 +496,12 @@ public struct Fields {
         let id = try requiredString("id")
         do { try Names.validateID(id) } catch { throw ProtocolError(.badRequest, error.message) }
         return id
+    }
+
+    mutating func fileName() throws -> String {
+        let name = try requiredString("name")
+        do { try FileName.validate(name) } catch { throw ProtocolError(.badRequest, error.message) }
+        return name
     }
 
     mutating func limit(default defaultValue: Int, max: Int) throws -> Int {

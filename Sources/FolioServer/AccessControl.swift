@@ -77,6 +77,10 @@ struct AccessSnapshot: Sendable {
 }
 
 enum AccessControl {
+    /// The pseudo-collection file ops act on: `access.uid.N = write $files` lets N put and delete
+    /// files, `read $files` lets it get, read and list them; `*` covers it too.
+    static let filesCollection = "$files"
+
     /// Why the peer may not do the request, or nil if it may. Each op needs its table role on
     /// every collection it names; ops that name none (the log, stats, listings) need the role on
     /// some collection and show only what it may read, except `verify` and `backup`, which need
@@ -119,8 +123,10 @@ enum AccessControl {
         case .write(let write):
             switch write.command {
             case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return collection
+            case .putFile, .deleteFile: return filesCollection
             default: return nil
             }
+        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList): return filesCollection
         case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
         case .read(.list(let query)), .read(.count(let query)):
             switch query.source {
@@ -141,6 +147,7 @@ enum AccessControl {
             case .dropView(let name): return [viewCollection(name, reader) ?? ""].filter { !$0.isEmpty }
             case .defineSchema(let schema): return [schema.collection]
             case .dropSchema(let collection): return [collection]
+            case .putFile, .deleteFile: return [filesCollection]
             case .batch(let operations, _):
                 return Array(Set(operations.compactMap { operation -> String? in
                     switch operation.command {
@@ -157,8 +164,10 @@ enum AccessControl {
                 case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return [collection]
                 case .view(let name): return viewCollection(name, reader).map { [$0] } ?? []
                 }
+            case .fileGet, .fileRead, .fileList: return [filesCollection]
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
+        case .upload: return [filesCollection]
         case .stream: return nil
         }
     }

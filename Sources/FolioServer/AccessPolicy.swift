@@ -72,7 +72,7 @@ public struct AccessPolicy: Sendable, Equatable {
         guard !names.isEmpty else { throw SettingError("\(key): name the collections after the role, or * for all of them") }
         var collections: Set<String>?
         if !names.contains("*") {
-            for name in names {
+            for name in names where name != AccessControl.filesCollection {
                 do { try Names.validateCollection(name) } catch { throw SettingError("\(key): \(error.message)") }
             }
             collections = Set(names)

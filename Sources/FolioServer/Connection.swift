@@ -8,6 +8,8 @@ final class Connection: @unchecked Sendable {
     /// A request received and not yet started, with when and how it arrived.
     enum Item {
         case write(Writer.Job)
+        /// A `file.put`: its content is stored on a worker, then it goes to the writer as a write.
+        case upload(Request, FileUpload, Arrival)
         case read(Request, Request.ReadOperation, Arrival)
         case stream(Request, Request.StreamOperation, Arrival)
         case failure(RequestDecoder.TaggedError, Arrival)
@@ -17,7 +19,7 @@ final class Connection: @unchecked Sendable {
         var arrival: Arrival {
             switch self {
             case .write(let job): job.arrival
-            case .read(_, _, let arrival), .stream(_, _, let arrival), .failure(_, let arrival), .decoding(_, let arrival): arrival
+            case .upload(_, _, let arrival), .read(_, _, let arrival), .stream(_, _, let arrival), .failure(_, let arrival), .decoding(_, let arrival): arrival
             }
         }
     }
@@ -60,6 +62,9 @@ final class Connection: @unchecked Sendable {
     var pending: [Item] = []
     var pendingHead = 0
     var writesInFlight = 0
+    /// Of `writesInFlight`, uploads whose content a worker is storing: the writes after them wait,
+    /// so that they reach the writer in request order.
+    var uploadsStoring = 0
     var readsInFlight = 0
     /// Bytes of the request lines received and not yet answered, and how many.
     var requestBytes = 0

@@ -47,6 +47,9 @@ public final class Daemon {
         storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
         let store = try Store(directory: configuration.dataDirectory, options: storeOptions)
         try store.checkUsable()
+        // Puts that a crash interrupted left their content half-way; none can be running now.
+        let leftovers = store.blobs.removeTemporaryFiles()
+        if leftovers > 0 { log.notice("removed \(leftovers) temporary file(s) of puts that did not finish, from blobs/tmp") }
         let listener: UnixListener
         if let inherited = try ServiceManager.inheritedListener() {
             listener = UnixListener(inheritedFD: inherited, path: configuration.socketPath)
@@ -87,6 +90,7 @@ public final class Daemon {
         }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
         let trimmer = MemoryTrimmer()
+        let sweeper = BlobSweeper(store: store, graceSeconds: Double(configuration.fileGraceSeconds), log: log)
 
         let (head, objects) = try store.read { snapshot in (try snapshot.head(), try snapshot.objectCount()) }
         log.notice(
@@ -118,6 +122,7 @@ public final class Daemon {
         writer.stop()
         flusher?.stop()
         trimmer.stop()
+        sweeper.stop()
         workers.stop()
         decoders.stop()
         var status: Int32 = 0

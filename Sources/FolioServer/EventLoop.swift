@@ -18,6 +18,8 @@ final class EventLoop: @unchecked Sendable {
         case writeOutcomes([Writer.Outcome])
         /// A read that ran on a worker thread finished with this response line.
         case answered(Connection, [UInt8], Connection.Arrival, ErrorCode?)
+        /// An upload whose content a worker stored: the write to submit, or why it failed.
+        case stored(Connection, Result<Writer.Job, ProtocolError>, tag: Tag?, Connection.Arrival)
         /// A long line decoded on a decoder thread.
         case decoded(Connection, id: UInt64, Connection.Item)
         case committed([CommittedEvent])
@@ -239,6 +241,8 @@ final class EventLoop: @unchecked Sendable {
                 }
                 dispatchPending(connection)
                 markForFlush(connection)
+            case .stored(let connection, let result, let tag, let arrival):
+                storedUpload(result, tag: tag, arrival: arrival, connection)
             case .committed(let events):
                 deliverLive(events)
             case .adopt(let fd, let origin):
@@ -414,6 +418,8 @@ final class EventLoop: @unchecked Sendable {
                 return .read(request, operation, arrival)
             case .stream(let operation):
                 return .stream(request, operation, arrival)
+            case .upload(let upload):
+                return .upload(request, upload, arrival)
             }
         }
     }
@@ -430,7 +436,7 @@ final class EventLoop: @unchecked Sendable {
             let item = connection.pending[connection.pendingHead]
             switch item {
             case .write(let job):
-                guard connection.readsInFlight == 0 else { return }
+                guard connection.readsInFlight == 0, connection.uploadsStoring == 0 else { return }
                 if let denial = AccessControl.denial(
                     Request(tag: job.tag, operation: .write(job.request), spec: job.spec), connection.access, reader: reader)
                 {
@@ -440,6 +446,16 @@ final class EventLoop: @unchecked Sendable {
                 }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
+            case .upload(let request, let upload, let arrival):
+                guard connection.readsInFlight == 0, connection.uploadsStoring == 0 else { return }
+                if let denial = AccessControl.denial(request, connection.access, reader: reader) {
+                    guard connection.writesInFlight == 0 else { return }
+                    refuse(denial, tag: request.tag, arrival: arrival, connection)
+                    break
+                }
+                connection.writesInFlight += 1
+                connection.uploadsStoring += 1
+                store(upload, request, arrival, connection)
             case .read(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 startRead(request, operation, arrival, connection)
@@ -487,6 +503,50 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Decodes, hashes and stores an upload's content on a worker, never on the loop or the writer,
+    /// and posts back the write that binds its name.
+    private func store(_ upload: FileUpload, _ request: Request, _ arrival: Connection.Arrival, _ connection: Connection) {
+        let blobs = reads.store.blobs
+        let origin = connection.origin
+        statistics.workerQueue.add(1, ordering: .relaxed)
+        workers.submit { [self] _ in
+            statistics.workerQueue.subtract(1, ordering: .relaxed)
+            let result: Result<Writer.Job, ProtocolError>
+            do {
+                let content = try upload.content()
+                let (sha256, size) = try content.withUnsafeBytes { try blobs.store($0) }
+                let write = WriteRequest(command: upload.command(sha256: sha256, size: size))
+                result = .success(
+                    Writer.Job(
+                        request: write, spec: request.spec, origin: origin, tag: request.tag, connection: connection, arrival: arrival,
+                        pinnedBlob: sha256))
+            } catch {
+                result = .failure(ProtocolError(error))
+            }
+            post(.stored(connection, result, tag: request.tag, arrival))
+        }
+    }
+
+    /// An upload's content is stored (or could not be): its write goes to the writer, even for a
+    /// connection that closed meanwhile, as every write it sent does.
+    private func storedUpload(_ result: Result<Writer.Job, ProtocolError>, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
+        if case .success(let job) = result {
+            toSubmit.append(job)
+        }
+        guard !connection.isClosed else {
+            if case .failure = result { releaseOrphan(arrival.size) }
+            return
+        }
+        connection.uploadsStoring -= 1
+        if case .failure(let error) = result {
+            connection.writesInFlight -= 1
+            Response.appendFailure(tag: tag, error: error, to: &connection.output)
+            answered(arrival, error.code, connection)
+        }
+        dispatchPending(connection)
+        markForFlush(connection)
+    }
+
     /// Counts a request as answered: its bytes, its outcome and latency, and logs it if it was slow.
     private func answered(_ arrival: Connection.Arrival, _ outcome: ErrorCode?, _ connection: Connection) {
         connection.requestBytes -= arrival.size
@@ -510,6 +570,8 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func complete(_ outcome: Writer.Outcome) {
+        // Committed (and durable) or failed: either way no sweep need spare the blob for it now.
+        if let blob = outcome.job.pinnedBlob { reads.store.blobs.unpin(blob) }
         let connection = outcome.job.connection
         guard !connection.isClosed else {
             releaseOrphan(outcome.job.arrival.size)

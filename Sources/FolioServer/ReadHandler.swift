@@ -197,22 +197,57 @@ final class ReadHandler: Sendable {
                 }
             }
         case .stats:
-            let (stats, digest) = try reader.read { snapshot in
+            let (stats, files, digest) = try reader.read { snapshot in
                 let stats = try snapshot.statistics()
-                return (stats, try digests.digest(at: stats.lastSequence) { try snapshot.digest() })
+                return (stats, try snapshot.fileTotals(), try digests.digest(at: stats.lastSequence) { try snapshot.digest() })
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 if access.isAdmin {
-                    writeStatistics(stats, digest: digest, to: &writer)
+                    writeStatistics(stats, files: files, digest: digest, to: &writer)
                 } else {
                     // The details of the daemon are an admin's; a reader sees the log's head and its collections.
                     let shown = stats.objectsPerCollection.filter { access.canRead($0.collection) }
-                    writer.write([
+                    var summary: JSONObject = [
                         "events": .int(Int64(stats.lastSequence)), "lastSeq": .int(Int64(stats.lastSequence)), "chainHead": .string(stats.chainHead.hex),
                         "collections": .object(JSONObject(shown.map { JSONObject.Field(key: $0.collection, value: .int(Int64($0.count))) })),
                         "objects": .int(Int64(shown.reduce(0) { $0 + $1.count })),
-                    ] as JSON)
+                    ]
+                    if access.canRead(AccessControl.filesCollection) { summary["files"] = files.json }
+                    writer.write(summary)
                 }
+            }
+        case .fileGet(let name):
+            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
+            Response.appendSuccess(tag: tag, to: &output) { file.write(to: &$0, withUploader: true) }
+        case .fileRead(let name, let offset, let length):
+            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
+            let start = min(offset, file.size)
+            let bytes = try store.blobs.read(file.sha256, offset: start, length: Int(min(UInt64(length), file.size - start)))
+            guard bytes.count == Int(min(UInt64(length), file.size - start)) else {
+                throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) is shorter than its \(file.size) bytes")
+            }
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"data\":")
+                writer.write(Base64.encode(bytes))
+                writer.writeKey("offset")
+                writer.write(start)
+                writer.writeKey("length")
+                writer.write(bytes.count)
+                writer.writeKey("size")
+                writer.write(file.size)
+                writer.bytes.append(UInt8(ascii: "}"))
+            }
+        case .fileList(let prefix, let after, let limit):
+            let page = try reader.read { try $0.files(prefix: prefix, after: after, limit: limit) }
+            Response.appendSuccess(tag: tag, to: &output) { writer in
+                writer.writeRaw("{\"items\":[")
+                for (index, file) in page.files.enumerated() {
+                    if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+                    file.write(to: &writer, withUploader: true)
+                }
+                writer.writeRaw("],\"next\":")
+                if page.more, let last = page.files.last { writer.write(last.name) } else { writer.writeRaw("null") }
+                writer.bytes.append(UInt8(ascii: "}"))
             }
         case .viewList:
             let views = try reader.read { try $0.views() }.filter { access.canRead($0.definition.collection) }
@@ -320,7 +355,7 @@ final class ReadHandler: Sendable {
         writer.bytes.append(UInt8(ascii: "}"))
     }
 
-    private func writeStatistics(_ stats: Snapshot.Statistics, digest: ChainHash, to writer: inout JSONWriter) {
+    private func writeStatistics(_ stats: Snapshot.Statistics, files: FileTotals, digest: ChainHash, to writer: inout JSONWriter) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("events", first: true)
         writer.write(stats.lastSequence)
@@ -343,6 +378,8 @@ final class ReadHandler: Sendable {
         writer.write(stats.objectsPerCollection.reduce(0) { $0 + $1.count })
         writer.writeKey("views")
         writer.write(stats.views)
+        writer.writeKey("files")
+        writer.write(files.json)
         writer.writeKey("connections")
         writer.write(statistics.connections.load(ordering: .relaxed))
         writer.writeKey("connectionsRefused")

@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var mapSize = 1 << 30
     /// How long a request key is remembered, in seconds of event time (`--request-key-ttl`).
     public var requestKeyRetentionSeconds: Int64 = 24 * 3600
+    /// How long a blob no file name refers to is kept before the sweep removes it (`--file-grace`).
+    public var fileGraceSeconds = 3600
     /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
     /// off as lagging.
     public var watchBufferBytes = 8 << 20
@@ -131,6 +133,7 @@ extension ServerConfiguration {
         if mapSize != fresh.mapSize { names.append("map-size") }
         if maxLineBytes != fresh.maxLineBytes { names.append("max-line") }
         if requestKeyRetentionSeconds != fresh.requestKeyRetentionSeconds { names.append("request-key-ttl") }
+        if fileGraceSeconds != fresh.fileGraceSeconds { names.append("file-grace") }
         if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
         return names
     }

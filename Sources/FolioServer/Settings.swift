@@ -80,6 +80,9 @@ public enum Settings {
         Setting("request-key-ttl", "SECONDS", "how long a write's requestKey is remembered, in event time (default 86400); give offline rebuild and verify the same") { c, v throws(SettingError) in
             c.requestKeyRetentionSeconds = Int64(try integer(v, "request-key-ttl"))
         },
+        Setting("file-grace", "SECONDS", "how long a file's content no name refers to is kept before it is removed from DATA/blobs (default 3600)") { c, v throws(SettingError) in
+            c.fileGraceSeconds = try integer(v, "file-grace")
+        },
         Setting("max-connections", "N", live: true, "clients served at once (default 4096, at most the descriptor limit less 64); others get one unavailable line") { c, v throws(SettingError) in
             c.maxConnections = try integer(v, "max-connections", at: 1)
         },

@@ -38,6 +38,12 @@ enum WriteResultEncoder {
             writer.writeRaw("{\"collection\":")
             writer.write(collection)
             writer.writeRaw(",\"dropped\":true}")
+        case .file(let file):
+            file.write(to: &writer, withUploader: false)
+        case .fileDeleted(let name):
+            writer.writeRaw("{\"name\":")
+            writer.write(name)
+            writer.writeRaw(",\"deleted\":true}")
         case .batch(let items):
             writer.writeRaw("{\"results\":[")
             for (index, item) in items.enumerated() {

@@ -34,6 +34,9 @@ final class Writer: @unchecked Sendable {
         let tag: Tag?
         let connection: Connection
         let arrival: Connection.Arrival
+        /// The blob (hex SHA-256) a `file.put` stored and pins until it is answered, so that no
+        /// sweep removes it before its event commits.
+        var pinnedBlob: String? = nil
         /// Bytes of the request line, to bound batches.
         var size: Int { arrival.size }
     }

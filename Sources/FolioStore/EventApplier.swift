@@ -11,6 +11,7 @@ struct EventApplier {
     let catalog: Catalog
     let references: RefIndex
     let requests: RequestIndex
+    let files: FileIndex
 
     init(_ databases: StoreDatabases, definitions: DefinitionCache, requestRetention: Int64) {
         objects = ObjectTable(database: databases.objects)
@@ -18,6 +19,7 @@ struct EventApplier {
         catalog = Catalog(database: databases.catalog, meta: databases.meta, definitions: definitions)
         references = RefIndex(catalog: catalog)
         requests = RequestIndex(database: databases.requests, retention: requestRetention)
+        files = FileIndex(database: databases.files)
     }
 
     /// The object before an event: unknown (read and check it), or known because the caller already
@@ -83,6 +85,9 @@ struct EventApplier {
                 throw StoreError.corrupted("event \(event.sequence) drops view \(name), which does not exist")
             }
             try catalog.removeView(view, txn)
+            return nil
+        case .filePut, .fileDeleted:
+            try files.apply(event, txn.lmdb)
             return nil
         }
     }

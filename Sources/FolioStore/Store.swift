@@ -21,6 +21,8 @@ public final class Store: @unchecked Sendable {
     let databases: StoreDatabases
     let definitions = DefinitionCache()
     let applier: EventApplier
+    /// The contents of files, in `DATA/blobs`.
+    public let blobs: BlobStore
     /// When `write` last cleared stale reader slots (uptime, ns); touched by the writing thread only.
     private var lastReaderCheck: UInt64 = 0
 
@@ -30,6 +32,7 @@ public final class Store: @unchecked Sendable {
         environmentOptions.mapSize = options.mapSize
         environmentOptions.sync = options.sync
         self.directory = directory
+        blobs = BlobStore(directory: directory + "/blobs")
         environment = try Environment(path: directory, options: environmentOptions)
         databases = try StoreDatabases(environment)
         applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)

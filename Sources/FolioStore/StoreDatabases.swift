@@ -11,6 +11,7 @@ import LMDB
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
 /// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references) |
 /// | `requests` | `k` key / `t` time key              | request keys of recent writes (`RequestIndex`) |
+/// | `files`   | `n` name / `b` sha256 / `t`          | the file index (`FileIndex`)                 |
 struct StoreDatabases: Sendable {
     /// 2: history entries hold checkpoints (`HistoryIndex`). A format 1 store is upgraded by
     /// deriving its state again from the log.
@@ -24,6 +25,7 @@ struct StoreDatabases: Sendable {
     let catalog: Database
     let trees: Database
     let requests: Database
+    let files: Database
 
     init(_ environment: Environment) throws {
         meta = try environment.openDatabase("meta")
@@ -32,10 +34,11 @@ struct StoreDatabases: Sendable {
         catalog = try environment.openDatabase("catalog")
         trees = try environment.openDatabase("trees")
         requests = try environment.openDatabase("requests")
+        files = try environment.openDatabase("files")
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
-    var derived: [Database] { [objects, catalog, trees, requests] }
+    var derived: [Database] { [objects, catalog, trees, requests, files] }
 }
 
 enum Keys {

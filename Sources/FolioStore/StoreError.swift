@@ -12,6 +12,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case viewNotFound(String)
     /// The collection has no schema (`not_found`).
     case schemaNotFound(String)
+    /// No file has this name (`not_found`).
+    case fileNotFound(String)
     /// Objects of the collection do not fit the schema being defined (`bad_request`): how many,
     /// and the first 20 with the reason.
     case schemaViolations(collection: String, count: Int, [SchemaViolation])
@@ -33,6 +35,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .notFound(let collection, let id): return "\(collection)/\(id) not found"
         case .viewNotFound(let name): return "view \(Names.quoted(name)) not found"
         case .schemaNotFound(let collection): return "\(collection) has no schema"
+        case .fileNotFound(let name): return "file \(Names.quoted(name)) not found"
         case .schemaViolations(let collection, let count, let violations):
             let shown = violations.map { "\($0.id): \($0.reason)" }.joined(separator: "; ")
             return "cannot define the schema of \(collection): \(count) object(s) do not fit it: \(shown)\(count > violations.count ? "; …" : "")"
@@ -56,6 +59,8 @@ public struct Conflict: Equatable, Sendable {
         case unique(view: String, key: JSON, existingID: String)
         /// A view of that name exists.
         case viewExists
+        /// A file of that name exists, and the put did not ask to replace it.
+        case fileExists
         /// A unique view cannot be defined over data with duplicates.
         case duplicates(view: String, groups: [[String]])
         /// A request key was used for another request.
@@ -82,7 +87,7 @@ extension StoreError {
     public var code: String {
         switch self {
         case .invalid, .schemaViolations: return "bad_request"
-        case .notFound, .viewNotFound, .schemaNotFound: return "not_found"
+        case .notFound, .viewNotFound, .schemaNotFound, .fileNotFound: return "not_found"
         case .conflict: return "conflict"
         case .corrupted: return "internal"
         case .unusable: return "unavailable"
@@ -108,7 +113,7 @@ extension StoreError {
             for field in underlying.details { details[field.key] = field.value }
             return details
         case .recorded(_, _, let details): return details
-        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .corrupted, .unusable: return [:]
+        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .corrupted, .unusable: return [:]
         }
     }
 }
@@ -118,7 +123,7 @@ extension Conflict {
         switch reason {
         case .version(let expected, let current):
             return ["expectedVersion": .int(Int64(expected)), "currentVersion": .int(Int64(current))]
-        case .exists, .viewExists:
+        case .exists, .viewExists, .fileExists:
             return [:]
         case .unique(let view, let key, let existingID):
             return ["view": .string(view), "key": key, "existingId": .string(existingID)]

@@ -130,6 +130,19 @@ public final class StoreWriter {
             guard try store.applier.catalog.schema(collection, txn) != nil else { throw StoreError.schemaNotFound(collection) }
             let applied = try append(event(.schemaDropped(collection: collection), acceptance), txn)
             return WriteOutcome(appended: [applied], result: .schemaDropped(collection: collection), replayed: false)
+        case .putFile(let name, let sha256, let size, let contentType, let replace):
+            let name = name ?? ids.next(at: acceptance.timestamp)
+            if !replace, try store.applier.files.file(name, txn.lmdb) != nil {
+                throw StoreError.conflict(Conflict(.fileExists, "file \(Names.quoted(name)) already exists; put it with \"replace\": true to bind it anew"))
+            }
+            let binding = FileBinding(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace)
+            let applied = try append(event(.filePut(binding), acceptance), txn)
+            guard let record = try store.applier.files.file(name, txn.lmdb) else { throw StoreError.corrupted("file \(name) was not bound") }
+            return WriteOutcome(appended: [applied], result: .file(record), replayed: false)
+        case .deleteFile(let name):
+            guard try store.applier.files.file(name, txn.lmdb) != nil else { throw StoreError.fileNotFound(name) }
+            let applied = try append(event(.fileDeleted(name: name), acceptance), txn)
+            return WriteOutcome(appended: [applied], result: .fileDeleted(name: name), replayed: false)
         case .batch(let operations, let atomic):
             return try executeBatch(operations, atomic: atomic, acceptance, ids: &ids, txn)
         }
@@ -213,7 +226,7 @@ extension Command {
     var isObjectCommand: Bool {
         switch self {
         case .create, .update, .delete: return true
-        case .defineView, .dropView, .defineSchema, .dropSchema, .batch: return false
+        case .defineView, .dropView, .defineSchema, .dropSchema, .putFile, .deleteFile, .batch: return false
         }
     }
 }

@@ -19,6 +19,8 @@ public indirect enum WriteResult: Sendable {
     case viewDropped(name: String)
     case schema(Schema)
     case schemaDropped(collection: String)
+    case file(FileRecord)
+    case fileDeleted(name: String)
     case batch([BatchItem])
 
     public enum BatchItem: Sendable {

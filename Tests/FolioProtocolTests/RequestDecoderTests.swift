@@ -1,3 +1,4 @@
+import Foundation
 import FolioJSON
 import FolioModel
 import Testing
@@ -103,6 +104,9 @@ import Testing
             "links": #"{"op":"links","ref":"Category/c1","field":"items","include":["owner"]}"#,
             "backlinks": #"{"op":"backlinks","ref":"Item/i1","from":"Category.items"}"#,
             "metrics": #"{"op":"metrics"}"#,
+            "file.put": #"{"op":"file.put","name":"a/b.jpg","data":"aGk="}"#, "file.get": #"{"op":"file.get","name":"a/b.jpg"}"#,
+            "file.read": #"{"op":"file.read","name":"a/b.jpg","offset":2}"#, "file.list": #"{"op":"file.list","prefix":"a/"}"#,
+            "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#,
         ]
         #expect(Set(samples.keys) == Set(OperationTable.names))
         for (name, line) in samples {
@@ -112,13 +116,13 @@ import Testing
             }
             #expect(request.spec.name == name)
             switch (request.operation, request.spec.kind) {
-            case (.write, .write), (.read, .read), (.stream, .stream): break
+            case (.write, .write), (.upload, .write), (.read, .read), (.stream, .stream): break
             default: Issue.record("\(name) decodes to another kind than its table entry says")
             }
             #expect((request.spec.kind == .read) == (request.spec.cost != nil))
         }
         // What grows with the data never runs inline.
-        for name in ["stats", "verify", "backup", "view.list", "schema.list"] {
+        for name in ["stats", "verify", "backup", "view.list", "schema.list", "file.read"] {
             #expect(OperationTable.spec(named: name)?.cost == .worker, "\(name)")
         }
         #expect(OperationTable.spec(named: "list")?.cost == .byPlan)
@@ -144,5 +148,38 @@ import Testing
             return
         }
         #expect(query.start == .offset(Int.max))
+    }
+}
+
+@Suite struct FileRequestTests {
+    @Test func base64RoundTripsEveryLengthAndNamesTheOffsetOfABadCharacter() throws {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let text = Base64.encode(bytes)
+            #expect(text == Data(bytes).base64EncodedString())
+            #expect(try Base64.decode(text.utf8, field: "data") == bytes)
+        }
+        for (text, offset) in [("ab-d", 2), ("abc=abcd", 3), ("a===", 1), ("ab=c", 2), ("abcd\nabc", 4)] {
+            #expect(throws: ProtocolError.self) { try Base64.decode(text.utf8, field: "data") }
+            do {
+                _ = try Base64.decode(text.utf8, field: "data")
+            } catch {
+                #expect(error.message == "field \"data\": invalid base64 at offset \(offset)", "\(text)")
+            }
+        }
+    }
+
+    @Test func filePutDecodesItsFieldsAndChecksTheName() throws {
+        let line = #"{"op":"file.put","name":"photos/a.jpg","contentType":"image/jpeg","data":"aGk=","replace":true}"#
+        let request = try Array(line.utf8).withUnsafeBytes { try RequestDecoder.decode($0).get() }
+        guard case .upload(let upload) = request.operation else { Issue.record("not an upload: \(request.operation)"); return }
+        #expect(upload.name == "photos/a.jpg" && upload.contentType == "image/jpeg" && upload.replace)
+        #expect(try upload.content() == Array("hi".utf8))
+        for name in ["", "/x", "x/", "a//b", "a/../b", String(repeating: "x", count: 257)] {
+            let bad = #"{"op":"file.get","name":"\#(name)"}"#
+            let decoded = Array(bad.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
+            guard case .failure(let failure) = decoded else { Issue.record("accepted \(name)"); continue }
+            #expect(failure.error.code == .badRequest && failure.error.message.contains("file name"), "\(failure.error.message)")
+        }
     }
 }

@@ -4,7 +4,7 @@ import LMDB
 extension Snapshot {
     /// SHA-256 over current state and every view, in key order: every object record, then each
     /// collection's creation order, then each view's definition and entries, then the reference
-    /// index and each schema. Stores that hold the
+    /// index, each schema and the file index. Stores that hold the
     /// same objects and views have the same digest, however they were built (live, rebuilt,
     /// imported, restored from a backup).
     public func digest() throws -> ChainHash {
@@ -40,6 +40,16 @@ extension Snapshot {
         for schema in try catalog.allSchemas(storeTxn) {
             frame(Array("schema".utf8))
             frame(schema.json.serialized())
+        }
+        // The file index, every entry in key order; present only in stores that ever had a file.
+        try txn.withCursor(store.databases.files) { cursor in
+            var entry = try cursor.first()
+            if entry != nil { frame(Array("files".utf8)) }
+            while let (key, value) = entry {
+                frame(key)
+                frame(value)
+                entry = try cursor.next()
+            }
         }
         return ChainHash(bytes: hasher.finalize())
     }

@@ -1,0 +1,17 @@
+import FolioModel
+
+extension Snapshot {
+    /// The file bound to `name`, if any.
+    public func file(_ name: String) throws -> FileRecord? { try store.applier.files.file(name, txn) }
+
+    /// Up to `limit` files whose names start with `prefix`, after `after`, in bytewise name order,
+    /// and whether more follow: O(log n + limit).
+    public func files(prefix: String, after: String?, limit: Int) throws -> (files: [FileRecord], more: Bool) {
+        try store.applier.files.page(prefix: prefix, after: after, limit: limit, txn)
+    }
+
+    /// Names using the content with this hash.
+    public func fileReferences(toBlob sha256: String) throws -> UInt64 { try store.applier.files.references(toBlob: sha256, txn) }
+
+    public func fileTotals() throws -> FileTotals { try store.applier.files.totals(txn) }
+}
