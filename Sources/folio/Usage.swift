@@ -31,6 +31,12 @@ enum Usage {
           view list
           view drop NAME
 
+        Files
+          file put PATH [--name NAME] [--type TYPE] [--replace]
+          file get NAME                 the content, to stdout
+          file ls [--prefix P]
+          file rm NAME
+
         The log
           events [--after N] [--limit N]
           watch [--after N] [--collection C]
@@ -49,6 +55,23 @@ enum Usage {
         """
 
     static let commands: [String: String] = [
+        "file": """
+            usage: folio file put PATH [--name NAME] [--type TYPE] [--replace]
+                   folio file get NAME > OUT
+                   folio file ls [--prefix P]
+                   folio file rm NAME
+
+            Files stored beside the records, by name (1 to 256 bytes; '/' separates segments, none
+            empty or '..'). put stores PATH's content under NAME, or under a name the server makes,
+            with the content type TYPE (default application/octet-stream); an existing name needs
+            --replace. The same content is stored once, however many names it has. get writes the
+            content to stdout; ls lists names, their size, type and SHA-256; rm removes a name.
+            put sends the file in one line, so it must fit foliod's max-line once in base64 (about
+            750 KiB with the default 1 MiB); larger files in pieces are not supported yet.
+
+              folio file put photo.jpg --name reports/2026-12-01.jpg --type image/jpeg
+              folio file get reports/2026-12-01.jpg > photo.jpg
+            """,
         "create": """
             usage: folio create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]
 

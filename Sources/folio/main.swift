@@ -14,7 +14,7 @@ struct ServerError: Error {
 let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
     "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
-    "--include", "--from", "--fields", "--interval", "--iterations",
+    "--include", "--from", "--fields", "--interval", "--iterations", "--name", "--type", "--prefix",
 ]
 
 final class CLI {
@@ -100,6 +100,7 @@ final class CLI {
         case "links": try links()
         case "metrics": try metrics()
         case "top": try top()
+        case "file": try file()
         case "backlinks": try backlinks()
         case "events": try events()
         case "watch": try watch()
