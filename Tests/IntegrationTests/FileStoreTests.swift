@@ -278,6 +278,25 @@ import Testing
         }
     }
 
+    /// A device out of space while the content is written: `unavailable`, no blob, no temporary
+    /// file, no name; the same put succeeds once there is room.
+    @Test func aFullDiskWhileStoringTheContentIsUnavailableAndLeavesNothing() throws {
+        try withShimmedDaemon { daemon, shim in
+            let connection = try daemon.connect()
+            let content = Self.randomBytes(100_000, seed: 11)
+            try shim.set(.init(calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/blobs"))
+            let refused = try Self.put(connection, "full.bin", content)
+            #expect(refused.errorCode == "unavailable", "\(refused)")
+            #expect(refused["error"]?["message"]?.stringValue?.contains("storage is full") == true, "\(refused)")
+            #expect(!shim.injected.isEmpty)
+            #expect(Self.blobs(daemon).isEmpty && Self.temporaryFiles(daemon).isEmpty)
+            #expect(try connection.request(["op": "file.get", "name": "full.bin"]).errorCode == "not_found")
+            try shim.clear()
+            #expect(try Self.put(connection, "full.bin", content).isOK)
+            #expect(try Self.readBack(connection, "full.bin").bytes == content)
+        }
+    }
+
     /// The NCMB daily-report app: a photo saved under a UUID name, the name in the report; list
     /// the reports, read the photo back. Through the real CLI.
     @Test func dailyReportFlowThroughTheCLI() throws {
