@@ -104,6 +104,38 @@ import Testing
 
     private static let canSwitchUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 
+    /// File ops need their role on the pseudo-collection $files.
+    @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
+    func fileOpsNeedTheirRoleOnFiles() throws {
+        try withTemporaryDirectory { directory in
+            chmod(directory, 0o755)
+            let config = directory + "/foliod.conf"
+            try """
+                access.uid.65534 = read $files
+                access.uid.65533 = write $files
+                access.uid.65532 = write Task
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+            let daemon = RunningDaemon(directory: directory, arguments: ["--config", config, "--socket-mode", "0666"])
+            defer { daemon.shutDown() }
+            try daemon.start()
+            let photo = directory + "/photo.jpg"
+            try "not really a jpeg".write(toFile: photo, atomically: true, encoding: .utf8)
+            chmod(photo, 0o644)
+            let socket = daemon.socketPath
+            let put = try folioAs(65533, socket: socket, "file", "put", photo, "--name", "p.jpg")
+            #expect(put.status == 0, "\(put)")
+            let reader = try folioAs(65534, socket: socket, "file", "put", photo, "--name", "q.jpg")
+            #expect(reader.status == 1 && reader.stderr.contains("file.put needs role write on collection $files"), "\(reader)")
+            let listed = try folioAs(65534, socket: socket, "file", "ls")
+            #expect(listed.status == 0 && listed.stdout.contains("p.jpg") && !listed.stdout.contains("q.jpg"), "\(listed)")
+            #expect(try folioAs(65534, socket: socket, "file", "get", "p.jpg").stdout == "not really a jpeg")
+            let other = try folioAs(65532, socket: socket, "file", "get", "p.jpg")
+            #expect(other.status == 1 && other.stderr.contains("forbidden"), "\(other)")
+            let remove = try folioAs(65534, socket: socket, "file", "rm", "p.jpg")
+            #expect(remove.status == 1 && remove.stderr.contains("forbidden"), "\(remove)")
+        }
+    }
+
     /// Roles per collection, for a real process of another user (needs root to switch users).
     @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
     func rolesAreCheckedByPeerCredentials() throws {
