@@ -104,20 +104,29 @@ import Testing
 
     private static let canSwitchUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 
-    /// File ops need their role on the pseudo-collection $files.
-    @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
-    func fileOpsNeedTheirRoleOnFiles() throws {
+    /// A foliod whose configuration file holds `policy`, on a socket every user may open, in a
+    /// directory every user may read: its daemon, directory and configuration file.
+    private func withAccessPolicy(_ policy: String, _ body: (RunningDaemon, String, String) throws -> Void) throws {
         try withTemporaryDirectory { directory in
             chmod(directory, 0o755)
             let config = directory + "/foliod.conf"
-            try """
-                access.uid.65534 = read $files
-                access.uid.65533 = write $files
-                access.uid.65532 = write Task
-                """.write(toFile: config, atomically: true, encoding: .utf8)
+            try policy.write(toFile: config, atomically: true, encoding: .utf8)
             let daemon = RunningDaemon(directory: directory, arguments: ["--config", config, "--socket-mode", "0666"])
             defer { daemon.shutDown() }
             try daemon.start()
+            try body(daemon, directory, config)
+        }
+    }
+
+    /// File ops need their role on the pseudo-collection $files.
+    @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
+    func fileOpsNeedTheirRoleOnFiles() throws {
+        let policy = """
+            access.uid.65534 = read $files
+            access.uid.65533 = write $files
+            access.uid.65532 = write Task
+            """
+        try withAccessPolicy(policy) { daemon, directory, _ in
             let photo = directory + "/photo.jpg"
             try "not really a jpeg".write(toFile: photo, atomically: true, encoding: .utf8)
             chmod(photo, 0o644)
@@ -139,16 +148,11 @@ import Testing
     /// Roles per collection, for a real process of another user (needs root to switch users).
     @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
     func rolesAreCheckedByPeerCredentials() throws {
-        try withTemporaryDirectory { directory in
-            chmod(directory, 0o755)
-            let config = directory + "/foliod.conf"
-            try """
-                access.uid.65534 = read Task
-                access.uid.65534 = write Note
-                """.write(toFile: config, atomically: true, encoding: .utf8)
-            let daemon = RunningDaemon(directory: directory, arguments: ["--config", config, "--socket-mode", "0666"])
-            defer { daemon.shutDown() }
-            try daemon.start()
+        let policy = """
+            access.uid.65534 = read Task
+            access.uid.65534 = write Note
+            """
+        try withAccessPolicy(policy) { daemon, _, config in
             let admin = try daemon.connect()
             _ = try admin.request(["op": "create", "collection": "Task", "id": "t1", "data": ["title": "x", "owner": ["$ref": "Secret/s1"]]])
             _ = try admin.request(["op": "create", "collection": "Secret", "id": "s1", "data": ["pin": 1234]])
