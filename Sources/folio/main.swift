@@ -206,7 +206,7 @@ final class CLI {
     private func printEvents(_ result: JSON) {
         if output.json { return output.jsonLine(result) }
         guard case .array(let events)? = result.objectValue?["events"] else { return }
-        output.table(events, leading: ["seq", "type", "at", "collection", "id", "version", "data", "patch", "view"], skipping: ["by", "hash"])
+        output.table(events, leading: ["seq", "type", "at", "collection", "id", "version", "data", "patch", "view", "name"], skipping: ["by", "hash"])
     }
 
     /// The query fields shared by list, count and view define.
@@ -316,7 +316,8 @@ final class CLI {
                     output.jsonLine(event)
                 } else {
                     let fields = event.objectValue
-                    let target = fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" } ?? Output.cell(fields?["view"])
+                    let target = fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" }
+                        ?? Output.cell(fields?["view"] ?? fields?["name"])
                     let body = fields?["data"] ?? fields?["patch"]
                     output.line("\(Output.cell(fields?["seq"]))  \(Output.cell(fields?["at"]))  \(Output.cell(fields?["type"]))  \(target)  \(body.map { $0.description } ?? "")")
                 }
