@@ -116,7 +116,11 @@ import Testing
     @Test func deleteRemovesTheNameAndTheLogRecordsBoth() throws {
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()
+            let watcher = try daemon.connect()
+            #expect(try watcher.request(["op": "watch", "tag": "w"]).isOK)
             #expect(try Self.put(connection, "gone.txt", Array("bye".utf8)).isOK)
+            let live = try #require(try watcher.readJSON())
+            #expect(live["tag"] == "w" && live["event"]?["type"] == "file.put" && live["event"]?["name"] == "gone.txt", "\(live)")
             let deleted = try connection.request(["op": "file.delete", "name": "gone.txt"])
             #expect(deleted.result == ["name": "gone.txt", "deleted": true], "\(deleted)")
             #expect(try connection.request(["op": "file.get", "name": "gone.txt"]).errorCode == "not_found")
