@@ -43,7 +43,13 @@ public final class BlobStore: Sendable {
         pin(sha256)
         do {
             let target = path(of: sha256)
-            if access(target, F_OK) != 0 { try write(content, to: target) }
+            if access(target, F_OK) != 0 {
+                try write(content, to: target)
+            } else {
+                // Stored already, perhaps by a put of the same content that renamed it and has not
+                // yet flushed its directory: flush it, so this put's event never outlives the entry.
+                try syncDirectory((target as NSString).deletingLastPathComponent)
+            }
         } catch {
             unpin(sha256)
             throw error
