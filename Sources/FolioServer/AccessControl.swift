@@ -139,15 +139,15 @@ enum AccessControl {
 
     /// The collections a request names; nil for those that name none.
     static func collections(of operation: Request.Operation, reader: Store.Reader) -> [String]? {
+        if let collection = collection(of: operation) { return [collection] }
         switch operation {
         case .write(let write):
             switch write.command {
-            case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return [collection]
+            case .create, .update, .delete, .putFile, .deleteFile: return nil  // answered by collection(of:)
             case .defineView(let definition): return [definition.collection]
             case .dropView(let name): return [viewCollection(name, reader) ?? ""].filter { !$0.isEmpty }
             case .defineSchema(let schema): return [schema.collection]
             case .dropSchema(let collection): return [collection]
-            case .putFile, .deleteFile: return [filesCollection]
             case .batch(let operations, _):
                 return Array(Set(operations.compactMap { operation -> String? in
                     switch operation.command {
@@ -158,17 +158,15 @@ enum AccessControl {
             }
         case .read(let read):
             switch read {
-            case .get(let collection, _, _, _), .history(let collection, _, _, _), .schema(let collection): return [collection]
+            case .schema(let collection): return [collection]
             case .list(let query), .count(let query):
-                switch query.source {
-                case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return [collection]
-                case .view(let name): return viewCollection(name, reader).map { [$0] } ?? []
-                }
-            case .fileGet, .fileRead, .fileList: return [filesCollection]
+                // Only a view is left: collection(of:) answered the other sources.
+                guard case .view(let name) = query.source else { return nil }
+                return viewCollection(name, reader).map { [$0] } ?? []
+            case .get, .history, .fileGet, .fileRead, .fileList: return nil  // answered by collection(of:)
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
-        case .upload: return [filesCollection]
-        case .stream: return nil
+        case .upload, .stream: return nil
         }
     }
 
