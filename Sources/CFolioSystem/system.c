@@ -149,3 +149,54 @@ int folio_set_nonblocking_cloexec(int fd) {
     if (fdflags < 0 || fcntl(fd, F_SETFD, fdflags | FD_CLOEXEC) != 0) return -1;
     return 0;
 }
+
+ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int capacity, int *received) {
+    union {
+        char space[CMSG_SPACE(sizeof(int) * 8)];
+        struct cmsghdr align;
+    } control;
+    struct iovec vector = {.iov_base = buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof(control.space);
+    *received = 0;
+    ssize_t count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (count < 0) return count;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *passed = (int *)CMSG_DATA(header);
+        for (size_t k = 0; k < n; k++) {
+            int descriptor;
+            memcpy(&descriptor, passed + k, sizeof(int));
+            if (*received < capacity) {
+                fds[(*received)++] = descriptor;
+            } else {
+                close(descriptor);
+            }
+        }
+    }
+    return count;
+}
+
+ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed, int flags) {
+    union {
+        char space[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct iovec vector = {.iov_base = (void *)buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof(control.space);
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &passed, sizeof(int));
+    return sendmsg(fd, &message, MSG_NOSIGNAL | flags);
+}

@@ -10,6 +10,8 @@ public final class FolioConnection {
     private var bufferStart = 0
     private var chunk = [UInt8](repeating: 0, count: 1 << 16)
     private var isClosed = false
+    /// Descriptors the daemon passed with its answers (`file.read {fd: true}`), oldest first.
+    private var passedDescriptors: [Int32] = []
 
     /// Connects to the socket at `path`. With a `timeout` (seconds), every send and receive that
     /// waits longer throws `ClientError.timedOut`, so a daemon that stops answering cannot hang the caller.
@@ -39,6 +41,31 @@ public final class FolioConnection {
         guard !isClosed else { return }
         isClosed = true
         Glibc.close(fd)
+        for descriptor in passedDescriptors { Glibc.close(descriptor) }
+        passedDescriptors = []
+    }
+
+    /// Sends one request line with an open descriptor passed along (SCM_RIGHTS), as
+    /// `file.put {fd: true}` wants: the daemon gets its own copy; the caller's stays open.
+    public func send(_ request: JSON, passing descriptor: Int32) throws(ClientError) {
+        var bytes = request.serialized()
+        bytes.append(0x0A)
+        var sent = 0
+        while sent == 0 {
+            let count = bytes.withUnsafeBytes { folio_send_with_fd(fd, $0.baseAddress, $0.count, descriptor, 0) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("sendmsg") }
+                throw ClientError.system("sendmsg", errno)
+            }
+            sent = count
+        }
+        if sent < bytes.count { try send(bytes: Array(bytes[sent...])) }
+    }
+
+    /// The oldest descriptor the daemon passed and the caller has not taken: the caller owns it.
+    public func takePassedDescriptor() -> Int32? {
+        passedDescriptors.isEmpty ? nil : passedDescriptors.removeFirst()
     }
 
     /// Writes raw bytes (whole request lines, newline included).
@@ -85,7 +112,14 @@ public final class FolioConnection {
                 }
                 return line
             }
-            let count = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            var passed: (Int32, Int32, Int32, Int32) = (-1, -1, -1, -1)
+            var passedCount: Int32 = 0
+            let count = chunk.withUnsafeMutableBytes { buffer in
+                withUnsafeMutableBytes(of: &passed) {
+                    folio_recv_with_fds(fd, buffer.baseAddress, buffer.count, $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
+                }
+            }
+            if passedCount > 0 { passedDescriptors += withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) } }
             if count < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("recv") }

@@ -1,7 +1,50 @@
 import FolioModel
 
-/// A `file.put` as decoded: the content still in base64, decoded (and hashed, and stored) off the
-/// event loop before the writer binds the name.
+/// A file op whose work runs on a worker thread, in request order on its connection: an inline
+/// `file.put` (decoded, hashed and stored, then bound by the writer), the pieces of an upload
+/// (`file.begin`, `file.write`, `file.abort`: answered by the worker), and `file.commit` (hashed
+/// and stored, then bound by the writer).
+public enum UploadOperation: Sendable {
+    case put(FileUpload)
+    /// `file.put {fd: true}`: the content is the regular file whose descriptor came with the line
+    /// (SCM_RIGHTS), read from its start; the server sets `descriptor` as it takes the line.
+    case putDescriptor(UploadPlan, descriptor: Int32)
+    case begin(UploadPlan)
+    case write(upload: String, offset: UInt64, base64: String)
+    case commit(upload: String)
+    case abort(upload: String)
+}
+
+extension UploadOperation {
+    /// The descriptor a `file.put {fd: true}` holds, for whoever drops the op unrun to close.
+    public var descriptor: Int32? {
+        if case .putDescriptor(_, let descriptor) = self, descriptor >= 0 { return descriptor }
+        return nil
+    }
+}
+
+/// What `file.begin` declares: where the content will go once committed, and what it must be.
+public struct UploadPlan: Sendable {
+    public var name: String?
+    public var contentType: String
+    public var replace: Bool
+    /// The content's size, checked by every piece and by the commit; nil: whatever the pieces
+    /// cover, without a hole, up to the maximum.
+    public var size: UInt64?
+    /// The content's SHA-256 in lowercase hex, checked by the commit.
+    public var sha256: String?
+
+    public init(name: String?, contentType: String, replace: Bool, size: UInt64?, sha256: String?) {
+        self.name = name
+        self.contentType = contentType
+        self.replace = replace
+        self.size = size
+        self.sha256 = sha256
+    }
+}
+
+/// An inline `file.put` as decoded: the content still in base64, decoded (and hashed, and stored)
+/// off the event loop before the writer binds the name.
 public struct FileUpload: Sendable {
     /// nil: the writer makes one.
     public var name: String?

@@ -26,8 +26,9 @@ public struct OperationSpec: Sendable {
         case write(keyed: Bool, @Sendable (inout Fields) throws -> Command)
         case read(Cost, @Sendable (inout Fields) throws -> Request.ReadOperation)
         case stream(@Sendable (inout Fields) throws -> Request.StreamOperation)
-        /// A write whose content the server stores on a worker first (`file.put`).
-        case upload(@Sendable (inout Fields) throws -> FileUpload)
+        /// A file op whose work runs on a worker, in request order (`file.put`, the pieces of an
+        /// upload): see `UploadOperation`.
+        case upload(@Sendable (inout Fields) throws -> UploadOperation)
     }
 
     /// What a peer needs to be let do the op, per collection: `read` (see), `write` (change objects),
@@ -127,6 +128,11 @@ public enum OperationTable {
         OperationSpec("file.read", .read, .read(.worker, RequestDecoder.fileRead)),
         OperationSpec("file.list", .read, .read(.inline, RequestDecoder.fileList)),
         OperationSpec("file.delete", .write, .write(keyed: false) { .deleteFile(name: try $0.fileName()) }),
+        // An upload in pieces, each within the line limit: begun, written in any order, committed.
+        OperationSpec("file.begin", .write, .upload(RequestDecoder.fileBegin)),
+        OperationSpec("file.write", .write, .upload(RequestDecoder.fileWrite)),
+        OperationSpec("file.commit", .write, .upload { .commit(upload: try $0.uploadID()) }),
+        OperationSpec("file.abort", .write, .upload { .abort(upload: try $0.uploadID()) }),
     ])
 
     private static func numbered(_ specs: [OperationSpec]) -> [OperationSpec] {

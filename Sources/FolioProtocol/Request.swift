@@ -25,8 +25,9 @@ extension Request {
         case read(ReadOperation)
         /// Starts or ends a stream of lines on the connection.
         case stream(StreamOperation)
-        /// A write whose content is decoded and stored on a worker before the writer executes it.
-        case upload(FileUpload)
+        /// A file op run on a worker in request order; `file.put` and `file.commit` then go to the
+        /// writer.
+        case upload(UploadOperation)
     }
 
     public enum ReadOperation: Sendable {
@@ -47,6 +48,8 @@ extension Request {
         /// At most `FileRead.maxLength` bytes from `offset`.
         case fileRead(name: String, offset: UInt64, length: Int)
         case fileList(prefix: String, after: String?, limit: Int)
+        /// `file.read {fd: true}`: a read-only descriptor to the content, passed with the answer.
+        case fileOpen(name: String)
     }
 
     public enum StreamOperation: Sendable {

@@ -228,18 +228,50 @@ public enum RequestDecoder {
         return .backup(directory: directory)
     }
 
-    static func filePut(_ fields: inout Fields) throws -> FileUpload {
+    static func filePut(_ fields: inout Fields) throws -> UploadOperation {
+        let (name, contentType, replace) = try fileTarget(&fields)
+        if try fields.optionalBool("fd") == true {
+            guard fields.peek("data") == nil else { throw ProtocolError(.badRequest, "file.put: \"data\" and \"fd\": give one of them") }
+            return .putDescriptor(UploadPlan(name: name, contentType: contentType, replace: replace, size: nil, sha256: nil), descriptor: -1)
+        }
+        let base64 = try fields.requiredString("data")
+        return .put(FileUpload(name: name, contentType: contentType, base64: base64, replace: replace))
+    }
+
+    /// The fields of `file.put` and `file.begin` that say where the content goes.
+    private static func fileTarget(_ fields: inout Fields) throws -> (name: String?, contentType: String, replace: Bool) {
         let name = try fields.optionalString("name")
         if let name { try validated { () throws(ValidationError) in try FileName.validate(name) } }
         let contentType = try fields.optionalString("contentType") ?? FileBinding.defaultContentType
         try validated { () throws(ValidationError) in try FileBinding.validate(contentType: contentType) }
-        let base64 = try fields.requiredString("data")
         let replace = try fields.optionalBool("replace") ?? false
-        return FileUpload(name: name, contentType: contentType, base64: base64, replace: replace)
+        return (name, contentType, replace)
+    }
+
+    static func fileBegin(_ fields: inout Fields) throws -> UploadOperation {
+        let (name, contentType, replace) = try fileTarget(&fields)
+        let size = try fields.optionalUnsigned("size")
+        let sha256 = try fields.optionalString("sha256")
+        if let sha256 {
+            try validated { () throws(ValidationError) in try FileBinding.validate(sha256: sha256, contentType: contentType) }
+        }
+        return .begin(UploadPlan(name: name, contentType: contentType, replace: replace, size: size, sha256: sha256))
+    }
+
+    static func fileWrite(_ fields: inout Fields) throws -> UploadOperation {
+        let upload = try fields.uploadID()
+        guard let offset = try fields.optionalUnsigned("offset") else { throw ProtocolError(.badRequest, "file.write needs field \"offset\"") }
+        return .write(upload: upload, offset: offset, base64: try fields.requiredString("data"))
     }
 
     static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
         let name = try fields.fileName()
+        if try fields.optionalBool("fd") == true {
+            guard fields.peek("offset") == nil && fields.peek("length") == nil else {
+                throw ProtocolError(.badRequest, "file.read: with \"fd\", the whole content is passed: no \"offset\" or \"length\"")
+            }
+            return .fileOpen(name: name)
+        }
         let offset = try fields.optionalUnsigned("offset") ?? 0
         let length = try fields.optionalUnsigned("length") ?? UInt64(FileRead.maxLength)
         guard length <= UInt64(FileRead.maxLength) else {
@@ -495,6 +527,15 @@ public struct Fields {
     mutating func id() throws -> String {
         let id = try requiredString("id")
         do { try Names.validateID(id) } catch { throw ProtocolError(.badRequest, error.message) }
+        return id
+    }
+
+    /// An upload's id, as `file.begin` answered it: at most 64 characters.
+    mutating func uploadID() throws -> String {
+        let id = try requiredString("upload")
+        guard !id.isEmpty, id.utf8.count <= 64 else {
+            throw ProtocolError(.badRequest, "field \"upload\" must be the id file.begin answered (1 to 64 characters)")
+        }
         return id
     }
 

@@ -126,7 +126,7 @@ enum AccessControl {
             case .putFile, .deleteFile: return filesCollection
             default: return nil
             }
-        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList): return filesCollection
+        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen): return filesCollection
         case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
         case .read(.list(let query)), .read(.count(let query)):
             switch query.source {
@@ -163,7 +163,7 @@ enum AccessControl {
                 // Only a view is left: collection(of:) answered the other sources.
                 guard case .view(let name) = query.source else { return nil }
                 return viewCollection(name, reader).map { [$0] } ?? []
-            case .get, .history, .fileGet, .fileRead, .fileList: return nil  // answered by collection(of:)
+            case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen: return nil  // answered by collection(of:)
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
         case .upload, .stream: return nil

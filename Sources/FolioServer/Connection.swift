@@ -8,8 +8,9 @@ final class Connection: @unchecked Sendable {
     /// A request received and not yet started, with when and how it arrived.
     enum Item {
         case write(Writer.Job)
-        /// A `file.put`: its content is stored on a worker, then it goes to the writer as a write.
-        case upload(Request, FileUpload, Arrival)
+        /// A `file.put` or a piece of an upload: run on a worker, in turn; `file.put` and
+        /// `file.commit` then go to the writer as a write.
+        case upload(Request, UploadOperation, Arrival)
         case read(Request, Request.ReadOperation, Arrival)
         case stream(Request, Request.StreamOperation, Arrival)
         case failure(RequestDecoder.TaggedError, Arrival)
@@ -62,8 +63,9 @@ final class Connection: @unchecked Sendable {
     var pending: [Item] = []
     var pendingHead = 0
     var writesInFlight = 0
-    /// Of `writesInFlight`, uploads whose content a worker is storing: the writes after them wait,
-    /// so that they reach the writer in request order.
+    /// Of `writesInFlight`, upload ops a worker is running: the writes after them wait, so that
+    /// they reach the writer in request order, and so do the next upload ops, so that an upload's
+    /// pieces are written before its commit.
     var uploadsStoring = 0
     var readsInFlight = 0
     /// Bytes of the request lines received and not yet answered, and how many.
@@ -88,6 +90,14 @@ final class Connection: @unchecked Sendable {
     var accountedBytes = 0
     /// Listed in the loop's `pausedForLoad`.
     var pausedForLoad = false
+
+    /// Descriptors the peer passed (SCM_RIGHTS) that no `file.put {fd: true}` has taken yet, oldest
+    /// first; at most `maxHeldDescriptors`, more are closed as they arrive.
+    var receivedDescriptors: [Int32] = []
+    static let maxHeldDescriptors = 4
+    /// Descriptors to pass with answers (`file.read {fd: true}`): each goes with the byte of
+    /// `output` at `offset`, the start of its answer's line.
+    var outgoingDescriptors: [(offset: Int, fd: Int32)] = []
 
     var watches: [Watch] = []
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered

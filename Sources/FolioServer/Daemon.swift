@@ -70,6 +70,7 @@ public final class Daemon {
         let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
         let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
         let digests = DigestCache()
+        let uploads = Uploads(blobs: store.blobs)
         var loops: [EventLoop] = []
         let loopCount = max(1, configuration.eventLoops)
         for index in 0..<loopCount {
@@ -77,7 +78,7 @@ public final class Daemon {
                 try EventLoop(
                     index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
                     statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests,
-                    watchdog: watchdog, socketGroupID: listener.groupID))
+                    uploads: uploads, watchdog: watchdog, socketGroupID: listener.groupID))
         }
         let (maxConnections, descriptorLimit) = connectionLimit()
         try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
@@ -90,7 +91,9 @@ public final class Daemon {
         }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
         let trimmer = MemoryTrimmer()
-        let sweeper = BlobSweeper(store: store, graceSeconds: Double(configuration.fileGraceSeconds), log: log)
+        let sweeper = BlobSweeper(
+            store: store, uploads: uploads, graceSeconds: Double(configuration.fileGraceSeconds),
+            uploadTimeoutSeconds: Double(configuration.uploadTimeoutSeconds), log: log)
 
         let (head, objects) = try store.read { snapshot in (try snapshot.head(), try snapshot.objectCount()) }
         log.notice(

@@ -18,8 +18,8 @@ final class EventLoop: @unchecked Sendable {
         case writeOutcomes([Writer.Outcome])
         /// A read that ran on a worker thread finished with this response line.
         case answered(Connection, [UInt8], Connection.Arrival, ErrorCode?)
-        /// An upload whose content a worker stored: the write to submit, or why it failed.
-        case stored(Connection, Result<Writer.Job, ProtocolError>, tag: Tag?, Connection.Arrival)
+        /// An upload op a worker ran: the write to submit, its answer, or why it failed.
+        case stored(Connection, Result<UploadStep, ProtocolError>, tag: Tag?, Connection.Arrival)
         /// A long line decoded on a decoder thread.
         case decoded(Connection, id: UInt64, Connection.Item)
         case committed([CommittedEvent])
@@ -29,6 +29,14 @@ final class EventLoop: @unchecked Sendable {
         case drain
         /// SIGHUP: the settings that may change live (limits, timeouts, the access policy).
         case reconfigure(ServerConfiguration)
+    }
+
+    /// What an upload op's worker leaves to do.
+    enum UploadStep {
+        /// Bind the stored content's name (`file.put`, `file.commit`).
+        case write(Writer.Job)
+        /// The op is done: its response line.
+        case answer([UInt8])
     }
 
     static let wakeToken = UInt64.max
@@ -55,6 +63,8 @@ final class EventLoop: @unchecked Sendable {
     private let workers: WorkerPool
     private let decoders: ThreadPool<Void>
     private let watchdog: Watchdog?
+    /// The uploads in pieces open on every loop's connections.
+    let uploads: Uploads
     /// The socket file's group, whose members the default policy lets write.
     private let socketGroupID: UInt32
     /// Users and their groups as the policy sees them, by uid and gid: looked up once per peer.
@@ -96,8 +106,9 @@ final class EventLoop: @unchecked Sendable {
     init(
         index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
         statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
-        digests: DigestCache, watchdog: Watchdog?, socketGroupID: UInt32
+        digests: DigestCache, uploads: Uploads, watchdog: Watchdog?, socketGroupID: UInt32
     ) throws {
+        self.uploads = uploads
         self.watchdog = watchdog
         self.socketGroupID = socketGroupID
         self.index = index
@@ -238,6 +249,12 @@ final class EventLoop: @unchecked Sendable {
                     if case .decoding(id, _) = $0 { return true } else { return false }
                 }) {
                     connection.pending[index] = item
+                    if case .upload(let request, .putDescriptor, let arrival) = item {
+                        // Descriptors go to lines in the order they are taken, which a line decoded
+                        // apart would upset.
+                        let error = ProtocolError(.badRequest, "file.put with \"fd\" must be a line shorter than \(Self.offloadedLineBytes) bytes")
+                        connection.pending[index] = .failure(RequestDecoder.TaggedError(tag: request.tag, error: error), arrival)
+                    }
                 }
                 dispatchPending(connection)
                 markForFlush(connection)
@@ -304,7 +321,14 @@ final class EventLoop: @unchecked Sendable {
         while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection)
             && !isOverSharedBound
         {
-            let count = readBuffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
+            var passed: (Int32, Int32, Int32, Int32) = (-1, -1, -1, -1)
+            var passedCount: Int32 = 0
+            let count = readBuffer.withUnsafeMutableBytes { buffer in
+                withUnsafeMutableBytes(of: &passed) {
+                    folio_recv_with_fds(connection.fd, buffer.baseAddress, buffer.count, $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
+                }
+            }
+            if passedCount > 0 { hold(withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) }, connection) }
             if count > 0 {
                 total += count
                 // Every line of the chunk arrived when it was read: one clock read for all of them.
@@ -327,6 +351,34 @@ final class EventLoop: @unchecked Sendable {
         }
         dispatchPending(connection)
         markForFlush(connection)
+    }
+
+    /// Keeps descriptors the peer passed for the `file.put {fd: true}` lines that will take them;
+    /// beyond `Connection.maxHeldDescriptors`, closes them (the put that wanted one is refused).
+    private func hold(_ descriptors: [Int32], _ connection: Connection) {
+        for descriptor in descriptors {
+            if connection.receivedDescriptors.count < Connection.maxHeldDescriptors && !connection.isClosed {
+                connection.receivedDescriptors.append(descriptor)
+            } else {
+                Glibc.close(descriptor)
+            }
+        }
+    }
+
+    /// A `file.put {fd: true}` takes the oldest descriptor passed and not yet taken.
+    private func attachDescriptor(_ decoded: inout Result<Request, RequestDecoder.TaggedError>, _ connection: Connection) {
+        guard case .success(var request) = decoded, case .upload(.putDescriptor(let plan, _)) = request.operation else { return }
+        guard !connection.receivedDescriptors.isEmpty else {
+            decoded = .failure(
+                RequestDecoder.TaggedError(
+                    tag: request.tag,
+                    error: ProtocolError(
+                        .badRequest,
+                        "file.put with \"fd\": no descriptor came with this line (pass one open file with SCM_RIGHTS, sent with the line)")))
+            return
+        }
+        request.operation = .upload(.putDescriptor(plan, descriptor: connection.receivedDescriptors.removeFirst()))
+        decoded = .success(request)
     }
 
     /// The peer sent EOF: a last line without a newline still counts; answer everything, then close.
@@ -378,7 +430,8 @@ final class EventLoop: @unchecked Sendable {
         connection.requestCount += 1
         pendingDelta += 1
         guard size >= Self.offloadedLineBytes else {
-            let decoded = RequestDecoder.decode(line)
+            var decoded = RequestDecoder.decode(line)
+            attachDescriptor(&decoded, connection)
             // A read with nothing before it on the connection starts at once, without a turn in
             // the queue (pipelined gets: the copies into and out of it were a fifth of their cost).
             if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
@@ -446,16 +499,17 @@ final class EventLoop: @unchecked Sendable {
                 }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
-            case .upload(let request, let upload, let arrival):
+            case .upload(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0, connection.uploadsStoring == 0 else { return }
                 if let denial = AccessControl.denial(request, connection.access, reader: reader) {
                     guard connection.writesInFlight == 0 else { return }
+                    if let descriptor = operation.descriptor { Glibc.close(descriptor) }
                     refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
                 }
                 connection.writesInFlight += 1
                 connection.uploadsStoring += 1
-                store(upload, request, arrival, connection)
+                runUpload(operation, request, arrival, connection)
             case .read(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 startRead(request, operation, arrival, connection)
@@ -483,11 +537,34 @@ final class EventLoop: @unchecked Sendable {
     private func startRead(_ request: Request, _ operation: Request.ReadOperation, _ arrival: Connection.Arrival, _ connection: Connection) {
         if let denial = AccessControl.denial(request, connection.access, reader: reader) {
             refuse(denial, tag: request.tag, arrival: arrival, connection)
+        } else if case .fileOpen(let name) = operation {
+            answered(arrival, passContent(of: name, tag: request.tag, connection), connection)
         } else if case .answered(let outcome) = reads.respondOnLoop(request, operation, reader: reader, access: connection.access, into: &connection.output) {
             answered(arrival, outcome, connection)
         } else {
             connection.readsInFlight += 1
             runOnWorker(operation, tag: request.tag, arrival: arrival, connection)
+        }
+    }
+
+    /// Answers `file.read {fd: true}`: the file's metadata, with a read-only descriptor to its
+    /// content passed along (one `open`; no content is read here).
+    private func passContent(of name: String, tag: Tag?, _ connection: Connection) -> ErrorCode? {
+        do {
+            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
+            let path = reads.store.blobs.path(of: file.sha256)
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                let reason = errno == ENOENT ? "is missing" : "cannot be opened: \(String(cString: strerror(errno)))"
+                throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) \(reason)")
+            }
+            connection.outgoingDescriptors.append((connection.output.count, descriptor))
+            Response.appendSuccess(tag: tag, to: &connection.output) { file.write(to: &$0, withUploader: true) }
+            return nil
+        } catch {
+            let failure = ProtocolError(error)
+            Response.appendFailure(tag: tag, error: failure, to: &connection.output)
+            return failure.code
         }
     }
 
@@ -503,23 +580,58 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Decodes, hashes and stores an upload's content on a worker, never on the loop or the writer,
-    /// and posts back the write that binds its name.
-    private func store(_ upload: FileUpload, _ request: Request, _ arrival: Connection.Arrival, _ connection: Connection) {
+    /// Runs an upload op on a worker, never on the loop or the writer: decodes, hashes and stores
+    /// the content of a `file.put` or `file.commit` and posts back the write that binds its name, or
+    /// posts the answer of the other ops.
+    private func runUpload(_ operation: UploadOperation, _ request: Request, _ arrival: Connection.Arrival, _ connection: Connection) {
         let blobs = reads.store.blobs
+        let uploads = self.uploads
         let origin = connection.origin
+        let owner = ObjectIdentifier(connection)
+        let maxSize = configuration.fileMaxBytes
         statistics.workerQueue.add(1, ordering: .relaxed)
         workers.submit { [self] _ in
             statistics.workerQueue.subtract(1, ordering: .relaxed)
-            let result: Result<Writer.Job, ProtocolError>
-            do {
-                let content = try upload.content()
-                let (sha256, size) = try content.withUnsafeBytes { try blobs.store($0) }
-                let write = WriteRequest(command: upload.command(sha256: sha256, size: size))
-                result = .success(
+            let now = monotonicMilliseconds()
+            func binding(_ command: Command, pinned sha256: String) -> UploadStep {
+                .write(
                     Writer.Job(
-                        request: write, spec: request.spec, origin: origin, tag: request.tag, connection: connection, arrival: arrival,
-                        pinnedBlob: sha256))
+                        request: WriteRequest(command: command), spec: request.spec, origin: origin, tag: request.tag, connection: connection,
+                        arrival: arrival, pinnedBlob: sha256))
+            }
+            func answer(_ result: JSON) -> UploadStep {
+                var output: [UInt8] = []
+                Response.appendSuccess(tag: request.tag, to: &output) { $0.write(result) }
+                return .answer(output)
+            }
+            let result: Result<UploadStep, ProtocolError>
+            do {
+                switch operation {
+                case .put(let upload):
+                    let content = try upload.content()
+                    let (sha256, size) = try content.withUnsafeBytes { try blobs.store($0) }
+                    result = .success(binding(upload.command(sha256: sha256, size: size), pinned: sha256))
+                case .putDescriptor(let plan, let descriptor):
+                    defer { Glibc.close(descriptor) }
+                    let (sha256, size) = try blobs.store(fromDescriptor: descriptor, maxSize: maxSize)
+                    let command = Command.putFile(name: plan.name, sha256: sha256, size: size, contentType: plan.contentType, replace: plan.replace)
+                    result = .success(binding(command, pinned: sha256))
+                case .begin(let plan):
+                    let id = try uploads.begin(plan, owner: owner, maxSize: maxSize, now: now)
+                    result = .success(answer(["upload": .string(id), "maxSize": .int(Int64(plan.size ?? maxSize))]))
+                case .write(let id, let offset, let base64):
+                    let content = try Base64.decode(base64.utf8, field: "data")
+                    let received = try uploads.write(id, offset: offset, content: content, owner: owner, now: now)
+                    result = .success(
+                        answer(["upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)), "received": .int(Int64(received))]))
+                case .commit(let id):
+                    let (plan, sha256, size) = try uploads.commit(id, owner: owner, now: now)
+                    let command = Command.putFile(name: plan.name, sha256: sha256, size: size, contentType: plan.contentType, replace: plan.replace)
+                    result = .success(binding(command, pinned: sha256))
+                case .abort(let id):
+                    try uploads.abort(id, owner: owner, now: now)
+                    result = .success(answer(["upload": .string(id), "aborted": true]))
+                }
             } catch {
                 result = .failure(ProtocolError(error))
             }
@@ -527,18 +639,26 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// An upload's content is stored (or could not be): its write goes to the writer, even for a
-    /// connection that closed meanwhile, as every write it sent does.
-    private func storedUpload(_ result: Result<Writer.Job, ProtocolError>, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
-        if case .success(let job) = result {
+    /// An upload op is done (or failed): a write goes to the writer, even for a connection that
+    /// closed meanwhile, as every write it sent does; an answer goes out.
+    private func storedUpload(_ result: Result<UploadStep, ProtocolError>, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
+        if case .success(.write(let job)) = result {
             toSubmit.append(job)
         }
         guard !connection.isClosed else {
-            if case .failure = result { releaseOrphan(arrival.size) }
+            // A file.begin that ran while the connection closed made an upload no one can end.
+            uploads.abandon(owner: ObjectIdentifier(connection))
+            if case .success(.write) = result {} else { releaseOrphan(arrival.size) }
             return
         }
         connection.uploadsStoring -= 1
-        if case .failure(let error) = result {
+        switch result {
+        case .success(.write): break
+        case .success(.answer(let output)):
+            connection.writesInFlight -= 1
+            connection.output.append(contentsOf: output)
+            answered(arrival, nil, connection)
+        case .failure(let error):
             connection.writesInFlight -= 1
             Response.appendFailure(tag: tag, error: error, to: &connection.output)
             answered(arrival, error.code, connection)
@@ -603,10 +723,19 @@ final class EventLoop: @unchecked Sendable {
         guard !connection.isClosed else { return }
         continueCatchUp(connection)
         while connection.unsentBytes > 0 {
+            // A descriptor goes with the first byte of its answer's line: the bytes before it first.
+            let passing = connection.outgoingDescriptors.first
             let sent = connection.output.withUnsafeBytes { buffer in
-                send(connection.fd, buffer.baseAddress! + connection.outputSent, connection.unsentBytes, Int32(MSG_NOSIGNAL))
+                let start = buffer.baseAddress! + connection.outputSent
+                guard let passing else { return send(connection.fd, start, connection.unsentBytes, Int32(MSG_NOSIGNAL)) }
+                if passing.offset > connection.outputSent { return send(connection.fd, start, passing.offset - connection.outputSent, Int32(MSG_NOSIGNAL)) }
+                return folio_send_with_fd(connection.fd, start, connection.unsentBytes, passing.fd, 0)
             }
             if sent > 0 {
+                if let passing, passing.offset <= connection.outputSent {
+                    Glibc.close(passing.fd)
+                    connection.outgoingDescriptors.removeFirst()
+                }
                 connection.outputSent += sent
             } else if sent < 0 && errno == EINTR {
                 continue
@@ -624,6 +753,7 @@ final class EventLoop: @unchecked Sendable {
             if connection.watches.contains(where: \.catchingUp) { markForFlush(connection) }
         } else if connection.outputSent >= 1 << 20 {
             connection.output.removeFirst(connection.outputSent)
+            for index in connection.outgoingDescriptors.indices { connection.outgoingDescriptors[index].offset -= connection.outputSent }
             connection.outputSent = 0
         }
         if connection.closeWhenIdle && connection.isIdle && connection.unsentBytes == 0 {
@@ -675,6 +805,7 @@ final class EventLoop: @unchecked Sendable {
         guard !connection.isClosed else { return }
         account(connection)
         connection.isClosed = true
+        uploads.abandon(owner: ObjectIdentifier(connection))
         epoll.remove(connection.fd)
         Glibc.close(connection.fd)
         connections[connection.fd] = nil
@@ -698,6 +829,13 @@ final class EventLoop: @unchecked Sendable {
         heldBytes -= connection.accountedBytes - inFlightBytes
         statistics.clientMemory.subtract(connection.accountedBytes - inFlightBytes, ordering: .relaxed)
         connection.accountedBytes = 0
+        for descriptor in connection.receivedDescriptors { Glibc.close(descriptor) }
+        for (_, descriptor) in connection.outgoingDescriptors { Glibc.close(descriptor) }
+        for case .upload(_, let operation, _) in connection.pending[connection.pendingHead...] {
+            if let descriptor = operation.descriptor { Glibc.close(descriptor) }
+        }
+        connection.receivedDescriptors = []
+        connection.outgoingDescriptors = []
         connection.output = []
         connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
         connection.pending = []

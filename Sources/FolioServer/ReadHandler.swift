@@ -237,6 +237,9 @@ final class ReadHandler: Sendable {
                 writer.write(file.size)
                 writer.bytes.append(UInt8(ascii: "}"))
             }
+        case .fileOpen:
+            // Answered by the connection's loop, which passes the descriptor (EventLoop.passContent).
+            throw StoreError.invalid("file.read with \"fd\" is answered only on the protocol socket")
         case .fileList(let prefix, let after, let limit):
             let page = try reader.read { try $0.files(prefix: prefix, after: after, limit: limit) }
             Response.appendSuccess(tag: tag, to: &output) { writer in

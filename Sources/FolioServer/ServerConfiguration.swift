@@ -39,6 +39,10 @@ public struct ServerConfiguration: Sendable {
     public var requestKeyRetentionSeconds: Int64 = 24 * 3600
     /// How long a blob no file name refers to is kept before the sweep removes it (`--file-grace`).
     public var fileGraceSeconds = 3600
+    /// The largest file an upload in pieces may make (`--file-max-size`).
+    public var fileMaxBytes: UInt64 = 1 << 30
+    /// How long an upload in pieces may go without a piece before it is aborted (`--upload-timeout`).
+    public var uploadTimeoutSeconds = 900
     /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
     /// off as lagging.
     public var watchBufferBytes = 8 << 20
@@ -134,6 +138,7 @@ extension ServerConfiguration {
         if maxLineBytes != fresh.maxLineBytes { names.append("max-line") }
         if requestKeyRetentionSeconds != fresh.requestKeyRetentionSeconds { names.append("request-key-ttl") }
         if fileGraceSeconds != fresh.fileGraceSeconds { names.append("file-grace") }
+        if uploadTimeoutSeconds != fresh.uploadTimeoutSeconds { names.append("upload-timeout") }
         if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
         return names
     }

@@ -83,6 +83,12 @@ public enum Settings {
         Setting("file-grace", "SECONDS", "how long a file's content no name refers to is kept before it is removed from DATA/blobs (default 3600)") { c, v throws(SettingError) in
             c.fileGraceSeconds = try integer(v, "file-grace")
         },
+        Setting("file-max-size", "BYTES", live: true, "the largest file an upload in pieces may make (default 1073741824, 1 GiB)") { c, v throws(SettingError) in
+            c.fileMaxBytes = UInt64(try integer(v, "file-max-size", at: 1))
+        },
+        Setting("upload-timeout", "SECONDS", "an upload in pieces that gets no piece for this long is aborted and its bytes removed (default 900)") { c, v throws(SettingError) in
+            c.uploadTimeoutSeconds = try integer(v, "upload-timeout", at: 1)
+        },
         Setting("max-connections", "N", live: true, "clients served at once (default 4096, at most the descriptor limit less 64); others get one unavailable line") { c, v throws(SettingError) in
             c.maxConnections = try integer(v, "max-connections", at: 1)
         },

@@ -57,6 +57,49 @@ public final class BlobStore: Sendable {
         return (sha256, UInt64(content.count))
     }
 
+    /// Stores the content of a client's regular file, read from its start through its descriptor
+    /// (which stays the caller's), hashing what is copied, and pins it like `store`. A file larger
+    /// than `maxSize` is refused; the bytes stored are the ones hashed, even if the file changes as
+    /// it is read.
+    public func store(fromDescriptor source: Int32, maxSize: UInt64) throws -> (sha256: String, size: UInt64) {
+        var status = stat()
+        guard fstat(source, &status) == 0 else { throw StoreError.invalid("the descriptor passed cannot be examined: \(String(cString: strerror(errno)))") }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw StoreError.invalid("the descriptor passed is not a regular file") }
+        guard UInt64(status.st_size) <= maxSize else {
+            throw StoreError.invalid("the file passed is \(status.st_size) bytes, more than the largest foliod takes (\(maxSize), --file-max-size)")
+        }
+        let (fd, temporary) = try makeTemporaryFile()
+        defer { close(fd) }
+        do {
+            let hasher = SHA256Hasher()
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var size: UInt64 = 0
+            while true {
+                let count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, $0.count, off_t(size)) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw StoreError.invalid("the file passed cannot be read: \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { break }
+                guard size + UInt64(count) <= maxSize else {
+                    throw StoreError.invalid("the file passed grew past the largest foliod takes (\(maxSize) bytes, --file-max-size)")
+                }
+                try buffer.withUnsafeBytes { bytes in
+                    let piece = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+                    hasher.update(piece)
+                    try writeAll(piece, to: fd, at: size, path: temporary)
+                }
+                size += UInt64(count)
+            }
+            let sha256 = hexString(hasher.finalize())
+            try adopt(fd: fd, path: temporary, sha256: sha256)
+            return (sha256, size)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
     public func pin(_ sha256: String) {
         state.withLock { $0.pins[sha256, default: 0] += 1 }
     }
@@ -69,35 +112,92 @@ public final class BlobStore: Sendable {
     }
 
     private func write(_ content: UnsafeRawBufferPointer, to target: String) throws {
-        let shard = (target as NSString).deletingLastPathComponent
-        try makeDirectory(directory)
-        try makeDirectory(temporaryDirectory)
-        try makeDirectory(shard)
-        let temporary = "\(temporaryDirectory)/\(UUID().uuidString)"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
-        guard fd >= 0 else { throw failure("create \(temporary)") }
+        let (fd, temporary) = try makeTemporaryFile()
+        defer { close(fd) }
         do {
-            defer { close(fd) }
-            var written = 0
-            while written < content.count {
-                let count = Glibc.write(fd, content.baseAddress! + written, content.count - written)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw failure("write \(temporary)")
-                }
-                written += count
-            }
-            try retrying("fsync \(temporary)") { fsync(fd) }
-            #if DEBUG
-            try Failpoint.blobBeforeRename.check()
-            #endif
-            try retrying("rename \(temporary)") { rename(temporary, target) }
+            try writeAll(content, to: fd, at: 0, path: temporary)
+            try moveIntoPlace(fd: fd, temporary: temporary, target: target)
         } catch {
             unlink(temporary)
             throw error
         }
+    }
+
+    /// A new, empty file in `blobs/tmp/` for content that arrives in pieces or from a client's
+    /// descriptor: stored by `adopt`; removed at start if a crash leaves it. The caller closes the
+    /// descriptor, and unlinks the file unless `adopt` took it.
+    public func makeTemporaryFile() throws -> (fd: Int32, path: String) {
+        try makeDirectory(directory)
+        try makeDirectory(temporaryDirectory)
+        let temporary = "\(temporaryDirectory)/\(UUID().uuidString)"
+        let fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure("create \(temporary)") }
+        return (fd, temporary)
+    }
+
+    /// Writes all of `content` at `offset` of the file `fd`.
+    public func writeAll(_ content: UnsafeRawBufferPointer, to fd: Int32, at offset: UInt64, path: String) throws {
+        var written = 0
+        while written < content.count {
+            let count = pwrite(fd, content.baseAddress! + written, content.count - written, off_t(offset) + off_t(written))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("write \(path)")
+            }
+            written += count
+        }
+    }
+
+    /// Stores the content of a file `makeTemporaryFile` made, whose SHA-256 the caller computed:
+    /// flushed and renamed into place as that blob, or removed when the blob is stored already.
+    /// Pins the blob like `store`. The descriptor stays the caller's to close.
+    public func adopt(fd: Int32, path temporary: String, sha256: String) throws {
+        pin(sha256)
+        do {
+            let target = self.path(of: sha256)
+            if access(target, F_OK) == 0 {
+                unlink(temporary)
+                try syncDirectory((target as NSString).deletingLastPathComponent)
+            } else {
+                try moveIntoPlace(fd: fd, temporary: temporary, target: target)
+            }
+        } catch {
+            unpin(sha256)
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Flushes the temporary file, makes it read-only, renames it to `target` and flushes both
+    /// directories: after this, an event naming the blob may commit.
+    private func moveIntoPlace(fd: Int32, temporary: String, target: String) throws {
+        let shard = (target as NSString).deletingLastPathComponent
+        try makeDirectory(shard)
+        try retrying("fchmod \(temporary)") { fchmod(fd, 0o444) }
+        try retrying("fsync \(temporary)") { fsync(fd) }
+        #if DEBUG
+        try Failpoint.blobBeforeRename.check()
+        #endif
+        try retrying("rename \(temporary)") { rename(temporary, target) }
         try syncDirectory(shard)
         try syncDirectory(temporaryDirectory)
+    }
+
+    /// Feeds bytes `from..<to` of the file `fd` to `hasher`, a mebibyte at a time.
+    public static func hash(fd: Int32, from start: UInt64, to end: UInt64, into hasher: SHA256Hasher, path: String) throws {
+        var buffer = [UInt8](repeating: 0, count: min(1 << 20, Int(end - start)))
+        var offset = start
+        while offset < end {
+            let wanted = Int(min(UInt64(buffer.count), end - offset))
+            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, wanted, off_t(offset)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.unusable("read \(path): \(String(cString: strerror(errno)))")
+            }
+            guard count > 0 else { throw StoreError.invalid("\(path) ends at \(offset) bytes, before \(end)") }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            offset += UInt64(count)
+        }
     }
 
     /// Up to `length` bytes of a blob from `offset`.

@@ -40,7 +40,7 @@ public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
     public var description: String { hex }
 }
 
-func hexString(_ bytes: some Sequence<UInt8>) -> String {
+public func hexString(_ bytes: some Sequence<UInt8>) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var text: [UInt8] = []
     for byte in bytes {

@@ -3,6 +3,7 @@ import FolioCommandLine
 import FolioJSON
 import FolioProtocol
 import Foundation
+import Glibc
 
 extension CLI {
     /// `folio file put|get|ls|rm`.
@@ -21,34 +22,98 @@ extension CLI {
         }
     }
 
-    /// Sends the file inline, in one `file.put` line: as large as the server's `maxLine` allows.
+    /// Stores PATH (or stdin, `-`): a regular file by passing its descriptor (foliod reads it
+    /// directly), anything else, or with `--pieces`, in pieces of base64 lines.
     private func filePut() throws {
         let path = try positional("PATH")
-        var request: JSONObject = ["op": "file.put"]
-        if let name = arguments.value("--name") { request["name"] = .string(name) }
-        if let type = arguments.value("--type") { request["contentType"] = .string(type) }
-        if try arguments.flag("--replace") { request["replace"] = true }
+        var target: JSONObject = [:]
+        if let name = arguments.value("--name") { target["name"] = .string(name) }
+        if let type = arguments.value("--type") { target["contentType"] = .string(type) }
+        if try arguments.flag("--replace") { target["replace"] = true }
+        let inPieces = try arguments.flag("--pieces")
         try finishArguments()
-        guard let content = FileManager.default.contents(atPath: path) else { throw FileCommandError("cannot read \(path)") }
-        request["data"] = .string(Base64.encode(content))
+        let fd = path == "-" ? dup(0) : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileCommandError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var status = stat()
+        let isRegular = fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
         let connection = try connect()
         defer { connection.close() }
-        let maxLine = try result(of: try connection.request(["op": "hello"])).objectValue?["maxLine"]?.integerValue ?? 0
-        let line = JSON.object(request).serialized()
-        guard line.count <= maxLine else {
-            throw FileCommandError(
-                "\(path) is \(content.count) bytes: its file.put line of \(line.count) bytes is longer than foliod's max-line (\(maxLine));"
-                    + " files sent in pieces are not supported yet")
+        if isRegular && !inPieces {
+            var request = target
+            request["op"] = "file.put"
+            request["fd"] = true
+            try connection.send(.object(request), passing: fd)
+            guard let response = try connection.readJSON() else { throw ClientError.closed }
+            return output.object(try result(of: response))
         }
-        output.object(try result(of: try connection.request(.object(request))))
+        output.object(try putInPieces(fd, size: isRegular ? UInt64(status.st_size) : nil, target: target, connection, label: path))
     }
 
-    /// Writes the content to stdout, read in pieces of 512 KiB.
+    /// `file.begin`, `file.write` for each piece (up to 8 in flight), `file.commit`; `file.abort`
+    /// if a piece fails. Shows progress on stderr when it is a terminal.
+    private func putInPieces(_ fd: Int32, size: UInt64?, target: JSONObject, _ connection: FolioConnection, label: String) throws -> JSON {
+        let maxLine = try result(of: try connection.request(["op": "hello"])).objectValue?["maxLine"]?.integerValue ?? 1 << 20
+        // Base64 makes 4 characters of 3 bytes; leave room for the rest of the line.
+        let pieceSize = max(3, min(512 << 10, (Int(maxLine) - 256) / 4 * 3))
+        var begin = target
+        begin["op"] = "file.begin"
+        if let size { begin["size"] = .int(Int64(size)) }
+        guard let upload = try result(of: try connection.request(.object(begin))).objectValue?["upload"]?.stringValue else {
+            throw ClientError.malformedResponse("file.begin without upload")
+        }
+        var progress = Progress(label: label, total: size)
+        var offset: UInt64 = 0
+        var inFlight = 0
+        var buffer = [UInt8](repeating: 0, count: pieceSize)
+        func settle() throws {
+            guard let response = try connection.readJSON() else { throw ClientError.closed }
+            inFlight -= 1
+            let written = try result(of: response).objectValue
+            progress.show(UInt64(written?["received"]?.integerValue ?? 0))
+        }
+        do {
+            while true {
+                var filled = 0
+                while filled < pieceSize {
+                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, pieceSize - filled) }
+                    if count < 0 && errno == EINTR { continue }
+                    guard count >= 0 else { throw FileCommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
+                    if count == 0 { break }
+                    filled += count
+                }
+                if filled == 0 { break }
+                try connection.send([
+                    "op": "file.write", "upload": .string(upload), "offset": .int(Int64(offset)), "data": .string(Base64.encode(buffer[..<filled])),
+                ])
+                offset += UInt64(filled)
+                inFlight += 1
+                if inFlight >= 8 { try settle() }
+            }
+            while inFlight > 0 { try settle() }
+        } catch {
+            _ = try? connection.request(["op": "file.abort", "upload": .string(upload)])
+            progress.finish()
+            throw error
+        }
+        progress.finish()
+        return try result(of: try connection.request(["op": "file.commit", "upload": .string(upload)]))
+    }
+
+    /// Writes the content to stdout: from the descriptor foliod passes, or read in pieces of
+    /// 512 KiB with `--pieces`.
     private func fileGet() throws {
         let name = try positional("NAME")
+        let inPieces = try arguments.flag("--pieces")
         try finishArguments()
         let connection = try connect()
         defer { connection.close() }
+        if !inPieces {
+            _ = try result(of: try connection.request(["op": "file.read", "name": .string(name), "fd": true]))
+            guard let content = connection.takePassedDescriptor() else { throw ClientError.malformedResponse("file.read with fd passed no descriptor") }
+            defer { close(content) }
+            return try copyToStandardOutput(content, label: name)
+        }
         var offset: Int64 = 0
         while true {
             let piece = try result(of: try connection.request(["op": "file.read", "name": .string(name), "offset": .int(offset)])).objectValue
@@ -58,6 +123,34 @@ extension CLI {
             FileHandle.standardOutput.write(Data(try Base64.decode(text.utf8, field: "data")))
             offset += length
             if offset >= size || length == 0 { break }
+        }
+    }
+
+    /// Copies all of `source` to stdout in the kernel where it can (`sendfile`), else by reading.
+    private func copyToStandardOutput(_ source: Int32, label: String) throws {
+        var offset: off_t = 0
+        while true {
+            let count = sendfile(1, source, &offset, 1 << 30)
+            if count > 0 { continue }
+            if count == 0 { return }
+            if errno == EINTR { continue }
+            if errno == EINVAL || errno == ENOSYS { break }
+            throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))")
+        }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, $0.count, offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw FileCommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
+            if count == 0 { return }
+            var written = 0
+            while written < count {
+                let wrote = buffer.withUnsafeBytes { write(1, $0.baseAddress! + written, count - written) }
+                if wrote < 0 && errno == EINTR { continue }
+                guard wrote > 0 else { throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
+                written += wrote
+            }
+            offset += off_t(count)
         }
     }
 
@@ -88,4 +181,35 @@ struct FileCommandError: Error, CustomStringConvertible {
     let description: String
 
     init(_ description: String) { self.description = description }
+}
+
+/// A progress line on stderr while an upload runs, if stderr is a terminal: at most ten a second.
+struct Progress {
+    let label: String
+    let total: UInt64?
+    let shown = isatty(2) == 1
+    let started = Date()
+    var last = Date.distantPast
+
+    init(label: String, total: UInt64?) {
+        self.label = label
+        self.total = total
+    }
+
+    mutating func show(_ done: UInt64) {
+        guard shown, Date().timeIntervalSince(last) >= 0.1 else { return }
+        last = Date()
+        let mib = Double(done) / 1_048_576
+        let rate = mib / max(0.001, last.timeIntervalSince(started))
+        var line = "\r\(label): \(String(format: "%.1f", mib)) MiB"
+        if let total, total > 0 {
+            line += " of \(String(format: "%.1f", Double(total) / 1_048_576)) MiB (\(done * 100 / total)%)"
+        }
+        line += ", \(String(format: "%.1f", rate)) MiB/s  "
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        if shown && last != .distantPast { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
 }

@@ -32,8 +32,8 @@ enum Usage {
           view drop NAME
 
         Files
-          file put PATH [--name NAME] [--type TYPE] [--replace]
-          file get NAME                 the content, to stdout
+          file put PATH|- [--name NAME] [--type TYPE] [--replace] [--pieces]
+          file get NAME [--pieces]      the content, to stdout
           file ls [--prefix P]
           file rm NAME
 
@@ -56,8 +56,8 @@ enum Usage {
 
     static let commands: [String: String] = [
         "file": """
-            usage: folio file put PATH [--name NAME] [--type TYPE] [--replace]
-                   folio file get NAME > OUT
+            usage: folio file put PATH|- [--name NAME] [--type TYPE] [--replace] [--pieces]
+                   folio file get NAME [--pieces] > OUT
                    folio file ls [--prefix P]
                    folio file rm NAME
 
@@ -66,8 +66,10 @@ enum Usage {
             with the content type TYPE (default application/octet-stream); an existing name needs
             --replace. The same content is stored once, however many names it has. get writes the
             content to stdout; ls lists names, their size, type and SHA-256; rm removes a name.
-            put sends the file in one line, so it must fit foliod's max-line once in base64 (about
-            750 KiB with the default 1 MiB); larger files in pieces are not supported yet.
+            put passes a regular file's descriptor to foliod, which reads it directly; stdin (PATH
+            -), or any file with --pieces, goes in base64 pieces of up to 512 KiB, with a progress
+            line on a terminal. get receives a read-only descriptor and copies it to stdout; with
+            --pieces it reads 512 KiB pieces instead. Files may be up to foliod's --file-max-size.
 
               folio file put photo.jpg --name reports/2026-12-01.jpg --type image/jpeg
               folio file get reports/2026-12-01.jpg > photo.jpg

@@ -106,7 +106,9 @@ import Testing
             "metrics": #"{"op":"metrics"}"#,
             "file.put": #"{"op":"file.put","name":"a/b.jpg","data":"aGk="}"#, "file.get": #"{"op":"file.get","name":"a/b.jpg"}"#,
             "file.read": #"{"op":"file.read","name":"a/b.jpg","offset":2}"#, "file.list": #"{"op":"file.list","prefix":"a/"}"#,
-            "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#,
+            "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#, "file.begin": #"{"op":"file.begin","size":3}"#,
+            "file.write": #"{"op":"file.write","upload":"u1","offset":0,"data":"aGk="}"#,
+            "file.commit": #"{"op":"file.commit","upload":"u1"}"#, "file.abort": #"{"op":"file.abort","upload":"u1"}"#,
         ]
         #expect(Set(samples.keys) == Set(OperationTable.names))
         for (name, line) in samples {
@@ -172,7 +174,7 @@ import Testing
     @Test func filePutDecodesItsFieldsAndChecksTheName() throws {
         let line = #"{"op":"file.put","name":"photos/a.jpg","contentType":"image/jpeg","data":"aGk=","replace":true}"#
         let request = try Array(line.utf8).withUnsafeBytes { try RequestDecoder.decode($0).get() }
-        guard case .upload(let upload) = request.operation else { Issue.record("not an upload: \(request.operation)"); return }
+        guard case .upload(.put(let upload)) = request.operation else { Issue.record("not an upload: \(request.operation)"); return }
         #expect(upload.name == "photos/a.jpg" && upload.contentType == "image/jpeg" && upload.replace)
         #expect(try upload.content() == Array("hi".utf8))
         for name in ["", "/x", "x/", "a//b", "a/../b", String(repeating: "x", count: 257)] {
@@ -180,6 +182,36 @@ import Testing
             let decoded = Array(bad.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
             guard case .failure(let failure) = decoded else { Issue.record("accepted \(name)"); continue }
             #expect(failure.error.code == .badRequest && failure.error.message.contains("file name"), "\(failure.error.message)")
+        }
+    }
+
+    @Test func uploadPiecesDecodeTheirFieldsAndRefuseBadOnes() throws {
+        func decode(_ line: String) -> Result<Request, RequestDecoder.TaggedError> {
+            Array(line.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
+        }
+        let sha = String(repeating: "ab", count: 32)
+        guard case .success(let begin) = decode(#"{"op":"file.begin","name":"v/a.mp4","size":10,"sha256":"\#(sha)","replace":true}"#),
+            case .upload(.begin(let plan)) = begin.operation
+        else { Issue.record("file.begin did not decode"); return }
+        #expect(plan.name == "v/a.mp4" && plan.size == 10 && plan.sha256 == sha && plan.replace && plan.contentType == "application/octet-stream")
+        guard case .success(let write) = decode(#"{"op":"file.write","upload":"u1","offset":4,"data":"aGk="}"#),
+            case .upload(.write(let upload, let offset, let base64)) = write.operation
+        else { Issue.record("file.write did not decode"); return }
+        #expect(upload == "u1" && offset == 4 && base64 == "aGk=")
+        guard case .success(let commit) = decode(#"{"op":"file.commit","upload":"u1"}"#), case .upload(.commit("u1")) = commit.operation else {
+            Issue.record("file.commit did not decode")
+            return
+        }
+        for (line, words) in [
+            (#"{"op":"file.begin","sha256":"AB"}"#, "sha256"),
+            (#"{"op":"file.begin","size":-1}"#, "size"),
+            (#"{"op":"file.write","upload":"u1","data":"aGk="}"#, "offset"),
+            (#"{"op":"file.write","offset":0,"data":"aGk="}"#, "upload"),
+            (#"{"op":"file.abort","upload":""}"#, "upload"),
+            (#"{"op":"file.commit","upload":"u1","extra":1}"#, "extra"),
+        ] {
+            guard case .failure(let failure) = decode(line) else { Issue.record("accepted \(line)"); continue }
+            #expect(failure.error.code == .badRequest && failure.error.message.contains(words), "\(line): \(failure.error.message)")
         }
     }
 }

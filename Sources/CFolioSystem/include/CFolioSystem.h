@@ -60,4 +60,11 @@ int folio_is_listening_unix_socket(int fd);
 
 /// O_NONBLOCK and FD_CLOEXEC on an inherited descriptor.
 int folio_set_nonblocking_cloexec(int fd);
+/// recvmsg into `buffer`, taking the descriptors passed with the bytes (SCM_RIGHTS, MSG_CMSG_CLOEXEC):
+/// up to `capacity` into `fds`, their count into `*received`; more are closed. Returns the bytes read,
+/// 0 at end of stream, -1 with errno.
+ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int capacity, int *received);
+/// sendmsg of `buffer` with the descriptor `passed` attached (SCM_RIGHTS), MSG_NOSIGNAL, plus `flags`.
+ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed, int flags);
+
 #endif
