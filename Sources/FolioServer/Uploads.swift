@@ -153,10 +153,10 @@ final class Uploads: Sendable {
         return upload.received
     }
 
-    /// Takes the upload out of the table and stores its content as a blob, pinned (the caller
-    /// unpins it once the event naming it is committed or failed). Checks that the pieces cover
-    /// the content without a hole, its declared size and SHA-256: if not, the upload stays open and
-    /// nothing is stored.
+    /// Stores the upload's content as a blob, pinned (the caller unpins it once the event naming it
+    /// is committed or failed), and ends the upload. Checks that the pieces cover the content
+    /// without a hole, its declared size and SHA-256: if not, the upload stays open and nothing is
+    /// stored. If the blob cannot be stored (a full disk), the upload ends too.
     func commit(_ id: String, owner: ObjectIdentifier, now: UInt64) throws -> (plan: UploadPlan, sha256: String, size: UInt64) {
         let upload = try upload(id, owner: owner, now: now, op: "file.commit")
         let size = upload.runs.last?.end ?? 0
@@ -178,7 +178,13 @@ final class Uploads: Sendable {
             throw ProtocolError(
                 .badRequest, "file.commit: upload \(id) holds \(size) bytes whose SHA-256 is \(sha256), not the \(expected) file.begin declared")
         }
-        try blobs.adopt(fd: upload.fd, path: upload.path, sha256: sha256)
+        do {
+            try blobs.adopt(fd: upload.fd, path: upload.path, sha256: sha256)
+        } catch {
+            // adopt removed the upload's file: the upload is over.
+            remove(id)
+            throw error
+        }
         upload.adopted = true
         remove(id)
         return (upload.plan, sha256, size)
