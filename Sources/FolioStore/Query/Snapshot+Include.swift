@@ -7,7 +7,8 @@ extension Snapshot {
     public static let includeLimit = 1000
 
     /// Replaces, in the page's items, the references at each `include` path by their targets (in
-    /// the object's wire form, read from this snapshot), or marks them `"$missing": true`.
+    /// the object's wire form, read from this snapshot) and the `{"$file"}` values by the file's
+    /// metadata, or marks them `"$missing": true`.
     func include(_ paths: [IncludePath], in result: inout QueryResult, readable: ((String) -> Bool)? = nil) throws {
         guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
             throw StoreError.corrupted("a page of items that is not JSON")
@@ -53,7 +54,24 @@ extension Snapshot {
             }
             return .array(result)
         case .object(var object):
-            if case .reference(let collection, let id)? = TypedValue.recognize(object) {
+            let typed = TypedValue.recognize(object)
+            if case .file(let name)? = typed {
+                if let readable, !readable(FileName.collection) {
+                    object["$forbidden"] = true
+                    return .object(object)
+                }
+                guard budget > 0 else {
+                    truncated = true
+                    return value
+                }
+                budget -= 1
+                guard let file = try file(name) else {
+                    object["$missing"] = true
+                    return .object(object)
+                }
+                return file.json(withUploader: false)
+            }
+            if case .reference(let collection, let id)? = typed {
                 guard hops < IncludePath.maxReferences else { return value }
                 if let readable, !readable(collection) {
                     object["$forbidden"] = true
@@ -71,7 +89,7 @@ extension Snapshot {
                 return try including(segments, in: target.json, hops: hops + 1, budget: &budget, truncated: &truncated, readable: readable)
             }
             guard let segment = segments.first else { return value }
-            guard TypedValue.recognize(object) == nil, let next = object[segment] else { return value }
+            guard typed == nil, let next = object[segment] else { return value }
             object[segment] = try including(segments.dropFirst(), in: next, hops: hops, budget: &budget, truncated: &truncated, readable: readable)
             return .object(object)
         default:
