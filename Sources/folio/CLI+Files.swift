@@ -66,6 +66,7 @@ extension CLI {
                 if output.json { output.jsonLine(deleted) }
             } catch let error as ServerError where error.code == "conflict" {
                 kept.append(name)
+                if output.json { output.jsonLine(["name": .string(name), "kept": true, "reason": .string(error.message)]) }
             } catch let error as ServerError where error.code == "not_found" {
                 continue  // deleted by someone else since it was listed
             }
