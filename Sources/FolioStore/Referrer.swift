@@ -7,12 +7,6 @@ public struct Referrer: Sendable, Equatable {
     public let id: String
     public let path: String
 
-    public init(collection: String, id: String, path: String) {
-        self.collection = collection
-        self.id = id
-        self.path = path
-    }
-
     /// `{"ref": "<collection>/<id>", "field": "<path>"}`, as `file.get` lists it and a `conflict` names it.
     public var json: JSON { ["ref": .string(collection + "/" + id), "field": .string(path)] }
 }

@@ -87,13 +87,7 @@ import Testing
                 #expect(listed == bound.filter { referrers(of: $0) == 0 }.sorted())
                 #expect(try snapshot.fileOrphans(prefix: "", after: nil, createdBy: Timestamp(milliseconds: 0), limit: 100).files.isEmpty)
             }
-            let digest = try store.read { try $0.digest() }
-            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
-            try store.rebuild()
-            #expect(try store.read { try $0.digest() } == digest)
-            let replayed = try replay(store, into: root + "/replayed")
-            #expect(try replayed.read { try $0.digest() } == digest)
-            #expect(try replayed.read { try $0.fileTotals() } == store.read { try $0.fileTotals() })
+            try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
     }
 

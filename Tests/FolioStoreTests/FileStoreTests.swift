@@ -79,13 +79,7 @@ import Testing
                 #expect(listed == model.keys.sorted())
                 #expect(try snapshot.files(prefix: "dir1/", after: nil, limit: 1000).files.map(\.name) == model.keys.filter { $0.hasPrefix("dir1/") }.sorted())
             }
-            let digest = try store.read { try $0.digest() }
-            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
-            try store.rebuild()
-            #expect(try store.read { try $0.digest() } == digest)
-            let replayed = try replay(store, into: root + "/replayed")
-            #expect(try replayed.read { try $0.digest() } == digest)
-            #expect(try replayed.read { try $0.fileTotals() } == store.read { try $0.fileTotals() })
+            try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
     }
 

@@ -55,24 +55,8 @@ extension Snapshot {
             return .array(result)
         case .object(var object):
             let typed = TypedValue.recognize(object)
-            if case .file(let name)? = typed {
-                if let readable, !readable(FileName.collection) {
-                    object["$forbidden"] = true
-                    return .object(object)
-                }
-                guard budget > 0 else {
-                    truncated = true
-                    return value
-                }
-                budget -= 1
-                guard let file = try file(name) else {
-                    object["$missing"] = true
-                    return .object(object)
-                }
-                return file.json(withUploader: false)
-            }
-            if case .reference(let collection, let id)? = typed {
-                guard hops < IncludePath.maxReferences else { return value }
+            /// The typed value as it stays when its target is not included: marked, or as it is.
+            func unincluded(of collection: String) -> JSON? {
                 if let readable, !readable(collection) {
                     object["$forbidden"] = true
                     return .object(object)
@@ -82,6 +66,19 @@ extension Snapshot {
                     return value
                 }
                 budget -= 1
+                return nil
+            }
+            if case .file(let name)? = typed {
+                if let kept = unincluded(of: FileName.collection) { return kept }
+                guard let file = try file(name) else {
+                    object["$missing"] = true
+                    return .object(object)
+                }
+                return file.json(withUploader: false)
+            }
+            if case .reference(let collection, let id)? = typed {
+                guard hops < IncludePath.maxReferences else { return value }
+                if let kept = unincluded(of: collection) { return kept }
                 guard let target = try objects.get(collection, id, txn) else {
                     object["$missing"] = true
                     return .object(object)
