@@ -49,7 +49,7 @@ _folio() {
     case $command:$position in
     view:0) COMPREPLY=($(compgen -W "define list drop" -- "$cur")) ;;
     schema:0) COMPREPLY=($(compgen -W "define get list drop" -- "$cur")) ;;
-    file:0) COMPREPLY=($(compgen -W "put get ls rm" -- "$cur")) ;;
+    file:0) COMPREPLY=($(compgen -W "put get info ls rm orphans prune" -- "$cur")) ;;
     file:1) [[ ${COMP_WORDS[COMP_CWORD - 1]} == put ]] && COMPREPLY=($(compgen -f -- "$cur")) ;;
     create:0 | get:0 | update:0 | delete:0 | history:0 | list:0 | count:0 | links:0 | backlinks:0 | schema:1)
         COMPREPLY=($(compgen -W "$(_folio_collections "${socket[@]}")" -- "$cur")) ;;

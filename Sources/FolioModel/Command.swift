@@ -13,7 +13,8 @@ public enum Command: Sendable {
     case dropSchema(collection: String)
     /// Binds `name` (nil: the writer makes one) to content the server already wrote to the blob store.
     case putFile(name: String?, sha256: String, size: UInt64, contentType: String, replace: Bool)
-    case deleteFile(name: String)
+    /// `force`: delete it even while records refer to it (their `{"$file"}` values dangle).
+    case deleteFile(name: String, force: Bool)
     /// Up to `Batch.maxOperations` creates, updates and deletes; all or nothing when `atomic`.
     case batch([BatchOperation], atomic: Bool)
 
@@ -67,7 +68,9 @@ public enum Command: Sendable {
             object["size"] = .int(Int64(size))
             object["contentType"] = .string(contentType)
             object["replace"] = .bool(replace)
-        case .deleteFile(let name): object["name"] = .string(name)
+        case .deleteFile(let name, let force):
+            object["name"] = .string(name)
+            if force { object["force"] = true }
         case .batch(let operations, let atomic):
             object["ops"] = .array(operations.map(\.canonicalJSON))
             object["atomic"] = .bool(atomic)

@@ -3,6 +3,11 @@
 public enum FileName {
     public static let maxBytes = 256
 
+    /// The pseudo-collection of the file store: what access rules name (`read $files`), and the
+    /// target collection under which the reference index keeps `{"$file"}` values. No collection can
+    /// be named so (collection names start with a letter).
+    public static let collection = "$files"
+
     public static func validate(_ name: String) throws(ValidationError) {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= maxBytes else {

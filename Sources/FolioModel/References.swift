@@ -1,7 +1,10 @@
 import FolioJSON
 
 /// A reference held by an object: the field path it sits at (object keys from the top of the data;
-/// arrays are passed through, so every element of `items` is at `items`) and its target.
+/// arrays are passed through, so every element of `items` is at `items`) and its target. A
+/// `{"$file": name}` is a reference too, to the id `name` of the pseudo-collection `$files`
+/// (`FileName.collection`), so the reference index answers who refers to a file as it does for
+/// objects.
 public struct Reference: Sendable, Hashable {
     public var path: String
     public var collection: String
@@ -14,6 +17,9 @@ public struct Reference: Sendable, Hashable {
     }
 
     public var target: String { collection + "/" + id }
+
+    /// The file name a `{"$file"}` reference holds; nil for a reference to an object.
+    public var fileName: String? { collection == FileName.collection ? id : nil }
 
     /// Every distinct reference in `data`, in the order first met. Linear in the data's size: a
     /// path is spelled out only for the references found.
@@ -34,8 +40,14 @@ public struct Reference: Sendable, Hashable {
         case .array(let elements):
             for element in elements { collect(element, path: &path, into: &found, &seen) }
         case .object(let object):
-            if case .reference(let collection, let id)? = TypedValue.recognize(object) {
-                let reference = Reference(path: path.joined(separator: "."), collection: collection, id: id)
+            let target: (collection: String, id: String)?
+            switch TypedValue.recognize(object) {
+            case .reference(let collection, let id)?: target = (collection, id)
+            case .file(let name)?: target = (FileName.collection, name)
+            case .date?, nil: target = nil
+            }
+            if let target {
+                let reference = Reference(path: path.joined(separator: "."), collection: target.collection, id: target.id)
                 if seen.insert(reference).inserted { found.append(reference) }
                 return
             }

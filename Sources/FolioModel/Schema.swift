@@ -6,6 +6,8 @@ import FolioJSON
 public struct Schema: Sendable, Equatable {
     public indirect enum FieldType: Sendable, Equatable {
         case string, number, integer, boolean, date, any
+        /// A `{"$file"}`: the name of a stored file.
+        case file
         /// A `{"$ref"}`, to the given collection if one is named.
         case ref(collection: String?)
         /// An array, of elements of the given type if one is named.
@@ -19,6 +21,7 @@ public struct Schema: Sendable, Equatable {
             case .integer: return "integer"
             case .boolean: return "boolean"
             case .date: return "date"
+            case .file: return "file"
             case .any: return "any"
             case .ref: return "ref"
             case .array: return "array"
@@ -131,9 +134,7 @@ public struct Schema: Sendable, Equatable {
             throw ValidationError("schema field \(Names.quoted(name)) needs \"type\": string, number, integer, boolean, date, ref, array, object, file or any")
         }
         switch typeName {
-        case "file":
-            throw ValidationError("schema field \(Names.quoted(name)): type file is reserved for the file store, which this foliod does not have yet")
-        case "string", "number", "integer", "boolean", "date", "object", "any":
+        case "string", "number", "integer", "boolean", "date", "file", "object", "any":
             for key in ["ref", "items"] where spec[key] != nil && spec[key] != .null {
                 throw ValidationError("schema field \(Names.quoted(name)): \"\(key)\" applies to type \(key == "ref" ? "ref" : "array")")
             }
@@ -143,6 +144,7 @@ public struct Schema: Sendable, Equatable {
             case "integer": return .integer
             case "boolean": return .boolean
             case "date": return .date
+            case "file": return .file
             case "object": return .object
             default: return .any
             }
@@ -226,6 +228,8 @@ public struct Schema: Sendable, Equatable {
         case .boolean: guard case .bool = value else { throw fail("boolean") }
         case .date:
             guard case .object(let object) = value, case .date? = TypedValue.recognize(object) else { throw fail("date") }
+        case .file:
+            guard case .object(let object) = value, case .file? = TypedValue.recognize(object) else { throw fail("file") }
         case .ref(let collection):
             guard case .object(let object) = value, case .reference(let target, _)? = TypedValue.recognize(object) else { throw fail("ref") }
             if let collection, target != collection { throw fail("ref to \(collection)") }
@@ -251,6 +255,7 @@ public struct Schema: Sendable, Equatable {
             switch TypedValue.recognize(object) {
             case .date?: return "date"
             case .reference(let collection, _)?: return "ref to \(collection)"
+            case .file?: return "file"
             case nil: return "object"
             }
         }

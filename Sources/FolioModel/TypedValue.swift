@@ -1,17 +1,20 @@
 import FolioJSON
 
-/// The two typed values a record may hold besides plain JSON: `{"$date": "<RFC 3339>"}` and
-/// `{"$ref": "<collection>/<id>"}`. They are stored exactly as given and compare by their meaning.
+/// The typed values a record may hold besides plain JSON: `{"$date": "<RFC 3339>"}`,
+/// `{"$ref": "<collection>/<id>"}` and `{"$file": "<file name>"}`. They are stored exactly as given;
+/// dates and references compare by their meaning.
 public enum TypedValue: Equatable, Sendable {
     case date(Instant)
     case reference(collection: String, id: String)
+    /// A name of the file store (`FileName` rules), bound or not.
+    case file(name: String)
 
     /// The typed value an object spells, nil if it is a plain object. Throws if it uses `$date` or
-    /// `$ref` wrongly, or any other `$` key.
+    /// `$ref` or `$file` wrongly, or any other `$` key.
     public static func parse(_ object: JSONObject) throws(ValidationError) -> TypedValue? {
         guard object.fields.contains(where: { $0.key.hasPrefix("$") }) else { return nil }
         guard object.count == 1, let first = object.fields.first else {
-            throw ValidationError("an object with a '$' key must be exactly {\"$date\": ...} or {\"$ref\": ...}")
+            throw ValidationError("an object with a '$' key must be exactly {\"$date\": ...}, {\"$ref\": ...} or {\"$file\": ...}")
         }
         switch first.key {
         case "$date":
@@ -33,8 +36,16 @@ public enum TypedValue: Equatable, Sendable {
                 throw ValidationError("$ref \(Names.quoted(text)): \(error.message)")
             }
             return .reference(collection: collection, id: id)
+        case "$file":
+            guard case .string(let name) = first.value else { throw ValidationError("$file must be a string, the name of a stored file") }
+            do {
+                try FileName.validate(name)
+            } catch {
+                throw ValidationError("$file: \(error.message)")
+            }
+            return .file(name: name)
         default:
-            throw ValidationError("unknown typed value \(Names.quoted(first.key)): only $date and $ref are defined")
+            throw ValidationError("unknown typed value \(Names.quoted(first.key)): only $date, $ref and $file are defined")
         }
     }
 

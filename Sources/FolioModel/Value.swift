@@ -30,7 +30,9 @@ public indirect enum Value: Sendable {
             switch TypedValue.recognize(object) {
             case .date(let instant)?: self = .date(instant)
             case .reference(let collection, let id)?: self = .reference(collection + "/" + id)
-            case nil:
+            // A file is the name it holds: as an object of one field it already compares by that
+            // name, and its sort keys stay what they were before `$file` existed.
+            case .file?, nil:
                 self = .object(object.fields.map { (key: $0.key, value: Value($0.value)) }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })
             }
         }

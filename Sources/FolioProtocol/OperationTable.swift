@@ -123,11 +123,14 @@ public enum OperationTable {
         // Files act on the pseudo-collection $files. Decoding, hashing and storing the content run
         // on a worker, then the writer binds the name.
         OperationSpec("file.put", .write, .upload(RequestDecoder.filePut)),
-        OperationSpec("file.get", .read, .read(.inline) { .fileGet(name: try $0.fileName()) }),
+        // With referrers, one seek per (collection, field) group listed: O((limit + 1) log n).
+        OperationSpec("file.get", .read, .read(.inline, RequestDecoder.fileGet)),
         // Reads up to 512 KiB of a blob file.
         OperationSpec("file.read", .read, .read(.worker, RequestDecoder.fileRead)),
         OperationSpec("file.list", .read, .read(.inline, RequestDecoder.fileList)),
-        OperationSpec("file.delete", .write, .write(keyed: false) { .deleteFile(name: try $0.fileName()) }),
+        OperationSpec("file.delete", .write, .write(keyed: false, RequestDecoder.fileDelete)),
+        // Examines up to 10,000 names, one seek of the reference index each.
+        OperationSpec("file.orphans", .read, .read(.worker, RequestDecoder.fileOrphans)),
         // An upload in pieces, each within the line limit: begun, written in any order, committed.
         OperationSpec("file.begin", .write, .upload(RequestDecoder.fileBegin)),
         OperationSpec("file.write", .write, .upload(RequestDecoder.fileWrite)),

@@ -44,10 +44,13 @@ extension Request {
         case schema(collection: String)
         case schemaList
         case metrics
-        case fileGet(name: String)
+        /// `referrers`: list at most this many of the records that refer to the file; nil: none.
+        case fileGet(name: String, referrers: Int?)
         /// At most `FileRead.maxLength` bytes from `offset`.
         case fileRead(name: String, offset: UInt64, length: Int)
         case fileList(prefix: String, after: String?, limit: Int)
+        /// Files no record refers to, bound at least `olderThan` seconds ago.
+        case fileOrphans(prefix: String, after: String?, olderThan: UInt64, limit: Int)
         /// `file.read {fd: true}`: a read-only descriptor to the content, passed with the answer.
         case fileOpen(name: String)
     }

@@ -280,14 +280,46 @@ public enum RequestDecoder {
         return .fileRead(name: name, offset: offset, length: Int(length))
     }
 
-    static func fileList(_ fields: inout Fields) throws -> Request.ReadOperation {
-        let prefix = try fields.optionalString("prefix") ?? ""
-        guard prefix.utf8.count <= FileName.maxBytes else {
-            throw ProtocolError(.badRequest, "file.list: prefix longer than \(FileName.maxBytes) bytes")
+    static func fileGet(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let name = try fields.fileName()
+        guard try fields.optionalBool("referrers") == true else {
+            if fields.peek("limit") != nil {
+                throw ProtocolError(.badRequest, "file.get: \"limit\" applies to the referrers; ask for them with \"referrers\": true")
+            }
+            return .fileGet(name: name, referrers: nil)
         }
-        let after = try fields.optionalString("after")
-        let limit = try fields.limit(default: Query.defaultLimit, max: Query.maxLimit)
+        return .fileGet(name: name, referrers: try fields.limit(default: Query.defaultLimit, max: Query.maxLimit))
+    }
+
+    static func fileList(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let (prefix, after, limit) = try fields.filePage()
         return .fileList(prefix: prefix, after: after, limit: limit)
+    }
+
+    /// `olderThan`: at most 100 years, in seconds.
+    static let maxOlderThan: UInt64 = 100 * 365 * 86400
+
+    static func fileOrphans(_ fields: inout Fields) throws -> Request.ReadOperation {
+        let (prefix, after, limit) = try fields.filePage()
+        let olderThan = try fields.optionalUnsigned("olderThan") ?? 0
+        guard olderThan <= maxOlderThan else {
+            throw ProtocolError(.badRequest, "file.orphans: olderThan \(olderThan) is more than \(maxOlderThan) seconds (100 years)")
+        }
+        return .fileOrphans(prefix: prefix, after: after, olderThan: olderThan, limit: limit)
+    }
+
+    static func fileDelete(_ fields: inout Fields) throws -> Command {
+        let name = try fields.fileName()
+        let force = try fields.optionalBool("force") ?? false
+        switch try fields.optionalBool("ifUnreferenced") {
+        case false?:
+            throw ProtocolError(
+                .badRequest, "file.delete: \"ifUnreferenced\" may only be true (the default); to delete a file records refer to, send \"force\": true")
+        case true? where force:
+            throw ProtocolError(.badRequest, "file.delete: \"force\": true and \"ifUnreferenced\": true contradict each other")
+        default:
+            return .deleteFile(name: name, force: force)
+        }
     }
 
     /// Which objects a query reads, by op: `list` and `count` a collection or a view (`count` also
@@ -543,6 +575,15 @@ public struct Fields {
         let name = try requiredString("name")
         do { try FileName.validate(name) } catch { throw ProtocolError(.badRequest, error.message) }
         return name
+    }
+
+    /// `prefix`, `after` and `limit` of a page of file names (`file.list`, `file.orphans`).
+    mutating func filePage() throws -> (prefix: String, after: String?, limit: Int) {
+        let prefix = try optionalString("prefix") ?? ""
+        guard prefix.utf8.count <= FileName.maxBytes else {
+            throw ProtocolError(.badRequest, "\(op): prefix longer than \(FileName.maxBytes) bytes")
+        }
+        return (prefix, try optionalString("after"), try limit(default: Query.defaultLimit, max: Query.maxLimit))
     }
 
     mutating func limit(default defaultValue: Int, max: Int) throws -> Int {

@@ -79,7 +79,7 @@ struct AccessSnapshot: Sendable {
 enum AccessControl {
     /// The pseudo-collection file ops act on: `access.uid.N = write $files` lets N put and delete
     /// files, `read $files` lets it get, read and list them; `*` covers it too.
-    static let filesCollection = "$files"
+    static let filesCollection = FileName.collection
 
     /// Why the peer may not do the request, or nil if it may. Each op needs its table role on
     /// every collection it names; ops that name none (the log, stats, listings) need the role on
@@ -126,7 +126,7 @@ enum AccessControl {
             case .putFile, .deleteFile: return filesCollection
             default: return nil
             }
-        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen): return filesCollection
+        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen), .read(.fileOrphans): return filesCollection
         case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
         case .read(.list(let query)), .read(.count(let query)):
             switch query.source {
@@ -163,7 +163,7 @@ enum AccessControl {
                 // Only a view is left: collection(of:) answered the other sources.
                 guard case .view(let name) = query.source else { return nil }
                 return viewCollection(name, reader).map { [$0] } ?? []
-            case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen: return nil  // answered by collection(of:)
+            case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen, .fileOrphans: return nil  // answered by collection(of:)
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
         case .upload, .stream: return nil

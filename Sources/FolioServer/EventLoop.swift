@@ -559,7 +559,7 @@ final class EventLoop: @unchecked Sendable {
                 throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) \(reason)")
             }
             connection.outgoingDescriptors.append((connection.output.count, descriptor))
-            Response.appendSuccess(tag: tag, to: &connection.output) { file.write(to: &$0, withUploader: true) }
+            Response.appendSuccess(tag: tag, to: &connection.output) { $0.write(file.json(withUploader: true)) }
             return nil
         } catch {
             let failure = ProtocolError(error)

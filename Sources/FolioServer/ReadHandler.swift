@@ -216,9 +216,18 @@ final class ReadHandler: Sendable {
                     writer.write(summary)
                 }
             }
-        case .fileGet(let name):
-            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
-            Response.appendSuccess(tag: tag, to: &output) { file.write(to: &$0, withUploader: true) }
+        case .fileGet(let name, let limit):
+            let (file, referrers) = try reader.read { snapshot in
+                (try snapshot.file(name), try limit.map { try snapshot.fileReferrers(name, limit: $0) })
+            }
+            guard let file, case .object(var object) = file.json(withUploader: true) else { throw StoreError.fileNotFound(name) }
+            if let referrers {
+                // A peer that may not read a collection is not told its ids; the count is of every referrer.
+                let shown = referrers.referrers.filter { access.canRead($0.collection) }
+                object["referrers"] = .array(shown.map(\.json))
+                object["referrerCount"] = .int(Int64(referrers.total))
+            }
+            Response.appendSuccess(tag: tag, to: &output) { $0.write(object) }
         case .fileRead(let name, let offset, let length):
             guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
             let start = min(offset, file.size)
@@ -242,16 +251,11 @@ final class ReadHandler: Sendable {
             throw StoreError.invalid("file.read with \"fd\" is answered only on the protocol socket")
         case .fileList(let prefix, let after, let limit):
             let page = try reader.read { try $0.files(prefix: prefix, after: after, limit: limit) }
-            Response.appendSuccess(tag: tag, to: &output) { writer in
-                writer.writeRaw("{\"items\":[")
-                for (index, file) in page.files.enumerated() {
-                    if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-                    file.write(to: &writer, withUploader: true)
-                }
-                writer.writeRaw("],\"next\":")
-                if page.more, let last = page.files.last { writer.write(last.name) } else { writer.writeRaw("null") }
-                writer.bytes.append(UInt8(ascii: "}"))
-            }
+            Response.appendSuccess(tag: tag, to: &output) { Self.writeFilePage(page, to: &$0) }
+        case .fileOrphans(let prefix, let after, let olderThan, let limit):
+            let cutoff = Timestamp(milliseconds: Timestamp.now.milliseconds - Int64(olderThan) * 1000)
+            let page = try reader.read { try $0.fileOrphans(prefix: prefix, after: after, createdBy: cutoff, limit: limit) }
+            Response.appendSuccess(tag: tag, to: &output) { Self.writeFilePage(page, to: &$0) }
         case .viewList:
             let views = try reader.read { try $0.views() }.filter { access.canRead($0.definition.collection) }
             Response.appendSuccess(tag: tag, to: &output) { writer in
@@ -289,6 +293,18 @@ final class ReadHandler: Sendable {
                 ] as JSON)
             }
         }
+    }
+
+    /// `{"items": [file, ...], "next": name or null}`: a page of `file.list` or `file.orphans`.
+    private static func writeFilePage(_ page: (files: [FileRecord], next: String?), to writer: inout JSONWriter) {
+        writer.writeRaw("{\"items\":[")
+        for (index, file) in page.files.enumerated() {
+            if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+            writer.write(file.json(withUploader: true))
+        }
+        writer.writeRaw("],\"next\":")
+        if let next = page.next { writer.write(next) } else { writer.writeRaw("null") }
+        writer.bytes.append(UInt8(ascii: "}"))
     }
 
     /// Backups go below `backup-dir` only: nowhere else may a client make foliod write.

@@ -39,7 +39,7 @@ enum WriteResultEncoder {
             writer.write(collection)
             writer.writeRaw(",\"dropped\":true}")
         case .file(let file):
-            file.write(to: &writer, withUploader: false)
+            writer.write(file.json(withUploader: false))
         case .fileDeleted(let name):
             writer.writeRaw("{\"name\":")
             writer.write(name)

@@ -227,9 +227,7 @@ final class Writer: @unchecked Sendable {
 
     /// Acceptance time: the wall clock in ms, never before the last event's.
     private func nextTimestamp() -> Timestamp {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        lastTimestamp = max(lastTimestamp, Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000)
+        lastTimestamp = max(lastTimestamp, Timestamp.now.milliseconds)
         return Timestamp(milliseconds: lastTimestamp)
     }
 

@@ -63,7 +63,7 @@ struct EventApplier {
             try objects.delete(collection, id, txn.lmdb)
             try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
             try updateTrees(from: old, to: nil, txn)
-            try references.update(from: old, to: nil, txn)
+            try files.noteReferences(try references.update(from: old, to: nil, txn), txn.lmdb)
             return nil
         case .schemaDefined(let schema):
             try catalog.putSchema(schema, txn)
@@ -86,8 +86,11 @@ struct EventApplier {
             }
             try catalog.removeView(view, txn)
             return nil
-        case .filePut, .fileDeleted:
-            try files.apply(event, txn.lmdb)
+        case .filePut(let binding):
+            try files.apply(event, referenced: try references.isReferenced(FileName.collection, binding.name, txn), txn.lmdb)
+            return nil
+        case .fileDeleted(let name):
+            try files.apply(event, referenced: try references.isReferenced(FileName.collection, name, txn), txn.lmdb)
             return nil
         }
     }
@@ -124,7 +127,7 @@ struct EventApplier {
         throws -> [UInt8]
     {
         try updateTrees(from: old, to: object, txn)
-        try references.update(from: old, to: object, txn)
+        try files.noteReferences(try references.update(from: old, to: object, txn), txn.lmdb)
         let record = ObjectTable.encode(object, serializedData: data)
         try objects.put(record: record, object.collection, object.id, txn.lmdb)
         try history.record(

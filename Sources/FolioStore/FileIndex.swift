@@ -23,16 +23,20 @@ public struct FileTotals: Sendable, Equatable {
     /// Bytes of every name's content (a blob counted once per name): less `storedBytes`, what
     /// deduplication saves.
     public var namedBytes: UInt64 = 0
+    /// Names no record refers to by `{"$file"}`, whatever their age.
+    public var orphans: UInt64 = 0
 
     public var savedBytes: UInt64 { namedBytes - storedBytes }
 }
 
 /// The file index, derived from the log: which name is bound to which content, and how many names
-/// use each content. Applied in the same write transaction as the events.
+/// use each content. Applied in the same write transaction as the events. Which records refer to
+/// a name is the reference index's (`RefIndex`); the count of orphans it keeps here, so that
+/// `stats` reads it in O(1).
 ///
 /// Keys of the `files` database: `n` name → sha256 (32 bytes), size (u64), createdAt (i64 ms),
 /// uploader uid (u32), contentType; `b` sha256 → names using it (u64), size (u64); `t` → the totals
-/// (files, blobs, stored bytes, named bytes: u64 each).
+/// (files, blobs, stored bytes, named bytes, orphans: u64 each).
 struct FileIndex {
     let database: Database
 
@@ -65,36 +69,64 @@ struct FileIndex {
 
     func totals(_ txn: Transaction) throws -> FileTotals {
         guard let record = try txn.get(database, Self.totalsKey) else { return FileTotals() }
-        guard record.count == 32 else { throw StoreError.corrupted("file totals of \(record.count) bytes") }
+        guard record.count == 40 else { throw StoreError.corrupted("file totals of \(record.count) bytes") }
         return FileTotals(
             files: record.loadLittleEndian(UInt64.self, at: 0), blobs: record.loadLittleEndian(UInt64.self, at: 8),
-            storedBytes: record.loadLittleEndian(UInt64.self, at: 16), namedBytes: record.loadLittleEndian(UInt64.self, at: 24))
+            storedBytes: record.loadLittleEndian(UInt64.self, at: 16), namedBytes: record.loadLittleEndian(UInt64.self, at: 24),
+            orphans: record.loadLittleEndian(UInt64.self, at: 32))
     }
 
-    /// Up to `limit` files whose names start with `prefix` and sort after `after` (bytewise), and
-    /// whether more follow.
-    func page(prefix: String, after: String?, limit: Int, _ txn: Transaction) throws -> (files: [FileRecord], more: Bool) {
+    private func save(_ totals: FileTotals, _ txn: Transaction) throws {
+        var record: [UInt8] = []
+        for value in [totals.files, totals.blobs, totals.storedBytes, totals.namedBytes, totals.orphans] { record.appendLittleEndian(value) }
+        try txn.put(database, Self.totalsKey, record)
+    }
+
+    /// Up to `limit` files whose names start with `prefix`, sort after `after` (bytewise) and pass
+    /// `filter`, looking at no more than `examining` names; and the name to continue after, nil
+    /// when no name is left. With a filter a page may be short, even empty, while names are left.
+    func page(
+        prefix: String, after: String?, limit: Int, examining budget: Int = .max, where filter: ((FileRecord) throws -> Bool)? = nil,
+        _ txn: Transaction
+    ) throws -> (files: [FileRecord], next: String?) {
         let prefixKey = Self.nameKey(prefix)
         var start = prefixKey
         if let after, compareBytes(Self.nameKey(after), prefixKey) >= 0 { start = Self.nameKey(after) + [0] }
         var files: [FileRecord] = []
-        var more = false
+        var next: String?
         try txn.withCursor(database) { cursor in
             var entry = try cursor.seek(atLeast: start)
+            var examined = 0
+            var last: String?
             while let (key, value) = entry, key.starts(with: prefixKey) {
-                if files.count == limit {
-                    more = true
+                if files.count == limit || examined == budget {
+                    next = last
                     return
                 }
-                files.append(try Self.decode(name: String(decoding: key.dropFirst(), as: UTF8.self), value))
+                let file = try Self.decode(name: String(decoding: key.dropFirst(), as: UTF8.self), value)
+                examined += 1
+                if try filter?(file) ?? true { files.append(file) }
+                last = file.name
                 entry = try cursor.next()
             }
         }
-        return (files, more)
+        return (files, next)
     }
 
-    /// Applies a file event. Throws `corrupted` when the event does not fit the index.
-    func apply(_ event: Event, _ txn: Transaction) throws {
+    /// Counts the names that `RefIndex.update` found gaining their first referrer or losing their
+    /// last as orphans no more or again; names not bound do not count.
+    func noteReferences(_ changes: [(name: String, referenced: Bool)], _ txn: Transaction) throws {
+        guard !changes.isEmpty else { return }
+        var totals = try self.totals(txn)
+        for change in changes where try txn.get(database, Self.nameKey(change.name)) != nil {
+            if change.referenced { totals.orphans -= 1 } else { totals.orphans += 1 }
+        }
+        try save(totals, txn)
+    }
+
+    /// Applies a file event; `referenced`: whether a record refers to the event's name. Throws
+    /// `corrupted` when the event does not fit the index.
+    func apply(_ event: Event, referenced: Bool, _ txn: Transaction) throws {
         var totals = try self.totals(txn)
         switch event.change {
         case .filePut(let binding):
@@ -105,8 +137,9 @@ struct FileIndex {
                 guard binding.replace else {
                     throw StoreError.corrupted("event \(event.sequence) binds file \(binding.name), which is bound, without replace")
                 }
-                try release(old, &totals, txn)
+                try release(old, &totals, referenced: referenced, txn)
             }
+            if !referenced { totals.orphans += 1 }
             var record: [UInt8] = digest
             record.appendLittleEndian(binding.size)
             record.appendLittleEndian(event.timestamp.milliseconds)
@@ -129,17 +162,16 @@ struct FileIndex {
                 throw StoreError.corrupted("event \(event.sequence) deletes file \(name), which does not exist")
             }
             try txn.delete(database, Self.nameKey(name))
-            try release(old, &totals, txn)
+            try release(old, &totals, referenced: referenced, txn)
         default:
             return
         }
-        var record: [UInt8] = []
-        for value in [totals.files, totals.blobs, totals.storedBytes, totals.namedBytes] { record.appendLittleEndian(value) }
-        try txn.put(database, Self.totalsKey, record)
+        try save(totals, txn)
     }
 
-    /// Counts one name fewer for `old`'s content (forgetting the content when none is left).
-    private func release(_ old: FileRecord, _ totals: inout FileTotals, _ txn: Transaction) throws {
+    /// Counts one name fewer for `old`'s content (forgetting the content when none is left), and
+    /// one orphan fewer if no record refers to `old`'s name.
+    private func release(_ old: FileRecord, _ totals: inout FileTotals, referenced: Bool, _ txn: Transaction) throws {
         guard let digest = ChainHash(hex: old.sha256)?.bytes else { return }
         let users = try references(toBlob: old.sha256, txn)
         guard users > 0 else { throw StoreError.corrupted("file \(old.name) names content no count holds") }
@@ -155,5 +187,6 @@ struct FileIndex {
         }
         totals.files -= 1
         totals.namedBytes -= old.size
+        if !referenced { totals.orphans -= 1 }
     }
 }

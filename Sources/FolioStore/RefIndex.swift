@@ -9,6 +9,12 @@ import LMDB
 ///
 /// Key: target collection 0, target id 0, source collection 0, path (escaped) 0, source id 0 length.
 /// In a path, 0 is written 1 1 and 1 as 1 2, so the path's end is its 0.
+///
+/// `{"$file": name}` values are references to the target `$files` / name (`FileName.collection`):
+/// no collection can be named `$files` and a file name holds no 0, so their keys neither meet an
+/// object's nor end early, and being one tree they are rebuilt, verified and in the digest with no
+/// code of their own. A file's referrers are then a key range like an object's, and whether a file
+/// is an orphan is one seek.
 struct RefIndex {
     /// A reference's key may be at most this long (a tree key's limit).
     static let maxKeyBytes = CountedTree.maxKeyBytes
@@ -71,25 +77,61 @@ struct RefIndex {
     }
 
     /// Moves the object's entries from the references `old` held to those `new` holds. `oldRefs` and
-    /// `newRefs`, when the caller has them, save walking the data again.
+    /// `newRefs`, when the caller has them, save walking the data again. Returns the files whose
+    /// first referrer this added (`referenced` true) or whose last it removed (false), in name
+    /// order: two seeks per file reference that changed, none for other references.
+    @discardableResult
     func update(from old: StoredObject?, to new: StoredObject?, oldRefs: [Reference]? = nil, newRefs: [Reference]? = nil, _ txn: StoreTransaction)
-        throws
+        throws -> [(name: String, referenced: Bool)]
     {
         let before = Set(oldRefs ?? old.map { Reference.all(in: $0.data) } ?? [])
         let after = Set(newRefs ?? new.map { Reference.all(in: $0.data) } ?? [])
-        guard before != after else { return }
-        guard let tree = try catalog.referenceTree(txn, creating: !after.isEmpty) else { return }
-        if let old { for reference in before.subtracting(after) { try tree.remove(Self.key(reference, from: old), txn) } }
-        if let new { for reference in after.subtracting(before) { try tree.insert(Self.key(reference, from: new), txn) } }
+        guard before != after else { return [] }
+        guard let tree = try catalog.referenceTree(txn, creating: !after.isEmpty) else { return [] }
+        let removed = before.subtracting(after)
+        let added = after.subtracting(before)
+        let files = Set(removed.union(added).compactMap(\.fileName)).sorted()
+        let wereReferenced = try files.map { try isReferenced(FileName.collection, $0, txn) }
+        if let old { for reference in removed { try tree.remove(Self.key(reference, from: old), txn) } }
+        if let new { for reference in added { try tree.insert(Self.key(reference, from: new), txn) } }
+        var changed: [(name: String, referenced: Bool)] = []
+        for (name, was) in zip(files, wereReferenced) {
+            let now = try isReferenced(FileName.collection, name, txn)
+            if now != was { changed.append((name, now)) }
+        }
+        return changed
     }
 
-    /// The (source collection, path) groups of the references to a target, in key order: one seek each.
-    func groups(collection: String, id: String, _ txn: StoreTransaction) throws -> [(sourceCollection: String, path: String)] {
+    /// Whether anything refers to the target. O(log n).
+    func isReferenced(_ collection: String, _ id: String, _ txn: StoreTransaction) throws -> Bool {
+        guard let tree = try catalog.referenceTree(txn, creating: false) else { return false }
+        return try tree.firstKey(withPrefix: Self.targetPrefix(collection: collection, id: id), txn) != nil
+    }
+
+    /// Up to `limit` of the objects that refer to the target, by source collection, path and id,
+    /// and how many refer to it in all: O((limit + 1) log n), as every group visited adds one.
+    func referrers(of collection: String, _ id: String, limit: Int, _ txn: StoreTransaction) throws -> (referrers: [Referrer], total: Int) {
+        guard let tree = try catalog.referenceTree(txn, creating: false) else { return ([], 0) }
+        let prefix = Self.targetPrefix(collection: collection, id: id)
+        let (first, end) = try tree.ranks(of: prefix, and: Self.end(of: prefix), txn)
+        var referrers: [Referrer] = []
+        guard end > first, limit > 0 else { return ([], end - first) }
+        for (sourceCollection, path) in try groups(collection: collection, id: id, limit: limit, txn) {
+            let page = try sources(of: collection, id, from: sourceCollection, path: path, limit: limit - referrers.count, txn)
+            referrers += page.ids.map { Referrer(collection: sourceCollection, id: $0, path: path) }
+            if referrers.count >= limit { break }
+        }
+        return (referrers, end - first)
+    }
+
+    /// The (source collection, path) groups of the references to a target, in key order, at most
+    /// `limit` of them: one seek each.
+    func groups(collection: String, id: String, limit: Int = .max, _ txn: StoreTransaction) throws -> [(sourceCollection: String, path: String)] {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return [] }
         let prefix = Self.targetPrefix(collection: collection, id: id)
         var groups: [(String, String)] = []
         var from = prefix
-        while let key = try tree.firstKey(atLeast: from, txn), key.starts(with: prefix) {
+        while groups.count < limit, let key = try tree.firstKey(atLeast: from, txn), key.starts(with: prefix) {
             var rest = key[prefix.count...]
             guard let sourceEnd = rest.firstIndex(of: 0) else { throw StoreError.corrupted("a reference key without its source") }
             let sourceCollection = String(decoding: rest[..<sourceEnd], as: UTF8.self)

@@ -13,9 +13,9 @@ import LMDB
 /// | `requests` | `k` key / `t` time key              | request keys of recent writes (`RequestIndex`) |
 /// | `files`   | `n` name / `b` sha256 / `t`          | the file index (`FileIndex`)                 |
 struct StoreDatabases: Sendable {
-    /// 2: history entries hold checkpoints (`HistoryIndex`). A format 1 store is upgraded by
-    /// deriving its state again from the log.
-    static let formatVersion: UInt32 = 2
+    /// 2: history entries hold checkpoints (`HistoryIndex`). 3: the file totals count orphans
+    /// (`FileIndex`). A store of an earlier format is upgraded by deriving its state again from the log.
+    static let formatVersion: UInt32 = 3
 
     let meta: Database
     let events: Database

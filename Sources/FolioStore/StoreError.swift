@@ -67,6 +67,9 @@ public struct Conflict: Equatable, Sendable {
         case requestKeyReused(key: String)
         /// Objects refer to the one to delete from fields whose rule is `deny`.
         case denied(referrers: [String])
+        /// Records refer to the file to delete, and the delete did not force it: the first of
+        /// them, and how many there are.
+        case fileReferenced(referrers: [Referrer], count: Int)
     }
 
     public var reason: Reason
@@ -133,6 +136,8 @@ extension Conflict {
             return ["requestKey": .string(key)]
         case .denied(let referrers):
             return ["referrers": .array(referrers.map(JSON.string))]
+        case .fileReferenced(let referrers, let count):
+            return ["referrers": .array(referrers.map(\.json)), "referrerCount": .int(Int64(count))]
         }
     }
 }

@@ -62,8 +62,7 @@ extension StoreWriter {
             return try catalog.schema(collection, txn)?.hasOwningFields ?? false
         case .delete(let collection, let id, _):
             if try catalog.schema(collection, txn)?.hasOwningFields ?? false { return true }
-            guard let tree = try catalog.referenceTree(txn, creating: false) else { return false }
-            return try tree.firstKey(withPrefix: RefIndex.targetPrefix(collection: collection, id: id), txn) != nil
+            return try store.applier.references.isReferenced(collection, id, txn)
         default:
             return false
         }

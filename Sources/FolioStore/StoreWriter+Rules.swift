@@ -16,8 +16,20 @@ extension StoreWriter {
         case releaseOwned(collection: String, id: String, cause: UInt64)
     }
 
-    /// The referrers named in a `deny` conflict, at most.
+    /// The referrers named in a `deny` conflict, or in the conflict of a file delete, at most.
     static let deniedReferrersShown = 10
+
+    /// Throws `conflict` naming the first records that refer to the file, if any do.
+    func checkUnreferenced(file name: String, _ txn: StoreTransaction) throws {
+        let (referrers, count) = try store.applier.references.referrers(of: FileName.collection, name, limit: Self.deniedReferrersShown, txn)
+        guard count > 0 else { return }
+        let shown = referrers.map { "\($0.collection)/\($0.id) (\($0.path))" }.joined(separator: ", ") + (count > referrers.count ? ", ..." : "")
+        throw StoreError.conflict(
+            Conflict(
+                .fileReferenced(referrers: referrers, count: count),
+                "file \(Names.quoted(name)) is referred to by \(count) record(s): \(shown); "
+                    + "delete it with \"force\": true to leave their references dangling"))
+    }
 
     func applyDeleteRules(
         after applied: Applied, before: StoredObject?, after object: StoredObject?, _ acceptance: Acceptance, _ txn: StoreTransaction

@@ -139,8 +139,9 @@ public final class StoreWriter {
             let applied = try append(event(.filePut(binding), acceptance), txn)
             guard let record = try store.applier.files.file(name, txn.lmdb) else { throw StoreError.corrupted("file \(name) was not bound") }
             return WriteOutcome(appended: [applied], result: .file(record), replayed: false)
-        case .deleteFile(let name):
+        case .deleteFile(let name, let force):
             guard try store.applier.files.file(name, txn.lmdb) != nil else { throw StoreError.fileNotFound(name) }
+            if !force { try checkUnreferenced(file: name, txn) }
             let applied = try append(event(.fileDeleted(name: name), acceptance), txn)
             return WriteOutcome(appended: [applied], result: .fileDeleted(name: name), replayed: false)
         case .batch(let operations, let atomic):

@@ -6,20 +6,75 @@ import Foundation
 import Glibc
 
 extension CLI {
-    /// `folio file put|get|ls|rm`.
+    /// `folio file put|get|info|ls|rm|orphans|prune`.
     func file() throws {
-        switch try positional("put, get, ls or rm") {
+        let commands = "put, get, info, ls, rm, orphans or prune"
+        switch try positional(commands) {
         case "put": try filePut()
         case "get": try fileGet()
-        case "ls": try fileList()
+        case "info":
+            let name = try positional("NAME")
+            var request: JSONObject = ["op": "file.get", "name": .string(name), "referrers": true]
+            if let limit = try arguments.integer("--limit") { request["limit"] = .int(Int64(limit)) }
+            try finishArguments()
+            output.object(try call(.object(request)))
+        case "ls": try fileList(["op": "file.list"])
         case "rm":
             let name = try positional("NAME")
+            var request: JSONObject = ["op": "file.delete", "name": .string(name)]
+            if try arguments.flag("--force") { request["force"] = true }
             try finishArguments()
-            let result = try call(["op": "file.delete", "name": .string(name)])
+            let result = try call(.object(request))
             if output.json { output.jsonLine(result) } else { output.line("removed file \(name)") }
+        case "orphans":
+            try fileList(["op": "file.orphans", "olderThan": .int(try Self.seconds(inAge: arguments.value("--older-than") ?? "0s"))])
+        case "prune": try filePrune()
         case let other:
-            throw UsageError("unknown file command '\(other)': put, get, ls or rm")
+            throw UsageError("unknown file command '\(other)': \(commands)")
         }
+    }
+
+    /// Seconds in an age: a count with an optional unit, s (the default), m, h, d or w.
+    static func seconds(inAge text: String) throws -> Int64 {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400]
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        if let last = text.last, let multiplier = units[last] {
+            digits = digits.dropLast()
+            unit = multiplier
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let count = Int64(digits), count >= 0, count <= Int64.max / (7 * 86400) else {
+            throw UsageError("--older-than \(text): expected an age such as 90s, 30m, 12h, 7d or 2w")
+        }
+        return count * unit
+    }
+
+    /// Deletes the orphans older than `--older-than` (default 1d), each by a `file.delete` that is
+    /// not forced: one that a record has come to refer to since it was listed is kept.
+    private func filePrune() throws {
+        let age = arguments.value("--older-than") ?? "1d"
+        let olderThan = try Self.seconds(inAge: age)
+        try finishArguments()
+        let connection = try connect()
+        defer { connection.close() }
+        let orphans = try pages(["op": "file.orphans", "olderThan": .int(olderThan)], connection)
+        var removed = 0
+        var kept: [String] = []
+        for name in orphans.compactMap({ $0.objectValue?["name"]?.stringValue }) {
+            do {
+                let deleted = try result(of: try connection.request(["op": "file.delete", "name": .string(name)]))
+                removed += 1
+                if output.json { output.jsonLine(deleted) }
+            } catch let error as ServerError where error.code == "conflict" {
+                kept.append(name)
+                if output.json { output.jsonLine(["name": .string(name), "kept": true, "reason": .string(error.message)]) }
+            } catch let error as ServerError where error.code == "not_found" {
+                continue  // deleted by someone else since it was listed
+            }
+        }
+        guard !output.json else { return }
+        output.line("removed \(removed) orphan file(s) older than \(age)")
+        for name in kept { output.line("kept \(name): a record refers to it now") }
     }
 
     /// Stores PATH (or stdin, `-`): a regular file by passing its descriptor (foliod reads it
@@ -154,24 +209,31 @@ extension CLI {
         }
     }
 
-    /// Every page, as one list.
-    private func fileList() throws {
-        var request: JSONObject = ["op": "file.list", "limit": 1000]
+    /// Every page of `file.list` or `file.orphans`, as one list.
+    private func fileList(_ request: JSONObject) throws {
+        var request = request
         if let prefix = arguments.value("--prefix") { request["prefix"] = .string(prefix) }
         try finishArguments()
         let connection = try connect()
         defer { connection.close() }
-        var files: [JSON] = []
-        while true {
-            let page = try result(of: try connection.request(.object(request))).objectValue
-            if case .array(let items)? = page?["items"] { files += items }
-            guard let next = page?["next"]?.stringValue else { break }
-            request["after"] = .string(next)
-        }
+        let files = try pages(request, connection)
         if output.json {
             for file in files { output.jsonLine(file) }
         } else {
             output.table(files, leading: ["name", "size", "contentType", "createdAt", "sha256"], skipping: ["uploader"])
+        }
+    }
+
+    /// The items of every page, following `next` (pages of `file.orphans` may be short or empty).
+    private func pages(_ request: JSONObject, _ connection: FolioConnection) throws -> [JSON] {
+        var request = request
+        request["limit"] = 1000
+        var items: [JSON] = []
+        while true {
+            let page = try result(of: try connection.request(.object(request))).objectValue
+            if case .array(let more)? = page?["items"] { items += more }
+            guard let next = page?["next"]?.stringValue else { return items }
+            request["after"] = .string(next)
         }
     }
 }

@@ -34,8 +34,11 @@ enum Usage {
         Files
           file put PATH|- [--name NAME] [--type TYPE] [--replace] [--pieces]
           file get NAME [--pieces]      the content, to stdout
+          file info NAME [--limit N]    its metadata and the records that refer to it
           file ls [--prefix P]
-          file rm NAME
+          file rm NAME [--force]
+          file orphans [--older-than AGE] [--prefix P]
+          file prune [--older-than AGE] removes orphans (default: older than 1d)
 
         The log
           events [--after N] [--limit N]
@@ -58,14 +61,22 @@ enum Usage {
         "file": """
             usage: folio file put PATH|- [--name NAME] [--type TYPE] [--replace] [--pieces]
                    folio file get NAME [--pieces] > OUT
+                   folio file info NAME [--limit N]
                    folio file ls [--prefix P]
-                   folio file rm NAME
+                   folio file rm NAME [--force]
+                   folio file orphans [--older-than AGE] [--prefix P]
+                   folio file prune [--older-than AGE]
 
             Files stored beside the records, by name (1 to 256 bytes; '/' separates segments, none
             empty or '..'). put stores PATH's content under NAME, or under a name the server makes,
             with the content type TYPE (default application/octet-stream); an existing name needs
             --replace. The same content is stored once, however many names it has. get writes the
             content to stdout; ls lists names, their size, type and SHA-256; rm removes a name.
+            Records refer to a file with {"$file": NAME}: info shows a file and up to N (default
+            100) of the records that refer to it; rm refuses a name records refer to (a conflict
+            naming them) unless --force. orphans lists the names no record refers to, bound more
+            than AGE ago (90s, 30m, 12h, 7d, 2w; default 0s: all); prune removes those older than
+            AGE (default 1d), one delete each, keeping any a record has come to refer to meanwhile.
             put passes a regular file's descriptor to foliod, which reads it directly; stdin (PATH
             -), or any file with --pieces, goes in base64 pieces of up to 512 KiB, with a progress
             line on a terminal. get receives a read-only descriptor and copies it to stdout; with
@@ -73,6 +84,8 @@ enum Usage {
 
               folio file put photo.jpg --name reports/2026-12-01.jpg --type image/jpeg
               folio file get reports/2026-12-01.jpg > photo.jpg
+              folio create Report photo:='{"$file": "reports/2026-12-01.jpg"}'
+              folio file prune --older-than 7d
             """,
         "create": """
             usage: folio create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]

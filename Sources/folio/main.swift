@@ -15,6 +15,7 @@ let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
     "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
     "--include", "--from", "--fields", "--interval", "--iterations", "--name", "--type", "--prefix",
+    "--older-than",
 ]
 
 final class CLI {

@@ -86,6 +86,37 @@ import Testing
         #expect(get.spec.kind == .read && get.spec.cost == .byPlan)
     }
 
+    @Test func fileReferenceFieldsDecodeOrAreRefused() {
+        guard case .success(let get) = decode(#"{"op":"file.get","name":"a.jpg","referrers":true,"limit":5}"#),
+            case .read(.fileGet("a.jpg", 5?)) = get.operation
+        else {
+            Issue.record("file.get with referrers not decoded")
+            return
+        }
+        guard case .success(let delete) = decode(#"{"op":"file.delete","name":"a.jpg","force":true}"#), case .write(let write) = delete.operation,
+            case .deleteFile("a.jpg", true) = write.command
+        else {
+            Issue.record("file.delete with force not decoded")
+            return
+        }
+        guard case .success(let orphans) = decode(#"{"op":"file.orphans"}"#), case .read(.fileOrphans("", nil, 0, 100)) = orphans.operation
+        else {
+            Issue.record("file.orphans not decoded with its defaults")
+            return
+        }
+        for line in [
+            #"{"op":"file.get","name":"a.jpg","limit":5}"#, #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":false}"#,
+            #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":true,"force":true}"#, #"{"op":"file.orphans","olderThan":-1}"#,
+            #"{"op":"file.orphans","olderThan":99999999999}"#,
+        ] {
+            guard case .failure(let failure) = decode(line) else {
+            Issue.record("\(line) decoded")
+            return
+        }
+            #expect(failure.error.code == .badRequest, "\(line)")
+        }
+    }
+
     @Test func theTableNamesEachOpOnceAndDecodesEachToItsKind() {
         #expect(Set(OperationTable.names).count == OperationTable.all.count)
         let samples: [String: String] = [
@@ -106,7 +137,9 @@ import Testing
             "metrics": #"{"op":"metrics"}"#,
             "file.put": #"{"op":"file.put","name":"a/b.jpg","data":"aGk="}"#, "file.get": #"{"op":"file.get","name":"a/b.jpg"}"#,
             "file.read": #"{"op":"file.read","name":"a/b.jpg","offset":2}"#, "file.list": #"{"op":"file.list","prefix":"a/"}"#,
-            "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#, "file.begin": #"{"op":"file.begin","size":3}"#,
+            "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#,
+            "file.orphans": #"{"op":"file.orphans","olderThan":86400,"prefix":"a/","limit":10}"#,
+            "file.begin": #"{"op":"file.begin","size":3}"#,
             "file.write": #"{"op":"file.write","upload":"u1","offset":0,"data":"aGk="}"#,
             "file.commit": #"{"op":"file.commit","upload":"u1"}"#, "file.abort": #"{"op":"file.abort","upload":"u1"}"#,
         ]

@@ -31,7 +31,7 @@ import Testing
                 let name = names.randomElement(using: &random)!
                 if Int.random(in: 0..<4, using: &random) == 0 {
                     do {
-                        try writer.execute(.deleteFile(name: name))
+                        try writer.execute(.deleteFile(name: name, force: false))
                         #expect(model.removeValue(forKey: name) != nil, "step \(step): deleted \(name), which the model lacks")
                     } catch StoreError.fileNotFound(let missing) {
                         #expect(missing == name && model[name] == nil, "step \(step)")
@@ -66,26 +66,20 @@ import Testing
                 let sizes = Dictionary(contents.map { ($0.sha256, $0.size) }) { first, _ in first }
                 let expected = FileTotals(
                     files: UInt64(model.count), blobs: UInt64(users.count), storedBytes: users.keys.reduce(0) { $0 + sizes[$1]! },
-                    namedBytes: model.values.reduce(0) { $0 + $1.size })
+                    namedBytes: model.values.reduce(0) { $0 + $1.size }, orphans: UInt64(model.count))
                 #expect(try snapshot.fileTotals() == expected)
                 var listed: [String] = []
                 var after: String?
                 while true {
                     let page = try snapshot.files(prefix: "", after: after, limit: 7)
                     listed += page.files.map(\.name)
-                    guard page.more else { break }
-                    after = page.files.last?.name
+                    guard let next = page.next else { break }
+                    after = next
                 }
                 #expect(listed == model.keys.sorted())
                 #expect(try snapshot.files(prefix: "dir1/", after: nil, limit: 1000).files.map(\.name) == model.keys.filter { $0.hasPrefix("dir1/") }.sorted())
             }
-            let digest = try store.read { try $0.digest() }
-            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
-            try store.rebuild()
-            #expect(try store.read { try $0.digest() } == digest)
-            let replayed = try replay(store, into: root + "/replayed")
-            #expect(try replayed.read { try $0.digest() } == digest)
-            #expect(try replayed.read { try $0.fileTotals() } == store.read { try $0.fileTotals() })
+            try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
     }
 

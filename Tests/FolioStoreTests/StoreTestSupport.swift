@@ -1,6 +1,7 @@
 import FolioJSON
 import FolioModel
 import Foundation
+import Testing
 
 @testable import FolioStore
 
@@ -38,6 +39,18 @@ final class TestWriter: @unchecked Sendable {
     func create(_ collection: String, _ data: JSON, id: String? = nil) throws -> StoredObject {
         try execute(.create(collection: collection, id: id, data: data.objectValue!)).object!
     }
+}
+
+/// The store verifies, and rebuilding it or replaying its log (into `root/replayed`) gives its
+/// digest and file totals again.
+func expectVerifyRebuildAndReplayKeepTheDigest(_ store: Store, _ root: String) throws {
+    let digest = try store.read { try $0.digest() }
+    #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
+    try store.rebuild()
+    #expect(try store.read { try $0.digest() } == digest)
+    let replayed = try replay(store, into: root + "/replayed")
+    #expect(try replayed.read { try $0.digest() } == digest)
+    #expect(try replayed.read { try $0.fileTotals() } == store.read { try $0.fileTotals() })
 }
 
 /// Replays `source`'s log into a new store in `path`, as an import would.

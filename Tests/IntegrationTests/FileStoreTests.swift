@@ -91,7 +91,7 @@ import Testing
             #expect(generated.utf8.count == 26, "a generated name is made like an object id: \(generated)")
             #expect(Self.blobs(daemon) == [Self.sha256(content)])
             let files = try #require(try connection.request(["op": "stats"]).result?["files"])
-            #expect(files == ["count": 2, "blobs": 1, "bytesStored": 10_000, "bytesSaved": 10_000])
+            #expect(files == ["count": 2, "blobs": 1, "bytesStored": 10_000, "bytesSaved": 10_000, "orphans": 2])
             #expect(try Self.readBack(connection, generated).bytes == content)
         }
     }
@@ -107,7 +107,7 @@ import Testing
             #expect(replaced.result?["sha256"] == .string(Self.sha256(Array("second".utf8))), "\(replaced)")
             #expect(try Self.readBack(connection, "report.txt").bytes == Array("second".utf8))
             let files = try #require(try connection.request(["op": "stats"]).result?["files"])
-            #expect(files == ["count": 1, "blobs": 1, "bytesStored": 6, "bytesSaved": 0])
+            #expect(files == ["count": 1, "blobs": 1, "bytesStored": 6, "bytesSaved": 0, "orphans": 1])
             // replace is allowed, not required: a new name may be put with it.
             #expect(try Self.put(connection, "fresh.txt", Array("x".utf8), replace: true).isOK)
         }
@@ -194,7 +194,7 @@ import Testing
             #expect(try connection.request(["op": "create", "collection": "Note", "data": ["file": "two"]]).isOK)
             let stats = try #require(try connection.request(["op": "stats"]).result)
             let digest = try #require(stats["digest"]?.stringValue)
-            #expect(stats["files"] == ["count": 2, "blobs": 2, "bytesStored": 3050, "bytesSaved": 0])
+            #expect(stats["files"] == ["count": 2, "blobs": 2, "bytesStored": 3050, "bytesSaved": 0, "orphans": 2])
             #expect(try connection.request(["op": "verify"]).result?["ok"] == true)
 
             let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])

@@ -7,7 +7,8 @@ extension Snapshot {
     public static let includeLimit = 1000
 
     /// Replaces, in the page's items, the references at each `include` path by their targets (in
-    /// the object's wire form, read from this snapshot), or marks them `"$missing": true`.
+    /// the object's wire form, read from this snapshot) and the `{"$file"}` values by the file's
+    /// metadata, or marks them `"$missing": true`.
     func include(_ paths: [IncludePath], in result: inout QueryResult, readable: ((String) -> Bool)? = nil) throws {
         guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
             throw StoreError.corrupted("a page of items that is not JSON")
@@ -53,8 +54,9 @@ extension Snapshot {
             }
             return .array(result)
         case .object(var object):
-            if case .reference(let collection, let id)? = TypedValue.recognize(object) {
-                guard hops < IncludePath.maxReferences else { return value }
+            let typed = TypedValue.recognize(object)
+            /// The typed value as it stays when its target is not included: marked, or as it is.
+            func unincluded(of collection: String) -> JSON? {
                 if let readable, !readable(collection) {
                     object["$forbidden"] = true
                     return .object(object)
@@ -64,6 +66,19 @@ extension Snapshot {
                     return value
                 }
                 budget -= 1
+                return nil
+            }
+            if case .file(let name)? = typed {
+                if let kept = unincluded(of: FileName.collection) { return kept }
+                guard let file = try file(name) else {
+                    object["$missing"] = true
+                    return .object(object)
+                }
+                return file.json(withUploader: false)
+            }
+            if case .reference(let collection, let id)? = typed {
+                guard hops < IncludePath.maxReferences else { return value }
+                if let kept = unincluded(of: collection) { return kept }
                 guard let target = try objects.get(collection, id, txn) else {
                     object["$missing"] = true
                     return .object(object)
@@ -71,7 +86,7 @@ extension Snapshot {
                 return try including(segments, in: target.json, hops: hops + 1, budget: &budget, truncated: &truncated, readable: readable)
             }
             guard let segment = segments.first else { return value }
-            guard TypedValue.recognize(object) == nil, let next = object[segment] else { return value }
+            guard typed == nil, let next = object[segment] else { return value }
             object[segment] = try including(segments.dropFirst(), in: next, hops: hops, budget: &budget, truncated: &truncated, readable: readable)
             return .object(object)
         default:
