@@ -3,10 +3,6 @@ import Foundation
 import Glibc
 import Synchronization
 
-#if DEBUG
-import Failpoints
-#endif
-
 /// The contents of files, one file per distinct content outside LMDB's map: `DATA/blobs/ab/cdef…`,
 /// named by the hex SHA-256 of the content. A blob is written to `DATA/blobs/tmp/`, flushed, renamed
 /// into place and its directories flushed before the event that names it may commit, so a
@@ -14,15 +10,17 @@ import Failpoints
 ///
 /// Blobs no name refers to are removed by `sweep`, never while a put that names them is between
 /// writing (or finding) its blob and the commit of its event: such a put holds a pin on the blob.
-/// Thread-safe.
+/// Nor while a verify or a backup runs (`holdingSweeps`): each reads one snapshot, whose blobs must
+/// stay even if their names go meanwhile. Thread-safe.
 public final class BlobStore: Sendable {
     /// `DATA/blobs`.
     public let directory: String
-    private var temporaryDirectory: String { directory + "/tmp" }
+    var temporaryDirectory: String { directory + "/tmp" }
     /// Pins per blob (hex SHA-256), and the blobs a sweep saw unreferenced, with when it first did
     /// (monotonic seconds). One lock for both: a sweep decides and deletes under it, so a put pins
     /// either before (and the blob stays) or after (and finds it gone, and writes it again).
-    private let state = Mutex<(pins: [String: Int], unreferencedSince: [String: Double])>(([:], [:]))
+    /// `holds`: how many verifies and backups are running; while any is, a sweep removes nothing.
+    private let state = Mutex<(pins: [String: Int], unreferencedSince: [String: Double], holds: Int)>(([:], [:], 0))
 
     public init(directory: String) {
         self.directory = directory
@@ -44,7 +42,7 @@ public final class BlobStore: Sendable {
         do {
             let target = path(of: sha256)
             if access(target, F_OK) != 0 {
-                try write(content, to: target)
+                try write(content, as: sha256)
             } else {
                 // Stored already, perhaps by a put of the same content that renamed it and has not
                 // yet flushed its directory: flush it, so this put's event never outlives the entry.
@@ -68,36 +66,22 @@ public final class BlobStore: Sendable {
         }
     }
 
-    private func write(_ content: UnsafeRawBufferPointer, to target: String) throws {
-        let shard = (target as NSString).deletingLastPathComponent
-        try makeDirectory(directory)
-        try makeDirectory(temporaryDirectory)
-        try makeDirectory(shard)
-        let temporary = "\(temporaryDirectory)/\(UUID().uuidString)"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
-        guard fd >= 0 else { throw failure("create \(temporary)") }
+    /// Runs `body` with sweeps held off: no blob is removed until it returns.
+    public func holdingSweeps<T>(_ body: () throws -> T) rethrows -> T {
+        state.withLock { $0.holds += 1 }
+        defer { state.withLock { $0.holds -= 1 } }
+        return try body()
+    }
+
+    private func write(_ content: UnsafeRawBufferPointer, as sha256: String) throws {
+        let writer = try BlobWriter(into: self, sha256: sha256)
         do {
-            defer { close(fd) }
-            var written = 0
-            while written < content.count {
-                let count = Glibc.write(fd, content.baseAddress! + written, content.count - written)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw failure("write \(temporary)")
-                }
-                written += count
-            }
-            try retrying("fsync \(temporary)") { fsync(fd) }
-            #if DEBUG
-            try Failpoint.blobBeforeRename.check()
-            #endif
-            try retrying("rename \(temporary)") { rename(temporary, target) }
+            try writer.append(content)
+            try writer.finish()
         } catch {
-            unlink(temporary)
+            writer.abandon()
             throw error
         }
-        try syncDirectory(shard)
-        try syncDirectory(temporaryDirectory)
     }
 
     /// Up to `length` bytes of a blob from `offset`.
@@ -152,6 +136,7 @@ public final class BlobStore: Sendable {
         for sha256 in storedBlobs() {
             seen.insert(sha256)
             try state.withLock { state in
+                guard state.holds == 0 else { return }
                 guard state.pins[sha256] == nil, try !isReferenced(sha256) else {
                     state.unreferencedSince[sha256] = nil
                     return
@@ -169,18 +154,18 @@ public final class BlobStore: Sendable {
         return removed
     }
 
-    private func makeDirectory(_ path: String) throws {
+    func makeDirectory(_ path: String) throws {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw failure("mkdir \(path)") }
     }
 
-    private func syncDirectory(_ path: String) throws {
+    func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw failure("open \(path)") }
         defer { close(fd) }
         try retrying("fsync \(path)") { fsync(fd) }
     }
 
-    private func retrying(_ call: String, _ body: () -> Int32) throws {
+    func retrying(_ call: String, _ body: () -> Int32) throws {
         while body() != 0 {
             if errno != EINTR { throw failure(call) }
         }
@@ -188,7 +173,7 @@ public final class BlobStore: Sendable {
 
     /// What a failed system call means for the put: the file was not stored (a full disk, most
     /// likely), so the client may try again.
-    private func failure(_ call: String) -> StoreError {
+    func failure(_ call: String) -> StoreError {
         let reason = errno == ENOSPC || errno == EDQUOT ? "storage is full: " : ""
         return .unusable("the file was not stored: \(reason)\(call): \(String(cString: strerror(errno)))")
     }
