@@ -282,7 +282,8 @@ final class ReadHandler: Sendable {
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.write([
                     "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
-                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
+                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)), "blobs": .int(Int64(copy.blobs)),
+                    "blobBytes": .int(Int64(copy.blobBytes)), "linkedBlobs": .int(Int64(copy.linkedBlobs)),
                 ] as JSON)
             }
         }

@@ -190,7 +190,8 @@ enum Usage {
             usage: folio backup DIR
 
             Writes a consistent, compacted copy of the data directory into DIR (created if needed,
-            must be empty) while foliod keeps serving; the copy keeps the live store's modes. DIR
+            must be empty) while foliod keeps serving, with the content of every file in DIR/blobs
+            (hard links where DIR is on the same file system); the copy keeps the live store's modes. DIR
             must lie below foliod's backup-dir (by default backups in its data directory), and
             only an admin may back up. Start foliod with --data DIR to use the copy.
             """,

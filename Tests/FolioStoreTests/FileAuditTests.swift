@@ -75,4 +75,30 @@ import Testing
             #expect(report.mismatches.contains { $0.kind == "files" && $0.description.contains("for name kept is missing from the live store") }, "\(report.mismatches)")
         }
     }
+
+    /// On another file system (tmpfs in /dev/shm) a blob cannot be linked: it is copied, whole,
+    /// read-only, and the backup verifies.
+    @Test func aBackupToAnotherFileSystemCopiesTheBlobs() throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/store")
+            defer { store.close() }
+            let content = Self.content(2 << 20 | 5, seed: 4)
+            let sha256 = try Self.put(store, "big.bin", content)
+            var onDisk = stat()
+            var shm = stat()
+            guard stat(root, &onDisk) == 0, stat("/dev/shm", &shm) == 0, onDisk.st_dev != shm.st_dev else { return }
+            let target = "/dev/shm/folio-backup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            defer { try? FileManager.default.removeItem(atPath: target) }
+            let summary = try store.backup(to: target)
+            #expect(summary.blobs == 1 && summary.linkedBlobs == 0 && summary.blobBytes == UInt64(content.count))
+            let copy = target + "/blobs/" + sha256.prefix(2) + "/" + sha256.dropFirst(2)
+            #expect(FileManager.default.contents(atPath: copy) == Data(content))
+            var copied = stat()
+            #expect(stat(copy, &copied) == 0 && copied.st_mode & 0o777 == 0o444 && copied.st_nlink == 1)
+            let restored = try Store(directory: target)
+            defer { restored.close() }
+            let report = try restored.verify(scratchDirectory: root + "/scratch")
+            #expect(report.isConsistent && report.blobsChecked == 1, "\(report.badBlobs)")
+        }
+    }
 }

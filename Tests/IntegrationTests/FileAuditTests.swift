@@ -63,4 +63,41 @@ import Testing
             #expect(offline.stdout.contains("FAILED"), "\(offline)")
         }
     }
+
+    /// A backup on the same file system hard-links the blobs; started as a data directory on its
+    /// own, with the originals gone, it serves every file byte for byte.
+    @Test func aBackupAloneRestoresEveryFileAndLinksItsBlobs() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            let small = FileStoreTests.randomBytes(900, seed: 23)
+            #expect(try FileStoreTests.put(connection, "reports/q1.pdf", Self.content).isOK)
+            #expect(try FileStoreTests.put(connection, "reports/same.pdf", Self.content).isOK)
+            #expect(try FileStoreTests.put(connection, "notes.txt", small).isOK)
+            #expect(try FileStoreTests.put(connection, "gone.txt", FileStoreTests.randomBytes(10, seed: 24)).isOK)
+            #expect(try connection.request(["op": "file.delete", "name": "gone.txt"]).isOK)
+            let restore = RunningDaemon(directory: daemon.directory + "/restore")
+            let backup = try #require(try connection.request(["op": "backup", "directory": .string(restore.dataDirectory)]).result)
+            #expect(backup["blobs"] == 2 && backup["linkedBlobs"] == 2, "\(backup)")
+            #expect(backup["blobBytes"] == .int(Int64(Self.content.count + small.count)))
+            let backupBlobs = BlobStore(directory: restore.dataDirectory + "/blobs")
+            #expect(backupBlobs.storedBlobs().sorted() == [FileStoreTests.sha256(Self.content), FileStoreTests.sha256(small)].sorted())
+            var original = stat()
+            var copied = stat()
+            #expect(stat(Self.blobPath(daemon, Self.content), &original) == 0)
+            #expect(stat(backupBlobs.path(of: FileStoreTests.sha256(Self.content)), &copied) == 0)
+            #expect(copied.st_ino == original.st_ino && copied.st_nlink == 2, "a hard link")
+            connection.close()
+            #expect(try daemon.stop() == 0)
+
+            for sha256 in FileStoreTests.blobs(daemon) { #expect(unlink(BlobStore(directory: daemon.dataDirectory + "/blobs").path(of: sha256)) == 0) }
+            #expect(stat(backupBlobs.path(of: FileStoreTests.sha256(Self.content)), &copied) == 0 && copied.st_nlink == 1)
+            defer { restore.shutDown() }
+            try restore.start()
+            let restored = try restore.connect()
+            #expect(try FileStoreTests.readBack(restored, "reports/q1.pdf").bytes == Self.content)
+            #expect(try FileStoreTests.readBack(restored, "reports/same.pdf").bytes == Self.content)
+            #expect(try FileStoreTests.readBack(restored, "notes.txt").bytes == small)
+            #expect(try restored.request(["op": "verify"]).result?["ok"] == true)
+        }
+    }
 }
