@@ -239,13 +239,22 @@ public enum RequestDecoder {
     }
 
     static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
-        let name = try fields.fileName()
+        let source: FileRead.Source
+        if let sha256 = try fields.optionalString("sha256") {
+            guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+                throw ProtocolError(.badRequest, "file.read: \"sha256\" is 64 lowercase hex digits")
+            }
+            guard try fields.optionalString("name") == nil else { throw ProtocolError(.badRequest, "file.read takes \"name\" or \"sha256\", not both") }
+            source = .content(sha256: sha256)
+        } else {
+            source = .name(try fields.fileName())
+        }
         let offset = try fields.optionalUnsigned("offset") ?? 0
         let length = try fields.optionalUnsigned("length") ?? UInt64(FileRead.maxLength)
         guard length <= UInt64(FileRead.maxLength) else {
             throw ProtocolError(.badRequest, "file.read: length \(length) is more than \(FileRead.maxLength) (512 KiB); read in pieces")
         }
-        return .fileRead(name: name, offset: offset, length: Int(length))
+        return .fileRead(source, offset: offset, length: Int(length))
     }
 
     static func fileList(_ fields: inout Fields) throws -> Request.ReadOperation {

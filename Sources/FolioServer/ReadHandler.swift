@@ -219,12 +219,20 @@ final class ReadHandler: Sendable {
         case .fileGet(let name):
             guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
             Response.appendSuccess(tag: tag, to: &output) { file.write(to: &$0, withUploader: true) }
-        case .fileRead(let name, let offset, let length):
-            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
-            let start = min(offset, file.size)
-            let bytes = try store.blobs.read(file.sha256, offset: start, length: Int(min(UInt64(length), file.size - start)))
-            guard bytes.count == Int(min(UInt64(length), file.size - start)) else {
-                throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) is shorter than its \(file.size) bytes")
+        case .fileRead(let source, let offset, let length):
+            let (sha256, size, what): (String, UInt64, String)
+            switch source {
+            case .name(let name):
+                guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
+                (sha256, size, what) = (file.sha256, file.size, "file \(name) (\(file.sha256))")
+            case .content(let hash):
+                guard let stored = store.blobs.size(of: hash) else { throw StoreError.blobNotFound(hash) }
+                (sha256, size, what) = (hash, stored, "content \(hash)")
+            }
+            let start = min(offset, size)
+            let bytes = try store.blobs.read(sha256, offset: start, length: Int(min(UInt64(length), size - start)))
+            guard bytes.count == Int(min(UInt64(length), size - start)) else {
+                throw StoreError.corrupted("the content of \(what) is shorter than its \(size) bytes")
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"data\":")
@@ -234,7 +242,7 @@ final class ReadHandler: Sendable {
                 writer.writeKey("length")
                 writer.write(bytes.count)
                 writer.writeKey("size")
-                writer.write(file.size)
+                writer.write(size)
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .fileList(let prefix, let after, let limit):

@@ -12,6 +12,13 @@ extension BlobStore {
     /// The piece size in which blobs are hashed and copied: the whole of a blob is never in memory.
     static let chunkSize = 1 << 20
 
+    /// The size of the blob on disk; nil if there is none.
+    public func size(of sha256: String) -> UInt64? {
+        var status = stat()
+        guard stat(path(of: sha256), &status) == 0 else { return nil }
+        return UInt64(status.st_size)
+    }
+
     /// Re-hashes the blob named `sha256` from disk, in pieces of 1 MiB.
     public func hash(_ sha256: String) -> BlobContent {
         let hasher = SHA256Hasher()

@@ -40,7 +40,7 @@ enum Usage {
         The log
           events [--after N] [--limit N]
           watch [--after N] [--collection C]
-          export [--after N]
+          export [--after N] [--with-files]
           verify
           backup DIR
 
@@ -176,9 +176,11 @@ enum Usage {
             until interrupted.
             """,
         "export": """
-            usage: folio export [--after N] > events.jsonl
+            usage: folio export [--after N] [--with-files] > events.jsonl
 
-            Streams the log, one event per line, for `foliod import`.
+            Streams the log, one event per line, for `foliod import`. --with-files adds the content
+            of every file.put, in base64 lines of 512 KiB before the event that names it, so that the
+            import restores the files too.
             """,
         "verify": """
             usage: folio verify

@@ -108,6 +108,10 @@ enum OfflineCommands {
         let summary = try Importer(directory: directory, requestKeyRetention: retention).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
         meter.finish()
         print("imported \(summary.events) events into \(directory) in \(meter.elapsedText) (\(meter.rateText))")
+        if summary.blobs > 0 { print("blobs      \(summary.blobs) (\(summary.blobBytes) bytes)") }
+        if summary.missingBlobs > 0 {
+            print("warning: the export holds no content for \(summary.missingBlobs) blob(s) its files refer to (export with --with-files)")
+        }
         print("chain head \(summary.chainHead.hex)")
         print("digest     \(summary.digest.hex)")
         return 0
