@@ -15,6 +15,15 @@ import Testing
         return sha256
     }
 
+    /// A store in a temporary directory, with that directory for scratch and backups.
+    static func withStore(_ body: (_ root: String, Store) throws -> Void) throws {
+        try withTemporaryDirectory { root in
+            let store = try Store(directory: root + "/store")
+            defer { store.close() }
+            try body(root, store)
+        }
+    }
+
     static func content(_ count: Int, seed: UInt8) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed } }
 
     /// Makes the 0444 blob writable and flips one byte of it.
@@ -30,9 +39,7 @@ import Testing
     }
 
     @Test func verifyReHashesEveryBlobAndNamesTheFilesOfAChangedOrMissingOne() throws {
-        try withTemporaryDirectory { root in
-            let store = try Store(directory: root + "/store")
-            defer { store.close() }
+        try Self.withStore { root, store in
             let big = Self.content(3 << 20 | 17, seed: 1)
             let bigBlob = try Self.put(store, "big.bin", big)
             _ = try Self.put(store, "copy-of-big.bin", big)
@@ -66,9 +73,7 @@ import Testing
     }
 
     @Test func theFileIndexIsComparedWithTheReplayedLog() throws {
-        try withTemporaryDirectory { root in
-            let store = try Store(directory: root + "/store")
-            defer { store.close() }
+        try Self.withStore { root, store in
             _ = try Self.put(store, "kept", Self.content(5, seed: 3))
             _ = try store.environment.write { txn in try txn.delete(store.databases.files, FileIndex.nameKey("kept")) }
             let report = try store.verify(scratchDirectory: root + "/scratch")
@@ -79,9 +84,7 @@ import Testing
     /// On another file system (tmpfs in /dev/shm) a blob cannot be linked: it is copied, whole,
     /// read-only, and the backup verifies.
     @Test func aBackupToAnotherFileSystemCopiesTheBlobs() throws {
-        try withTemporaryDirectory { root in
-            let store = try Store(directory: root + "/store")
-            defer { store.close() }
+        try Self.withStore { root, store in
             let content = Self.content(2 << 20 | 5, seed: 4)
             let sha256 = try Self.put(store, "big.bin", content)
             var onDisk = stat()
