@@ -46,7 +46,7 @@ let package = Package(
 
         .executableTarget(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
+        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioModel", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
         // The crash loop: kills foliod at random moments and checks the store against the history.
         .executableTarget(

@@ -47,7 +47,7 @@ extension Request {
         /// `referrers`: list at most this many of the records that refer to the file; nil: none.
         case fileGet(name: String, referrers: Int?)
         /// At most `FileRead.maxLength` bytes from `offset`.
-        case fileRead(name: String, offset: UInt64, length: Int)
+        case fileRead(FileRead.Source, offset: UInt64, length: Int)
         case fileList(prefix: String, after: String?, limit: Int)
         /// Files no record refers to, bound at least `olderThan` seconds ago.
         case fileOrphans(prefix: String, after: String?, olderThan: UInt64, limit: Int)
@@ -62,6 +62,13 @@ extension Request {
 }
 
 public enum FileRead {
+    /// What `file.read` reads: the content bound to a name, or a content by its SHA-256 (what
+    /// `folio export --with-files` reads for the events that name it).
+    public enum Source: Sendable, Equatable {
+        case name(String)
+        case content(sha256: String)
+    }
+
     /// The most content one `file.read` answers: 512 KiB, whose base64 fits the default line.
     public static let maxLength = 512 << 10
 }

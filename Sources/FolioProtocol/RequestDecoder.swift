@@ -265,8 +265,18 @@ public enum RequestDecoder {
     }
 
     static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
-        let name = try fields.fileName()
+        let source: FileRead.Source
+        if let sha256 = try fields.optionalString("sha256") {
+            guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+                throw ProtocolError(.badRequest, "file.read: \"sha256\" is 64 lowercase hex digits")
+            }
+            guard try fields.optionalString("name") == nil else { throw ProtocolError(.badRequest, "file.read takes \"name\" or \"sha256\", not both") }
+            source = .content(sha256: sha256)
+        } else {
+            source = .name(try fields.fileName())
+        }
         if try fields.optionalBool("fd") == true {
+            guard case .name(let name) = source else { throw ProtocolError(.badRequest, "file.read: \"fd\" reads a file by its \"name\"") }
             guard fields.peek("offset") == nil && fields.peek("length") == nil else {
                 throw ProtocolError(.badRequest, "file.read: with \"fd\", the whole content is passed: no \"offset\" or \"length\"")
             }
@@ -277,7 +287,7 @@ public enum RequestDecoder {
         guard length <= UInt64(FileRead.maxLength) else {
             throw ProtocolError(.badRequest, "file.read: length \(length) is more than \(FileRead.maxLength) (512 KiB); read in pieces")
         }
-        return .fileRead(name: name, offset: offset, length: Int(length))
+        return .fileRead(source, offset: offset, length: Int(length))
     }
 
     static func fileGet(_ fields: inout Fields) throws -> Request.ReadOperation {

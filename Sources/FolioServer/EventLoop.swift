@@ -620,7 +620,7 @@ final class EventLoop: @unchecked Sendable {
                     let id = try uploads.begin(plan, owner: owner, maxSize: maxSize, now: now)
                     result = .success(answer(["upload": .string(id), "maxSize": .int(Int64(plan.size ?? maxSize))]))
                 case .write(let id, let offset, let base64):
-                    let content = try Base64.decode(base64.utf8, field: "data")
+                    let content = try FileUpload.decode(base64)
                     let received = try uploads.write(id, offset: offset, content: content, owner: owner, now: now)
                     result = .success(
                         answer(["upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)), "received": .int(Int64(received))]))

@@ -228,12 +228,20 @@ final class ReadHandler: Sendable {
                 object["referrerCount"] = .int(Int64(referrers.total))
             }
             Response.appendSuccess(tag: tag, to: &output) { $0.write(object) }
-        case .fileRead(let name, let offset, let length):
-            guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
-            let start = min(offset, file.size)
-            let bytes = try store.blobs.read(file.sha256, offset: start, length: Int(min(UInt64(length), file.size - start)))
-            guard bytes.count == Int(min(UInt64(length), file.size - start)) else {
-                throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) is shorter than its \(file.size) bytes")
+        case .fileRead(let source, let offset, let length):
+            let (sha256, size, what): (String, UInt64, String)
+            switch source {
+            case .name(let name):
+                guard let file = try reader.read({ try $0.file(name) }) else { throw StoreError.fileNotFound(name) }
+                (sha256, size, what) = (file.sha256, file.size, "file \(name) (\(file.sha256))")
+            case .content(let hash):
+                guard let stored = store.blobs.size(of: hash) else { throw StoreError.blobNotFound(hash) }
+                (sha256, size, what) = (hash, stored, "content \(hash)")
+            }
+            let start = min(offset, size)
+            let bytes = try store.blobs.read(sha256, offset: start, length: Int(min(UInt64(length), size - start)))
+            guard bytes.count == Int(min(UInt64(length), size - start)) else {
+                throw StoreError.corrupted("the content of \(what) is shorter than its \(size) bytes")
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.writeRaw("{\"data\":")
@@ -243,7 +251,7 @@ final class ReadHandler: Sendable {
                 writer.writeKey("length")
                 writer.write(bytes.count)
                 writer.writeKey("size")
-                writer.write(file.size)
+                writer.write(size)
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .fileOpen:
@@ -289,7 +297,8 @@ final class ReadHandler: Sendable {
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 writer.write([
                     "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
-                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
+                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)), "blobs": .int(Int64(copy.blobs)),
+                    "blobBytes": .int(Int64(copy.blobBytes)), "linkedBlobs": .int(Int64(copy.linkedBlobs)),
                 ] as JSON)
             }
         }

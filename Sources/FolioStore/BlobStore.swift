@@ -14,15 +14,17 @@ import Failpoints
 ///
 /// Blobs no name refers to are removed by `sweep`, never while a put that names them is between
 /// writing (or finding) its blob and the commit of its event: such a put holds a pin on the blob.
-/// Thread-safe.
+/// Nor while a verify or a backup runs (`holdingSweeps`): each reads one snapshot, whose blobs must
+/// stay even if their names go meanwhile. Thread-safe.
 public final class BlobStore: Sendable {
     /// `DATA/blobs`.
     public let directory: String
-    private var temporaryDirectory: String { directory + "/tmp" }
+    var temporaryDirectory: String { directory + "/tmp" }
     /// Pins per blob (hex SHA-256), and the blobs a sweep saw unreferenced, with when it first did
     /// (monotonic seconds). One lock for both: a sweep decides and deletes under it, so a put pins
     /// either before (and the blob stays) or after (and finds it gone, and writes it again).
-    private let state = Mutex<(pins: [String: Int], unreferencedSince: [String: Double])>(([:], [:]))
+    /// `holds`: how many verifies and backups are running; while any is, a sweep removes nothing.
+    private let state = Mutex<(pins: [String: Int], unreferencedSince: [String: Double], holds: Int)>(([:], [:], 0))
 
     public init(directory: String) {
         self.directory = directory
@@ -44,7 +46,7 @@ public final class BlobStore: Sendable {
         do {
             let target = path(of: sha256)
             if access(target, F_OK) != 0 {
-                try write(content, to: target)
+                try write(content, as: sha256)
             } else {
                 // Stored already, perhaps by a put of the same content that renamed it and has not
                 // yet flushed its directory: flush it, so this put's event never outlives the entry.
@@ -111,14 +113,20 @@ public final class BlobStore: Sendable {
         }
     }
 
-    private func write(_ content: UnsafeRawBufferPointer, to target: String) throws {
-        let (fd, temporary) = try makeTemporaryFile()
-        defer { close(fd) }
+    /// Runs `body` with sweeps held off: no blob is removed until it returns.
+    public func holdingSweeps<T>(_ body: () throws -> T) rethrows -> T {
+        state.withLock { $0.holds += 1 }
+        defer { state.withLock { $0.holds -= 1 } }
+        return try body()
+    }
+
+    private func write(_ content: UnsafeRawBufferPointer, as sha256: String) throws {
+        let writer = try BlobWriter(into: self, sha256: sha256)
         do {
-            try writeAll(content, to: fd, at: 0, path: temporary)
-            try moveIntoPlace(fd: fd, temporary: temporary, target: target)
+            try writer.append(content)
+            try writer.finish()
         } catch {
-            unlink(temporary)
+            writer.abandon()
             throw error
         }
     }
@@ -170,7 +178,7 @@ public final class BlobStore: Sendable {
 
     /// Flushes the temporary file, makes it read-only, renames it to `target` and flushes both
     /// directories: after this, an event naming the blob may commit.
-    private func moveIntoPlace(fd: Int32, temporary: String, target: String) throws {
+    func moveIntoPlace(fd: Int32, temporary: String, target: String) throws {
         let shard = (target as NSString).deletingLastPathComponent
         try makeDirectory(shard)
         try retrying("fchmod \(temporary)") { fchmod(fd, 0o444) }
@@ -252,6 +260,7 @@ public final class BlobStore: Sendable {
         for sha256 in storedBlobs() {
             seen.insert(sha256)
             try state.withLock { state in
+                guard state.holds == 0 else { return }
                 guard state.pins[sha256] == nil, try !isReferenced(sha256) else {
                     state.unreferencedSince[sha256] = nil
                     return
@@ -269,18 +278,18 @@ public final class BlobStore: Sendable {
         return removed
     }
 
-    private func makeDirectory(_ path: String) throws {
+    func makeDirectory(_ path: String) throws {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw failure("mkdir \(path)") }
     }
 
-    private func syncDirectory(_ path: String) throws {
+    func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw failure("open \(path)") }
         defer { close(fd) }
         try retrying("fsync \(path)") { fsync(fd) }
     }
 
-    private func retrying(_ call: String, _ body: () -> Int32) throws {
+    func retrying(_ call: String, _ body: () -> Int32) throws {
         while body() != 0 {
             if errno != EINTR { throw failure(call) }
         }
@@ -288,7 +297,7 @@ public final class BlobStore: Sendable {
 
     /// What a failed system call means for the put: the file was not stored (a full disk, most
     /// likely), so the client may try again.
-    private func failure(_ call: String) -> StoreError {
+    func failure(_ call: String) -> StoreError {
         let reason = errno == ENOSPC || errno == EDQUOT ? "storage is full: " : ""
         return .unusable("the file was not stored: \(reason)\(call): \(String(cString: strerror(errno)))")
     }

@@ -67,6 +67,34 @@ struct FileIndex {
         return record.loadLittleEndian(UInt64.self, at: 0)
     }
 
+    /// Every content some name refers to, in hash order, with its size: O(blobs).
+    func forEachBlob(_ txn: Transaction, _ body: (_ sha256: String, _ size: UInt64) throws -> Void) throws {
+        let prefix = [UInt8(ascii: "b")]
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, key.first == prefix[0] {
+                guard key.count == 33, value.count >= 16 else { throw StoreError.corrupted("file index entry of \(key.count) and \(value.count) bytes") }
+                try body(hexString(key.dropFirst()), value.loadLittleEndian(UInt64.self, at: 8))
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// Up to `limit` names bound to each of `blobs`, in name order: one pass over every name.
+    func names(boundTo blobs: Set<String>, limit: Int, _ txn: Transaction) throws -> [String: [String]] {
+        var names: [String: [String]] = [:]
+        let prefix = [Self.namePrefix]
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, key.first == Self.namePrefix {
+                let sha256 = hexString(value.prefix(32))
+                if blobs.contains(sha256), names[sha256, default: []].count < limit { names[sha256, default: []].append(String(decoding: key.dropFirst(), as: UTF8.self)) }
+                entry = try cursor.next()
+            }
+        }
+        return names
+    }
+
     func totals(_ txn: Transaction) throws -> FileTotals {
         guard let record = try txn.get(database, Self.totalsKey) else { return FileTotals() }
         guard record.count == 40 else { throw StoreError.corrupted("file totals of \(record.count) bytes") }

@@ -37,4 +37,14 @@ extension Snapshot {
     public func fileReferences(toBlob sha256: String) throws -> UInt64 { try store.applier.files.references(toBlob: sha256, txn) }
 
     public func fileTotals() throws -> FileTotals { try store.applier.files.totals(txn) }
+
+    /// Every content a name refers to, in hash order, with its size.
+    public func forEachBlob(_ body: (_ sha256: String, _ size: UInt64) throws -> Void) throws {
+        try store.applier.files.forEachBlob(txn, body)
+    }
+
+    /// Up to `limit` names bound to each of `blobs`, in name order: O(files).
+    public func fileNames(boundTo blobs: Set<String>, limit: Int) throws -> [String: [String]] {
+        try store.applier.files.names(boundTo: blobs, limit: limit, txn)
+    }
 }

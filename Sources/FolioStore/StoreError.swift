@@ -14,6 +14,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case schemaNotFound(String)
     /// No file has this name (`not_found`).
     case fileNotFound(String)
+    /// No blob of this SHA-256 is stored (`not_found`).
+    case blobNotFound(String)
     /// Objects of the collection do not fit the schema being defined (`bad_request`): how many,
     /// and the first 20 with the reason.
     case schemaViolations(collection: String, count: Int, [SchemaViolation])
@@ -36,6 +38,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .viewNotFound(let name): return "view \(Names.quoted(name)) not found"
         case .schemaNotFound(let collection): return "\(collection) has no schema"
         case .fileNotFound(let name): return "file \(Names.quoted(name)) not found"
+        case .blobNotFound(let sha256): return "no content \(sha256) is stored"
         case .schemaViolations(let collection, let count, let violations):
             let shown = violations.map { "\($0.id): \($0.reason)" }.joined(separator: "; ")
             return "cannot define the schema of \(collection): \(count) object(s) do not fit it: \(shown)\(count > violations.count ? "; …" : "")"
@@ -90,7 +93,7 @@ extension StoreError {
     public var code: String {
         switch self {
         case .invalid, .schemaViolations: return "bad_request"
-        case .notFound, .viewNotFound, .schemaNotFound, .fileNotFound: return "not_found"
+        case .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound: return "not_found"
         case .conflict: return "conflict"
         case .corrupted: return "internal"
         case .unusable: return "unavailable"
@@ -116,7 +119,7 @@ extension StoreError {
             for field in underlying.details { details[field.key] = field.value }
             return details
         case .recorded(_, _, let details): return details
-        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .corrupted, .unusable: return [:]
+        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound, .corrupted, .unusable: return [:]
         }
     }
 }

@@ -1,6 +1,7 @@
 import FolioClient
 import FolioCommandLine
 import FolioJSON
+import FolioModel
 import FolioProtocol
 import Foundation
 import Glibc

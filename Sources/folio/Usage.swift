@@ -43,7 +43,7 @@ enum Usage {
         The log
           events [--after N] [--limit N]
           watch [--after N] [--collection C]
-          export [--after N]
+          export [--after N] [--with-files]
           verify
           backup DIR
 
@@ -191,9 +191,11 @@ enum Usage {
             until interrupted.
             """,
         "export": """
-            usage: folio export [--after N] > events.jsonl
+            usage: folio export [--after N] [--with-files] > events.jsonl
 
-            Streams the log, one event per line, for `foliod import`.
+            Streams the log, one event per line, for `foliod import`. --with-files adds the content
+            of every file.put, in base64 lines of 512 KiB before the event that names it, so that the
+            import restores the files too.
             """,
         "verify": """
             usage: folio verify
@@ -205,7 +207,8 @@ enum Usage {
             usage: folio backup DIR
 
             Writes a consistent, compacted copy of the data directory into DIR (created if needed,
-            must be empty) while foliod keeps serving; the copy keeps the live store's modes. DIR
+            must be empty) while foliod keeps serving, with the content of every file in DIR/blobs
+            (hard links where DIR is on the same file system); the copy keeps the live store's modes. DIR
             must lie below foliod's backup-dir (by default backups in its data directory), and
             only an admin may back up. Start foliod with --data DIR to use the copy.
             """,

@@ -331,10 +331,14 @@ final class CLI {
     }
 
     /// Every event after N, one per line, then the end line `{"end":true,"lastSeq":...,"chainHead":...}`
-    /// that lets `foliod import` tell a complete export from a truncated one.
+    /// that lets `foliod import` tell a complete export from a truncated one. With `--with-files`, the
+    /// content of each `file.put` comes first, in content lines (`exportContent`), and the end line
+    /// says `"files":true`.
     private func export() throws {
         var after = UInt64(try arguments.integer("--after") ?? 0)
+        let withFiles = try arguments.flag("--with-files")
         try finishArguments()
+        var exportedContent = Set<String>()
         let connection = try connect()
         var chainHead: JSON = .string(String(repeating: "0", count: 64))
         var exported = after
@@ -347,6 +351,13 @@ final class CLI {
             else { throw ClientError.malformedResponse("events without events, next or lastSeq") }
             var lines: [UInt8] = []
             for event in events {
+                if withFiles, event.objectValue?["type"] == "file.put", let sha256 = event.objectValue?["sha256"]?.stringValue,
+                    exportedContent.insert(sha256).inserted
+                {
+                    FileHandle.standardOutput.write(Data(lines))
+                    lines = []
+                    try exportContent(sha256, connection)
+                }
                 lines += event.serialized()
                 lines.append(0x0A)
             }
@@ -358,7 +369,27 @@ final class CLI {
             guard next > after, next < last else { break }
             after = UInt64(next)
         }
-        output.jsonLine(["end": true, "lastSeq": .int(Int64(exported)), "chainHead": chainHead])
+        var end: JSONObject = ["end": true, "lastSeq": .int(Int64(exported)), "chainHead": chainHead]
+        if withFiles { end["files"] = true }
+        output.jsonLine(.object(end))
+    }
+
+    /// The content lines `{"blob","size","offset","data"}` of one blob, 512 KiB of it per line, read
+    /// by its hash. Content no longer stored was swept because no name refers to it any more: the
+    /// export's later events unbind its names, so it is left out.
+    private func exportContent(_ sha256: String, _ connection: FolioConnection) throws {
+        var offset: Int64 = 0
+        while true {
+            let answer = try connection.request(["op": "file.read", "sha256": .string(sha256), "offset": .int(offset)])
+            if offset == 0, answer.objectValue?["error"]?.objectValue?["code"] == "not_found" { return }
+            let piece = try result(of: answer).objectValue
+            guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue, let size = piece?["size"]?.integerValue else {
+                throw ClientError.malformedResponse("file.read without data, length or size")
+            }
+            output.jsonLine(["blob": .string(sha256), "size": .int(size), "offset": .int(offset), "data": .string(text)])
+            offset += length
+            if offset >= size || length == 0 { return }
+        }
     }
 
     private func verify() throws -> Int32 {

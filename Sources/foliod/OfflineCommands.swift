@@ -14,7 +14,7 @@ enum OfflineCommands {
 
     static let usage = """
         usage: foliod rebuild --data DIR     derive current state and every view again from the log
-               foliod verify --data DIR      check the hash chain, replay the log and compare (exit 1 on any mismatch)
+               foliod verify --data DIR      check the hash chain, replay the log and compare, re-hash every file's content (exit 1 on any mismatch)
                foliod import --data NEWDIR [FILE]   build a new store from `folio export` output (default: stdin)
         Each takes --request-key-ttl SECONDS (default 86400), as the daemon that serves the store does.
         """
@@ -89,6 +89,12 @@ enum OfflineCommands {
         if let broken = report.chainBrokenAt { print("CHAIN BROKEN at event \(broken): \(report.chainProblem ?? "")") }
         for mismatch in report.mismatches { print("MISMATCH \(mismatch.kind): \(mismatch.description)") }
         if report.omittedMismatches > 0 { print("... and \(report.omittedMismatches) more mismatches") }
+        print("blobs      \(report.blobsChecked) re-hashed (\(report.blobBytes) bytes)")
+        for blob in report.badBlobs {
+            let more = blob.omittedNames > 0 ? " and \(blob.omittedNames) more" : ""
+            print("BAD BLOB \(blob.problem): \(blob.description); bound to \(blob.names.joined(separator: ", "))\(more)")
+        }
+        if report.omittedBadBlobs > 0 { print("... and \(report.omittedBadBlobs) more bad blobs") }
         print(report.isConsistent ? "ok: the live state and views match the log" : "FAILED: the store does not match its log")
         return report.isConsistent ? 0 : 1
     }
@@ -102,6 +108,10 @@ enum OfflineCommands {
         let summary = try Importer(directory: directory, requestKeyRetention: retention).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
         meter.finish()
         print("imported \(summary.events) events into \(directory) in \(meter.elapsedText) (\(meter.rateText))")
+        if summary.blobs > 0 { print("blobs      \(summary.blobs) (\(summary.blobBytes) bytes)") }
+        if summary.missingBlobs > 0 {
+            print("warning: the export holds no content for \(summary.missingBlobs) blob(s) its files refer to (export with --with-files)")
+        }
         print("chain head \(summary.chainHead.hex)")
         print("digest     \(summary.digest.hex)")
         return 0

@@ -1,5 +1,6 @@
 import FolioHarness
 import FolioJSON
+import FolioModel
 import FolioProtocol
 import FolioStore
 import Foundation

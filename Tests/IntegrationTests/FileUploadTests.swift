@@ -2,6 +2,7 @@ import CFolioSystem
 import FolioClient
 import FolioHarness
 import FolioJSON
+import FolioModel
 import FolioProtocol
 import FolioStore
 import Foundation

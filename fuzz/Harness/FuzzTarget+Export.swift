@@ -15,7 +15,9 @@ extension FuzzTarget {
         let reader = ExportReader(nextLine: { source.next() })
         var events = 0
         do {
-            while let batch = try reader.next() { events += batch.count }
+            while let batch = try reader.next() {
+                for case .event in batch { events += 1 }
+            }
         } catch is ImportError {
             return nil
         } catch {

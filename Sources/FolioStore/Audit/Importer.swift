@@ -14,13 +14,25 @@ public struct ImportError: Error, CustomStringConvertible {
 /// Builds a new store from an export: one event per line, oldest first from sequence 1, then the
 /// trailer `{"end":true,"lastSeq":N,"chainHead":"..."}` that `folio export` writes last. Sequences
 /// must be continuous, each event's `hash` must match the chain, and the trailer must close it.
+/// Content lines (`folio export --with-files`, `ExportReader`) become blobs of the new store.
 /// The store is built in a temporary directory beside the target and moved into place only when
 /// everything checked out, so a damaged or truncated file leaves nothing behind.
+///
+/// A `file.put` whose content the export lacks is applied all the same: an export without
+/// `--with-files` has none, and one with it leaves out content swept before it was read (its
+/// names were gone by then, so a later event of the export unbinds them). An export whose end line
+/// says `"files":true` must hold the content of every file bound at its end; one without it is
+/// imported with `missingBlobs` counted.
 public struct Importer {
     public struct Summary: Sendable {
         public let events: UInt64
         public let chainHead: ChainHash
         public let digest: ChainHash
+        /// Blobs written from content lines, and their bytes.
+        public let blobs: UInt64
+        public let blobBytes: UInt64
+        /// Contents the imported names refer to that the export did not hold.
+        public let missingBlobs: UInt64
     }
 
     public let directory: String
@@ -64,9 +76,26 @@ public struct Importer {
         let store = try Store(directory: path, options: options)
         defer { store.close() }
         let reader = ExportReader(nextLine: nextLine)
+        var blob: BlobWriter?
+        defer { blob?.abandon() }
+        var blobBytes: UInt64 = 0
         try runPipelined(produce: { try reader.next() }, consume: { batch in
+            var events: [(line: Int, event: Event)] = []
+            for item in batch {
+                switch item {
+                case .event(let line, let event): events.append((line, event))
+                case .blobPiece(_, let sha256, let offset, let bytes, let isLast):
+                    if offset == 0 { blob = try BlobWriter(into: store.blobs, sha256: sha256) }
+                    try bytes.withUnsafeBytes { try blob!.append($0) }
+                    blobBytes += UInt64(bytes.count)
+                    if isLast {
+                        try blob!.finish()
+                        blob = nil
+                    }
+                }
+            }
             try store.write { writer in
-                for (line, event) in batch {
+                for (line, event) in events {
                     do {
                         _ = try writer.append(event, isolated: false)
                     } catch let error as StoreError {
@@ -74,10 +103,21 @@ public struct Importer {
                     }
                 }
             }
-            progress(batch.last?.event.sequence ?? 0)
+            if let last = events.last { progress(last.event.sequence) }
         })
+        let missing = try store.read { snapshot in
+            var missing: [String] = []
+            try snapshot.forEachBlob { sha256, _ in if reader.blobs[sha256] == nil { missing.append(sha256) } }
+            if reader.includesFiles, let first = missing.first {
+                let names = try snapshot.fileNames(boundTo: [first], limit: 1)[first] ?? []
+                throw ImportError(line: reader.lineNumber, message: "the export says it holds every file's content, but lacks \(first), bound to \(names.first ?? "?")")
+            }
+            return UInt64(missing.count)
+        }
         try store.environment.sync()
         try Environment.flushDirectory(path)
-        return Summary(events: reader.lastSequence, chainHead: reader.chain, digest: try store.read { try $0.digest() })
+        return Summary(
+            events: reader.lastSequence, chainHead: reader.chain, digest: try store.read { try $0.digest() },
+            blobs: UInt64(reader.blobs.count), blobBytes: blobBytes, missingBlobs: missing)
     }
 }

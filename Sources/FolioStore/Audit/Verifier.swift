@@ -6,12 +6,25 @@ import LMDB
 /// The outcome of a verification: the chain, the replay and every difference found.
 public struct VerificationReport: Sendable {
     public struct Mismatch: Sendable, Equatable {
-        /// `object`, `view`, `creationOrder`, `references`, `history`, `catalog`, `requestKeys`, `event`
+        /// `object`, `view`, `creationOrder`, `references`, `history`, `catalog`, `requestKeys`, `event`, `files`
         public let kind: String
         public let description: String
     }
 
+    /// A content some name refers to that the blob store does not hold intact.
+    public struct BadBlob: Sendable, Equatable {
+        public let sha256: String
+        /// `missing`, `changed` (another hash or size than the index says) or `unreadable`.
+        public let problem: String
+        public let description: String
+        /// The names bound to it, in name order, up to `maxNamesPerBlob`.
+        public let names: [String]
+        /// How many more names are bound to it than `names` lists.
+        public let omittedNames: UInt64
+    }
+
     public static let maxMismatches = 1000
+    public static let maxNamesPerBlob = 100
 
     public var lastSequence: UInt64 = 0
     public var chainHead = ChainHash.genesis
@@ -23,8 +36,14 @@ public struct VerificationReport: Sendable {
     public var digest = ChainHash.genesis
     public var mismatches: [Mismatch] = []
     public var omittedMismatches = 0
+    /// Blobs the snapshot's names refer to, each re-hashed from disk, and the bytes hashed.
+    public var blobsChecked: UInt64 = 0
+    public var blobBytes: UInt64 = 0
+    /// Up to `maxMismatches` blobs found missing or changed; `omittedBadBlobs` more.
+    public var badBlobs: [BadBlob] = []
+    public var omittedBadBlobs = 0
 
-    public var isConsistent: Bool { chainBrokenAt == nil && mismatches.isEmpty }
+    public var isConsistent: Bool { chainBrokenAt == nil && mismatches.isEmpty && badBlobs.isEmpty }
 
     mutating func add(_ kind: String, _ description: String) {
         if mismatches.count < Self.maxMismatches {
@@ -37,10 +56,11 @@ public struct VerificationReport: Sendable {
 
 extension Store {
     /// Checks the hash chain, replays the log into a scratch store in `scratchDirectory` (removed
-    /// afterwards) and compares it with the live state and views, all from one snapshot, so it can run
-    /// while writers go on.
+    /// afterwards), compares it with the live state and views, and re-hashes every blob a name
+    /// refers to, all from one snapshot, so it can run while writers go on. Sweeps are held off
+    /// meanwhile, so a blob of the snapshot whose names went since is still there to hash.
     public func verify(scratchDirectory: String, progress: (Progress) -> Void = { _ in }) throws -> VerificationReport {
-        try read { snapshot in
+        try blobs.holdingSweeps { try read { snapshot in
             var scratchOptions = Options()
             scratchOptions.sync = .noSync
             scratchOptions.mapSize = max(scratchOptions.mapSize, environment.info.mapSize)
@@ -60,9 +80,10 @@ extension Store {
             var verifier = Verifier(live: snapshot, scratch: scratch)
             try verifier.replay(progress: progress)
             try scratch.read { replayed in try verifier.compare(with: replayed) }
+            try verifier.checkBlobs(in: blobs)
             verifier.report.digest = try snapshot.digest()
             return verifier.report
-        }
+        } }
     }
 }
 
@@ -121,9 +142,52 @@ struct Verifier {
             report.add("catalog", "catalog entry \(String(decoding: difference.key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)) \(side(difference))")
         }
         raw = []
+        try Store.compare(liveDatabases.files, live.txn, replayedDatabases.files, replayed.txn, limit: 100, into: &raw)
+        for difference in raw {
+            let key = difference.key
+            let entry: String
+            switch key.first {
+            case UInt8(ascii: "n"): entry = "for name " + String(decoding: key.dropFirst(), as: UTF8.self)
+            case UInt8(ascii: "b"): entry = "for content " + hexString(key.dropFirst())
+            default: entry = "of the totals"
+            }
+            report.add("files", "file index entry \(entry) \(side(difference))")
+        }
+        raw = []
         try Store.compare(liveDatabases.requests, live.txn, replayedDatabases.requests, replayed.txn, limit: 100, into: &raw)
         for difference in raw {
             report.add("requestKeys", "request key entry \(String(decoding: difference.key.dropFirst().map { $0 < 0x20 || $0 > 0x7E ? UInt8(ascii: ".") : $0 }, as: UTF8.self)) \(side(difference))")
+        }
+    }
+
+    /// Re-hashes, in pieces, every blob the snapshot's names refer to, and names the files bound to
+    /// each one that is missing or changed.
+    mutating func checkBlobs(in blobs: BlobStore) throws {
+        var bad: [(sha256: String, problem: String, description: String)] = []
+        try live.forEachBlob { sha256, size in
+            report.blobsChecked += 1
+            switch blobs.hash(sha256) {
+            case .missing:
+                bad.append((sha256, "missing", "the content \(sha256) of \(size) bytes is missing from \(blobs.directory)"))
+            case .unreadable(let reason):
+                bad.append((sha256, "unreadable", "the content \(sha256) cannot be read: \(reason)"))
+            case .read(let actual, let actualSize):
+                report.blobBytes += actualSize
+                if actual != sha256 || actualSize != size {
+                    bad.append((sha256, "changed", "the content \(sha256) of \(size) bytes now holds \(actualSize) bytes hashing to \(actual)"))
+                }
+            }
+        }
+        guard !bad.isEmpty else { return }
+        report.omittedBadBlobs = max(0, bad.count - VerificationReport.maxMismatches)
+        bad = Array(bad.prefix(VerificationReport.maxMismatches))
+        let names = try live.fileNames(boundTo: Set(bad.map(\.sha256)), limit: VerificationReport.maxNamesPerBlob)
+        for blob in bad {
+            let listed = names[blob.sha256] ?? []
+            let users = try live.fileReferences(toBlob: blob.sha256)
+            report.badBlobs.append(.init(
+                sha256: blob.sha256, problem: blob.problem, description: blob.description, names: listed,
+                omittedNames: users - min(users, UInt64(listed.count))))
         }
     }
 
