@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),
         // Event log, current state, views, replay: LMDB, no sockets.
-        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "Failpoints"]),
+        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "CFolioSystem", "Failpoints"]),
         // Wire messages and codec: pure.
         .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"]),
         // A blocking client of the socket protocol (CLI, benchmark, tests).

@@ -200,3 +200,11 @@ ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed
     memcpy(CMSG_DATA(header), &passed, sizeof(int));
     return sendmsg(fd, &message, MSG_NOSIGNAL | flags);
 }
+
+ssize_t folio_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t length) {
+    loff_t from = *in_offset, to = *out_offset;
+    ssize_t count = copy_file_range(in, &from, out, &to, length, 0);
+    *in_offset = from;
+    *out_offset = to;
+    return count;
+}

@@ -244,8 +244,10 @@ final class ReadHandler: Sendable {
                 throw StoreError.corrupted("the content of \(what) is shorter than its \(size) bytes")
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
-                writer.writeRaw("{\"data\":")
-                writer.write(Base64.encode(bytes))
+                // Base64 needs no escaping: written straight into the line.
+                writer.writeRaw("{\"data\":\"")
+                bytes.withUnsafeBytes { Base64.encode($0, appendingTo: &writer.bytes) }
+                writer.writeRaw("\"")
                 writer.writeKey("offset")
                 writer.write(start)
                 writer.writeKey("length")

@@ -1,3 +1,5 @@
+import CFolioSystem
+import Dispatch
 import FolioModel
 import Foundation
 import Glibc
@@ -73,25 +75,26 @@ public final class BlobStore: Sendable {
         let (fd, temporary) = try makeTemporaryFile()
         defer { close(fd) }
         do {
+            let size = try copy(from: source, to: fd, path: temporary, maxSize: maxSize)
+            // What is hashed is this copy, whatever the client's file does meanwhile; the copy is
+            // flushed on another thread while it is hashed.
+            let flushed = FlushResult()
+            let group = DispatchGroup()
+            DispatchQueue.global().async(group: group) { flushed.error = fsync(fd) == 0 ? 0 : errno }
             let hasher = SHA256Hasher()
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            var size: UInt64 = 0
-            while true {
-                let count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, $0.count, off_t(size)) }
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw StoreError.invalid("the file passed cannot be read: \(String(cString: strerror(errno)))")
+            if size > 0 {
+                guard let mapping = mmap(nil, Int(size), PROT_READ, MAP_SHARED, fd, 0), mapping != MAP_FAILED else {
+                    group.wait()
+                    throw failure("mmap \(temporary)")
                 }
-                if count == 0 { break }
-                guard size + UInt64(count) <= maxSize else {
-                    throw StoreError.invalid("the file passed grew past the largest foliod takes (\(maxSize) bytes, --file-max-size)")
-                }
-                try buffer.withUnsafeBytes { bytes in
-                    let piece = UnsafeRawBufferPointer(rebasing: bytes[..<count])
-                    hasher.update(piece)
-                    try writeAll(piece, to: fd, at: size, path: temporary)
-                }
-                size += UInt64(count)
+                madvise(mapping, Int(size), MADV_SEQUENTIAL)
+                hasher.update(UnsafeRawBufferPointer(start: mapping, count: Int(size)))
+                munmap(mapping, Int(size))
+            }
+            group.wait()
+            if flushed.error != 0 {
+                errno = flushed.error
+                throw failure("fsync \(temporary)")
             }
             let sha256 = hexString(hasher.finalize())
             try adopt(fd: fd, path: temporary, sha256: sha256)
@@ -99,6 +102,48 @@ public final class BlobStore: Sendable {
         } catch {
             unlink(temporary)
             throw error
+        }
+    }
+
+    /// What the flushing thread of `store(fromDescriptor:)` found.
+    private final class FlushResult: @unchecked Sendable {
+        var error: Int32 = 0
+    }
+
+    /// Copies all of `source` from its start into `fd`, in the kernel where it can
+    /// (`copy_file_range`), else through a buffer; refuses more than `maxSize` bytes.
+    private func copy(from source: Int32, to fd: Int32, path: String, maxSize: UInt64) throws -> UInt64 {
+        var copied: UInt64 = 0
+        var inKernel = true
+        var buffer: [UInt8] = []
+        while true {
+            let wanted = Int(min(UInt64(1 << 30), maxSize + 1 - copied))
+            var count: Int
+            if inKernel {
+                var from = Int64(copied)
+                var to = Int64(copied)
+                count = folio_copy_file_range(source, &from, fd, &to, wanted)
+                if count < 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(errno) && copied == 0 {
+                    inKernel = false
+                    continue
+                }
+            } else {
+                if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 1 << 20) }
+                count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, min($0.count, wanted), off_t(copied)) }
+                if count > 0 {
+                    try buffer.withUnsafeBytes { try writeAll(UnsafeRawBufferPointer(rebasing: $0[..<count]), to: fd, at: copied, path: path) }
+                }
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == ENOSPC || errno == EDQUOT { throw failure("copy into \(path)") }
+                throw StoreError.invalid("the file passed cannot be read: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return copied }
+            copied += UInt64(count)
+            guard copied <= maxSize else {
+                throw StoreError.invalid("the file passed grew past the largest foliod takes (\(maxSize) bytes, --file-max-size)")
+            }
         }
     }
 

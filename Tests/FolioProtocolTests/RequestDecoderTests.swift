@@ -194,6 +194,26 @@ import Testing
             #expect(text == Data(bytes).base64EncodedString())
             #expect(try Base64.decode(text.utf8, field: "data") == bytes)
         }
+        // Long texts, as file pieces are: the same bytes as Foundation's, and a bad character found
+        // where it stands in any group.
+        var random = SystemRandomNumberGenerator()
+        for length in [1000, 4095, 65537] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let text = Base64.encode(bytes)
+            #expect(text == Data(bytes).base64EncodedString())
+            #expect(try Base64.decode(text.utf8, field: "data") == bytes)
+            for bad in ["-", "=", "*"] {
+                let offset = Int.random(in: 0..<(text.utf8.count - 4), using: &random)
+                var characters = Array(text.utf8)
+                characters[offset] = bad.utf8.first!
+                #expect(throws: ValidationError.self) { try Base64.decode(String(decoding: characters, as: UTF8.self).utf8, field: "data") }
+                do {
+                    _ = try Base64.decode(String(decoding: characters, as: UTF8.self).utf8, field: "data")
+                } catch {
+                    #expect(error.message == "field \"data\": invalid base64 at offset \(offset)")
+                }
+            }
+        }
         for (text, offset) in [("ab-d", 2), ("abc=abcd", 3), ("a===", 1), ("ab=c", 2), ("abcd\nabc", 4)] {
             #expect(throws: ValidationError.self) { try Base64.decode(text.utf8, field: "data") }
             do {
