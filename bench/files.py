@@ -105,8 +105,10 @@ def put_pieces(client, content, name):
     upload = client.request({"op": "file.begin", "name": name, "size": len(content)})["upload"]
     in_flight = 0
     for offset in range(0, len(content), PIECE):
-        piece = base64.b64encode(content[offset:offset + PIECE]).decode()
-        client.send({"op": "file.write", "upload": upload, "offset": offset, "data": piece})
+        # The line written out rather than through json.dumps: the client, not foliod, is what
+        # would be measured otherwise.
+        piece = base64.b64encode(content[offset:offset + PIECE])
+        client.sock.sendall(b'{"op":"file.write","upload":"%s","offset":%d,"data":"%s"}\n' % (upload.encode(), offset, piece))
         in_flight += 1
         if in_flight >= 8:
             client.read()
@@ -128,8 +130,22 @@ def read_pieces(client, name, target):
     with open(target, "wb") as out:
         offset = 0
         while True:
-            piece = client.request({"op": "file.read", "name": name, "offset": offset})
-            out.write(base64.b64decode(piece["data"]))
+            # The data sliced out of the line rather than through json.loads: the client, not
+            # foliod, is what would be measured otherwise.
+            client.send({"op": "file.read", "name": name, "offset": offset})
+            while b"\n" not in client.buffer:
+                data, _, _, _ = socket.recv_fds(client.sock, 1 << 20, 4)
+                if not data:
+                    raise RuntimeError("foliod closed the connection")
+                client.buffer += data
+            line, client.buffer = client.buffer.split(b"\n", 1)
+            start = line.find(b'"data":"')
+            if start < 0:
+                raise RuntimeError(f"foliod: {line[:300]}")
+            end = line.index(b'"', start + 8)
+            out.write(base64.b64decode(line[start + 8:end]))
+            # What follows the data: ,"offset":…,"length":…,"size":…}}
+            piece = json.loads(b"{" + line[end + 2:-2] + b"}")
             offset += piece["length"]
             if offset >= piece["size"] or piece["length"] == 0:
                 break
@@ -150,10 +166,17 @@ def read_descriptor(client, name, target):
     os.unlink(target)
 
 
-def rss_kib(pid):
+def cpu_seconds(pid):
+    """User and system CPU time of the process so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid, field="VmRSS:"):
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     return 0
 
@@ -174,8 +197,13 @@ def main():
     counter = 0
     rows = []
 
-    def median_seconds(body, reps):
-        return statistics.median(timed(body) for _ in range(reps))
+    cpu = {}
+
+    def median_seconds(body, reps, kind):
+        before = cpu_seconds(pid)
+        seconds = statistics.median(timed(body) for _ in range(reps))
+        cpu[(label, kind)] = (cpu_seconds(pid) - before) / reps
+        return seconds
 
     for label in sizes:
         size = parse_size(label)
@@ -191,6 +219,7 @@ def main():
         def put_with(kind):
             nonlocal counter
             times = []
+            before = cpu_seconds(pid)
             for _ in range(reps):
                 counter += 1
                 content = fresh(base, counter)
@@ -202,6 +231,7 @@ def main():
                     times.append(timed(lambda: put_pieces(client, content, name)))
                 else:
                     times.append(timed(lambda: put_inline(client, content, name)))
+            cpu[(label, "put " + kind)] = (cpu_seconds(pid) - before) / reps
             return mb / statistics.median(times), name
 
         if 4 * ((size + 2) // 3) + 200 <= max_line:
@@ -212,8 +242,8 @@ def main():
         blob = client.request({"op": "file.get", "name": stored})["sha256"]
         blob_path = os.path.join(work, "data", "blobs", blob[:2], blob[2:])
         row["cp of blob"] = mb / statistics.median(cp(blob_path, target, False) for _ in range(reps))
-        row["read pieces"] = mb / median_seconds(lambda: read_pieces(client, stored, target), reps)
-        row["read fd"] = mb / median_seconds(lambda: read_descriptor(client, stored, target), reps)
+        row["read pieces"] = mb / median_seconds(lambda: read_pieces(client, stored, target), reps, "read pieces")
+        row["read fd"] = mb / median_seconds(lambda: read_descriptor(client, stored, target), reps, "read fd")
         rows.append(row)
         if label == sizes[-1]:
             # The same content again under a new name: hashed, found, not stored again.
@@ -237,16 +267,24 @@ def main():
             parts.append(f"{kind} {row['cp of blob'] / row[kind]:.2f}x cp's time")
         print("  ".join(parts))
     print(dedup_line)
+    print()
+    print("foliod's CPU time per operation (ms; user + system, all its threads; the rest of each operation's time is the client's and the disk's)")
+    kinds = ["put inline", "put pieces", "put fd", "read pieces", "read fd"]
+    print(" ".join(f"{c:>11}" for c in ["size"] + kinds))
+    for row in rows:
+        print(" ".join([f"{row['size']:>11}"] + [f"{cpu[(row['size'], k)] * 1000:>11.1f}" if (row["size"], k) in cpu else f"{'-':>11}" for k in kinds]))
 
     # Memory: N clients upload 100 MiB each in pieces at once.
     content = os.urandom(100 << 20)
-    peak = [rss_kib(pid)]
+    peak = [rss_kib(pid), rss_kib(pid, "RssAnon:"), rss_kib(pid, "RssFile:")]
     before = peak[0]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
             peak[0] = max(peak[0], rss_kib(pid))
+            peak[1] = max(peak[1], rss_kib(pid, "RssAnon:"))
+            peak[2] = max(peak[2], rss_kib(pid, "RssFile:"))
             time.sleep(0.05)
 
     def upload(index):
@@ -265,7 +303,7 @@ def main():
     sampler.join()
     print(f"{uploaders} clients uploading 100 MiB each in pieces at once: {seconds:.1f} s "
           f"({uploaders * 100 * 1.048576 / seconds:.0f} MB/s together); foliod RSS {before / 1024:.0f} MiB before, "
-          f"{peak[0] / 1024:.0f} MiB at most, {rss_kib(pid) / 1024:.0f} MiB after")
+          f"{peak[0] / 1024:.0f} MiB at most (anonymous {peak[1] / 1024:.0f}, file-backed {peak[2] / 1024:.0f}), {rss_kib(pid) / 1024:.0f} MiB after")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,21 @@ public struct JSONParser: ~Copyable {
         position += 1
         let start = position
         var ascii = true
+        // Fastest path: 16 bytes at a time while none of them ends the string, escapes or needs a
+        // look (a control character, or a byte of multi-byte UTF-8): long strings (base64 pieces
+        // of files) are mostly that.
+        if let base = bytes.baseAddress {
+            let quote = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
+            let backslash = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
+            let space = SIMD16<UInt8>(repeating: 0x20)
+            let high = SIMD16<UInt8>(repeating: 0x80)
+            while position + 16 <= bytes.count {
+                let chunk = (base + position).loadUnaligned(as: SIMD16<UInt8>.self)
+                let stops = (chunk .== quote) .| (chunk .== backslash) .| (chunk .< space) .| (chunk .>= high)
+                if any(stops) { break }
+                position += 16
+            }
+        }
         // Fast path: no escapes.
         while position < bytes.count {
             let byte = bytes[position]

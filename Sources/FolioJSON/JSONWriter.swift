@@ -92,7 +92,19 @@ public struct JSONWriter {
         var string = string
         string.withUTF8 { utf8 in
             var runStart = 0
-            for index in 0..<utf8.count {
+            // 16 bytes at a time while none needs escaping (long strings: base64 of file pieces).
+            var clean = 0
+            if let base = utf8.baseAddress {
+                let quote = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
+                let backslash = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
+                let space = SIMD16<UInt8>(repeating: 0x20)
+                while clean + 16 <= utf8.count {
+                    let chunk = UnsafeRawPointer(base + clean).loadUnaligned(as: SIMD16<UInt8>.self)
+                    if any((chunk .== quote) .| (chunk .== backslash) .| (chunk .< space)) { break }
+                    clean += 16
+                }
+            }
+            for index in clean..<utf8.count {
                 let byte = utf8[index]
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
