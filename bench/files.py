@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -244,6 +245,29 @@ def main():
         row["cp of blob"] = mb / statistics.median(cp(blob_path, target, False) for _ in range(reps))
         row["read pieces"] = mb / median_seconds(lambda: read_pieces(client, stored, target), reps, "read pieces")
         row["read fd"] = mb / median_seconds(lambda: read_descriptor(client, stored, target), reps, "read fd")
+        folio = os.environ.get("FOLIO_BIN")
+        if folio and label == sizes[-1]:
+            # The same paths through the Swift CLI, a client that costs less than this script.
+            environment = dict(os.environ, FOLIO_SOCKET=socket_path)
+            cli = {}
+            for kind, flags in [("put pieces", ["--pieces"]), ("put fd", [])]:
+                times = []
+                for _ in range(reps):
+                    counter += 1
+                    write_file(source, fresh(base, counter))
+                    command = [folio, "file", "put", source, "--name", f"bench/cli/{counter}"] + flags
+                    times.append(timed(lambda: subprocess.run(command, env=environment, check=True, stdout=subprocess.DEVNULL)))
+                cli[kind] = mb / statistics.median(times)
+            for kind, flags in [("read pieces", ["--pieces"]), ("read fd", [])]:
+                with open(target, "wb") as out:
+                    command = [folio, "file", "get", stored] + flags
+                    cli[kind] = mb / statistics.median(
+                        timed(lambda: subprocess.run(command, env=environment, check=True, stdout=out)) for _ in range(reps))
+                os.unlink(target)
+            cli_line = (f"the folio CLI, {label}: put in pieces {cli['put pieces']:.1f} MB/s ({row['cp+fsync'] / cli['put pieces']:.2f}x cp+fsync's time), "
+                        f"put by descriptor {cli['put fd']:.1f} MB/s ({row['cp+fsync'] / cli['put fd']:.2f}x), "
+                        f"get in pieces {cli['read pieces']:.1f} MB/s ({row['cp of blob'] / cli['read pieces']:.2f}x cp's time), "
+                        f"get by descriptor {cli['read fd']:.1f} MB/s ({row['cp of blob'] / cli['read fd']:.2f}x)")
         rows.append(row)
         if label == sizes[-1]:
             # The same content again under a new name: hashed, found, not stored again.
@@ -267,6 +291,8 @@ def main():
             parts.append(f"{kind} {row['cp of blob'] / row[kind]:.2f}x cp's time")
         print("  ".join(parts))
     print(dedup_line)
+    if os.environ.get("FOLIO_BIN"):
+        print(cli_line)
     print()
     print("foliod's CPU time per operation (ms; user + system, all its threads; the rest of each operation's time is the client's and the disk's)")
     kinds = ["put inline", "put pieces", "put fd", "read pieces", "read fd"]

@@ -12,6 +12,6 @@ source "$(dirname "$0")/lib.sh"
 build
 FOLIOD_ARGS="--max-line 2097152 --file-grace 1" start_foliod "$WORK/data"
 header "$@"
-python3 bench/files.py "$WORK/folio.sock" "$WORK" "$FOLIO_PID" "$@"
+FOLIO_BIN="$BIN/folio" python3 bench/files.py "$WORK/folio.sock" "$WORK" "$FOLIO_PID" "$@"
 echo
 echo "load:    $(cut -d ' ' -f 1-3 /proc/loadavg) (1, 5, 15 min) after"

@@ -175,6 +175,34 @@ import Testing
         }
     }
 
+    /// A crash inside a commit, before its blob is renamed into place or before its event commits:
+    /// after restart the name is not bound, no temporary file is left, and a blob that made it into
+    /// place without its event goes after the grace period.
+    @Test(arguments: ["blob.beforeRename", "writer.beforeCommit"])
+    func aCrashDuringACommitBindsNothingAndLeaksNothing(failpoint: String) throws {
+        try withTemporaryDirectory { directory in
+            let daemon = RunningDaemon(directory: directory, arguments: ["--file-grace", "1"])
+            defer { daemon.shutDown() }
+            daemon.environment = ["FOLIO_FAILPOINTS": "\(failpoint)=crash"]
+            try daemon.start()
+            let connection = try daemon.connect()
+            let content = Files.randomBytes(600_000, seed: 28)
+            let upload = try Self.begin(connection, ["name": "crash.bin", "size": 600_000])
+            #expect(try Self.write(connection, upload, 0, content[..<300_000]).isOK)
+            #expect(try Self.write(connection, upload, 300_000, content[300_000...]).isOK)
+            try connection.send(["op": "file.commit", "upload": .string(upload)])
+            #expect(daemon.waitForExit(timeout: 30) == 86, "\(daemon.log)")
+            daemon.environment = [:]
+            try daemon.start()
+            #expect(Files.temporaryFiles(daemon).isEmpty)
+            #expect(try daemon.request(["op": "file.get", "name": "crash.bin"]).errorCode == "not_found")
+            let deadline = Date().addingTimeInterval(20)
+            while !Files.blobs(daemon).isEmpty && Date() < deadline { usleep(100_000) }
+            #expect(Files.blobs(daemon).isEmpty, "no blob outlives the grace period without a name")
+            #expect(try daemon.request(["op": "verify"]).result?["ok"] == true)
+        }
+    }
+
     @Test func aDescriptorPassedWithTheLineIsStoredAndOneComesBackForReading() throws {
         try withRunningDaemon { daemon in
             let content = Files.randomBytes(3_000_000, seed: 25)
