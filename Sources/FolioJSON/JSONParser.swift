@@ -188,21 +188,7 @@ public struct JSONParser: ~Copyable {
         position += 1
         let start = position
         var ascii = true
-        // Fastest path: 16 bytes at a time while none of them ends the string, escapes or needs a
-        // look (a control character, or a byte of multi-byte UTF-8): long strings (base64 pieces
-        // of files) are mostly that.
-        if let base = bytes.baseAddress {
-            let quote = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
-            let backslash = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
-            let space = SIMD16<UInt8>(repeating: 0x20)
-            let high = SIMD16<UInt8>(repeating: 0x80)
-            while position + 16 <= bytes.count {
-                let chunk = (base + position).loadUnaligned(as: SIMD16<UInt8>.self)
-                let stops = (chunk .== quote) .| (chunk .== backslash) .| (chunk .< space) .| (chunk .>= high)
-                if any(stops) { break }
-                position += 16
-            }
-        }
+        if bytes.count - position >= 64 { skipPlainRun() }
         // Fast path: no escapes.
         while position < bytes.count {
             let byte = bytes[position]
@@ -257,6 +243,23 @@ public struct JSONParser: ~Copyable {
             }
         }
         throw JSONError(message: "unterminated string", offset: start - 1)
+    }
+
+    /// The fastest path of a string: 16 bytes at a time while none of them ends it, escapes or
+    /// needs a look (a control character, or a byte of multi-byte UTF-8). Long strings (base64
+    /// pieces of files) are mostly that; short ones do not come here, where it would cost more
+    /// than it saves.
+    private mutating func skipPlainRun() {
+        guard let base = bytes.baseAddress else { return }
+        let quote = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
+        let backslash = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
+        let space = SIMD16<UInt8>(repeating: 0x20)
+        let high = SIMD16<UInt8>(repeating: 0x80)
+        while position + 16 <= bytes.count {
+            let chunk = (base + position).loadUnaligned(as: SIMD16<UInt8>.self)
+            if any((chunk .== quote) .| (chunk .== backslash) .| (chunk .< space) .| (chunk .>= high)) { return }
+            position += 16
+        }
     }
 
     private mutating func readHex4() throws(JSONError) -> UInt32 {

@@ -94,7 +94,7 @@ public struct JSONWriter {
             var runStart = 0
             // 16 bytes at a time while none needs escaping (long strings: base64 of file pieces).
             var clean = 0
-            if let base = utf8.baseAddress {
+            if utf8.count >= 64, let base = utf8.baseAddress {
                 let quote = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
                 let backslash = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
                 let space = SIMD16<UInt8>(repeating: 0x20)

@@ -7,20 +7,12 @@ import FolioModel
 public enum UploadOperation: Sendable {
     case put(FileUpload)
     /// `file.put {fd: true}`: the content is the regular file whose descriptor came with the line
-    /// (SCM_RIGHTS), read from its start; the server sets `descriptor` as it takes the line.
+    /// (SCM_RIGHTS), read from its start; the server sets `descriptor` when the op's turn comes.
     case putDescriptor(UploadPlan, descriptor: Int32)
     case begin(UploadPlan)
     case write(upload: String, offset: UInt64, base64: String)
     case commit(upload: String)
     case abort(upload: String)
-}
-
-extension UploadOperation {
-    /// The descriptor a `file.put {fd: true}` holds, for whoever drops the op unrun to close.
-    public var descriptor: Int32? {
-        if case .putDescriptor(_, let descriptor) = self, descriptor >= 0 { return descriptor }
-        return nil
-    }
 }
 
 /// What `file.begin` declares: where the content will go once committed, and what it must be.

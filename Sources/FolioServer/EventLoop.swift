@@ -249,12 +249,6 @@ final class EventLoop: @unchecked Sendable {
                     if case .decoding(id, _) = $0 { return true } else { return false }
                 }) {
                     connection.pending[index] = item
-                    if case .upload(let request, .putDescriptor, let arrival) = item {
-                        // Descriptors go to lines in the order they are taken, which a line decoded
-                        // apart would upset.
-                        let error = ProtocolError(.badRequest, "file.put with \"fd\" must be a line shorter than \(Self.offloadedLineBytes) bytes")
-                        connection.pending[index] = .failure(RequestDecoder.TaggedError(tag: request.tag, error: error), arrival)
-                    }
                 }
                 dispatchPending(connection)
                 markForFlush(connection)
@@ -365,22 +359,6 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// A `file.put {fd: true}` takes the oldest descriptor passed and not yet taken.
-    private func attachDescriptor(_ decoded: inout Result<Request, RequestDecoder.TaggedError>, _ connection: Connection) {
-        guard case .success(var request) = decoded, case .upload(.putDescriptor(let plan, _)) = request.operation else { return }
-        guard !connection.receivedDescriptors.isEmpty else {
-            decoded = .failure(
-                RequestDecoder.TaggedError(
-                    tag: request.tag,
-                    error: ProtocolError(
-                        .badRequest,
-                        "file.put with \"fd\": no descriptor came with this line (pass one open file with SCM_RIGHTS, sent with the line)")))
-            return
-        }
-        request.operation = .upload(.putDescriptor(plan, descriptor: connection.receivedDescriptors.removeFirst()))
-        decoded = .success(request)
-    }
-
     /// The peer sent EOF: a last line without a newline still counts; answer everything, then close.
     private func finishInput(_ connection: Connection) {
         let received = monotonicMicroseconds()
@@ -430,8 +408,7 @@ final class EventLoop: @unchecked Sendable {
         connection.requestCount += 1
         pendingDelta += 1
         guard size >= Self.offloadedLineBytes else {
-            var decoded = RequestDecoder.decode(line)
-            attachDescriptor(&decoded, connection)
+            let decoded = RequestDecoder.decode(line)
             // A read with nothing before it on the connection starts at once, without a turn in
             // the queue (pipelined gets: the copies into and out of it were a fifth of their cost).
             if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
@@ -499,13 +476,25 @@ final class EventLoop: @unchecked Sendable {
                 }
                 toSubmit.append(job)
                 connection.writesInFlight += 1
-            case .upload(let request, let operation, let arrival):
+            case .upload(let request, var operation, let arrival):
                 guard connection.readsInFlight == 0, connection.uploadsStoring == 0 else { return }
                 if let denial = AccessControl.denial(request, connection.access, reader: reader) {
                     guard connection.writesInFlight == 0 else { return }
-                    if let descriptor = operation.descriptor { Glibc.close(descriptor) }
                     refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
+                }
+                if case .putDescriptor(let plan, _) = operation {
+                    // Uploads start one at a time in line order, and a line's descriptor came with
+                    // its bytes: the oldest descriptor not taken is this line's.
+                    guard !connection.receivedDescriptors.isEmpty else {
+                        guard connection.writesInFlight == 0 else { return }
+                        let error = ProtocolError(
+                            .badRequest, "file.put with \"fd\": no descriptor came with this line (pass one open file with SCM_RIGHTS, sent with the line)")
+                        Response.appendFailure(tag: request.tag, error: error, to: &connection.output)
+                        answered(arrival, error.code, connection)
+                        break
+                    }
+                    operation = .putDescriptor(plan, descriptor: connection.receivedDescriptors.removeFirst())
                 }
                 connection.writesInFlight += 1
                 connection.uploadsStoring += 1
@@ -831,9 +820,6 @@ final class EventLoop: @unchecked Sendable {
         connection.accountedBytes = 0
         for descriptor in connection.receivedDescriptors { Glibc.close(descriptor) }
         for (_, descriptor) in connection.outgoingDescriptors { Glibc.close(descriptor) }
-        for case .upload(_, let operation, _) in connection.pending[connection.pendingHead...] {
-            if let descriptor = operation.descriptor { Glibc.close(descriptor) }
-        }
         connection.receivedDescriptors = []
         connection.outgoingDescriptors = []
         connection.output = []
