@@ -77,6 +77,40 @@ extension JSON {
     }
 }
 
+extension JSON {
+    /// Writes `canonical.serialized()`'s bytes without building the canonical value: objects of
+    /// one field (most of a `where`) need no sorting, and none allocates a tree.
+    public func writeCanonical(to writer: inout JSONWriter) {
+        switch self {
+        case .array(let elements):
+            writer.bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+                element.writeCanonical(to: &writer)
+            }
+            writer.bytes.append(UInt8(ascii: "]"))
+        case .object(let object):
+            writer.bytes.append(UInt8(ascii: "{"))
+            let fields = object.fields
+            func write(_ field: JSONObject.Field, first: Bool) {
+                if !first { writer.bytes.append(UInt8(ascii: ",")) }
+                writer.write(field.key)
+                writer.bytes.append(UInt8(ascii: ":"))
+                field.value.writeCanonical(to: &writer)
+            }
+            if fields.count <= 1 {
+                for field in fields { write(field, first: true) }
+            } else {
+                let order = fields.indices.sorted { fields[$0].key.utf8.lexicographicallyPrecedes(fields[$1].key.utf8) }
+                for (position, index) in order.enumerated() { write(fields[index], first: position == 0) }
+            }
+            writer.bytes.append(UInt8(ascii: "}"))
+        default:
+            writer.write(self)
+        }
+    }
+}
+
 extension JSON: CustomStringConvertible {
     public var description: String { String(decoding: serialized(), as: UTF8.self) }
 }

@@ -54,20 +54,29 @@ public struct Query: Sendable {
     /// Identifies the query's order and filter, so a cursor is only accepted by the query that made
     /// it (however its where and sort were spelled).
     public var fingerprint: [UInt8] {
-        var identity: [UInt8] = []
+        // Written piece by piece into one buffer: a page that has more computes it for its `next`.
+        var writer = JSONWriter(capacity: 256)
+        func add(_ text: String) { writer.bytes.append(contentsOf: text.utf8) }
         var order = sort
         switch source {
         case .collection(let name):
-            identity += Array("c:\(name)".utf8)
+            add("c:")
+            add(name)
             order = sort ?? SortOrder.creation
-        case .view(let name): identity += Array("v:\(name)".utf8)
-        case .links(let collection, let id, let field): identity += Array("l:\(collection)/\(id)\u{0}\(field.joined(separator: "."))".utf8)
+        case .view(let name):
+            add("v:")
+            add(name)
+        case .links(let collection, let id, let field):
+            add("l:\(collection)/\(id)\u{0}")
+            add(field.joined(separator: "."))
         case .backlinks(let collection, let id, let sourceCollection, let path):
-            identity += Array("b:\(collection)/\(id)\u{0}\(sourceCollection).\(path)".utf8)
+            add("b:\(collection)/\(id)\u{0}\(sourceCollection).\(path)")
         }
-        identity += [0] + Array((order?.description ?? "").utf8) + [0, descending ? 1 : 0, 0]
-        if let whereJSON { identity += whereJSON.canonical.serialized() }
-        return PageCursor.digest(identity)
+        writer.bytes.append(0)
+        if let order { add(order.description) }
+        writer.bytes.append(contentsOf: [0, descending ? 1 : 0, 0])
+        whereJSON?.writeCanonical(to: &writer)
+        return PageCursor.digest(writer.bytes)
     }
 }
 
@@ -150,16 +159,17 @@ public struct PageCursor: Sendable, Equatable {
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
+    /// Base64's digits with `-` and `_` for `+` and `/`, and no padding.
     public static func encode(_ bytes: [UInt8]) -> String {
         var text: [UInt8] = []
-        text.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value: UInt32 = 0
-            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
-            for position in 0...chunk.count { text.append(alphabet[Int((value >> (18 - 6 * position)) & 63)]) }
-            index += 3
+        bytes.withUnsafeBytes { Base64.encode($0, appendingTo: &text) }
+        while text.last == UInt8(ascii: "=") { text.removeLast() }
+        for index in text.indices {
+            if text[index] == UInt8(ascii: "+") {
+                text[index] = UInt8(ascii: "-")
+            } else if text[index] == UInt8(ascii: "/") {
+                text[index] = UInt8(ascii: "_")
+            }
         }
         return String(decoding: text, as: UTF8.self)
     }

@@ -26,7 +26,7 @@ struct StoreTransaction {
 
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
         if let cached = cache?.lookup(key) { return cached }
-        return try lmdb.get(trees, key.bytes).map { Array($0) }
+        return try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } }
     }
 
     /// A record about to be changed and stored again: taken out of a top-level cache, so that it is
@@ -81,6 +81,12 @@ final class TreeNodeCache {
             withUnsafeBytes(of: tree.bigEndian) { bytes.append(contentsOf: $0) }
             withUnsafeBytes(of: node.bigEndian) { bytes.append(contentsOf: $0) }
             return bytes
+        }
+
+        /// `bytes` without an array: the 12 bytes on the stack, for a lookup.
+        func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+            var raw = (tree.bigEndian, UInt32(truncatingIfNeeded: node >> 32).bigEndian, UInt32(truncatingIfNeeded: node).bigEndian)
+            return try withUnsafeBytes(of: &raw) { try body($0) }
         }
     }
 

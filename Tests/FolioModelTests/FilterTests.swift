@@ -227,4 +227,14 @@ import Testing
             }
         }
     }
+
+    @Test func base64URLIsBase64WithTheURLAlphabetAndNoPadding() throws {
+        for length in 0..<70 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) }
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == expected)
+            #expect(Base64URL.decode(expected) == bytes)
+        }
+    }
 }
