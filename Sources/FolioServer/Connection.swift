@@ -94,7 +94,7 @@ final class Connection: @unchecked Sendable {
     /// Descriptors the peer passed (SCM_RIGHTS) that no `file.put {fd: true}` has taken yet, oldest
     /// first; at most `maxHeldDescriptors`, more are closed as they arrive.
     var receivedDescriptors: [Int32] = []
-    static let maxHeldDescriptors = 4
+    static let maxHeldDescriptors = 16
     /// Descriptors to pass with answers (`file.read {fd: true}`): each goes with the byte of
     /// `output` at `offset`, the start of its answer's line.
     var outgoingDescriptors: [(offset: Int, fd: Int32)] = []
