@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Replay and audit: writes N events (default 1,000,000) into a fresh foliod, then times `folio export`,
 # online `folio verify`, and with the daemon stopped `foliod rebuild`, `foliod verify` and
-# `foliod import` of the export; checks that every digest agrees. Then watch delivery latency: 100
+# `foliod import` of the export; checks that every digest agrees; and prints each rate as a ratio to
+# raw LMDB ingest of the same export on the same disk (bench/lmdb_ingest.c: each event appended to a
+# log and put as a state record, commits of 10,000, no decoding, hashing or views). Then watch delivery latency: 100
 # watchers on a fresh foliod under a steady durable write load.
 #
 #   bench/replay.sh [EVENTS]
@@ -11,6 +13,9 @@ source "$(dirname "$0")/lib.sh"
 EVENTS="${1:-1000000}"
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f events/s", n / s }'; }
+# The events/s figure of a line ("... 91199 events/s ...").
+per_second() { sed -n 's/.*[^0-9]\([0-9][0-9]*\) events\/s.*/\1/p' | head -n 1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 digest_of() { sed -n 's/^digest *//p'; }
 
@@ -22,17 +27,31 @@ export FOLIO_SOCKET="$WORK/folio.sock"
 LIVE_DIGEST=$("$BIN/folio" stats | sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p')
 
 start=$(date +%s%N); "$BIN/folio" export > "$WORK/events.jsonl"; end=$(date +%s%N)
-s=$(elapsed "$start" "$end"); echo "export (folio export, over the socket): $EVENTS events in $s s: $(rate "$EVENTS" "$s"), $(du -h "$WORK/events.jsonl" | cut -f1)"
+s=$(elapsed "$start" "$end"); EXPORT_LINE="export (folio export, over the socket): $EVENTS events in $s s: $(rate "$EVENTS" "$s"), $(du -h "$WORK/events.jsonl" | cut -f1)"
+echo "$EXPORT_LINE"
 
 start=$(date +%s%N); "$BIN/folio" verify > "$WORK/verify-online.json"; end=$(date +%s%N)
-s=$(elapsed "$start" "$end"); echo "verify online (folio verify, daemon serving): $EVENTS events in $s s: $(rate "$EVENTS" "$s"), ok: $(grep -o '"ok":[a-z]*' "$WORK/verify-online.json")"
+s=$(elapsed "$start" "$end"); VERIFY_ONLINE_LINE="verify online (folio verify, daemon serving): $EVENTS events in $s s: $(rate "$EVENTS" "$s"), ok: $(grep -o '"ok":[a-z]*' "$WORK/verify-online.json")"
+echo "$VERIFY_ONLINE_LINE"
 stop_daemons
 
-echo "rebuild:        $("$BIN/foliod" rebuild --data "$WORK/folio" | head -n 1)"
+REBUILD_LINE="$("$BIN/foliod" rebuild --data "$WORK/folio" | head -n 1)"
+echo "rebuild:        $REBUILD_LINE"
 REBUILT=$("$BIN/foliod" verify --data "$WORK/folio" | tee "$WORK/verify.txt" | digest_of)
+VERIFY_LINE="$(grep -m 1 "events/s" "$WORK/verify.txt")"
 echo "verify offline: $(head -n 1 "$WORK/verify.txt"); $(tail -n 1 "$WORK/verify.txt")"
 "$BIN/foliod" import --data "$WORK/imported" "$WORK/events.jsonl" > "$WORK/import.txt"
 echo "import:         $(head -n 1 "$WORK/import.txt")"
+cc -O2 -o "$WORK/lmdb_ingest" bench/lmdb_ingest.c -llmdb
+RAW_LINE="$("$WORK/lmdb_ingest" "$WORK/events.jsonl" "$WORK/raw")"
+rm -rf "$WORK/raw"
+echo "raw LMDB ingest (bench/lmdb_ingest.c): $RAW_LINE"
+RAW=$(echo "$RAW_LINE" | per_second)
+for figure in "export:$EXPORT_LINE" "verify online:$VERIFY_ONLINE_LINE" "rebuild:$REBUILD_LINE" "verify offline:$VERIFY_LINE" \
+    "import:$(head -n 1 "$WORK/import.txt")"; do
+    name=${figure%%:*}
+    echo "  $name: $(ratio "$(echo "${figure#*:}" | per_second)" "$RAW")x raw LMDB ingest"
+done
 IMPORTED=$(digest_of < "$WORK/import.txt")
 echo "digests: live $LIVE_DIGEST, after rebuild $REBUILT, imported $IMPORTED"
 [ "$LIVE_DIGEST" = "$REBUILT" ] && [ "$LIVE_DIGEST" = "$IMPORTED" ] || { echo "bench: digests differ" >&2; exit 1; }
