@@ -25,7 +25,8 @@ public struct Reference: Sendable, Hashable {
     /// path is spelled out only for the references found.
     public static func all(in data: JSONObject) -> [Reference] {
         var found: [Reference] = []
-        var seen = Set<Reference>()
+        // Duplicates are looked for in `found` while it is short; a set is made only for long lists.
+        var seen: Set<Reference>? = nil
         var path: [String] = []
         for field in data {
             path.append(field.key)
@@ -35,7 +36,7 @@ public struct Reference: Sendable, Hashable {
         return found
     }
 
-    private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>) {
+    private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>?) {
         switch value {
         case .array(let elements):
             for element in elements { collect(element, path: &path, into: &found, &seen) }
@@ -48,7 +49,12 @@ public struct Reference: Sendable, Hashable {
             }
             if let target {
                 let reference = Reference(path: path.joined(separator: "."), collection: target.collection, id: target.id)
-                if seen.insert(reference).inserted { found.append(reference) }
+                if found.count < 16 {
+                    if !found.contains(reference) { found.append(reference) }
+                } else {
+                    if seen == nil { seen = Set(found) }
+                    if seen!.insert(reference).inserted { found.append(reference) }
+                }
                 return
             }
             guard object.count > 0, object.fields[0].key.first != "$" else { return }

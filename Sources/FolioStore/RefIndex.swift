@@ -84,8 +84,12 @@ struct RefIndex {
     func update(from old: StoredObject?, to new: StoredObject?, oldRefs: [Reference]? = nil, newRefs: [Reference]? = nil, _ txn: StoreTransaction)
         throws -> [(name: String, referenced: Bool)]
     {
-        let before = Set(oldRefs ?? old.map { Reference.all(in: $0.data) } ?? [])
-        let after = Set(newRefs ?? new.map { Reference.all(in: $0.data) } ?? [])
+        let beforeList = oldRefs ?? old.map { Reference.all(in: $0.data) } ?? []
+        let afterList = newRefs ?? new.map { Reference.all(in: $0.data) } ?? []
+        // Most objects hold no reference: no sets to build and compare (a rebuild applies millions).
+        guard !beforeList.isEmpty || !afterList.isEmpty else { return [] }
+        let before = Set(beforeList)
+        let after = Set(afterList)
         guard before != after else { return [] }
         guard let tree = try catalog.referenceTree(txn, creating: !after.isEmpty) else { return [] }
         let removed = before.subtracting(after)
