@@ -41,6 +41,8 @@ public struct Reference: Sendable, Hashable {
         case .array(let elements):
             for element in elements { collect(element, path: &path, into: &found, &seen) }
         case .object(let object):
+            // A {"$date"} is no reference: not parsed to learn that (most records hold dates).
+            if object.count == 1, object.fields[0].key == "$date" { return }
             let target: (collection: String, id: String)?
             switch TypedValue.recognize(object) {
             case .reference(let collection, let id)?: target = (collection, id)
