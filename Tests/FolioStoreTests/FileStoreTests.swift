@@ -79,16 +79,7 @@ import Testing
                 #expect(listed == model.keys.sorted())
                 #expect(try snapshot.files(prefix: "dir1/", after: nil, limit: 1000).files.map(\.name) == model.keys.filter { $0.hasPrefix("dir1/") }.sorted())
             }
-            let digest = try store.read { try $0.digest() }
-            // The index matches the log; the contents were never stored, so each is reported missing.
-            let report = try store.verify(scratchDirectory: root + "/scratch")
-            #expect(report.chainBrokenAt == nil && report.mismatches.isEmpty, "\(report.mismatches)")
-            #expect(report.badBlobs.allSatisfy { $0.problem == "missing" } && UInt64(report.badBlobs.count) == report.blobsChecked)
-            try store.rebuild()
-            #expect(try store.read { try $0.digest() } == digest)
-            let replayed = try replay(store, into: root + "/replayed")
-            #expect(try replayed.read { try $0.digest() } == digest)
-            #expect(try replayed.read { try $0.fileTotals() } == store.read { try $0.fileTotals() })
+            try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
     }
 
