@@ -12,7 +12,9 @@ in WORKDIR, as `folio file get > out` does), each against cp of the stored file.
 new content (no deduplication), except the deduplicated put measured at the end. Then 8 clients
 upload 100 MiB each in pieces at once, while foliod's RSS is sampled.
 
-Figures are medians of repetitions, in MB/s (10^6 bytes per second), with the ratio to cp.
+Figures are medians of repetitions, in MB/s (10^6 bytes per second), with the ratio to cp. With
+FOLIO_BIN set (bench/files.sh sets it), the largest size is also put and got through the folio CLI.
+foliod's RSS is sampled every 50 ms during the concurrent uploads and read again 2 s after them.
 """
 import base64
 import json
@@ -327,9 +329,11 @@ def main():
     seconds = time.perf_counter() - start
     done.set()
     sampler.join()
+    time.sleep(2)
+    settled = rss_kib(pid)
     print(f"{uploaders} clients uploading 100 MiB each in pieces at once: {seconds:.1f} s "
           f"({uploaders * 100 * 1.048576 / seconds:.0f} MB/s together); foliod RSS {before / 1024:.0f} MiB before, "
-          f"{peak[0] / 1024:.0f} MiB at most (anonymous {peak[1] / 1024:.0f}, file-backed {peak[2] / 1024:.0f}), {rss_kib(pid) / 1024:.0f} MiB after")
+          f"{peak[0] / 1024:.0f} MiB at most (anonymous {peak[1] / 1024:.0f}, file-backed {peak[2] / 1024:.0f}), {settled / 1024:.0f} MiB 2 s after")
 
 
 if __name__ == "__main__":
