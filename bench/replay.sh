@@ -3,7 +3,8 @@
 # online `folio verify`, and with the daemon stopped `foliod rebuild`, `foliod verify` and
 # `foliod import` of the export; checks that every digest agrees; and prints each rate as a ratio to
 # raw LMDB ingest of the same export on the same disk (bench/lmdb_ingest.c: each event appended to a
-# log and put as a state record, commits of 10,000, no decoding, hashing or views). Then watch delivery latency: 100
+# log and put as a state record, commits of 10,000, no decoding, hashing or views). Then it defines
+# 10 views over the objects, kills foliod with SIGKILL and times its restart to the first answer. Then watch delivery latency: 100
 # watchers on a fresh foliod under a steady durable write load.
 #
 #   bench/replay.sh [EVENTS]
@@ -56,7 +57,32 @@ IMPORTED=$(digest_of < "$WORK/import.txt")
 echo "digests: live $LIVE_DIGEST, after rebuild $REBUILT, imported $IMPORTED"
 [ "$LIVE_DIGEST" = "$REBUILT" ] && [ "$LIVE_DIGEST" = "$IMPORTED" ] || { echo "bench: digests differ" >&2; exit 1; }
 
+# Restart to serving after kill -9: the rebuilt store (its objects) with 10 views over them.
 echo
-rm -rf "$WORK/folio" "$WORK/imported" "$WORK/events.jsonl"
+rm -rf "$WORK/imported" "$WORK/events.jsonl"
+start_foliod
+views_start=$(date +%s%N)
+for view in "title:--sort title" "n:--sort n" "nDown:--sort -n" "due:--sort due" "doneN:--sort done,n" \
+    "openByTitle:--where {\"done\":false} --sort title" "doneByN:--where {\"done\":true} --sort n" \
+    "bigN:--where {\"n\":{\"\$gte\":500000}} --sort n" "tagsTitle:--sort tags,title" "dueTitle:--sort due,title"; do
+    # shellcheck disable=SC2086 # the view's options are words
+    "$BIN/folio" view define "${view%%:*}" Task ${view#*:} >/dev/null
+done
+views_end=$(date +%s%N)
+OBJECTS=$("$BIN/folio" count Task | sed -n 's/.*"count":\([0-9]*\).*/\1/p')
+echo "10 views over $OBJECTS objects defined in $(elapsed "$views_start" "$views_end") s"
+kill -KILL "$FOLIO_PID"
+wait "$FOLIO_PID" 2>/dev/null || true
+FOLIO_PID=""
+restart_start=$(date +%s%N)
+"$BIN/foliod" --data "$WORK/folio" --socket "$WORK/folio.sock" 2>>"$WORK/foliod.log" &
+FOLIO_PID=$!
+until "$BIN/folio" hello >/dev/null 2>&1; do sleep 0.005; done
+restart_end=$(date +%s%N)
+echo "restart after kill -9 to the first answer: $(awk -v a="$restart_start" -v b="$restart_end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') s ($OBJECTS objects, 10 views, $EVENTS events)"
+stop_daemons
+
+echo
+rm -rf "$WORK/folio"
 start_foliod
 "$BIN/folio-bench" watch --folio-socket "$WORK/folio.sock" --watchers 100 --rate 1000 --seconds 10
