@@ -70,7 +70,7 @@ public final class Daemon {
         let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
         let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
         let digests = DigestCache()
-        let uploads = Uploads(blobs: store.blobs)
+        let uploads = Uploads(blobs: store.blobs, statistics: statistics)
         var loops: [EventLoop] = []
         let loopCount = max(1, configuration.eventLoops)
         for index in 0..<loopCount {

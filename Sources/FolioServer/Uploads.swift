@@ -22,10 +22,12 @@ final class Uploads: Sendable {
     static let maxRuns = 4096
 
     let blobs: BlobStore
+    private let statistics: ServerStatistics
     private let table = Mutex<(uploads: [String: Upload], lastUse: [String: UInt64])>(([:], [:]))
 
-    init(blobs: BlobStore) {
+    init(blobs: BlobStore, statistics: ServerStatistics) {
         self.blobs = blobs
+        self.statistics = statistics
     }
 
     /// One upload's file and what its pieces covered so far.
@@ -104,6 +106,7 @@ final class Uploads: Sendable {
             table.uploads[id] = upload
             table.lastUse[id] = now
         }
+        statistics.uploads.add(1, ordering: .relaxed)
         return id
     }
 
@@ -200,6 +203,7 @@ final class Uploads: Sendable {
             table.lastUse[id] = nil
             return table.uploads.removeValue(forKey: id)
         }
+        if upload != nil { statistics.uploads.subtract(1, ordering: .relaxed) }
         // Released outside the lock: the last release closes and removes the file.
         _ = upload
     }
@@ -213,7 +217,7 @@ final class Uploads: Sendable {
                 return table.uploads.removeValue(forKey: id)
             }
         }
-        _ = gone
+        statistics.uploads.subtract(gone.count, ordering: .relaxed)
     }
 
     /// Ends the uploads unused for `timeout` ms; answers how many.
@@ -226,6 +230,7 @@ final class Uploads: Sendable {
                 return table.uploads.removeValue(forKey: id)
             }
         }
+        statistics.uploads.subtract(gone.count, ordering: .relaxed)
         return gone.count
     }
 

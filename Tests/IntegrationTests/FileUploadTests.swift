@@ -94,12 +94,14 @@ import Testing
             #expect(try Self.write(first, upload, 0, Files.randomBytes(1000, seed: 23)[...]).isOK)
             #expect(Files.temporaryFiles(daemon).count == 1)
             let second = try daemon.connect()
+            #expect(try second.request(["op": "stats"]).result?["uploads"] == 1, "stats counts the open upload")
             #expect(try Self.write(second, upload, 1000, [1, 2, 3]).errorCode == "not_found", "another connection cannot touch it")
             #expect(try second.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "not_found")
             first.close()
             let deadline = Date().addingTimeInterval(10)
             while !Files.temporaryFiles(daemon).isEmpty && Date() < deadline { usleep(20_000) }
             #expect(Files.temporaryFiles(daemon).isEmpty, "closing the connection removed the upload")
+            #expect(try second.request(["op": "stats"]).result?["uploads"] == 0)
             #expect(try second.request(["op": "file.get", "name": "mine.bin"]).errorCode == "not_found")
             // At most 16 open per connection.
             for _ in 0..<16 { _ = try Self.begin(second) }
