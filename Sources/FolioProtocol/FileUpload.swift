@@ -33,6 +33,11 @@ public struct UploadPlan: Sendable {
         self.size = size
         self.sha256 = sha256
     }
+
+    /// The command that binds the name to the content once it is stored.
+    public func command(sha256: String, size: UInt64) -> Command {
+        .putFile(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace)
+    }
 }
 
 /// An inline `file.put` as decoded: the content still in base64, decoded (and hashed, and stored)

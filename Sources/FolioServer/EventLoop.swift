@@ -603,8 +603,7 @@ final class EventLoop: @unchecked Sendable {
                 case .putDescriptor(let plan, let descriptor):
                     defer { Glibc.close(descriptor) }
                     let (sha256, size) = try blobs.store(fromDescriptor: descriptor, maxSize: maxSize)
-                    let command = Command.putFile(name: plan.name, sha256: sha256, size: size, contentType: plan.contentType, replace: plan.replace)
-                    result = .success(binding(command, pinned: sha256))
+                    result = .success(binding(plan.command(sha256: sha256, size: size), pinned: sha256))
                 case .begin(let plan):
                     let id = try uploads.begin(plan, owner: owner, maxSize: maxSize, now: now)
                     result = .success(answer(["upload": .string(id), "maxSize": .int(Int64(plan.size ?? maxSize))]))
@@ -615,8 +614,7 @@ final class EventLoop: @unchecked Sendable {
                         answer(["upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)), "received": .int(Int64(received))]))
                 case .commit(let id):
                     let (plan, sha256, size) = try uploads.commit(id, owner: owner, now: now)
-                    let command = Command.putFile(name: plan.name, sha256: sha256, size: size, contentType: plan.contentType, replace: plan.replace)
-                    result = .success(binding(command, pinned: sha256))
+                    result = .success(binding(plan.command(sha256: sha256, size: size), pinned: sha256))
                 case .abort(let id):
                     try uploads.abort(id, owner: owner, now: now)
                     result = .success(answer(["upload": .string(id), "aborted": true]))

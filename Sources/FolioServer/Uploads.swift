@@ -199,33 +199,26 @@ final class Uploads: Sendable {
     }
 
     private func remove(_ id: String) {
-        let upload = table.withLock { table in
-            table.lastUse[id] = nil
-            return table.uploads.removeValue(forKey: id)
-        }
-        if upload != nil { statistics.uploads.subtract(1, ordering: .relaxed) }
-        // Released outside the lock: the last release closes and removes the file.
-        _ = upload
+        remove { table in table.uploads[id] == nil ? [] : [id] }
     }
 
     /// Ends every upload of a connection that closed.
     func abandon(owner: ObjectIdentifier) {
-        let gone = table.withLock { table in
-            let ids = table.uploads.values.filter { $0.owner == owner }.map(\.id)
-            return ids.compactMap { id in
-                table.lastUse[id] = nil
-                return table.uploads.removeValue(forKey: id)
-            }
-        }
-        statistics.uploads.subtract(gone.count, ordering: .relaxed)
+        remove { table in table.uploads.values.filter { $0.owner == owner }.map(\.id) }
     }
 
     /// Ends the uploads unused for `timeout` ms; answers how many.
     @discardableResult
     func expire(now: UInt64, timeout: UInt64) -> Int {
+        remove { table in table.lastUse.filter { now >= $0.value && now - $0.value >= timeout }.map(\.key) }
+    }
+
+    /// Takes the uploads `chosen` names out of the table (and out of `stats.uploads`); answers how
+    /// many. They are released outside the lock: the last release of each closes and removes its file.
+    @discardableResult
+    private func remove(_ chosen: (inout (uploads: [String: Upload], lastUse: [String: UInt64])) -> [String]) -> Int {
         let gone = table.withLock { table in
-            let ids = table.lastUse.filter { now >= $0.value && now - $0.value >= timeout }.map(\.key)
-            return ids.compactMap { id in
+            chosen(&table).compactMap { id in
                 table.lastUse[id] = nil
                 return table.uploads.removeValue(forKey: id)
             }
@@ -233,7 +226,4 @@ final class Uploads: Sendable {
         statistics.uploads.subtract(gone.count, ordering: .relaxed)
         return gone.count
     }
-
-    /// Uploads open.
-    var count: Int { table.withLock { $0.uploads.count } }
 }
