@@ -25,9 +25,11 @@ let package = Package(
         .target(name: "Failpoints"),
         // LMDB binding: knows nothing of JSON or Folio.
         .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"]),
+        // Byte kernels of the pure layers (JSON string scans, base64), AVX2 where the CPU has it: no I/O.
+        .target(name: "CFolioKernels"),
         // Pure layers: no platform I/O.
-        .target(name: "FolioJSON", linkerSettings: [.linkedLibrary("m")]),
-        .target(name: "FolioModel", dependencies: ["FolioJSON"], linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "FolioJSON", dependencies: ["CFolioKernels"], linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "FolioModel", dependencies: ["FolioJSON", "CFolioKernels"], linkerSettings: [.linkedLibrary("m")]),
         // Event log, current state, views, replay: LMDB, no sockets.
         .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "CFolioSystem", "Failpoints"]),
         // Wire messages and codec: pure.
