@@ -201,6 +201,10 @@ ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed
     return sendmsg(fd, &message, MSG_NOSIGNAL | flags);
 }
 
+int folio_start_writeback(int fd, int64_t offset, int64_t length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
 ssize_t folio_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t length) {
     loff_t from = *in_offset, to = *out_offset;
     ssize_t count = copy_file_range(in, &from, out, &to, length, 0);

@@ -10,7 +10,7 @@ public enum UploadOperation: Sendable {
     /// (SCM_RIGHTS), read from its start; the server sets `descriptor` when the op's turn comes.
     case putDescriptor(UploadPlan, descriptor: Int32)
     case begin(UploadPlan)
-    case write(upload: String, offset: UInt64, base64: String)
+    case write(upload: String, offset: UInt64, content: FileContent)
     case commit(upload: String)
     case abort(upload: String)
 }
@@ -40,40 +40,86 @@ public struct UploadPlan: Sendable {
     }
 }
 
-/// An inline `file.put` as decoded: the content still in base64, decoded (and hashed, and stored)
-/// off the event loop before the writer binds the name.
+/// An inline `file.put` as decoded: its content, hashed and stored off the event loop before the
+/// writer binds the name.
 public struct FileUpload: Sendable {
     /// nil: the writer makes one.
     public var name: String?
     public var contentType: String
-    /// The `data` field's text.
-    public var base64: String
+    public var content: FileContent
     public var replace: Bool
 
-    public init(name: String?, contentType: String, base64: String, replace: Bool) {
+    public init(name: String?, contentType: String, content: FileContent, replace: Bool) {
         self.name = name
         self.contentType = contentType
-        self.base64 = base64
+        self.content = content
         self.replace = replace
-    }
-
-    /// The content: `base64` decoded (RFC 4648, standard alphabet, padded). Linear in its length.
-    public func content() throws(ProtocolError) -> [UInt8] {
-        try Self.decode(base64)
-    }
-
-    /// The content of a `data` field (of `file.put` or `file.write`): `bad_request` naming the
-    /// offset of the first character that is not base64 where it stands.
-    public static func decode(_ base64: String) throws(ProtocolError) -> [UInt8] {
-        do {
-            return try Base64.decode(base64.utf8, field: "data")
-        } catch {
-            throw ProtocolError(.badRequest, error.message)
-        }
     }
 
     /// The command that binds the name to stored content.
     public func command(sha256: String, size: UInt64) -> Command {
         .putFile(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace)
     }
+}
+
+/// The content of a `data` field (of `file.put` or `file.write`), decoded from its base64. From a
+/// long line that the decoder owned, the bytes are decoded where their characters stood in that
+/// line and stay there: a piece of a file is neither copied into a string nor into an array of its
+/// own (at 700 KB a piece, those were a tenth of an upload's cost, and kept glibc's arenas full).
+public struct FileContent: Sendable {
+    private let buffer: LineBuffer
+    private let range: Range<Int>
+
+    init(buffer: LineBuffer, range: Range<Int>) {
+        self.buffer = buffer
+        self.range = range
+    }
+
+    public init(_ bytes: [UInt8]) {
+        buffer = LineBuffer(bytes)
+        range = 0..<bytes.count
+    }
+
+    public var count: Int { range.count }
+
+    public var bytes: [UInt8] { Array(buffer.bytes[range]) }
+
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try buffer.bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// Decodes base64 (RFC 4648, standard alphabet, padded): `bad_request` naming the offset of the
+    /// first character that is not base64 where it stands. Linear in its length.
+    static func decoding(_ text: UnsafeRawBufferPointer) throws(ProtocolError) -> FileContent {
+        switch Base64.decode(text, field: "data") {
+        case .success(let bytes): return FileContent(bytes)
+        case .failure(let error): throw ProtocolError(.badRequest, error.message)
+        }
+    }
+
+    static func decoding(_ text: String) throws(ProtocolError) -> FileContent {
+        do {
+            return FileContent(try Base64.decode(text.utf8, field: "data"))
+        } catch {
+            throw ProtocolError(.badRequest, error.message)
+        }
+    }
+
+    /// Decodes the base64 at `range` of `text` in place: `text` is the line `buffer` holds, open for
+    /// writing by the decoder (`RequestDecoder.decode(owning:)`).
+    static func decoding(_ text: UnsafeMutableRawBufferPointer, at range: Range<Int>, in buffer: LineBuffer) throws(ProtocolError) -> FileContent {
+        switch Base64.decodeInPlace(UnsafeMutableRawBufferPointer(rebasing: text[range]), field: "data") {
+        case .success(let count): return FileContent(buffer: buffer, range: range.lowerBound..<range.lowerBound + count)
+        case .failure(let error): throw ProtocolError(.badRequest, error.message)
+        }
+    }
+}
+
+/// The bytes of a request line, kept by what was decoded from it. Written only while the line is
+/// decoded (in place, by `RequestDecoder.decode(owning:)`, before any request holding it exists),
+/// read-only ever after: hence Sendable.
+final class LineBuffer: @unchecked Sendable {
+    var bytes: [UInt8]
+
+    init(_ bytes: consuming [UInt8]) { self.bytes = bytes }
 }

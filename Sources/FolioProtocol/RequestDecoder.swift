@@ -5,11 +5,26 @@ import FolioModel
 public enum RequestDecoder {
     /// On failure, the error comes with the tag if the line got far enough to have one.
     public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
+        decode(line, owner: nil)
+    }
+
+    /// Decodes a line held in an array of its own, which the request may keep: the base64 of a
+    /// `file.put` or `file.write` is decoded in it, in place (`FileContent`).
+    public static func decode(owning line: consuming [UInt8]) -> Result<Request, TaggedError> {
+        let buffer = LineBuffer(line)
+        return buffer.bytes.withUnsafeMutableBytes { decode(UnsafeRawBufferPointer($0), owner: ($0, buffer)) }
+    }
+
+    /// `owner`: the line open for writing, and the buffer holding it, when the decoder owns it.
+    private static func decode(
+        _ line: UnsafeRawBufferPointer, owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
+    ) -> Result<Request, TaggedError> {
         if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
         let json: JSON
         var tagRange: Range<Int>?
+        var dataRange: Range<Int>?
         do {
-            json = try JSONParser.parse(line, rangeOf: "tag", range: &tagRange)
+            json = try JSONParser.parse(line, rangeOf: "tag", range: &tagRange, deferring: "data", deferred: &dataRange)
         } catch {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
         }
@@ -39,6 +54,7 @@ public enum RequestDecoder {
         }
         do {
             var fields = Fields(object: object, op: op)
+            if let dataRange { fields.data = Fields.DeferredData(line: line, range: dataRange, owner: owner) }
             let operation = try spec.decode(&fields)
             try fields.rejectUnknown()
             return .success(Request(tag: tag, operation: operation, spec: spec))
@@ -234,8 +250,7 @@ public enum RequestDecoder {
             guard fields.peek("data") == nil else { throw ProtocolError(.badRequest, "file.put: \"data\" and \"fd\": give one of them") }
             return .putDescriptor(UploadPlan(name: name, contentType: contentType, replace: replace, size: nil, sha256: nil), descriptor: -1)
         }
-        let base64 = try fields.requiredString("data")
-        return .put(FileUpload(name: name, contentType: contentType, base64: base64, replace: replace))
+        return .put(FileUpload(name: name, contentType: contentType, content: try fields.fileContent(), replace: replace))
     }
 
     /// The fields of `file.put` and `file.begin` that say where the content goes.
@@ -261,7 +276,7 @@ public enum RequestDecoder {
     static func fileWrite(_ fields: inout Fields) throws -> UploadOperation {
         let upload = try fields.uploadID()
         guard let offset = try fields.optionalUnsigned("offset") else { throw ProtocolError(.badRequest, "file.write needs field \"offset\"") }
-        return .write(upload: upload, offset: offset, base64: try fields.requiredString("data"))
+        return .write(upload: upload, offset: offset, content: try fields.fileContent())
     }
 
     static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
@@ -439,6 +454,18 @@ public struct Fields {
     /// Which of the object's fields were read, by position.
     private var read: [Bool]
 
+    /// The top-level `data` string the parser left unread (`JSONParser.parse(_:rangeOf:range:deferring:deferred:)`).
+    var data: DeferredData?
+
+    struct DeferredData {
+        /// The line being decoded, valid while it is.
+        let line: UnsafeRawBufferPointer
+        /// Where the string's characters are in `line`.
+        let range: Range<Int>
+        /// `line` open for writing, and the buffer holding it, if the decoder owns it.
+        let owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
+    }
+
     init(object: JSONObject, op: String) {
         self.object = object
         self.op = op
@@ -448,9 +475,27 @@ public struct Fields {
     mutating func take(_ key: String) -> JSON? {
         guard let index = object.fields.firstIndex(where: { $0.key == key }) else { return nil }
         read[index] = true
+        if key == "data", let data {
+            return .string(String(decoding: UnsafeRawBufferPointer(rebasing: data.line[data.range]), as: UTF8.self))
+        }
         let value = object.fields[index].value
         if value.isNull { return nil }  // (a ternary would turn nil into JSON.null)
         return value
+    }
+
+    /// The content of field `data`, base64 (`file.put`, `file.write`): decoded in the line itself
+    /// when the decoder owns it, otherwise into an array of its own.
+    mutating func fileContent() throws -> FileContent {
+        guard let data else {
+            guard let value = take("data") else { throw ProtocolError(.badRequest, "\(op) needs field \"data\"") }
+            guard case .string(let text) = value else { throw wrongType("data", "a string", value) }
+            return try FileContent.decoding(text)
+        }
+        if let index = object.fields.firstIndex(where: { $0.key == "data" }) { read[index] = true }
+        self.data = nil
+        guard let owner = data.owner else { return try FileContent.decoding(UnsafeRawBufferPointer(rebasing: data.line[data.range])) }
+        // The parser is done with the line, and nothing else reads these characters.
+        return try FileContent.decoding(owner.bytes, at: data.range, in: owner.buffer)
     }
 
     func rejectUnknown() throws {

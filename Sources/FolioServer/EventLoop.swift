@@ -424,9 +424,11 @@ final class EventLoop: @unchecked Sendable {
         let id = connection.nextDecodingID
         connection.nextDecodingID += 1
         connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, at: received)))
-        let bytes = owned ?? Array(line)
+        // The job takes the line out of its box, so that the decoder holds the only reference and
+        // decodes a file piece's base64 in it without a copy.
+        let line = LineBox(owned ?? Array(line))
         decoders.submit { [self] _ in
-            let item = bytes.withUnsafeBytes { Self.item(for: RequestDecoder.decode($0), size: size, received: received, connection) }
+            let item = Self.item(for: RequestDecoder.decode(owning: line.take()), size: size, received: received, connection)
             post(.decoded(connection, id: id, item))
         }
     }
@@ -597,8 +599,7 @@ final class EventLoop: @unchecked Sendable {
             do {
                 switch operation {
                 case .put(let upload):
-                    let content = try upload.content()
-                    let (sha256, size) = try content.withUnsafeBytes { try blobs.store($0) }
+                    let (sha256, size) = try upload.content.withUnsafeBytes { try blobs.store($0) }
                     result = .success(binding(upload.command(sha256: sha256, size: size), pinned: sha256))
                 case .putDescriptor(let plan, let descriptor):
                     defer { Glibc.close(descriptor) }
@@ -607,9 +608,8 @@ final class EventLoop: @unchecked Sendable {
                 case .begin(let plan):
                     let id = try uploads.begin(plan, owner: owner, maxSize: maxSize, now: now)
                     result = .success(answer(["upload": .string(id), "maxSize": .int(Int64(plan.size ?? maxSize))]))
-                case .write(let id, let offset, let base64):
-                    let content = try FileUpload.decode(base64)
-                    let received = try uploads.write(id, offset: offset, content: content, owner: owner, now: now)
+                case .write(let id, let offset, let content):
+                    let received = try content.withUnsafeBytes { try uploads.write(id, offset: offset, content: $0, owner: owner, now: now) }
                     result = .success(
                         answer(["upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)), "received": .int(Int64(received))]))
                 case .commit(let id):
@@ -833,4 +833,18 @@ func monotonicMicroseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+}
+
+/// A line on its way to a decoder thread.
+private final class LineBox: @unchecked Sendable {
+    private var line: [UInt8]
+
+    init(_ line: [UInt8]) { self.line = line }
+
+    /// The line, leaving the box empty: called once, by the job the box was made for.
+    func take() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &line)
+        return taken
+    }
 }

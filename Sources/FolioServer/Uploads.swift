@@ -20,6 +20,8 @@ final class Uploads: Sendable {
     /// Separate runs of bytes one upload may hold before its holes are filled: pieces written in
     /// order make one.
     static let maxRuns = 4096
+    /// Pieces that arrive in order go to the disk every this many bytes, not all at the commit.
+    static let writebackBytes: UInt64 = 8 << 20
 
     let blobs: BlobStore
     private let statistics: ServerStatistics
@@ -43,6 +45,8 @@ final class Uploads: Sendable {
         /// The SHA-256 of bytes `0..<hashed`, fed as pieces arrive in order; the commit hashes the rest.
         var hasher = SHA256Hasher()
         var hashed: UInt64 = 0
+        /// Bytes `0..<writtenBack` were handed to the disk (`BlobStore.startWriteback`).
+        var writtenBack: UInt64 = 0
         /// The file went to the blob store: nothing to remove.
         var adopted = false
 
@@ -124,7 +128,7 @@ final class Uploads: Sendable {
 
     /// Writes a piece: `content` at `offset`. A piece written again with the same bytes changes
     /// nothing. Answers how many bytes the upload holds.
-    func write(_ id: String, offset: UInt64, content: [UInt8], owner: ObjectIdentifier, now: UInt64) throws -> UInt64 {
+    func write(_ id: String, offset: UInt64, content: UnsafeRawBufferPointer, owner: ObjectIdentifier, now: UInt64) throws -> UInt64 {
         let upload = try upload(id, owner: owner, now: now, op: "file.write")
         let end = offset.addingReportingOverflow(UInt64(content.count))
         let limit = upload.plan.size ?? upload.maxSize
@@ -147,10 +151,14 @@ final class Uploads: Sendable {
             throw ProtocolError(
                 .badRequest, "file.write: upload \(id) holds \(upload.runs.count) separate runs of bytes, the most one may; fill the holes between them first")
         }
-        try content.withUnsafeBytes { try blobs.writeAll($0, to: upload.fd, at: offset, path: upload.path) }
+        try blobs.writeAll(content, to: upload.fd, at: offset, path: upload.path)
         if offset <= upload.hashed && upload.hashed < end.partialValue {
-            content.withUnsafeBytes { upload.hasher.update(UnsafeRawBufferPointer(rebasing: $0[Int(upload.hashed - offset)...])) }
+            upload.hasher.update(UnsafeRawBufferPointer(rebasing: content[Int(upload.hashed - offset)...]))
             upload.hashed = end.partialValue
+            if upload.hashed - upload.writtenBack >= Self.writebackBytes {
+                blobs.startWriteback(fd: upload.fd, offset: upload.writtenBack, length: upload.hashed - upload.writtenBack)
+                upload.writtenBack = upload.hashed
+            }
         }
         upload.cover(offset, end.partialValue)
         return upload.received

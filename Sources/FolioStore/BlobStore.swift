@@ -201,6 +201,13 @@ public final class BlobStore: Sendable {
         }
     }
 
+    /// Starts writing `length` bytes of a file being uploaded from `offset` to the disk, without
+    /// waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that the flush of its commit finds most
+    /// of them written: the disk works while the rest arrives. Advisory: an error shows at the flush.
+    public func startWriteback(fd: Int32, offset: UInt64, length: UInt64) {
+        _ = folio_start_writeback(fd, Int64(offset), Int64(length))
+    }
+
     /// Stores the content of a file `makeTemporaryFile` made, whose SHA-256 the caller computed:
     /// flushed and renamed into place as that blob, or removed when the blob is stored already.
     /// Pins the blob like `store`. The descriptor stays the caller's to close.

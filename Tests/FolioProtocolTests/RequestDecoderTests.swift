@@ -188,7 +188,7 @@ import Testing
 
 @Suite struct FileRequestTests {
     @Test func base64RoundTripsEveryLengthAndNamesTheOffsetOfABadCharacter() throws {
-        for length in 0..<40 {
+        for length in 0..<300 {
             let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
             let text = Base64.encode(bytes)
             #expect(text == Data(bytes).base64EncodedString())
@@ -214,6 +214,19 @@ import Testing
                 }
             }
         }
+        // A bad character at every offset of a text long enough for several 32-character blocks
+        // (CFolioKernels) and the group-at-a-time tail: found, and named, where it stands.
+        let text = Base64.encode((0..<240).map { UInt8(truncatingIfNeeded: $0 &* 91 &+ 7) })
+        for offset in 0..<(text.utf8.count - 4) {
+            for bad: UInt8 in [0x2D, 0x3D, 0x0A, 0x80, 0xFF, 0x00] {
+                var characters = Array(text.utf8)
+                characters[offset] = bad
+                switch characters.withUnsafeBytes({ Base64.decode($0, field: "data") }) {
+                case .success: Issue.record("decoded a bad character at \(offset)")
+                case .failure(let error): #expect(error.message == "field \"data\": invalid base64 at offset \(offset)")
+                }
+            }
+        }
         for (text, offset) in [("ab-d", 2), ("abc=abcd", 3), ("a===", 1), ("ab=c", 2), ("abcd\nabc", 4)] {
             #expect(throws: ValidationError.self) { try Base64.decode(text.utf8, field: "data") }
             do {
@@ -229,7 +242,7 @@ import Testing
         let request = try Array(line.utf8).withUnsafeBytes { try RequestDecoder.decode($0).get() }
         guard case .upload(.put(let upload)) = request.operation else { Issue.record("not an upload: \(request.operation)"); return }
         #expect(upload.name == "photos/a.jpg" && upload.contentType == "image/jpeg" && upload.replace)
-        #expect(try upload.content() == Array("hi".utf8))
+        #expect(upload.content.bytes == Array("hi".utf8))
         for name in ["", "/x", "x/", "a//b", "a/../b", String(repeating: "x", count: 257)] {
             let bad = #"{"op":"file.get","name":"\#(name)"}"#
             let decoded = Array(bad.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
@@ -248,9 +261,9 @@ import Testing
         else { Issue.record("file.begin did not decode"); return }
         #expect(plan.name == "v/a.mp4" && plan.size == 10 && plan.sha256 == sha && plan.replace && plan.contentType == "application/octet-stream")
         guard case .success(let write) = decode(#"{"op":"file.write","upload":"u1","offset":4,"data":"aGk="}"#),
-            case .upload(.write(let upload, let offset, let base64)) = write.operation
+            case .upload(.write(let upload, let offset, let content)) = write.operation
         else { Issue.record("file.write did not decode"); return }
-        #expect(upload == "u1" && offset == 4 && base64 == "aGk=")
+        #expect(upload == "u1" && offset == 4 && content.bytes == Array("hi".utf8))
         guard case .success(let commit) = decode(#"{"op":"file.commit","upload":"u1"}"#), case .upload(.commit("u1")) = commit.operation else {
             Issue.record("file.commit did not decode")
             return
@@ -265,6 +278,48 @@ import Testing
         ] {
             guard case .failure(let failure) = decode(line) else { Issue.record("accepted \(line)"); continue }
             #expect(failure.error.code == .badRequest && failure.error.message.contains(words), "\(line): \(failure.error.message)")
+        }
+    }
+
+    /// A long line the decoder owns has its piece decoded where it stands in the line; a line it
+    /// borrows, or a `data` written with escapes, decodes the same; so do errors.
+    @Test func aPieceDecodesTheSameInItsOwnLineOrNot() throws {
+        var random = SystemRandomNumberGenerator()
+        let bytes = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let text = Base64.encode(bytes)
+        let escaped = text.replacing("/", with: #"\/"#)
+        for data in [text, escaped] {
+            for order in [#""data":"\#(data)","offset":9,"upload":"u1""#, #""offset":9,"upload":"u1","data":"\#(data)""#] {
+                let line = Array(("{\"op\":\"file.write\"," + order + ",\"tag\":7}").utf8)
+                for result in [RequestDecoder.decode(owning: line), line.withUnsafeBytes { RequestDecoder.decode($0) }] {
+                    guard case .success(let request) = result, case .upload(.write("u1", 9, let content)) = request.operation else {
+                        Issue.record("did not decode: \(result)")
+                        continue
+                    }
+                    #expect(content.count == bytes.count && content.bytes == bytes)
+                    #expect(request.tag?.text == Array("7".utf8))
+                }
+            }
+        }
+        let put = Array(#"{"op":"file.put","name":"a","data":"\#(text)"}"#.utf8)
+        guard case .success(let request) = RequestDecoder.decode(owning: put), case .upload(.put(let upload)) = request.operation else {
+            Issue.record("file.put did not decode")
+            return
+        }
+        #expect(upload.content.bytes == bytes && upload.name == "a")
+        // A bad character: named at its offset in the field, owned or not.
+        var bad = Array(#"{"op":"file.write","upload":"u1","offset":0,"data":"\#(text)"}"#.utf8)
+        let at = 100_001
+        bad[bad.count - 2 - text.utf8.count + at] = UInt8(ascii: "-")
+        for result in [RequestDecoder.decode(owning: bad), bad.withUnsafeBytes { RequestDecoder.decode($0) }] {
+            guard case .failure(let failure) = result else { Issue.record("accepted a bad character"); continue }
+            #expect(failure.error.message == "field \"data\": invalid base64 at offset \(at)")
+        }
+        // Another op's top-level string "data" is what it was: a string, where an object belongs.
+        for line in [#"{"op":"create","collection":"Task","data":"plain"}"#, #"{"op":"file.put","data":"x","fd":true}"#] {
+            guard case .failure(let failure) = RequestDecoder.decode(owning: Array(line.utf8)) else { Issue.record("accepted \(line)"); continue }
+            #expect(failure.error.code == .badRequest, "\(line)")
+            #expect(failure.error.message.contains("found a string") || failure.error.message.contains("give one of them"), "\(failure.error.message)")
         }
     }
 }

@@ -7,8 +7,14 @@ extension FuzzTarget {
     /// or the same error code) once its JSON is written back out: the decoder reads values, not spellings.
     /// Lines over 64 KiB are only decoded: the second decoding adds nothing there but time, and their
     /// point is the cost of one.
+    /// A line the decoder owns (and decodes file content in, in place) gets the same answer as the
+    /// line it borrows: the same op and content, or the same error message.
     static func requestDecoder(_ line: UnsafeRawBufferPointer) -> String? {
         let first = RequestDecoder.decode(line)
+        let owned = RequestDecoder.decode(owning: Array(line))
+        if exactOutcome(first) != exactOutcome(owned) {
+            return "decoded as \(exactOutcome(first)) from the line, but as \(exactOutcome(owned)) from an owned copy"
+        }
         guard line.count <= 65536 else { return nil }
         guard let json = try? JSONParser.parse(line) else {
             if case .success = first { return "a line that is not JSON decoded to a request" }
@@ -22,6 +28,18 @@ extension FuzzTarget {
             return "decoded as \(before), but as \(after) once written as \(String(decoding: rewritten, as: UTF8.self))"
         }
         return nil
+    }
+
+    /// The outcome with the error's message and the content of a file op.
+    private static func exactOutcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
+        switch result {
+        case .success(let request):
+            var content: [UInt8] = []
+            if case .upload(.write(_, _, let piece)) = request.operation { content = piece.bytes }
+            if case .upload(.put(let upload)) = request.operation { content = upload.content.bytes }
+            return outcome(result) + ", content \(content.count) bytes \(content.prefix(8))…\(content.reduce(0) { $0 &* 31 &+ Int($1) })"
+        case .failure(let failure): return outcome(result) + ": " + failure.error.message
+        }
     }
 
     private static func outcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {

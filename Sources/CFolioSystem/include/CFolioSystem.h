@@ -67,6 +67,10 @@ ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int c
 /// sendmsg of `buffer` with the descriptor `passed` attached (SCM_RIGHTS), MSG_NOSIGNAL, plus `flags`.
 ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed, int flags);
 
+/// sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE): starts writing those bytes to the
+/// disk without waiting for them.
+int folio_start_writeback(int fd, int64_t offset, int64_t length);
+
 /// copy_file_range(2): copies in the kernel from `in` at `*in_offset` to `out` at `*out_offset`.
 ssize_t folio_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t length);
 
