@@ -69,8 +69,11 @@ class Client:
 
 
 def write_file(path, content):
+    """Writes and flushes the file: a put timed just after must not compete with its write-back."""
     with open(path, "wb") as out:
         out.write(content)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def fresh(content, counter):

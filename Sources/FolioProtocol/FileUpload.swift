@@ -120,6 +120,18 @@ public struct FileContent: Sendable {
 /// read-only ever after: hence Sendable.
 final class LineBuffer: @unchecked Sendable {
     var bytes: [UInt8]
+    /// Takes the array back once nothing holds the buffer (the server reuses it for a later line).
+    private let recycle: (@Sendable ([UInt8]) -> Void)?
 
-    init(_ bytes: consuming [UInt8]) { self.bytes = bytes }
+    init(_ bytes: consuming [UInt8], recycle: (@Sendable ([UInt8]) -> Void)? = nil) {
+        self.bytes = bytes
+        self.recycle = recycle
+    }
+
+    deinit {
+        guard let recycle else { return }
+        var gone: [UInt8] = []
+        swap(&gone, &bytes)
+        recycle(gone)
+    }
 }

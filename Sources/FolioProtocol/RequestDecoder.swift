@@ -9,9 +9,11 @@ public enum RequestDecoder {
     }
 
     /// Decodes a line held in an array of its own, which the request may keep: the base64 of a
-    /// `file.put` or `file.write` is decoded in it, in place (`FileContent`).
-    public static func decode(owning line: consuming [UInt8]) -> Result<Request, TaggedError> {
-        let buffer = LineBuffer(line)
+    /// `file.put` or `file.write` is decoded in it, in place (`FileContent`). `recycle` gets the
+    /// array back once nothing holds it: at the end of the decoding, or once the request is done
+    /// with its content.
+    public static func decode(owning line: consuming [UInt8], recycle: (@Sendable ([UInt8]) -> Void)? = nil) -> Result<Request, TaggedError> {
+        let buffer = LineBuffer(line, recycle: recycle)
         return buffer.bytes.withUnsafeMutableBytes { decode(UnsafeRawBufferPointer($0), owner: ($0, buffer)) }
     }
 

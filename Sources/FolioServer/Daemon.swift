@@ -71,6 +71,7 @@ public final class Daemon {
         let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
         let digests = DigestCache()
         let uploads = Uploads(blobs: store.blobs, statistics: statistics)
+        let lineBuffers = LineBuffers()
         var loops: [EventLoop] = []
         let loopCount = max(1, configuration.eventLoops)
         for index in 0..<loopCount {
@@ -78,7 +79,7 @@ public final class Daemon {
                 try EventLoop(
                     index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
                     statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests,
-                    uploads: uploads, watchdog: watchdog, socketGroupID: listener.groupID))
+                    uploads: uploads, lineBuffers: lineBuffers, watchdog: watchdog, socketGroupID: listener.groupID))
         }
         let (maxConnections, descriptorLimit) = connectionLimit()
         try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
@@ -90,7 +91,7 @@ public final class Daemon {
                 reads: ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests), store: store, log: log)
         }
         let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
-        let trimmer = MemoryTrimmer()
+        let trimmer = MemoryTrimmer(lineBuffers: lineBuffers)
         let sweeper = BlobSweeper(
             store: store, uploads: uploads, graceSeconds: Double(configuration.fileGraceSeconds),
             uploadTimeoutSeconds: Double(configuration.uploadTimeoutSeconds), log: log)

@@ -122,7 +122,7 @@ extension EventLoop {
                 connection,
                 with: ProtocolError(
                     .badRequest, "no end of line within \(configuration.lineTimeoutSeconds) s of the line's first byte; closing the connection"))
-            connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
+            connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes, buffers: lineBuffers)
             dispatchPending(connection)
             markForFlush(connection)
             statistics.slowLinesClosed.add(1, ordering: .relaxed)

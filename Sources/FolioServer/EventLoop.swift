@@ -62,6 +62,10 @@ final class EventLoop: @unchecked Sendable {
     let log: Log
     private let workers: WorkerPool
     private let decoders: ThreadPool<Void>
+    /// Whole-line buffers, shared by the loops.
+    let lineBuffers: LineBuffers
+    /// Decodings of long lines the framer has just handed over (`takeLine`), for `submitDecodes`.
+    private var decodesToSubmit: [ThreadPool<Void>.Job] = []
     private let watchdog: Watchdog?
     /// The uploads in pieces open on every loop's connections.
     let uploads: Uploads
@@ -106,9 +110,10 @@ final class EventLoop: @unchecked Sendable {
     init(
         index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
         statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
-        digests: DigestCache, uploads: Uploads, watchdog: Watchdog?, socketGroupID: UInt32
+        digests: DigestCache, uploads: Uploads, lineBuffers: LineBuffers, watchdog: Watchdog?, socketGroupID: UInt32
     ) throws {
         self.uploads = uploads
+        self.lineBuffers = lineBuffers
         self.watchdog = watchdog
         self.socketGroupID = socketGroupID
         self.index = index
@@ -294,7 +299,7 @@ final class EventLoop: @unchecked Sendable {
             statistics.forbidden.add(1, ordering: .relaxed)
             return
         }
-        let connection = Connection(fd: fd, loop: self, origin: origin, access: access, maxLineBytes: configuration.maxLineBytes)
+        let connection = Connection(fd: fd, loop: self, origin: origin, access: access, maxLineBytes: configuration.maxLineBytes, lineBuffers: lineBuffers)
         do {
             try epoll.add(fd, .readable, token: UInt64(fd))
         } catch {
@@ -362,9 +367,9 @@ final class EventLoop: @unchecked Sendable {
     /// The peer sent EOF: a last line without a newline still counts; answer everything, then close.
     private func finishInput(_ connection: Connection) {
         let received = monotonicMicroseconds()
-        if connection.framer.finish(lines: { takeLine($0, owned: $1, received: received, connection) }) == .tooLong {
-            refuseLongLine(connection)
-        }
+        let outcome = connection.framer.finish(lines: { takeLine($0, owned: $1, received: received, connection) })
+        submitDecodes()
+        if outcome == .tooLong { refuseLongLine(connection) }
         connection.partialSince = 0
         connection.inputFinished = true
         connection.closeWhenIdle = true
@@ -375,6 +380,7 @@ final class EventLoop: @unchecked Sendable {
             takeLine(line, owned: owned, received: received, connection)
             return !connection.inputFinished
         }
+        submitDecodes()
         if outcome == .tooLong {
             refuseLongLine(connection)
         } else if connection.framer.hasPartialLine {
@@ -427,10 +433,19 @@ final class EventLoop: @unchecked Sendable {
         // The job takes the line out of its box, so that the decoder holds the only reference and
         // decodes a file piece's base64 in it without a copy.
         let line = LineBox(owned ?? Array(line))
-        decoders.submit { [self] _ in
-            let item = Self.item(for: RequestDecoder.decode(owning: line.take()), size: size, received: received, connection)
+        // Submitted once the framer is done with the chunk (`submitDecodes`), when it no longer
+        // holds the line too: a decoder starting at once would find the array shared and copy it.
+        decodesToSubmit.append { [self] _ in
+            let item = Self.item(
+                for: RequestDecoder.decode(owning: line.take(), recycle: { [lineBuffers] in lineBuffers.give($0) }), size: size, received: received, connection)
             post(.decoded(connection, id: id, item))
         }
+    }
+
+    private func submitDecodes() {
+        guard !decodesToSubmit.isEmpty else { return }
+        for job in decodesToSubmit { decoders.submit(job) }
+        decodesToSubmit.removeAll(keepingCapacity: true)
     }
 
     /// What a decoded line asks for, as it waits its turn on the connection.
@@ -821,7 +836,7 @@ final class EventLoop: @unchecked Sendable {
         connection.receivedDescriptors = []
         connection.outgoingDescriptors = []
         connection.output = []
-        connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
+        connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes, buffers: lineBuffers)
         connection.pending = []
         statistics.connections.subtract(1, ordering: .relaxed)
     }

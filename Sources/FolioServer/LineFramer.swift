@@ -12,19 +12,24 @@ struct LineFramer {
     }
 
     let maxLineBytes: Int
+    /// Where whole-line buffers come from (and go back to, once their line is done with); nil: malloc.
+    let buffers: LineBuffers?
     /// The start of a line whose newline has not arrived (never holds a newline).
     private(set) var partial: [UInt8] = []
 
-    init(maxLineBytes: Int) { self.maxLineBytes = maxLineBytes }
+    init(maxLineBytes: Int, buffers: LineBuffers? = nil) {
+        self.maxLineBytes = maxLineBytes
+        self.buffers = buffers
+    }
 
     var hasPartialLine: Bool { !partial.isEmpty }
 
     /// Bytes of memory the framer holds.
     var heldBytes: Int { partial.capacity }
 
-    /// A partial line that grows past this is given room for the longest line at once: one
-    /// allocation (mapped on its own, see `MemoryTrimmer`) instead of a copy at every doubling.
-    static let wholeLineReserveBytes = 256 << 10
+    /// A partial line that grows past this is given room for the longest line at once (a buffer
+    /// from `buffers`, see `LineBuffers`) instead of a copy at every doubling.
+    static let wholeLineReserveBytes = 64 << 10
 
     /// Calls `line` with each complete line in `chunk`, in order; `line` returns false to stop (the
     /// rest of the chunk is dropped). Lines are only valid during the call.
@@ -75,7 +80,14 @@ struct LineFramer {
     private mutating func append(_ bytes: UnsafeRawBufferPointer) {
         let needed = partial.count + bytes.count
         if needed > Self.wholeLineReserveBytes && partial.capacity < needed {
-            partial.reserveCapacity(max(needed, maxLineBytes + 1))
+            let capacity = max(needed, maxLineBytes + 1)
+            if let buffers {
+                var whole = buffers.take(capacity: capacity)
+                whole.append(contentsOf: partial)
+                partial = whole
+            } else {
+                partial.reserveCapacity(capacity)
+            }
         }
         partial.append(contentsOf: bytes)
     }
@@ -86,7 +98,11 @@ struct LineFramer {
         var whole = partial
         partial = []
         if whole.last == 0x0D { whole.removeLast() }
-        return whole.count > maxLineBytes ? nil : whole
+        guard whole.count <= maxLineBytes else {
+            buffers?.give(whole)
+            return nil
+        }
+        return whole
     }
 
     /// The line without a trailing `\r`; nil if it is still too long.
@@ -97,7 +113,9 @@ struct LineFramer {
     }
 
     private mutating func refuse() -> Outcome {
-        partial = []
+        var gone: [UInt8] = []
+        swap(&gone, &partial)
+        if gone.capacity > Self.wholeLineReserveBytes { buffers?.give(gone) }
         return .tooLong
     }
 }

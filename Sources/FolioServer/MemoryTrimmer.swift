@@ -28,7 +28,8 @@ final class MemoryTrimmer: @unchecked Sendable {
     private var stopping = false
     private var thread: pthread_t?
 
-    init() {
+    /// `lineBuffers`: told once a second, so that buffers no long line took for a second are freed.
+    init(lineBuffers: LineBuffers? = nil) {
         thread = startThread(name: "folio-trim") { [self] in
             var residentLow = Self.residentHeapBytes() ?? 0
             var freeLow = Int(folio_malloc_free_bytes())
@@ -36,8 +37,10 @@ final class MemoryTrimmer: @unchecked Sendable {
             while !lock.withLock({ stopping }) {
                 usleep(100_000)
                 tenths += 1
-                guard tenths >= 10, let resident = Self.residentHeapBytes() else { continue }
+                guard tenths >= 10 else { continue }
                 tenths = 0
+                lineBuffers?.releaseIdle()
+                guard let resident = Self.residentHeapBytes() else { continue }
                 let free = Int(folio_malloc_free_bytes())
                 residentLow = min(residentLow, resident)
                 freeLow = min(freeLow, free)

@@ -71,3 +71,49 @@ import Testing
         #expect(note.note(now: 9001) == 1)
     }
 }
+
+@Suite struct LineBuffersTests {
+    /// A long line gathered across chunks comes in a whole-line buffer from the pool; once its
+    /// request lets go of it, the next long line reuses it (no fresh block); at most `kept` are kept.
+    @Test func longLinesReuseTheirBuffers() {
+        let buffers = LineBuffers()
+        let limit = 1 << 20
+        var framer = LineFramer(maxLineBytes: limit, buffers: buffers)
+        let half = [UInt8](repeating: UInt8(ascii: "a"), count: 300_000)
+        var addresses: [UnsafeRawPointer] = []
+        for round in 0..<3 {
+            var taken: [UInt8]?
+            for chunk in [half, half + [0x0A]] {
+                _ = chunk.withUnsafeBytes { bytes in
+                    framer.take(bytes, lines: { line, owned in
+                        taken = owned
+                        #expect(line.count == 600_000)
+                        return true
+                    })
+                }
+            }
+            guard let line = taken.take() else {
+                Issue.record("round \(round): the line did not come whole")
+                return
+            }
+            #expect(line.count == 600_000 && line.capacity > limit)
+            line.withUnsafeBytes { addresses.append(UnsafeRawPointer($0.baseAddress!)) }
+            buffers.give(line)
+            #expect(buffers.keptBuffers.count == 1)
+        }
+        #expect(addresses[1] == addresses[0] && addresses[2] == addresses[0])
+        for _ in 0..<(LineBuffers.kept + 5) { buffers.give([UInt8](repeating: 0, count: 10)) }
+        #expect(buffers.keptBuffers.count == LineBuffers.kept)
+        // A kept buffer too small for the line asked is dropped, not handed out.
+        let fresh = buffers.take(capacity: 4 << 20)
+        #expect(fresh.capacity >= 4 << 20 && fresh.isEmpty)
+        #expect(buffers.keptBuffers.count == 0)
+        // Kept buffers go once a second passed without a take (the trimmer's call), not before.
+        for _ in 0..<3 { buffers.give([UInt8](repeating: 0, count: 10)) }
+        _ = buffers.take(capacity: 5)
+        buffers.releaseIdle()
+        #expect(buffers.keptBuffers.count == 2)
+        buffers.releaseIdle()
+        #expect(buffers.keptBuffers.count == 0)
+    }
+}
