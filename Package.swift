@@ -18,7 +18,7 @@ let package = Package(
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
-        .target(name: "CFolioSystem"),
+        .target(name: "CFolioSystem", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
 
         // Named points where debug builds can be made to crash or fail (FOLIO_FAILPOINTS); empty in
         // release builds.
@@ -26,7 +26,9 @@ let package = Package(
         // LMDB binding: knows nothing of JSON or Folio.
         .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"]),
         // Byte kernels of the pure layers (JSON string scans, base64), AVX2 where the CPU has it: no I/O.
-        .target(name: "CFolioKernels"),
+        // Debug information in DWARF 4, like Swift's: valgrind (bench/instructions.sh) gives up on a
+        // binary with two C units in clang's DWARF 5.
+        .target(name: "CFolioKernels", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
         // Pure layers: no platform I/O.
         .target(name: "FolioJSON", dependencies: ["CFolioKernels"], linkerSettings: [.linkedLibrary("m")]),
         .target(name: "FolioModel", dependencies: ["FolioJSON", "CFolioKernels"], linkerSettings: [.linkedLibrary("m")]),

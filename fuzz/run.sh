@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer executables (fuzz/Package.swift, with -sanitize=fuzzer,address) and runs each
+# Builds the libFuzzer executables (fuzz/Package.swift, with -sanitize=fuzzer,address, the C kernels
+# too) and runs each
 # target for FUZZ_SECONDS (FUZZ_JOBS at a time), starting from seeds made from proto/PROTOCOL.md plus
 # whatever corpus earlier runs kept in .build/fuzz-work/. Prints executions per second and in total
 # for each target, and exits non-zero if any target crashed, timed out, leaked or ran out of memory;
@@ -23,7 +24,7 @@ WORK=$PWD/.build/fuzz-work
 BIN=$PWD/.build/fuzz/release
 
 "$SWIFT" build -c release --package-path fuzz --scratch-path "$PWD/.build/fuzz" \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -g 2>&1 | grep -v "Cannot export local symbol" || true
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -fsanitize=fuzzer-no-link,address 2>&1 | grep -v "Cannot export local symbol" || true
 rm -rf "$WORK/seeds"
 python3 fuzz/seeds.py proto/PROTOCOL.md "$WORK/seeds" >/dev/null
 

@@ -26,7 +26,11 @@ public enum RequestDecoder {
         var tagRange: Range<Int>?
         var dataRange: Range<Int>?
         do {
-            json = try JSONParser.parse(line, rangeOf: "tag", range: &tagRange, deferring: "data", deferred: &dataRange)
+            // Only an owned line keeps its data where it is; a short line's is copied anyway.
+            json =
+                owner == nil
+                ? try JSONParser.parse(line, rangeOf: "tag", range: &tagRange)
+                : try JSONParser.parse(line, rangeOf: "tag", range: &tagRange, deferring: "data", deferred: &dataRange)
         } catch {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
         }
@@ -459,13 +463,20 @@ public struct Fields {
     /// The top-level `data` string the parser left unread (`JSONParser.parse(_:rangeOf:range:deferring:deferred:)`).
     var data: DeferredData?
 
-    struct DeferredData {
+    /// A class, so that the `Fields` of every other request carry one nil reference, not the struct.
+    final class DeferredData {
         /// The line being decoded, valid while it is.
         let line: UnsafeRawBufferPointer
         /// Where the string's characters are in `line`.
         let range: Range<Int>
         /// `line` open for writing, and the buffer holding it, if the decoder owns it.
         let owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
+
+        init(line: UnsafeRawBufferPointer, range: Range<Int>, owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?) {
+            self.line = line
+            self.range = range
+            self.owner = owner
+        }
     }
 
     init(object: JSONObject, op: String) {
@@ -477,7 +488,7 @@ public struct Fields {
     mutating func take(_ key: String) -> JSON? {
         guard let index = object.fields.firstIndex(where: { $0.key == key }) else { return nil }
         read[index] = true
-        if key == "data", let data {
+        if let data, key == "data" {
             return .string(String(decoding: UnsafeRawBufferPointer(rebasing: data.line[data.range]), as: UTF8.self))
         }
         let value = object.fields[index].value
