@@ -344,7 +344,34 @@ final class CLI {
         var exported = after
         // Pages end at 1000 events or 8 MiB, and a reader's pages leave out collections it may not
         // read: `next` says where the next page starts, and the log's end is `lastSeq`.
-        while true {
+        if !withFiles { try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000]) }
+        while !withFiles {
+            // Each event's bytes as they came (`EventPage`); the next page is asked for before
+            // this one is written out.
+            guard let line = try connection.readLine() else { throw ClientError.closed }
+            guard let page = line.withUnsafeBytes({ EventPage($0) }) else {
+                _ = try result(of: try JSONParser.parse(line))
+                throw ClientError.malformedResponse("events without events, next or lastSeq")
+            }
+            var lines: [UInt8] = []
+            lines.reserveCapacity(line.count)
+            for event in page.events {
+                lines += line[event]
+                lines.append(0x0A)
+            }
+            if let event = page.lastEvent, let sequence = event["seq"]?.integerValue, let hash = event["hash"] {
+                exported = UInt64(sequence)
+                chainHead = hash
+            }
+            let more = page.next > after && page.next < page.lastSeq
+            if more {
+                after = UInt64(page.next)
+                try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000])
+            }
+            FileHandle.standardOutput.write(Data(lines))
+            guard more else { break }
+        }
+        while withFiles {
             let result = try result(of: try connection.request(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
             guard case .array(let events)? = result.objectValue?["events"], let next = result.objectValue?["next"]?.integerValue,
                 let last = result.objectValue?["lastSeq"]?.integerValue

@@ -64,6 +64,40 @@ import Testing
         }
     }
 
+    /// `folio export` copies each event's bytes out of the page rather than parsing and writing
+    /// them again: strings that hold quotes, backslashes (runs of them, before a quote too), commas,
+    /// brackets and non-ASCII come out as foliod wrote them, over several pages.
+    @Test func exportCopiesEachEventAsFoliodWroteIt() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            let tricky = [#"a"b"#, #"c\d"#, #"e\\"#, #"\\\"f"#, "g,h]}{[", "é😀\u{1}\n", #"\"#, ""]
+            for index in 0..<2500 {
+                let text = tricky[index % tricky.count] + String(index)
+                #expect(try connection.request(["op": "create", "collection": "T", "id": .string("t\(index)"), "data": ["s": .string(text), "n": .int(Int64(index))]]).isOK)
+            }
+            var expected: [String] = []
+            var after: Int64 = 0
+            while true {
+                let page = try connection.request(["op": "events", "after": .int(after), "limit": 1000])
+                guard case .array(let events)? = page.result?["events"], let next = page.result?["next"]?.integerValue, !events.isEmpty else { break }
+                expected += events.map { String(decoding: $0.serialized(), as: UTF8.self) }
+                after = next
+            }
+            #expect(expected.count == 2500)
+            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            #expect(export.status == 0, "\(export.stderr)")
+            let lines = export.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2501)
+            #expect(Array(lines.dropLast()) == expected)
+            #expect(lines.last?.contains(#""lastSeq":2500"#) == true)
+            let exportFile = daemon.directory + "/events.jsonl"
+            try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
+            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
+            let original = try digest(daemon)
+            #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
+        }
+    }
+
     @Test func offlineVerifyAndRebuildReportTheDigest() throws {
         try withRunningDaemon { daemon in
             try populate(daemon, count: 120)
