@@ -32,10 +32,15 @@ public struct JSONParser: ~Copyable {
         -> JSON
     {
         var parser = JSONParser(bytes, maxDepth: maxDepth)
-        parser.skipWhitespace()
-        let value = try parser.parseValue()
-        parser.skipWhitespace()
-        if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        return try parser.parseWhole()
+    }
+
+    /// The one value `bytes` holds, with nothing but whitespace around it.
+    private mutating func parseWhole() throws(JSONError) -> JSON {
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        if position != bytes.count { throw error("unexpected data after the JSON value") }
         return value
     }
 
@@ -43,16 +48,13 @@ public struct JSONParser: ~Copyable {
     public static func parse(_ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?) throws(JSONError) -> JSON {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
         parser.rangeKey = key
-        parser.skipWhitespace()
-        let value = try parser.parseValue()
-        parser.skipWhitespace()
-        if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        let value = try parser.parseWhole()
         range = parser.keyRange
         return value
     }
 
     /// Parses as `parse(_:rangeOf:range:)` does, but leaves the value of top-level field
-    /// `deferredKey` unread when it is a plain string (no escape, only printable ASCII): it is
+    /// `deferredKey` unread when it is a plain string (no escape, ASCII without control characters): it is
     /// checked like any string, stands in the result as the empty string, and `deferred` tells where
     /// its characters (without the quotes) lie in `bytes`. A long string (a file's base64) is then
     /// read once, where it is used, not copied into a `String` first. Any other value is parsed as
@@ -63,10 +65,7 @@ public struct JSONParser: ~Copyable {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
         parser.rangeKey = key
         parser.deferredKey = deferredKey
-        parser.skipWhitespace()
-        let value = try parser.parseValue()
-        parser.skipWhitespace()
-        if parser.position != bytes.count { throw parser.error("unexpected data after the JSON value") }
+        let value = try parser.parseWhole()
         range = parser.keyRange
         deferred = parser.deferredRange
         return value
