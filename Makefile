@@ -15,7 +15,7 @@ TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
 # metrics test reads foliod's metrics with.
 deps:
-	@pkg-config --exists lmdb libcrypto || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev pkg-config)
+	@pkg-config --exists lmdb libcrypto sqlite3 || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev libsqlite3-dev pkg-config)
 	@command -v mdb_dump >/dev/null || ($(SUDO) apt-get update -q && $(APT_INSTALL) lmdb-utils)
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 

@@ -17,6 +17,9 @@ let package = Package(
             name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // SQLite, the peer `make bench` runs beside Redis; only folio-bench links it.
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
         .target(name: "CFolioSystem", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
 
@@ -51,7 +54,8 @@ let package = Package(
         .executableTarget(
             name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioModel", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
+        .executableTarget(
+            name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "CSQLite", "FolioCommandLine", "FolioHarness"]),
         // The crash loop: kills foliod at random moments and checks the store against the history.
         .executableTarget(
             name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),

@@ -4,18 +4,23 @@ import FolioCommandLine
 struct BenchOptions {
     static let usage = """
         usage: folio-bench [--folio-socket PATH] [--folio-pid PID] [--redis-socket PATH] [--redis-pid PID]
+                           [--sqlite-database FILE] [--sqlite-normal-database FILE]
                            [--baseline-socket PATH [--baseline-pid PID] [--baseline-name NAME]]
                            [--duration SECONDS] [--warmup SECONDS] [--rounds N] [--keys N]
                            [--only ID,ID...] [--markdown FILE] [--connect-timeout SECONDS] [--sync-probe DIR]
 
         Runs the same closed-loop load against foliod (JSON lines) and redis-server (RESP), each on a
-        Unix socket, scenario by scenario, alternating between them, and prints one table. Give at
-        least one socket; with a pid, the daemon's VmRSS and VmHWM are sampled from /proc.
-        bench/run.sh (`make bench`) starts both daemons and runs this.
+        Unix socket, and SQLite in this process, scenario by scenario, alternating between them, and
+        prints one table. Give at least one socket or database; with a pid, the daemon's VmRSS and VmHWM
+        are sampled from /proc. bench/run.sh (`make bench`) starts both daemons and runs this.
 
         A baseline is a second foliod, e.g. one built from an earlier commit, run alternately with the
         first in the same way, so that the ratios say what changed (bench/relations.sh does this).
 
+          --sqlite-database F   SQLite in WAL mode with synchronous=FULL on the database file F (created
+                                if missing), one connection per client
+          --sqlite-normal-database F
+                                the same with synchronous=NORMAL, on another file
           --duration SECONDS    measured time per scenario, per daemon, per round (default 5)
           --warmup SECONDS      unmeasured load before each measurement (default 1)
           --rounds N            runs per scenario and daemon, alternating who goes first (default 1)
@@ -54,7 +59,8 @@ struct BenchOptions {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--baseline-socket", "--baseline-pid",
+                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--sqlite-database",
+                "--sqlite-normal-database", "--baseline-socket", "--baseline-pid",
                 "--baseline-name", "--duration", "--warmup", "--rounds", "--keys",
                 "--only", "--markdown", "--connect-timeout", "--sync-probe",
             ])
@@ -74,7 +80,15 @@ struct BenchOptions {
         if let path = arguments.value("--redis-socket") {
             targets.append(Target(kind: .redis, socketPath: path, pid: try Self.pid(arguments.integer("--redis-pid"))))
         }
-        guard !targets.isEmpty else { throw UsageError("give --folio-socket, --redis-socket or both") }
+        if let path = arguments.value("--sqlite-database") {
+            targets.append(Target(kind: .sqlite, socketPath: path, pid: nil))
+        }
+        if let path = arguments.value("--sqlite-normal-database") {
+            targets.append(Target(kind: .sqliteNormal, socketPath: path, pid: nil))
+        }
+        guard !targets.isEmpty else {
+            throw UsageError("give at least one of --folio-socket, --redis-socket, --sqlite-database")
+        }
         timing.durationSeconds = try Self.seconds(arguments.value("--duration"), "--duration") ?? timing.durationSeconds
         timing.warmupSeconds = try Self.seconds(arguments.value("--warmup"), "--warmup") ?? timing.warmupSeconds
         connectTimeout = try Self.seconds(arguments.value("--connect-timeout"), "--connect-timeout") ?? connectTimeout

@@ -2,7 +2,8 @@ import Foundation
 
 /// Turns the results into the tables the benchmark prints: throughput and latency side by side,
 /// then failures and the daemons' CPU time and memory, then latency per kind of request. The first
-/// daemon is the one measured; each ratio is its figure over another's in the same run.
+/// daemon is the one measured; each ratio is its figure over another's in the same run (with more than
+/// one peer, a column per peer, headed `Folio/Redis`, `Folio/SQLite`).
 struct Report {
     struct Row {
         let scenario: Scenario
@@ -18,7 +19,7 @@ struct Report {
         let peers = names.indices.dropFirst()
         var table = TextTable(
             header: ["scenario", "clients"] + names.map { "\($0) ops/s" }
-                + peers.map { names.count == 2 ? "ratio" : "ratio to \(names[$0])" } + names.map { "\($0) p50 / p99" })
+                + peers.map { names.count == 2 ? "ratio" : "\(names[0])/\(names[$0])" } + names.map { "\($0) p50 / p99" })
         for row in rows {
             let ratios = peers.map { peer -> String in
                 guard let first = row.results[0], let other = row.results[peer], other.operationsPerSecond > 0 else { return "-" }

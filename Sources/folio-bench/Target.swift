@@ -1,9 +1,15 @@
 /// A daemon under test: which protocol it speaks, where it listens, its process (for RSS), and what
-/// the report calls it.
+/// the report calls it. SQLite is no daemon: its "socket" is the database file, it has no pid, and
+/// it runs inside folio-bench.
 struct Target: Sendable {
     enum Kind: String, Sendable {
         case folio = "Folio"
         case redis = "Redis"
+        /// WAL, `synchronous=FULL`: a commit is on disk before the statement returns.
+        case sqlite = "SQLite"
+        /// WAL, `synchronous=NORMAL`: a commit is in the WAL file but not yet synced (a power loss may
+        /// lose the latest commits, not corrupt the database).
+        case sqliteNormal = "SQLite (synchronous=NORMAL)"
     }
 
     let kind: Kind
@@ -23,6 +29,8 @@ struct Target: Sendable {
         switch kind {
         case .folio: return try FolioLoadClient(path: socketPath)
         case .redis: return try RESPClient(path: socketPath)
+        case .sqlite: return try SQLiteLoadClient(path: socketPath, synchronous: .full)
+        case .sqliteNormal: return try SQLiteLoadClient(path: socketPath, synchronous: .normal)
         }
     }
 
