@@ -104,9 +104,18 @@ import Testing
         #expect(addresses[1] == addresses[0] && addresses[2] == addresses[0])
         for _ in 0..<(LineBuffers.kept + 5) { buffers.give([UInt8](repeating: 0, count: 10)) }
         #expect(buffers.keptBuffers.count == LineBuffers.kept)
+        // No more bytes than `keptBytes` either: a buffer for lines of 8 MiB is kept alone, not 32 of them.
+        buffers.releaseIdle()
+        buffers.releaseIdle()
+        for _ in 0..<8 {
+            var large: [UInt8] = []
+            large.reserveCapacity(8 << 20)
+            buffers.give(large)
+        }
+        #expect(buffers.keptBuffers.bytes <= LineBuffers.keptBytes && buffers.keptBuffers.count < 8)
         // A kept buffer too small for the line asked is dropped, not handed out.
-        let fresh = buffers.take(capacity: 4 << 20)
-        #expect(fresh.capacity >= 4 << 20 && fresh.isEmpty)
+        let fresh = buffers.take(capacity: 16 << 20)
+        #expect(fresh.capacity >= 16 << 20 && fresh.isEmpty)
         #expect(buffers.keptBuffers.count == 0)
         // Kept buffers go once a second passed without a take (the trimmer's call), not before.
         for _ in 0..<3 { buffers.give([UInt8](repeating: 0, count: 10)) }
