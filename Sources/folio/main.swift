@@ -344,8 +344,8 @@ final class CLI {
         var exported = after
         // Pages end at 1000 events or 8 MiB, and a reader's pages leave out collections it may not
         // read: `next` says where the next page starts, and the log's end is `lastSeq`.
-        if !withFiles { try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000]) }
-        while !withFiles {
+        try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000])
+        while true {
             // Each event's bytes as they came (`EventPage`); the next page is asked for before
             // this one is written out.
             guard let line = try connection.readLine() else { throw ClientError.closed }
@@ -356,6 +356,15 @@ final class CLI {
             var lines: [UInt8] = []
             lines.reserveCapacity(line.count)
             for event in page.events {
+                // A file's content goes before the first event that binds a name to it.
+                if withFiles, line[event].firstRange(of: #""type":"file.put""#.utf8) != nil,
+                    case .object(let put)? = try? JSONParser.parse(Array(line[event])), put["type"] == "file.put",
+                    let sha256 = put["sha256"]?.stringValue, exportedContent.insert(sha256).inserted
+                {
+                    FileHandle.standardOutput.write(Data(lines))
+                    lines = []
+                    try exportContent(sha256, connection)
+                }
                 lines += line[event]
                 lines.append(0x0A)
             }
@@ -370,31 +379,6 @@ final class CLI {
             }
             FileHandle.standardOutput.write(Data(lines))
             guard more else { break }
-        }
-        while withFiles {
-            let result = try result(of: try connection.request(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
-            guard case .array(let events)? = result.objectValue?["events"], let next = result.objectValue?["next"]?.integerValue,
-                let last = result.objectValue?["lastSeq"]?.integerValue
-            else { throw ClientError.malformedResponse("events without events, next or lastSeq") }
-            var lines: [UInt8] = []
-            for event in events {
-                if withFiles, event.objectValue?["type"] == "file.put", let sha256 = event.objectValue?["sha256"]?.stringValue,
-                    exportedContent.insert(sha256).inserted
-                {
-                    FileHandle.standardOutput.write(Data(lines))
-                    lines = []
-                    try exportContent(sha256, connection)
-                }
-                lines += event.serialized()
-                lines.append(0x0A)
-            }
-            FileHandle.standardOutput.write(Data(lines))
-            if let event = events.last?.objectValue, let sequence = event["seq"]?.integerValue, let hash = event["hash"] {
-                exported = UInt64(sequence)
-                chainHead = hash
-            }
-            guard next > after, next < last else { break }
-            after = UInt64(next)
         }
         var end: JSONObject = ["end": true, "lastSeq": .int(Int64(exported)), "chainHead": chainHead]
         if withFiles { end["files"] = true }
