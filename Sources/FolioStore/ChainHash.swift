@@ -41,13 +41,26 @@ public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
 }
 
 public func hexString(_ bytes: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
     var text: [UInt8] = []
-    for byte in bytes {
-        text.append(digits[Int(byte >> 4)])
-        text.append(digits[Int(byte & 15)])
-    }
+    Array(bytes).withUnsafeBytes { appendHexDigits(of: $0, to: &text) }
     return String(decoding: text, as: UTF8.self)
+}
+
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+/// Appends the lowercase hex of `bytes` to `text`, written in place (an event's hash in every
+/// exported event: no `String` per event).
+func appendHexDigits(of bytes: UnsafeRawBufferPointer, to text: inout [UInt8]) {
+    let start = text.count
+    text.append(contentsOf: repeatElement(0, count: bytes.count * 2))
+    hexDigits.withUnsafeBufferPointer { digits in
+        text.withUnsafeMutableBufferPointer { out in
+            for (index, byte) in bytes.enumerated() {
+                out[start + 2 * index] = digits[Int(byte >> 4)]
+                out[start + 2 * index + 1] = digits[Int(byte & 15)]
+            }
+        }
+    }
 }
 
 private func hexValue(_ digit: UInt8) -> UInt8? {

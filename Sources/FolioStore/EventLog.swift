@@ -115,34 +115,19 @@ struct EventLog {
     /// The wire form of a stored event: its canonical JSON with `"hash"` added at the end.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws {
         guard record.count > ChainHash.size + 2 else { throw StoreError.corrupted("event record of \(record.count) bytes") }
-        let canonical = canonicalBytes(of: record)
-        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: canonical[..<(canonical.count - 1)]))
-        writer.writeRaw(",\"hash\":\"")
-        // The stored hash's hex, written in place: no `ChainHash` or `String` per event (a tenth
-        // of an export's time in foliod).
-        appendHex(UnsafeRawBufferPointer(rebasing: record[..<ChainHash.size]), to: &writer.bytes)
-        writer.writeRaw("\"}")
-    }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    private static func appendHex(_ bytes: UnsafeRawBufferPointer, to text: inout [UInt8]) {
-        let start = text.count
-        text.append(contentsOf: repeatElement(0, count: bytes.count * 2))
-        hexDigits.withUnsafeBufferPointer { digits in
-            text.withUnsafeMutableBufferPointer { out in
-                for (index, byte) in bytes.enumerated() {
-                    out[start + 2 * index] = digits[Int(byte >> 4)]
-                    out[start + 2 * index + 1] = digits[Int(byte & 15)]
-                }
-            }
-        }
+        // The stored hash's bytes, written as hex in place: no `ChainHash` or `String` per event (a
+        // tenth of an export's time in foliod).
+        writeWireForm(canonical: canonicalBytes(of: record), hash: UnsafeRawBufferPointer(rebasing: record[..<ChainHash.size]), to: &writer)
     }
 
     static func writeWireForm(canonical: UnsafeRawBufferPointer, hash: ChainHash, to writer: inout JSONWriter) {
+        hash.bytes.withUnsafeBytes { writeWireForm(canonical: canonical, hash: $0, to: &writer) }
+    }
+
+    private static func writeWireForm(canonical: UnsafeRawBufferPointer, hash: UnsafeRawBufferPointer, to writer: inout JSONWriter) {
         writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: canonical[..<(canonical.count - 1)]))
         writer.writeRaw(",\"hash\":\"")
-        hash.bytes.withUnsafeBytes { appendHex($0, to: &writer.bytes) }
+        appendHexDigits(of: hash, to: &writer.bytes)
         writer.writeRaw("\"}")
     }
 }
