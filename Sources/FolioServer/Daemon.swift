@@ -43,10 +43,17 @@ public final class Daemon {
         service.status("opening the store in \(configuration.dataDirectory)")
         var storeOptions = Store.Options()
         storeOptions.sync = configuration.durability.syncMode
+        storeOptions.journal = configuration.journal
+        storeOptions.journalSize = configuration.journalSize
         storeOptions.mapSize = configuration.mapSize
         storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
         let store = try Store(directory: configuration.dataDirectory, options: storeOptions)
         try store.checkUsable()
+        if let recovery = store.recovery {
+            log.notice(
+                "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied, "
+                    + "the log ends at event \(recovery.sequence)")
+        }
         // Puts that a crash interrupted left their content half-way; none can be running now.
         let leftovers = store.blobs.removeTemporaryFiles()
         if leftovers > 0 { log.notice("removed \(leftovers) temporary file(s) of puts that did not finish, from blobs/tmp") }

@@ -30,6 +30,9 @@ public struct ServerConfiguration: Sendable {
     public var socketPath: String
     public var maxLineBytes = 1 << 20
     public var durability = Durability.full
+    /// Full durability through the journal: one sync per group commit (`Journal`).
+    public var journal = false
+    public var journalSize = Journal.defaultSize
     public var eventLoops = 2
     /// Writes applied in one commit at most, and their request bytes at most.
     public var maxBatchCount = 1024
@@ -132,6 +135,8 @@ extension ServerConfiguration {
         if socketMode != fresh.socketMode { names.append("socket-mode") }
         if socketGroup != fresh.socketGroup { names.append("socket-group") }
         if durability != fresh.durability { names.append("durability") }
+        if journal != fresh.journal { names.append("journal") }
+        if journalSize != fresh.journalSize { names.append("journal-size") }
         if eventLoops != fresh.eventLoops { names.append("threads") }
         if workerThreads != fresh.workerThreads { names.append("workers") }
         if mapSize != fresh.mapSize { names.append("map-size") }

@@ -63,6 +63,16 @@ public enum Settings {
             guard let mode = ServerConfiguration.Durability(rawValue: v) else { throw SettingError("durability takes full, relaxed or none, not '\(v)'") }
             c.durability = mode
         },
+        Setting("journal", "on|off", "with durability full: on acknowledges a write after one sync of a journal of foliod's own, with LMDB synced at checkpoints (docs/DURABILITY.md); off syncs LMDB at every commit (default off)") { c, v throws(SettingError) in
+            switch v {
+            case "on": c.journal = true
+            case "off": c.journal = false
+            default: throw SettingError("journal takes on or off, not '\(v)'")
+            }
+        },
+        Setting("journal-size", "BYTES", "size of the journal ring file when foliod creates it (default 67108864); a checkpoint runs whenever a quarter of it is in use") { c, v throws(SettingError) in
+            c.journalSize = try integer(v, "journal-size", at: 1 << 20)
+        },
         Setting("threads", "N", "event loop threads (default 2)") { c, v throws(SettingError) in
             c.eventLoops = try integer(v, "threads", at: 1)
             guard c.eventLoops <= 64 else { throw SettingError("threads takes 1 to 64") }
@@ -176,6 +186,9 @@ public enum Settings {
         }
         for flag in flags {
             do { try apply(flag.name, flag.value, to: &configuration) } catch { throw SettingError("--\(flag.name): \(error.message)") }
+        }
+        if configuration.journal && configuration.durability != .full {
+            throw SettingError("journal on makes full durability cheaper; it does not go with durability \(configuration.durability.rawValue)")
         }
         if configuration.backupDirectory == nil { configuration.backupDirectory = configuration.dataDirectory + "/backups" }
         return configuration

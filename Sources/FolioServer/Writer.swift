@@ -55,6 +55,10 @@ final class Writer: @unchecked Sendable {
     private var lastTimestamp: Int64
     /// Syncs committed batches and answers them, in commit order (full durability only).
     private var confirmer: SyncConfirmer?
+    /// With `--journal on`, in place of `confirmer`: appends committed batches to the journal and
+    /// syncs it; the checkpointer makes data.mdb durable now and then.
+    private var journalConfirmer: JournalConfirmer?
+    private var checkpointer: Checkpointer?
     /// Keeps the data file longer than its pages, so commits that sync do not grow it.
     private var reserve: ReserveKeeper?
     /// Called after each commit is confirmed, in commit order, with the events it holds.
@@ -82,7 +86,12 @@ final class Writer: @unchecked Sendable {
     }
 
     func start() {
-        if configuration.durability == .full {
+        if configuration.durability == .full, let journal = store.journal {
+            journalConfirmer = JournalConfirmer(
+                journal: journal, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
+                release: { [self] outcomes in release(outcomes) })
+            checkpointer = Checkpointer(journal: journal) { [self] reason in halt(reason) }
+        } else if configuration.durability == .full {
             confirmer = SyncConfirmer(
                 environment: store.environment, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
                 release: { [self] outcomes in release(outcomes) })
@@ -108,6 +117,8 @@ final class Writer: @unchecked Sendable {
             reserve?.topUpIfLow()
             if let confirmer {
                 confirmer.confirm(outcomes, needsSync: committedData)
+            } else if let journalConfirmer {
+                journalConfirmer.confirm(outcomes, needsSync: committedData)
             } else {
                 release(outcomes)
             }
@@ -120,6 +131,10 @@ final class Writer: @unchecked Sendable {
         work = nil
         confirmer?.stop()
         confirmer = nil
+        journalConfirmer?.stop()
+        journalConfirmer = nil
+        checkpointer?.stop(final: halted == nil)
+        checkpointer = nil
         reserve?.stop()
         reserve = nil
     }

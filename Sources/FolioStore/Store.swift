@@ -12,6 +12,12 @@ public final class Store: @unchecked Sendable {
         public var sync: Environment.SyncMode = .full
         /// How long a request key is remembered, in milliseconds of event time (`RequestIndex`).
         public var requestKeyRetention: Int64 = 24 * 3600 * 1000
+        /// Durable commits through the journal (`Journal`): LMDB commits without syncing, and the
+        /// caller makes each commit durable with `journal.append` before answering it. `sync` is
+        /// then ignored.
+        public var journal = false
+        /// Bytes of the journal ring, when one is created.
+        public var journalSize = Journal.defaultSize
         public init() {}
     }
 
@@ -23,6 +29,10 @@ public final class Store: @unchecked Sendable {
     let applier: EventApplier
     /// The contents of files, in `DATA/blobs`.
     public let blobs: BlobStore
+    /// Set when the store was opened with `Options.journal`.
+    public private(set) var journal: Journal?
+    /// What opening found of a checkpoint and journal left by an earlier run, if any.
+    public private(set) var recovery: Journal.Recovery?
     /// When `write` last cleared stale reader slots (uptime, ns); touched by the writing thread only.
     private var lastReaderCheck: UInt64 = 0
 
@@ -30,14 +40,21 @@ public final class Store: @unchecked Sendable {
         if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
         var environmentOptions = Environment.Options()
         environmentOptions.mapSize = options.mapSize
-        environmentOptions.sync = options.sync
+        environmentOptions.sync = options.journal ? .noSync : options.sync
         self.directory = directory
         blobs = BlobStore(directory: directory + "/blobs")
-        environment = try Environment(path: directory, options: environmentOptions)
+        // A checkpoint means the last run journaled: data.mdb is made its checkpointed state again
+        // before LMDB opens it, and pinned at once, before any write can reuse a page of it.
+        let checkpoint = try CheckpointFile.read(directory + "/" + Journal.checkpointName)
+        if let checkpoint { try Environment.restoreMeta(checkpoint.metaPage, in: directory) }
+        let environment = try Environment(path: directory, options: environmentOptions)
+        self.environment = environment
+        let pin = checkpoint == nil ? nil : try environment.pin { _ in }.0
         databases = try StoreDatabases(environment)
         applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)
         self.options = options
         try checkFormat()
+        (journal, recovery) = try Journal.open(store: self, checkpoint: checkpoint, pin: pin, enabled: options.journal, size: options.journalSize)
     }
 
     private func checkFormat() throws {
@@ -117,5 +134,8 @@ public final class Store: @unchecked Sendable {
 
 extension Store {
     /// Closes the LMDB environment. Release every `Reader` first.
-    public func close() { environment.close() }
+    public func close() {
+        journal?.close()
+        environment.close()
+    }
 }

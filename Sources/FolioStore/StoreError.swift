@@ -1,3 +1,4 @@
+import Glibc
 import FolioJSON
 import FolioModel
 import LMDB
@@ -30,6 +31,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case corrupted(String)
     /// The data directory is in use or of another format.
     case unusable(String)
+
+    /// A system call on one of the store's files failed: `what` names the call and the file.
+    static func io(_ what: String, _ code: Int32) -> StoreError { .unusable("\(what): \(String(cString: strerror(code)))") }
 
     public var description: String {
         switch self {

@@ -34,18 +34,18 @@ public final class Environment: @unchecked Sendable {
     let handle: OpaquePointer
     public let path: String
     public let syncMode: SyncMode
-    private let activity: UnsafeMutablePointer<pthread_rwlock_t>
+    let activity: UnsafeMutablePointer<pthread_rwlock_t>
     /// Held by each write transaction from begin to commit or abort, and by `FileReserve` while it
     /// writes past the end of `data.mdb`: LMDB writes the file only inside a write transaction.
-    private let fileWrites: UnsafeMutablePointer<pthread_mutex_t>
+    let fileWrites: UnsafeMutablePointer<pthread_mutex_t>
     /// The transactions of every `Reader` not yet released, which `close` aborts first.
-    private let readerRegistry: UnsafeMutablePointer<pthread_mutex_t>
-    private var liveReaders: Set<OpaquePointer> = []
+    let readerRegistry: UnsafeMutablePointer<pthread_mutex_t>
+    var liveReaders: Set<OpaquePointer> = []
     /// `data.mdb` opened once more, for `sync()` alone. Linux reports a failed write-back once to
     /// each open descriptor of the file (at its next `fsync`/`fdatasync`), so flushing through a
     /// descriptor of our own sees every failure since our last flush, and never takes the report
     /// away from the `fdatasync` LMDB makes in each commit on its own descriptor.
-    private let syncFile: Int32
+    let syncFile: Int32
 
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.

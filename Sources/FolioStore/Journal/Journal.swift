@@ -1,0 +1,306 @@
+import FolioModel
+import Glibc
+import LMDB
+
+/// Durable writes after one sync (docs/DURABILITY.md): LMDB commits without syncing
+/// (`MDB_NOSYNC`), and each committed transaction's events are appended to the journal, a ring file
+/// of our own, which is synced once per group of commits before any of them is answered. Now and
+/// then a **checkpoint** makes `data.mdb` itself durable and lets the journal's space be reused:
+///
+/// 1. note the journal's next free position T (every record before it belongs to a commit that
+///    is already done);
+/// 2. pin the last commit S (`Environment.pin`: its pages can no longer be reused) and copy its
+///    meta page;
+/// 3. flush `data.mdb`: every page of S is on disk, and stays there while the pin holds;
+/// 4. write {S's meta page, S, the log head in S, T} to `checkpoint` and flush it;
+/// 5. release the previous pin, and free the journal before T.
+///
+/// After any crash, `recover` writes the checkpoint's meta page back into `data.mdb` (whatever
+/// the disk holds of later commits may point at pages that never reached it), which makes S the
+/// state LMDB opens, intact because its pages were flushed and none was overwritten since; then it
+/// applies, with the same applier as every write, each whole journal record from T on whose
+/// events follow the log's head, checking each event's chain hash, and stops at the first record
+/// that is not whole. A record is the events of one commit, applied all or nothing, so a batch is
+/// never split. Every answered write was in a synced record, or in `data.mdb` at a checkpoint.
+public final class Journal: @unchecked Sendable {
+    public static let journalName = "journal"
+    public static let checkpointName = "checkpoint"
+    public static let defaultSize = 64 << 20
+
+    private let environment: Environment
+    private let events: Database
+    private let directory: String
+    private let ring: JournalRing
+    private let checkpoints: CheckpointFile
+
+    /// Guards the positions, touched by the appending thread and by checkpoints.
+    private let state = PThreadMutex()
+    /// The next free virtual position.
+    private var next: UInt64
+    /// Where the records after the last durable checkpoint begin: the live part is `tail..<next`.
+    private var tail: UInt64
+
+    /// Serializes checkpoints; guards what follows.
+    private let checkpointing = PThreadMutex()
+    private var pinned: Environment.Pin?
+    private var last: CheckpointFile.Checkpoint
+    private var lastCheckpointTime = monotonicNanoseconds()
+    /// Records appended, and bytes, since the process started (for metrics and tests).
+    public private(set) var appendedRecords = 0
+    public private(set) var checkpointCount = 0
+
+    /// A buffer reused by `append`.
+    private var buffer: [UInt8] = []
+
+    private init(environment: Environment, events: Database, directory: String, ring: JournalRing, start: UInt64, last: CheckpointFile.Checkpoint) {
+        self.environment = environment
+        self.events = events
+        self.directory = directory
+        self.ring = ring
+        self.checkpoints = CheckpointFile(path: directory + "/" + Self.checkpointName)
+        next = start
+        tail = start
+        self.last = last
+    }
+
+    deinit { ring.close() }
+
+    /// Releases the pin. The store closes the journal before its environment.
+    func close() {
+        checkpointing.locked {
+            pinned?.release()
+            pinned = nil
+        }
+    }
+
+    public var size: Int { ring.size }
+
+    /// Bytes of records not yet covered by a checkpoint.
+    public var liveBytes: Int { state.locked { Int(next - tail) } }
+
+    /// The sequence of the last checkpoint.
+    public var checkpointedSequence: UInt64 { checkpointing.locked { last.sequence } }
+
+    // MARK: Appending
+
+    /// Appends one record per committed transaction (each the events it appended, in order; empty
+    /// ones are skipped) and syncs the journal once. Call from one thread, in commit order, only
+    /// after the transactions committed. A transaction too large for the ring, or one for which the
+    /// ring has no room, is made durable by a checkpoint instead.
+    public func append(_ transactions: [[StoreWriter.Applied]]) throws {
+        buffer.removeAll(keepingCapacity: true)
+        var runStart: UInt64 = 0
+        var wrote = false
+        func flushRun() throws {
+            guard !buffer.isEmpty else { return }
+            try buffer.withUnsafeBytes { try ring.write($0, at: runStart) }
+            buffer.removeAll(keepingCapacity: true)
+            wrote = true
+        }
+        for transaction in transactions where !transaction.isEmpty {
+            let length = JournalRing.headerSize + transaction.reduce(0) { $0 + 4 + ChainHash.size + $1.canonicalEvent.count }
+            if length > ring.size / 2 {
+                try flushRun()
+                try checkpoint()
+                continue
+            }
+            var (at, room) = state.locked { () -> (UInt64, Bool) in
+                let at = ring.placement(of: length, at: next)
+                return (at, at + UInt64(length) - tail <= UInt64(ring.size))
+            }
+            if !room {
+                // What this call placed so far lies before the checkpoint's start: it is covered.
+                try flushRun()
+                try checkpoint()
+                at = state.locked { ring.placement(of: length, at: next) }
+            }
+            if buffer.isEmpty || at != runStart + UInt64(buffer.count) {
+                try flushRun()
+                runStart = at
+            }
+            JournalRing.encode(
+                transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
+                into: &buffer)
+            state.locked { next = at + UInt64(length) }
+            appendedRecords += 1
+        }
+        try flushRun()
+        if wrote { try ring.sync() }
+    }
+
+    /// Whether a checkpoint is due: the journal is a quarter full, or `interval` has passed since
+    /// the last one and something was appended.
+    public func wantsCheckpoint(interval: UInt64) -> Bool {
+        let live = liveBytes
+        if live > ring.size / 4 { return true }
+        return live > 0 && monotonicNanoseconds() - checkpointing.locked({ lastCheckpointTime }) >= interval
+    }
+
+    // MARK: Checkpoints
+
+    /// Makes `data.mdb` durable up to its last commit and moves the journal's start past every
+    /// record before it (see the type's steps). Safe from any thread; a failure leaves the last
+    /// checkpoint in force (and must stop writes: `data.mdb` may not have been flushed).
+    public func checkpoint() throws {
+        try checkpointing.locked {
+            let start = state.locked { next }
+            let log = EventLog(database: events)
+            let (pin, head) = try environment.pin { txn in try log.head(txn) }
+            do {
+                try environment.sync()
+                let checkpoint = CheckpointFile.Checkpoint(
+                    generation: last.generation + 1, transaction: UInt64(pin.transaction), sequence: head.sequence,
+                    hash: head.hash.bytes, journalStart: start, metaPage: pin.metaPage)
+                try checkpoints.write(checkpoint, directory: directory)
+                last = checkpoint
+            } catch {
+                pin.release()
+                throw error
+            }
+            state.locked { tail = start }
+            pinned?.release()
+            pinned = pin
+            lastCheckpointTime = monotonicNanoseconds()
+            checkpointCount += 1
+        }
+    }
+
+    // MARK: Opening and recovery
+
+    /// What `open` found and did.
+    public struct Recovery: Sendable {
+        /// The log's last sequence at the checkpoint, and after the journal was applied.
+        public let checkpointSequence: UInt64
+        public let sequence: UInt64
+        public let records: Int
+    }
+
+    /// Run by `Store.init` after the environment is open (and, if there was a checkpoint, its meta
+    /// page restored and the environment pinned at once): applies the journal past the
+    /// checkpoint, then either keeps journaling (`enabled`, with a fresh checkpoint) or makes
+    /// `data.mdb` durable and removes both files.
+    static func open(
+        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, enabled: Bool, size: Int
+    ) throws -> (Journal?, Recovery?) {
+        let directory = store.directory
+        let journalPath = directory + "/" + journalName
+        var recovery: Recovery?
+        var end: UInt64 = 0
+        if let checkpoint {
+            let head = try store.environment.read { txn in try EventLog(database: store.databases.events).head(txn) }
+            guard head.sequence == checkpoint.sequence, head.hash.bytes == checkpoint.hash else {
+                throw StoreError.corrupted(
+                    "the checkpoint names event \(checkpoint.sequence), but data.mdb restored to it ends at event \(head.sequence)")
+            }
+            end = checkpoint.journalStart
+            var records = 0
+            var sequence = head.sequence
+            if access(journalPath, F_OK) == 0 {
+                let ring = try JournalRing.open(journalPath, size: size, directory: directory)
+                defer { ring.close() }
+                (end, records, sequence) = try replay(ring, from: checkpoint.journalStart, into: store, after: head)
+            }
+            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: sequence, records: records)
+        } else if access(journalPath, F_OK) == 0 {
+            // Left by a journal being turned off: the checkpoint went first, so data.mdb is durable.
+            unlink(journalPath)
+        }
+        guard enabled else {
+            if checkpoint != nil {
+                try store.environment.sync()
+                unlink(directory + "/" + checkpointName)
+                unlink(journalPath)
+                try Environment.flushDirectory(directory)
+            }
+            pin?.release()
+            return (nil, recovery)
+        }
+        let ring = try JournalRing.open(journalPath, size: size, directory: directory)
+        // A fresh lap: no record left in the file, whole or torn, can pass for one written from here.
+        let start = checkpoint == nil ? ring.nextLap(0) : ring.nextLap(end)
+        let journal = Journal(
+            environment: store.environment, events: store.databases.events, directory: directory, ring: ring, start: start,
+            last: checkpoint ?? CheckpointFile.Checkpoint(generation: 0, transaction: 0, sequence: 0, hash: [], journalStart: 0, metaPage: []))
+        try journal.checkpoint()
+        pin?.release()
+        return (journal, recovery)
+    }
+
+    /// Applies the whole records from `start` on whose events follow `head`; returns the position
+    /// after the last record read, how many were applied, and the log's last sequence.
+    private static func replay(_ ring: JournalRing, from start: UInt64, into store: Store, after head: EventLog.Head) throws -> (UInt64, Int, UInt64) {
+        var position = start
+        var head = head
+        var applied = 0
+        while true {
+            var found = try ring.record(at: position)
+            if found == nil && position % UInt64(ring.size) != 0 {
+                // A record that did not fit before the end went to the start of the next lap.
+                let lap = ring.nextLap(position)
+                if let there = try ring.record(at: lap) {
+                    found = there
+                    position = lap
+                }
+            }
+            guard let record = found else { break }
+            let last = record.firstSequence + UInt64(record.events.count) - 1
+            if last <= head.sequence {
+                position = record.end
+                continue
+            }
+            // Whole, and following the log: every event's hash must chain from the head.
+            guard record.firstSequence == head.sequence + 1 else { break }
+            var chain = head.hash
+            var events: [(Event, [UInt8])] = []
+            var intact = true
+            for (index, entry) in record.events.enumerated() {
+                let next = chain.next(entry.canonical)
+                guard next.bytes == entry.hash else {
+                    intact = false
+                    break
+                }
+                let stored = entry.hash + entry.canonical
+                let event = try stored.withUnsafeBytes { try EventLog.decode($0, sequence: record.firstSequence + UInt64(index)) }
+                events.append((event, entry.hash))
+                chain = next
+            }
+            guard intact else { break }
+            try store.write { writer in
+                for (event, hash) in events {
+                    let result = try writer.append(event, isolated: false)
+                    guard result.chainHash.bytes == hash else {
+                        throw StoreError.corrupted("journal event \(event.sequence) applies with another chain hash than it was written with")
+                    }
+                }
+            }
+            head = EventLog.Head(sequence: last, hash: chain)
+            applied += 1
+            position = record.end
+        }
+        return (position, applied, head.sequence)
+    }
+}
+
+/// A pthread mutex for short critical sections.
+final class PThreadMutex: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}

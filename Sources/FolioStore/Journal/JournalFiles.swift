@@ -1,0 +1,245 @@
+import Glibc
+import LMDB
+
+/// The two files of the journal (docs/DURABILITY.md), each written in place so that a sync of it
+/// is one data flush, never a file-system metadata write.
+///
+/// `journal`: a ring of records, one per committed write transaction, each its events as the log
+/// stores them. Positions are virtual (they only grow); a record lies at `virtual % size`, or at
+/// the start of the next lap when it would run past the end. Its header names its own virtual
+/// position, so a stale record of an earlier lap, or a torn one, never passes for the next.
+///
+///     record: magic u32 | payload bytes u32 | virtual position u64 | first sequence u64
+///             | events u32 | 0 u32 | events: (bytes u32 | chain hash 32 | canonical event)…
+struct JournalRing {
+    static let headerSize = 32
+    static let magic: UInt32 = 0x4A52_4F46 // "FORJ"
+
+    let path: String
+    let file: Int32
+    let size: Int
+
+    /// Opens the ring at `path`, creating it (`size` bytes of zeros, flushed, its directory too)
+    /// if it does not exist.
+    static func open(_ path: String, size: Int, directory: String) throws -> JournalRing {
+        var file = Glibc.open(path, O_RDWR | O_CLOEXEC)
+        if file < 0 && errno == ENOENT {
+            let draft = path + ".new"
+            let fresh = Glibc.open(draft, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fresh >= 0 else { throw StoreError.io("create \(draft)", errno) }
+            do {
+                let zeros = [UInt8](repeating: 0, count: 1 << 20)
+                var offset = 0
+                while offset < size {
+                    let count = min(zeros.count, size - offset)
+                    try zeros.withUnsafeBytes { try writeFully(fresh, UnsafeRawBufferPointer(rebasing: $0[..<count]), at: offset, path: draft) }
+                    offset += count
+                }
+                try syncFile(fresh, path: draft)
+                Glibc.close(fresh)
+                guard rename(draft, path) == 0 else { throw StoreError.io("rename \(draft)", errno) }
+                try Environment.flushDirectory(directory)
+            } catch {
+                Glibc.close(fresh)
+                unlink(draft)
+                throw error
+            }
+            file = Glibc.open(path, O_RDWR | O_CLOEXEC)
+        }
+        guard file >= 0 else { throw StoreError.io("open \(path)", errno) }
+        var status = stat()
+        guard fstat(file, &status) == 0 else {
+            Glibc.close(file)
+            throw StoreError.io("stat \(path)", errno)
+        }
+        return JournalRing(path: path, file: file, size: Int(status.st_size))
+    }
+
+    func close() { Glibc.close(file) }
+
+    /// Where a record of `length` bytes goes if the next free virtual position is `virtual`.
+    func placement(of length: Int, at virtual: UInt64) -> UInt64 {
+        let offset = Int(virtual % UInt64(size))
+        return offset + length <= size ? virtual : nextLap(virtual)
+    }
+
+    func nextLap(_ virtual: UInt64) -> UInt64 { (virtual / UInt64(size) + 1) * UInt64(size) }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at virtual: UInt64) throws {
+        try writeFully(file, bytes, at: Int(virtual % UInt64(size)), path: path)
+    }
+
+    func sync() throws { try syncFile(file, path: path) }
+
+    /// Reads the record at `virtual`, or nil if what lies there is not a whole record written for
+    /// that position: the header's magic and position, and the events' lengths, must agree.
+    func record(at virtual: UInt64) throws -> (firstSequence: UInt64, events: [(hash: [UInt8], canonical: [UInt8])], end: UInt64)? {
+        let offset = Int(virtual % UInt64(size))
+        guard offset + Self.headerSize <= size else { return nil }
+        let header = try read(Self.headerSize, at: offset)
+        let (magic, length, position, first, count) = header.withUnsafeBytes { bytes in
+            (
+                UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt32.self)),
+                Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self))),
+                UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+                Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt32.self)))
+            )
+        }
+        guard magic == Self.magic, position == virtual, offset + Self.headerSize + length <= size, count > 0 else { return nil }
+        let payload = try read(length, at: offset + Self.headerSize)
+        var events: [(hash: [UInt8], canonical: [UInt8])] = []
+        var cursor = 0
+        for _ in 0..<count {
+            guard cursor + 4 + ChainHash.size <= payload.count else { return nil }
+            let bytes = payload.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: cursor, as: UInt32.self))) }
+            guard bytes > ChainHash.size, cursor + 4 + bytes <= payload.count else { return nil }
+            let hash = Array(payload[(cursor + 4)..<(cursor + 4 + ChainHash.size)])
+            events.append((hash, Array(payload[(cursor + 4 + ChainHash.size)..<(cursor + 4 + bytes)])))
+            cursor += 4 + bytes
+        }
+        guard cursor == payload.count else { return nil }
+        return (first, events, virtual + UInt64(Self.headerSize + length))
+    }
+
+    private func read(_ count: Int, at offset: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let result = bytes.withUnsafeMutableBytes { pread(file, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.io("read \(path)", errno)
+            }
+            if result == 0 { throw StoreError.io("read \(path): ends at \(offset + done)", EIO) }
+            done += result
+        }
+        return bytes
+    }
+
+    /// Appends a record of `events` (sequence, chain hash, canonical bytes) to `buffer`, for the
+    /// virtual position `virtual`.
+    static func encode(
+        _ events: some Collection<(sequence: UInt64, hash: [UInt8], canonical: [UInt8])>, at virtual: UInt64, into buffer: inout [UInt8]
+    ) {
+        let start = buffer.count
+        let length = events.reduce(0) { $0 + 4 + ChainHash.size + $1.canonical.count }
+        buffer.appendLittleEndian(magic)
+        buffer.appendLittleEndian(UInt32(length))
+        buffer.appendLittleEndian(virtual)
+        buffer.appendLittleEndian(events.first?.sequence ?? 0)
+        buffer.appendLittleEndian(UInt32(events.count))
+        buffer.appendLittleEndian(UInt32(0))
+        for event in events {
+            buffer.appendLittleEndian(UInt32(ChainHash.size + event.canonical.count))
+            buffer.append(contentsOf: event.hash)
+            buffer.append(contentsOf: event.canonical)
+        }
+        assert(buffer.count - start == headerSize + length)
+    }
+}
+
+/// `checkpoint`: the last state of `data.mdb` known to be on disk, in two slots written in turn
+/// (each with its SHA-256, so a torn write leaves the other): LMDB's meta page of that state, its
+/// transaction, the log's head in it, and the journal position from which records may follow it.
+struct CheckpointFile {
+    static let slotSize = 8192
+    static let magic: UInt32 = 0x4B43_4F46 // "FOCK"
+
+    struct Checkpoint: Equatable {
+        var generation: UInt64
+        var transaction: UInt64
+        var sequence: UInt64
+        var hash: [UInt8]
+        /// Virtual journal position where the records after `sequence` begin (or earlier).
+        var journalStart: UInt64
+        var metaPage: [UInt8]
+    }
+
+    let path: String
+
+    static func read(_ path: String) throws -> Checkpoint? {
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else {
+            if errno == ENOENT { return nil }
+            throw StoreError.io("open \(path)", errno)
+        }
+        defer { close(file) }
+        var best: Checkpoint?
+        for slot in 0..<2 {
+            var bytes = [UInt8](repeating: 0, count: slotSize)
+            let count = bytes.withUnsafeMutableBytes { pread(file, $0.baseAddress!, slotSize, off_t(slot * slotSize)) }
+            guard count == slotSize, let checkpoint = decode(bytes) else { continue }
+            if best == nil || checkpoint.generation > best!.generation { best = checkpoint }
+        }
+        return best
+    }
+
+    private static func decode(_ bytes: [UInt8]) -> Checkpoint? {
+        let fixed = 4 + 4 + 8 * 3 + ChainHash.size + 8 + 4
+        return bytes.withUnsafeBytes { raw -> Checkpoint? in
+            guard UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic else { return nil }
+            let metaLength = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: fixed - 4, as: UInt32.self)))
+            let end = fixed + metaLength
+            guard metaLength > 0, end + ChainHash.size <= slotSize else { return nil }
+            let hasher = SHA256Hasher()
+            hasher.update(UnsafeRawBufferPointer(rebasing: raw[..<end]))
+            guard hasher.finalize().elementsEqual(raw[end..<(end + ChainHash.size)]) else { return nil }
+            func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+            return Checkpoint(
+                generation: u64(8), transaction: u64(16), sequence: u64(24), hash: Array(raw[32..<(32 + ChainHash.size)]),
+                journalStart: u64(32 + ChainHash.size), metaPage: Array(raw[fixed..<end]))
+        }
+    }
+
+    /// Writes `checkpoint` into its slot (by generation) and flushes the file; creates the file,
+    /// and flushes its directory, the first time.
+    func write(_ checkpoint: Checkpoint, directory: String) throws {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.slotSize)
+        bytes.appendLittleEndian(Self.magic)
+        bytes.appendLittleEndian(UInt32(1))
+        bytes.appendLittleEndian(checkpoint.generation)
+        bytes.appendLittleEndian(checkpoint.transaction)
+        bytes.appendLittleEndian(checkpoint.sequence)
+        bytes.append(contentsOf: checkpoint.hash)
+        bytes.appendLittleEndian(checkpoint.journalStart)
+        bytes.appendLittleEndian(UInt32(checkpoint.metaPage.count))
+        bytes.append(contentsOf: checkpoint.metaPage)
+        let hasher = SHA256Hasher()
+        hasher.update(bytes)
+        bytes.append(contentsOf: hasher.finalize())
+        precondition(bytes.count <= Self.slotSize, "a meta page of \(checkpoint.metaPage.count) bytes does not fit a checkpoint slot")
+        bytes.append(contentsOf: repeatElement(0, count: Self.slotSize - bytes.count))
+        let existed = access(path, F_OK) == 0
+        let file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw StoreError.io("open \(path)", errno) }
+        defer { close(file) }
+        if !existed {
+            // Both slots exist from the start, so that a later write never extends the file.
+            let empty = [UInt8](repeating: 0, count: 2 * Self.slotSize)
+            try empty.withUnsafeBytes { try writeFully(file, $0, at: 0, path: path) }
+        }
+        try bytes.withUnsafeBytes { try writeFully(file, $0, at: Int(checkpoint.generation & 1) * Self.slotSize, path: path) }
+        try syncFile(file, path: path)
+        if !existed { try Environment.flushDirectory(directory) }
+    }
+}
+
+func writeFully(_ file: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws {
+    var written = 0
+    while written < bytes.count {
+        let result = pwrite(file, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
+        if result < 0 {
+            if errno == EINTR { continue }
+            throw StoreError.io("write \(path)", errno)
+        }
+        written += result
+    }
+}
+
+func syncFile(_ file: Int32, path: String) throws {
+    while fdatasync(file) != 0 {
+        if errno != EINTR { throw StoreError.io("fdatasync \(path)", errno) }
+    }
+}

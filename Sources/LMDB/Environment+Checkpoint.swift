@@ -1,0 +1,152 @@
+import CLMDB
+import Glibc
+
+/// What a journal of our own needs from LMDB to let commits skip their syncs (`MDB_NOSYNC`) and
+/// still recover an intact state after an OS crash (docs/DURABILITY.md):
+///
+/// - a **pin**: a read transaction on the last commit, which keeps every page of that snapshot
+///   from being reused (LMDB reuses a freed page only once no reader may still see it), so that
+///   once those pages are flushed nothing can overwrite them on disk until the pin is released;
+/// - the snapshot's **meta page**, copied when it is pinned: later commits overwrite the two meta
+///   slots in turn, and without syncs the disk may hold any of them after a crash, pointing at
+///   pages that never reached it;
+/// - **restoring** that copy into both slots before the environment is opened again, which makes
+///   the pinned snapshot LMDB's current state.
+extension Environment {
+    /// A pinned snapshot: its transaction id and its meta page as LMDB wrote it.
+    public final class Pin: @unchecked Sendable {
+        let environment: Environment
+        private var handle: OpaquePointer?
+        public let transaction: Int
+        /// The whole meta page (one page of `data.mdb`), as it was when pinned.
+        public let metaPage: [UInt8]
+
+        init(environment: Environment, handle: OpaquePointer, transaction: Int, metaPage: [UInt8]) {
+            self.environment = environment
+            self.handle = handle
+            self.transaction = transaction
+            self.metaPage = metaPage
+        }
+
+        /// Ends the read transaction: the snapshot's pages may be reused from the next commit on.
+        public func release() {
+            pthread_rwlock_rdlock(environment.activity)
+            defer { pthread_rwlock_unlock(environment.activity) }
+            guard let handle else { return }
+            self.handle = nil
+            guard !environment.isClosed else { return }
+            pthread_mutex_lock(environment.readerRegistry)
+            environment.liveReaders.remove(handle)
+            pthread_mutex_unlock(environment.readerRegistry)
+            mdb_txn_abort(handle)
+        }
+
+        deinit { release() }
+    }
+
+    /// Pins the last committed snapshot. `inspect` reads it, in the same transaction, before the
+    /// pin is parked (what it returns must not point into the map). No write transaction runs
+    /// meanwhile, so the snapshot is exactly the last commit and its meta slot holds it.
+    public func pin<R>(_ inspect: (Transaction) throws -> R) throws -> (Pin, R) {
+        try excludingWrites {
+            var txn: OpaquePointer?
+            try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+            guard let txn else { throw LMDBError(code: .invalid, call: "mdb_txn_begin") }
+            do {
+                let transaction = mdb_txn_id(txn)
+                let result = try inspect(Transaction(handle: txn))
+                let page = try metaPage(of: transaction)
+                pthread_mutex_lock(readerRegistry)
+                liveReaders.insert(txn)
+                pthread_mutex_unlock(readerRegistry)
+                return (Pin(environment: self, handle: txn, transaction: transaction, metaPage: page), result)
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+        }
+    }
+
+    /// The meta slot that holds `transaction`, read from the file (the page cache has what LMDB
+    /// wrote, synced or not).
+    private func metaPage(of transaction: Int) throws(LMDBError) -> [UInt8] {
+        let size = info.pageSize
+        for slot in 0..<2 {
+            let page = try Self.readPage(syncFile, slot, size: size, call: "read meta page of data.mdb")
+            if MetaPage.transaction(page) == transaction { return page }
+        }
+        throw LMDBError(code: .corrupted, call: "no meta page of data.mdb holds transaction \(transaction)")
+    }
+
+    static func readPage(_ file: Int32, _ index: Int, size: Int, call: String) throws(LMDBError) -> [UInt8] {
+        var page = [UInt8](repeating: 0, count: size)
+        var done = 0
+        while done < size {
+            let count = page.withUnsafeMutableBytes { pread(file, $0.baseAddress! + done, size - done, off_t(index * size + done)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw LMDBError(code: .init(rawValue: errno), call: call)
+            }
+            if count == 0 { throw LMDBError(code: .corrupted, call: "\(call): the file ends at \(index * size + done)") }
+            done += count
+        }
+        return page
+    }
+
+    /// Writes `metaPage` (from a `Pin`) into both meta slots of `directory/data.mdb` and flushes
+    /// it, so that the pinned snapshot is what LMDB opens. Only while no process has the
+    /// environment open. LMDB itself starts a new file with two equal meta pages; its next commit
+    /// takes the other slot as usual.
+    public static func restoreMeta(_ metaPage: [UInt8], in directory: String) throws {
+        let path = directory + "/data.mdb"
+        guard MetaPage.isMeta(metaPage) else { throw LMDBError(code: .invalid, call: "restore meta page of \(path): not a meta page") }
+        let file = open(path, O_RDWR | O_CLOEXEC)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)") }
+        defer { Glibc.close(file) }
+        for slot in 0..<2 {
+            var page = metaPage
+            page.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(slot).littleEndian, toByteOffset: 0, as: UInt64.self) }
+            try page.withUnsafeBytes { bytes in
+                try writeFully(file, bytes, at: slot * metaPage.count, call: "write meta page of \(path)")
+            }
+        }
+        try flush(file, call: "fdatasync \(path)")
+    }
+
+    /// The meta slot with the higher transaction id in `directory/data.mdb`: the one LMDB opens.
+    public static func currentTransaction(in directory: String) throws(LMDBError) -> Int? {
+        let path = directory + "/data.mdb"
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else {
+            if errno == ENOENT { return nil }
+            throw LMDBError(code: .init(rawValue: errno), call: "open \(path)")
+        }
+        defer { Glibc.close(file) }
+        let first = try readPage(file, 0, size: Int(getpagesize()), call: "read meta page of \(path)")
+        let second = try readPage(file, 1, size: Int(getpagesize()), call: "read meta page of \(path)")
+        return max(MetaPage.transaction(first), MetaPage.transaction(second))
+    }
+}
+
+/// The parts of an LMDB 0.9 meta page we read (lmdb's `MDB_page` header of 16 bytes, then `MDB_meta`:
+/// magic u32, version u32, address, map size, two `MDB_db` of 48 bytes, last page, transaction id).
+enum MetaPage {
+    static let magicOffset = 16
+    static let transactionOffset = 16 + 4 + 4 + 8 + 8 + 2 * 48 + 8
+    static let magic: UInt32 = 0xBEEF_C0DE
+    /// `P_META` in the page header's flags (u16 at offset 10).
+    static let metaFlag: UInt16 = 0x08
+
+    static func isMeta(_ page: [UInt8]) -> Bool {
+        guard page.count >= transactionOffset + 8 else { return false }
+        return page.withUnsafeBytes { bytes in
+            UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: magicOffset, as: UInt32.self)) == magic
+                && UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)) & metaFlag != 0
+        }
+    }
+
+    static func transaction(_ page: [UInt8]) -> Int {
+        guard isMeta(page) else { return -1 }
+        return page.withUnsafeBytes { Int(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: transactionOffset, as: UInt64.self))) }
+    }
+}
