@@ -96,7 +96,8 @@ final class Writer: @unchecked Sendable {
                 environment: store.environment, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
                 release: { [self] outcomes in release(outcomes) })
         }
-        if configuration.durability != .none {
+        // Only commits that sync pay for growing the file; journaled ones sync nothing.
+        if configuration.durability != .none && store.journal == nil {
             reserve = ReserveKeeper(environment: store.environment, log: log)
         }
         let (maxCount, maxBytes) = (configuration.maxBatchCount, configuration.maxBatchBytes)

@@ -1,3 +1,4 @@
+import CFolioSystem
 import CLMDB
 import Glibc
 
@@ -65,6 +66,13 @@ extension Environment {
                 throw error
             }
         }
+    }
+
+    /// Starts writing back what commits left in the page cache (`sync_file_range`, not waiting),
+    /// so that the next `sync()` has little left to write. Reports nothing: a failed write-back is
+    /// seen by the next `sync()`.
+    public func startWriteback() {
+        _ = folio_start_writeback(syncFile, 0, 0)
     }
 
     /// The meta slot that holds `transaction`, read from the file (the page cache has what LMDB

@@ -57,10 +57,11 @@ import Testing
     /// 8 clients create and update their own objects; foliod is killed with SIGKILL in the middle.
     /// After a restart every acknowledged write is there: each object at least at its acknowledged
     /// version, and exactly at it when no later write to it was sent. The README promises this in
-    /// every durability mode (they differ only for OS crashes).
-    @Test(arguments: ["full", "relaxed", "none"])
+    /// every durability mode (they differ only for OS crashes), and with the journal, where the
+    /// restart applies the journal's records past the last checkpoint.
+    @Test(arguments: ["full", "full --journal on", "relaxed", "none"])
     func killNineLosesNoAcknowledgedWrite(durability: String) throws {
-        try withRunningDaemon(arguments: ["--durability", durability]) { daemon in
+        try withRunningDaemon(arguments: ["--durability"] + durability.split(separator: " ").map(String.init)) { daemon in
             struct Ledger {
                 var acknowledged: [String: Int64] = [:]
                 /// Ids with a write sent and not answered.

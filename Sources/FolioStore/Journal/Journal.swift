@@ -138,6 +138,9 @@ public final class Journal: @unchecked Sendable {
 
     // MARK: Checkpoints
 
+    /// Starts writing `data.mdb`'s pages back ahead of the next checkpoint.
+    public func startWriteback() { environment.startWriteback() }
+
     /// Makes `data.mdb` durable up to its last commit and moves the journal's start past every
     /// record before it (see the type's steps). Safe from any thread; a failure leaves the last
     /// checkpoint in force (and must stop writes: `data.mdb` may not have been flushed).

@@ -1,0 +1,236 @@
+import FolioJSON
+import FolioModel
+import Foundation
+import Testing
+
+@testable import FolioStore
+
+/// The journal (docs/DURABILITY.md): commits that LMDB did not sync are recovered from it, after
+/// a crash of the process and after an OS crash that kept any subset of the pages written since
+/// the last checkpoint.
+@Suite struct JournalTests {
+    static func journaled(_ path: String, size: Int = 1 << 20) throws -> Store {
+        var options = Store.Options()
+        options.journal = true
+        options.journalSize = size
+        return try Store(directory: path, options: options)
+    }
+
+    /// A write as the server makes it: committed, then its events appended to the journal.
+    @discardableResult
+    static func write(_ writer: TestWriter, _ command: Command, journal: Bool = true) throws -> WriteOutcome {
+        let outcome = try writer.write(command)
+        if journal { try writer.store.journal!.append([outcome.appended]) }
+        return outcome
+    }
+
+    static func create(_ writer: TestWriter, _ index: Int, journal: Bool = true) throws {
+        try write(
+            writer, .create(collection: "Task", id: nil, data: ["title": .string("task \(index)"), "rank": .int(Int64(index * 7919 % 1000))]),
+            journal: journal)
+    }
+
+    static let files = ["data.mdb", Journal.journalName, Journal.checkpointName]
+
+    /// What the disk would hold if the machine stopped now: `durable` (data.mdb as the last
+    /// checkpoint flushed it), with each page that differs in the live file taken from the live
+    /// file or not, as `keep` decides; the journal and the checkpoint as they are (both are synced
+    /// before anything depends on them).
+    static func crashImage(of live: String, durable: [UInt8], into target: String, keep: (Int) -> Bool) throws {
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: live + "/data.mdb")))
+        var image = durable
+        if image.count < current.count { image += [UInt8](repeating: 0, count: current.count - image.count) }
+        let page = 4096
+        for index in 0..<(current.count / page) {
+            let range = (index * page)..<((index + 1) * page)
+            if image[range] != current[range] && keep(index) { image.replaceSubrange(range, with: current[range]) }
+        }
+        try Data(image).write(to: URL(fileURLWithPath: target + "/data.mdb"))
+        for name in [Journal.journalName, Journal.checkpointName] {
+            try FileManager.default.copyItem(atPath: live + "/" + name, toPath: target + "/" + name)
+        }
+    }
+
+    static func copyAsIs(_ live: String, into target: String) throws {
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        for name in files { try FileManager.default.copyItem(atPath: live + "/" + name, toPath: target + "/" + name) }
+    }
+
+    @Test func aKilledProcessLosesNoJournaledWrite() throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live")
+            let writer = TestWriter(store)
+            _ = try Self.write(
+                writer, .defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            for index in 0..<50 { try Self.create(writer, index) }
+            try store.journal!.checkpoint()
+            for index in 50..<120 { try Self.create(writer, index) }
+            let digest = try store.read { try $0.digest() }
+            // The page cache as a kill -9 leaves it: every commit's pages, the newest meta page.
+            try Self.copyAsIs(root + "/live", into: root + "/killed")
+            let reopened = try Self.journaled(root + "/killed")
+            defer { reopened.close() }
+            #expect(reopened.recovery?.checkpointSequence == 51)
+            #expect(reopened.recovery?.sequence == 121)
+            #expect(reopened.recovery?.records == 70)
+            #expect(try reopened.read { try $0.digest() } == digest)
+            try expectVerifyRebuildAndReplayKeepTheDigest(reopened, root)
+            store.close()
+        }
+    }
+
+    /// The heart of the design: after an OS crash data.mdb may hold any subset of the pages
+    /// written since the last checkpoint, including a newer meta page whose pages never arrived.
+    /// Recovery must come back to exactly the journaled state every time.
+    @Test(arguments: 0..<6)
+    func anOSCrashKeepingAnySubsetOfUnsyncedPagesRecoversTheJournaledState(seed: Int) throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live", size: 256 << 10)
+            defer { store.close() }
+            let writer = TestWriter(store)
+            for (name, sort) in [("byRank", "rank"), ("byTitle", "-title")] {
+                _ = try Self.write(
+                    writer, .defineView(try ViewDefinition(name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: [.string(sort)]), unique: false)))
+            }
+            var random = SeededGenerator(seed: UInt64(seed + 1))
+            var durable = [UInt8]()
+            var created = 0
+            for round in 0..<6 {
+                // Some rounds end with a checkpoint: data.mdb is then durable as it is.
+                for _ in 0..<(20 + Int(random.next() % 60)) {
+                    try Self.create(writer, created)
+                    created += 1
+                }
+                if round % 2 == 0 || durable.isEmpty {
+                    try store.journal!.checkpoint()
+                    durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb")))
+                }
+            }
+            // A commit that was never journaled (never answered): it may or may not survive in
+            // LMDB's pages, and must not come back.
+            let digest = try store.read { try $0.digest() }
+            let head = try store.read { try $0.head() }
+            try Self.create(writer, created, journal: false)
+            for trial in 0..<4 {
+                let target = root + "/crash-\(trial)"
+                let choice = random.next()
+                try Self.crashImage(of: root + "/live", durable: durable, into: target) { page in
+                    switch trial {
+                    case 0: return false  // nothing after the checkpoint arrived
+                    case 1: return true  // everything arrived, the unjournaled commit too
+                    case 2: return page < 2  // only the newest meta page arrived
+                    default: return (UInt64(page) &* 0x9E37_79B9_7F4A_7C15 ^ choice) % 3 == 0
+                    }
+                }
+                let recovered = try Self.journaled(target, size: 256 << 10)
+                #expect(try recovered.read { try $0.head() } == head, "trial \(trial)")
+                #expect(try recovered.read { try $0.digest() } == digest, "trial \(trial)")
+                let report = try recovered.verify(scratchDirectory: target + "/scratch")
+                #expect(report.chainBrokenAt == nil && report.mismatches.isEmpty, "trial \(trial): \(report.mismatches)")
+                recovered.close()
+            }
+        }
+    }
+
+    /// A record cut short (its sync never happened, so nobody was answered) ends the replay there,
+    /// and what follows in the file is never read as a record.
+    @Test func aTornRecordEndsTheReplay() throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live")
+            let writer = TestWriter(store)
+            for index in 0..<10 { try Self.create(writer, index) }
+            try store.journal!.checkpoint()
+            for index in 10..<20 { try Self.create(writer, index) }
+            let digest = try store.read { try $0.digest() }
+            let head = try store.read { try $0.head() }
+            // The next record: written, then torn in its last bytes.
+            let end = store.journal!.liveBytes
+            try Self.create(writer, 20)
+            try Self.create(writer, 21)
+            store.close()
+            try Self.copyAsIs(root + "/live", into: root + "/torn")
+            let checkpoint = try #require(try CheckpointFile.read(root + "/torn/" + Journal.checkpointName))
+            let file = try FileHandle(forUpdating: URL(fileURLWithPath: root + "/torn/" + Journal.journalName))
+            let size = UInt64(1 << 20)
+            // The first of the two records after `head`, cut short.
+            try file.seek(toOffset: (checkpoint.journalStart + UInt64(end)) % size + 40)
+            file.write(Data(repeating: 0xEE, count: 16))
+            try file.close()
+            let reopened = try Self.journaled(root + "/torn")
+            defer { reopened.close() }
+            #expect(try reopened.read { try $0.head() } == head)
+            #expect(try reopened.read { try $0.digest() } == digest)
+        }
+    }
+
+    /// A ring much smaller than the writes: records wrap around many times, checkpoints run when it
+    /// is a quarter full, and a batch larger than half the ring is made durable by a checkpoint.
+    @Test func theRingWrapsAndOverflowsIntoCheckpoints() throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live", size: 1 << 20)
+            let writer = TestWriter(store)
+            let journal = store.journal!
+            let started = journal.checkpointCount
+            var created = 0
+            // As the checkpointer does: a checkpoint whenever a quarter of the ring is in use.
+            for _ in 0..<100 {
+                for _ in 0..<60 {
+                    try Self.create(writer, created)
+                    created += 1
+                }
+                if journal.wantsCheckpoint(interval: .max) { try journal.checkpoint() }
+            }
+            #expect(journal.checkpointCount > started + 5)
+            // No checkpointer: the ring fills, and appending makes room with a checkpoint of its own.
+            let unattended = journal.checkpointCount
+            for _ in 0..<8000 {
+                try Self.create(writer, created)
+                created += 1
+            }
+            #expect(journal.checkpointCount > unattended)
+            #expect(journal.liveBytes <= journal.size)
+            // One batch of 1,000 creates with long titles: over half a MiB of events.
+            let long = String(repeating: "x", count: 600)
+            let operations = (0..<1000).map { index in
+                BatchOperation(
+                    command: .create(collection: "Task", id: nil, data: ["title": .string(long + "\(index)")]), idResult: nil, hasResultValues: false)
+            }
+            let before = journal.checkpointCount
+            try Self.write(writer, .batch(operations, atomic: true))
+            #expect(journal.checkpointCount == before + 1, "the batch was made durable by a checkpoint")
+            for index in 0..<5 { try Self.create(writer, created + index) }
+            let digest = try store.read { try $0.digest() }
+            try Self.copyAsIs(root + "/live", into: root + "/killed")
+            store.close()
+            let reopened = try Self.journaled(root + "/killed", size: 1 << 20)
+            defer { reopened.close() }
+            #expect(try reopened.read { try $0.digest() } == digest)
+            #expect(reopened.recovery?.records == 5)
+        }
+    }
+
+    /// Opening without the journal applies it, flushes data.mdb, and removes both files.
+    @Test func turningTheJournalOffAppliesItAndRemovesIt() throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live")
+            let writer = TestWriter(store)
+            for index in 0..<30 { try Self.create(writer, index) }
+            let digest = try store.read { try $0.digest() }
+            try Self.copyAsIs(root + "/live", into: root + "/off")
+            store.close()
+            let plain = try Store(directory: root + "/off")
+            #expect(plain.journal == nil)
+            #expect(plain.recovery?.sequence == 30)
+            #expect(try plain.read { try $0.digest() } == digest)
+            for name in [Journal.journalName, Journal.checkpointName] {
+                #expect(!FileManager.default.fileExists(atPath: root + "/off/" + name))
+            }
+            plain.close()
+            let again = try Store(directory: root + "/off")
+            defer { again.close() }
+            #expect(again.recovery == nil)
+            #expect(try again.read { try $0.digest() } == digest)
+        }
+    }
+}
