@@ -445,6 +445,20 @@ final class ReadHandler: Sendable {
         writer.write(statistics.failedCommits.load(ordering: .relaxed))
         writer.writeKey("durability")
         writer.write(configuration.durability.rawValue)
+        writer.writeKey("journal")
+        if let journal = store.journal {
+            writer.writeRaw("{\"size\":")
+            writer.write(journal.size)
+            writer.writeKey("liveBytes")
+            writer.write(journal.liveBytes)
+            writer.writeKey("checkpointSeq")
+            writer.write(journal.checkpointedSequence)
+            writer.writeKey("checkpoints")
+            writer.write(journal.checkpointCount)
+            writer.bytes.append(UInt8(ascii: "}"))
+        } else {
+            writer.writeRaw("null")
+        }
         writer.writeKey("lmdb")
         writer.writeRaw("{\"mapSize\":")
         writer.write(stats.mapSize)

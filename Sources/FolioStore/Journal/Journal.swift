@@ -25,7 +25,7 @@ import LMDB
 public final class Journal: @unchecked Sendable {
     public static let journalName = "journal"
     public static let checkpointName = "checkpoint"
-    public static let defaultSize = 64 << 20
+    public static let defaultSize = 8 << 20
 
     private let environment: Environment
     private let events: Database
