@@ -35,6 +35,8 @@ import Testing
         ("just words", "foliod.conf:2: expected 'key = value'"),
         ("access.user.x = fly *", "foliod.conf:2: access.user.x: the value is 'ROLE COLLECTION...'"),
         ("durability = sometimes", "foliod.conf:2: durability takes full, relaxed or none"),
+        ("journal = maybe", "foliod.conf:2: journal takes on or off"),
+        ("journal = on\ndurability = relaxed", "journal on makes full durability cheaper; it does not go with durability relaxed"),
     ])
     func badLinesStopStartUpNamingTheLine(line: String, message: String) throws {
         try withTemporaryDirectory { directory in
