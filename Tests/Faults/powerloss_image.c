@@ -46,11 +46,20 @@
 enum style { STYLE_UNIFORM, STYLE_SYNCED, STYLE_COIN, STYLE_LATEST, STYLE_MIXED };
 static const char *style_names[] = {"uniform", "synced", "coin", "latest", "mixed"};
 
+// Flushes none of the others covers all of. Two threads' flushes can end, and so be logged, in
+// another order than they began (the confirming thread's fdatasync begun before LMDB's own and
+// ended after it): the last one logged need not be the one that covered most.
+struct flushes {
+    const struct powerloss_record **items;
+    int count, capacity;
+};
+
 // One page of a file: the writes to it, in log order, by seq.
 struct unit {
     uint64_t *seqs;
     uint32_t count, capacity;
-    // The last flush of this page's bytes alone (an O_DSYNC write, msync).
+    // Of the flushes of ranges holding this page (O_DSYNC writes, msync), the one that covered most
+    // of its writes.
     const struct powerloss_record *range_sync;
     // Writes at or below `floor` were flushed; the page holds the content after write `cutoff`.
     uint32_t floor, cutoff;
@@ -77,8 +86,8 @@ struct object {
     uint64_t unit_count;
     struct size_change *sizes;  // sizes[0] is the base size (seq UINT64_MAX: before the log)
     uint64_t size_count, size_capacity;
-    const struct powerloss_record *full_sync;  // the last flush of the whole file
-    const struct powerloss_record *size_sync;  // the last flush of any of it (which puts its size on disk)
+    struct flushes whole;   // flushes of the whole file
+    struct flushes any;     // flushes of any of it, which put its size on disk
     uint64_t chosen_size;
     uint8_t *content;
     int names;              // names it has while reading the log
@@ -111,7 +120,7 @@ static struct name_change *changes;
 static int change_count, change_capacity;
 static const struct powerloss_record **dirsyncs;
 static int dirsync_count, dirsync_capacity;
-static const struct powerloss_record *sync_all;
+static struct flushes everything;  // sync() and syncfs()
 // What each record wrote (zeros for truncations and punched holes): at most one range of one object.
 struct extent {
     int object;
@@ -303,6 +312,39 @@ static uint64_t covered_prefix(const uint64_t *seqs, uint64_t count, const struc
 
 static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+// Whether `a` covers every record `b` covers: it began later, and what was under way then was too
+// when `b` began.
+static int dominates(const struct powerloss_record *a, const struct powerloss_record *b) {
+    if (a->ref < b->ref) return 0;
+    const uint64_t *pending = (const uint64_t *)(a + 1);
+    for (uint64_t i = 0; i < a->count; i++)
+        if (pending[i] < b->ref && covers(b, pending[i])) return 0;
+    return 1;
+}
+
+static void add_flush(struct flushes *set, const struct powerloss_record *record) {
+    for (int i = 0; i < set->count; i++)
+        if (dominates(set->items[i], record)) return;
+    int kept = 0;
+    for (int i = 0; i < set->count; i++)
+        if (!dominates(record, set->items[i])) set->items[kept++] = set->items[i];
+    set->count = kept;
+    set->items = grow(set->items, &set->capacity, set->count, sizeof(*set->items));
+    set->items[set->count++] = record;
+}
+
+static int flushed(const struct flushes *set, uint64_t seq) {
+    for (int i = 0; i < set->count; i++)
+        if (covers(set->items[i], seq)) return 1;
+    return 0;
+}
+
+static uint64_t flushed_prefix(const uint64_t *seqs, uint64_t count, const struct flushes *set) {
+    uint64_t best = 0;
+    for (int i = 0; i < set->count; i++) best = max64(best, covered_prefix(seqs, count, set->items[i]));
+    return best;
+}
+
 // The directory of a name: "." for one directly in the tracked directory.
 static void directory_of(const char *path, char *directory, size_t size) {
     const char *slash = strrchr(path, '/');
@@ -316,7 +358,7 @@ static int name_change_flushed(const struct name_change *change) {
     if (!path || !*path) return 0;
     char directory[8192];
     directory_of(path, directory, sizeof(directory));
-    if (covers(sync_all, change->seq)) return 1;
+    if (flushed(&everything, change->seq)) return 1;
     for (int i = 0; i < dirsync_count; i++)
         if (!strcmp(payload(dirsyncs[i]) + dirsyncs[i]->count * sizeof(uint64_t), directory) &&
             covers(dirsyncs[i], change->seq))
@@ -476,19 +518,24 @@ static void replay_log(const struct log *log, struct names *live) {
                 if (!(mode & FALLOC_FL_KEEP_SIZE) && end > object->size) add_size(object, i, end);
             } else if (record->kind == PL_SYNC) {
                 if (record->length == 0) {
-                    object->full_sync = record;
+                    add_flush(&object->whole, record);
                 } else {
+                    // Writes to the page after this record are covered by neither: comparing now is exact.
                     uint64_t first = record->offset / unit_size, last = (record->offset + record->length - 1) / unit_size;
-                    for (uint64_t page = first; page <= last && page < object->unit_count; page++)
-                        object->units[page].range_sync = record;
+                    for (uint64_t page = first; page <= last && page < object->unit_count; page++) {
+                        struct unit *unit = &object->units[page];
+                        if (covered_prefix(unit->seqs, unit->count, record) >=
+                            covered_prefix(unit->seqs, unit->count, unit->range_sync))
+                            unit->range_sync = record;
+                    }
                 }
-                object->size_sync = record;
+                add_flush(&object->any, record);
             } else if (record->kind == PL_MAPPED || record->kind == PL_UNSEEN) {
                 object->unseen = 1;
             }
             break;
         case PL_SYNC_ALL:
-            sync_all = record;
+            add_flush(&everything, record);
             break;
         case PL_DIRSYNC:
             dirsyncs = grow(dirsyncs, &dirsync_capacity, dirsync_count, sizeof(*dirsyncs));
@@ -539,8 +586,8 @@ static void choose(enum style style, struct figures *figures) {
         struct object *object = &objects[i];
         for (uint64_t page = 0; page < object->unit_count; page++) {
             struct unit *unit = &object->units[page];
-            unit->floor = (uint32_t)max64(covered_prefix(unit->seqs, unit->count, object->full_sync),
-                                          max64(covered_prefix(unit->seqs, unit->count, sync_all),
+            unit->floor = (uint32_t)max64(flushed_prefix(unit->seqs, unit->count, &object->whole),
+                                          max64(flushed_prefix(unit->seqs, unit->count, &everything),
                                                 covered_prefix(unit->seqs, unit->count, unit->range_sync)));
             uint32_t later = unit->count - unit->floor;
             switch (style) {
@@ -556,7 +603,7 @@ static void choose(enum style style, struct figures *figures) {
         // Sizes: sizes[0] (the base) is always covered.
         uint64_t synced = 0;
         for (uint64_t k = object->size_count - 1; k > 0; k--)
-            if (covers(object->size_sync, object->sizes[k].seq) || covers(sync_all, object->sizes[k].seq)) {
+            if (flushed(&object->any, object->sizes[k].seq) || flushed(&everything, object->sizes[k].seq)) {
                 synced = k;
                 break;
             }
