@@ -8,7 +8,7 @@ struct ChaosOptions {
                            [--map-size BYTES] [--durability MODE] [--foliod PATH] [--directory DIR]
                            [--foliod-arg ARG ...] [--keep] [--verbose]
                            [--power-loss SHIM.so [--power-loss-image PATH] [--power-loss-unit BYTES]
-                            [--power-loss-names-need-dirsync]]
+                            [--power-loss-style STYLE] [--power-loss-names-need-dirsync]]
                            [--lose-writes | --split-batches | --double-apply-retries]
 
         The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
@@ -39,6 +39,9 @@ struct ChaosOptions {
           --power-loss-image PATH  the program built from Tests/Faults/powerloss_image.c that makes
                                  the image (default: powerloss_image next to SHIM.so)
           --power-loss-unit BYTES  what the disk writes whole: 4096 (default), or 512 to tear pages
+          --power-loss-style STYLE  how pages not flushed are chosen: mixed (default: one of the others
+                                 per power loss), uniform (any version of each page), synced (none of
+                                 them), coin (each page none or its last), latest (all: a plain kill)
           --power-loss-names-need-dirsync  a file created, renamed or removed survives only once an
                                  fsync of its directory covered it (default: at once)
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
@@ -78,6 +81,7 @@ struct ChaosOptions {
             valued: [
                 "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
                 "--foliod", "--directory", "--foliod-arg", "--power-loss", "--power-loss-image", "--power-loss-unit",
+                "--power-loss-style",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -114,6 +118,7 @@ struct ChaosOptions {
         foliodArguments = arguments.values("--foliod-arg")
         let image = arguments.value("--power-loss-image")
         let unit = try arguments.integer("--power-loss-unit")
+        let style = arguments.value("--power-loss-style")
         let namesNeedDirectorySync = try arguments.flag("--power-loss-names-need-dirsync")
         if let shim = arguments.value("--power-loss") {
             guard !loseWrites else { throw UsageError("--power-loss and --lose-writes both replace data.mdb after a kill: give one") }
@@ -125,10 +130,16 @@ struct ChaosOptions {
                 guard [512, 1024, 2048, 4096].contains(unit) else { throw UsageError("--power-loss-unit must be 512, 1024, 2048 or 4096") }
                 powerLoss.unit = unit
             }
+            if let style {
+                guard PowerLoss.styles.contains(style) else {
+                    throw UsageError("--power-loss-style must be one of \(PowerLoss.styles.joined(separator: ", "))")
+                }
+                powerLoss.style = style
+            }
             powerLoss.namesNeedDirectorySync = namesNeedDirectorySync
             self.powerLoss = powerLoss
-        } else if image != nil || unit != nil || namesNeedDirectorySync {
-            throw UsageError("--power-loss-image, --power-loss-unit and --power-loss-names-need-dirsync need --power-loss")
+        } else if image != nil || unit != nil || style != nil || namesNeedDirectorySync {
+            throw UsageError("--power-loss-image, --power-loss-unit, --power-loss-style and --power-loss-names-need-dirsync need --power-loss")
         }
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
@@ -142,7 +153,10 @@ struct ChaosOptions {
         ]
         for argument in foliodArguments { words += ["--foliod-arg", argument] }
         if let powerLoss {
-            words += ["--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool, "--power-loss-unit", "\(powerLoss.unit)"]
+            words += [
+                "--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool, "--power-loss-unit", "\(powerLoss.unit)",
+                "--power-loss-style", powerLoss.style,
+            ]
             if powerLoss.namesNeedDirectorySync { words.append("--power-loss-names-need-dirsync") }
         }
         return words.joined(separator: " ")

@@ -27,7 +27,10 @@ struct CrashLoop {
             "folio-chaos: \(options.cycles) cycles, seed \(options.seed), \(options.clients) clients, \(options.cyclesPerStore) cycles per store, "
                 + "workload up to \(options.workloadMilliseconds) ms, --map-size \(options.mapSize), durability \(options.durability), \(options.foliod), in \(base)"
                 + (options.foliodArguments.isEmpty ? "" : ", foliod arguments \(options.foliodArguments.joined(separator: " "))")
-                + (options.powerLoss.map { ", power loss in units of \($0.unit) bytes\($0.namesNeedDirectorySync ? ", names durable once their directory is flushed" : "")" } ?? "")
+                + (options.powerLoss.map {
+                    ", power loss (\($0.style)) in units of \($0.unit) bytes"
+                        + ($0.namesNeedDirectorySync ? ", names durable once their directory is flushed" : "")
+                } ?? "")
         )
         let clock = ContinuousClock()
         let start = clock.now

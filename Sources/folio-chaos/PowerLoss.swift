@@ -18,9 +18,14 @@ final class PowerLoss {
         var imageTool: String
         /// Bytes of a unit the disk writes whole: 4096 (a page), 512 to tear pages into sectors.
         var unit = 4096
+        /// How pages not flushed are chosen (powerloss_image --style).
+        var style = "mixed"
         /// Changes of names are durable only once an fsync of their directory covered them.
         var namesNeedDirectorySync = false
     }
+
+    /// powerloss_image's styles.
+    static let styles = ["mixed", "uniform", "synced", "coin", "latest"]
 
     /// What a power loss put back, summed over a run (the numbers powerloss_image reports).
     struct Figures {
@@ -135,7 +140,7 @@ final class PowerLoss {
         let image = directory + "/image"
         try? files.removeItem(atPath: lastDirectory)
         try? files.removeItem(atPath: image)
-        var arguments = ["--seed", String(seed), "--unit", String(options.unit)]
+        var arguments = ["--seed", String(seed), "--unit", String(options.unit), "--style", options.style]
         if options.namesNeedDirectorySync { arguments.append("--names-need-dirsync") }
         let inputs = [lastDirectory + "/base", lastDirectory + "/log"]
         // A process killed before the shim's constructor ran leaves no log: it wrote nothing.
