@@ -116,33 +116,43 @@ struct ChaosOptions {
         faults.splitBatches = try arguments.flag("--split-batches")
         faults.doubleApplyRetries = try arguments.flag("--double-apply-retries")
         foliodArguments = arguments.values("--foliod-arg")
+        powerLoss = try Self.powerLoss(&arguments)
+        if powerLoss != nil && loseWrites {
+            throw UsageError("--power-loss and --lose-writes both replace data.mdb after a kill: give one")
+        }
+        try arguments.rejectUnused()
+        if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+    }
+
+    /// `--power-loss SHIM.so` and the options that go with it.
+    private static func powerLoss(_ arguments: inout Arguments) throws(UsageError) -> PowerLoss.Options? {
         let image = arguments.value("--power-loss-image")
         let unit = try arguments.integer("--power-loss-unit")
         let style = arguments.value("--power-loss-style")
         let namesNeedDirectorySync = try arguments.flag("--power-loss-names-need-dirsync")
-        if let shim = arguments.value("--power-loss") {
-            guard !loseWrites else { throw UsageError("--power-loss and --lose-writes both replace data.mdb after a kill: give one") }
-            let shimPath = URL(fileURLWithPath: shim).standardizedFileURL.path
-            var powerLoss = PowerLoss.Options(
-                shim: shimPath,
-                imageTool: image ?? URL(fileURLWithPath: shimPath).deletingLastPathComponent().appendingPathComponent("powerloss_image").path)
-            if let unit {
-                guard [512, 1024, 2048, 4096].contains(unit) else { throw UsageError("--power-loss-unit must be 512, 1024, 2048 or 4096") }
-                powerLoss.unit = unit
+        guard let shim = arguments.value("--power-loss") else {
+            guard image == nil && unit == nil && style == nil && !namesNeedDirectorySync else {
+                throw UsageError("--power-loss-image, --power-loss-unit, --power-loss-style and --power-loss-names-need-dirsync need --power-loss")
             }
-            if let style {
-                guard PowerLoss.styles.contains(style) else {
-                    throw UsageError("--power-loss-style must be one of \(PowerLoss.styles.joined(separator: ", "))")
-                }
-                powerLoss.style = style
-            }
-            powerLoss.namesNeedDirectorySync = namesNeedDirectorySync
-            self.powerLoss = powerLoss
-        } else if image != nil || unit != nil || style != nil || namesNeedDirectorySync {
-            throw UsageError("--power-loss-image, --power-loss-unit, --power-loss-style and --power-loss-names-need-dirsync need --power-loss")
+            return nil
         }
-        try arguments.rejectUnused()
-        if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+        let shimPath = URL(fileURLWithPath: shim).standardizedFileURL.path
+        let sibling = URL(fileURLWithPath: shimPath).deletingLastPathComponent().appendingPathComponent("powerloss_image").path
+        var options = PowerLoss.Options(shim: shimPath, imageTool: image ?? sibling)
+        if let unit {
+            guard [512, 1024, 2048, 4096].contains(unit) else {
+                throw UsageError("--power-loss-unit must be 512, 1024, 2048 or 4096")
+            }
+            options.unit = unit
+        }
+        if let style {
+            guard PowerLoss.styles.contains(style) else {
+                throw UsageError("--power-loss-style must be one of \(PowerLoss.styles.joined(separator: ", "))")
+            }
+            options.style = style
+        }
+        options.namesNeedDirectorySync = namesNeedDirectorySync
+        return options
     }
 
     /// The options that rerun store `seed` for `cycles` cycles (thread timing is the machine's).
@@ -154,8 +164,8 @@ struct ChaosOptions {
         for argument in foliodArguments { words += ["--foliod-arg", argument] }
         if let powerLoss {
             words += [
-                "--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool, "--power-loss-unit", "\(powerLoss.unit)",
-                "--power-loss-style", powerLoss.style,
+                "--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool,
+                "--power-loss-unit", "\(powerLoss.unit)", "--power-loss-style", powerLoss.style,
             ]
             if powerLoss.namesNeedDirectorySync { words.append("--power-loss-names-need-dirsync") }
         }

@@ -73,9 +73,10 @@ final class PowerLoss {
         init() {}
 
         var summary: String {
-            "power losses \(strikes) (styles: \(styles.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))): "
-                + "pages not flushed \(pagesUnsynced), of which kept in part or whole \(pagesKept) (at their last write \(pagesLatest)); "
-                + "sizes not flushed \(sizesUnsynced); changes of names not flushed \(namesUnsynced); \(syncedBytes / 1024) KiB flushed; "
+            let byStyle = styles.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return "power losses \(strikes) (styles: \(byStyle)): pages not flushed \(pagesUnsynced), of which kept "
+                + "in part or whole \(pagesKept) (at their last write \(pagesLatest)); sizes not flushed \(sizesUnsynced); "
+                + "changes of names not flushed \(namesUnsynced); \(syncedBytes / 1024) KiB flushed; "
                 + "pages the kill caught mid-write \(pagesBehind)"
         }
     }
