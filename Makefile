@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -42,6 +42,20 @@ test: deps
 chaos: deps
 	$(SWIFT) build -c release
 	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cycles $(CYCLES) $(CHAOS_ARGS)
+
+# The crash loop with every kill a power loss (docs/POWERLOSS.md): foliod runs under the shim of
+# Tests/Faults/powerloss.c, and after each kill its data directory holds what a disk could: what was
+# flushed, and of each page written since, any one of its versions. POWERLOSS_ARGS go to folio-chaos,
+# e.g. POWERLOSS_ARGS='--durability relaxed' (which must report lost writes) or '--power-loss-unit 512'.
+POWERLOSS_TOOLS = .build/powerloss
+power-loss-tools: Tests/Faults/powerloss.c Tests/Faults/powerloss_image.c Tests/Faults/powerloss.h
+	mkdir -p $(POWERLOSS_TOOLS)
+	$(CC) -shared -fPIC -O2 -Wall -o $(POWERLOSS_TOOLS)/powerloss.so Tests/Faults/powerloss.c -ldl
+	$(CC) -O2 -Wall -o $(POWERLOSS_TOOLS)/powerloss_image Tests/Faults/powerloss_image.c
+
+power-loss: deps power-loss-tools
+	$(SWIFT) build -c release
+	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cycles $(CYCLES) --power-loss $(POWERLOSS_TOOLS)/powerloss.so $(POWERLOSS_ARGS)
 
 # The long fault sweep (docs/RELIABILITY.md): every I/O fault on its 1st ... FAULT_CALLS-th call and
 # every crash failpoint on passes 1 ... FAULT_CALLS, each followed by the checks of the fault tests.

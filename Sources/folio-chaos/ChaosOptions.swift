@@ -6,7 +6,10 @@ struct ChaosOptions {
     static let usage = """
         usage: folio-chaos [--cycles N] [--seed N] [--clients N] [--cycles-per-store N] [--workload-ms MS]
                            [--map-size BYTES] [--durability MODE] [--foliod PATH] [--directory DIR]
-                           [--keep] [--verbose] [--lose-writes | --split-batches | --double-apply-retries]
+                           [--foliod-arg ARG ...] [--keep] [--verbose]
+                           [--power-loss SHIM.so [--power-loss-image PATH] [--power-loss-unit BYTES]
+                            [--power-loss-style STYLE] [--power-loss-names-need-dirsync]]
+                           [--lose-writes | --split-batches | --double-apply-retries]
 
         The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
         kills foliod with SIGKILL at a random moment (also during start-up, during verify or backup,
@@ -23,9 +26,24 @@ struct ChaosOptions {
           --durability MODE      foliod --durability: full (default), relaxed or none; a kill of
                                  foliod alone must lose no acknowledged write in any of them
           --foliod PATH          the foliod binary (default: foliod next to this program)
+          --foliod-arg ARG       one more argument for foliod (repeatable: --foliod-arg --journal
+                                 --foliod-arg on)
           --directory DIR        where stores are made (default: a new directory under $TMPDIR)
           --keep                 keep every store's directory, not only those with a violation
           --verbose              one line per cycle
+          --power-loss SHIM.so   every kill is also a power loss (docs/POWERLOSS.md): foliod runs under
+                                 the LD_PRELOAD library built from Tests/Faults/powerloss.c, which logs
+                                 its writes and flushes of the data directory's files; after each kill
+                                 those files are replaced by what a disk could hold: what was flushed,
+                                 and of each page written since, any one of its versions
+          --power-loss-image PATH  the program built from Tests/Faults/powerloss_image.c that makes
+                                 the image (default: powerloss_image next to SHIM.so)
+          --power-loss-unit BYTES  what the disk writes whole: 4096 (default), or 512 to tear pages
+          --power-loss-style STYLE  how pages not flushed are chosen: mixed (default: one of the others
+                                 per power loss), uniform (any version of each page), synced (none of
+                                 them), coin (each page none or its last), latest (all: a plain kill)
+          --power-loss-names-need-dirsync  a file created, renamed or removed survives only once an
+                                 fsync of its directory covered it (default: at once)
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
                                  put back after the kill the data.mdb of before the workload, so that
                                  acknowledged writes are lost and must be reported
@@ -53,6 +71,8 @@ struct ChaosOptions {
     var verbose = false
     var loseWrites = false
     var faults = WorkloadClient.Faults()
+    var foliodArguments: [String] = []
+    var powerLoss: PowerLoss.Options?
     var showHelp = false
 
     init(_ argv: [String]) throws(UsageError) {
@@ -60,7 +80,8 @@ struct ChaosOptions {
             argv,
             valued: [
                 "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
-                "--foliod", "--directory",
+                "--foliod", "--directory", "--foliod-arg", "--power-loss", "--power-loss-image", "--power-loss-unit",
+                "--power-loss-style",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -94,8 +115,61 @@ struct ChaosOptions {
         loseWrites = try arguments.flag("--lose-writes")
         faults.splitBatches = try arguments.flag("--split-batches")
         faults.doubleApplyRetries = try arguments.flag("--double-apply-retries")
+        foliodArguments = arguments.values("--foliod-arg")
+        powerLoss = try Self.powerLoss(&arguments)
+        if powerLoss != nil && loseWrites {
+            throw UsageError("--power-loss and --lose-writes both replace data.mdb after a kill: give one")
+        }
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
+    }
+
+    /// `--power-loss SHIM.so` and the options that go with it.
+    private static func powerLoss(_ arguments: inout Arguments) throws(UsageError) -> PowerLoss.Options? {
+        let image = arguments.value("--power-loss-image")
+        let unit = try arguments.integer("--power-loss-unit")
+        let style = arguments.value("--power-loss-style")
+        let namesNeedDirectorySync = try arguments.flag("--power-loss-names-need-dirsync")
+        guard let shim = arguments.value("--power-loss") else {
+            guard image == nil && unit == nil && style == nil && !namesNeedDirectorySync else {
+                throw UsageError("--power-loss-image, --power-loss-unit, --power-loss-style and --power-loss-names-need-dirsync need --power-loss")
+            }
+            return nil
+        }
+        let shimPath = URL(fileURLWithPath: shim).standardizedFileURL.path
+        let sibling = URL(fileURLWithPath: shimPath).deletingLastPathComponent().appendingPathComponent("powerloss_image").path
+        var options = PowerLoss.Options(shim: shimPath, imageTool: image ?? sibling)
+        if let unit {
+            guard [512, 1024, 2048, 4096].contains(unit) else {
+                throw UsageError("--power-loss-unit must be 512, 1024, 2048 or 4096")
+            }
+            options.unit = unit
+        }
+        if let style {
+            guard PowerLoss.styles.contains(style) else {
+                throw UsageError("--power-loss-style must be one of \(PowerLoss.styles.joined(separator: ", "))")
+            }
+            options.style = style
+        }
+        options.namesNeedDirectorySync = namesNeedDirectorySync
+        return options
+    }
+
+    /// The options that rerun store `seed` for `cycles` cycles (thread timing is the machine's).
+    func rerun(seed: UInt64, cycles: Int) -> String {
+        var words = [
+            "folio-chaos", "--seed", "\(seed)", "--cycles", "\(cycles)", "--clients", "\(clients)", "--cycles-per-store",
+            "\(cyclesPerStore)", "--workload-ms", "\(workloadMilliseconds)", "--map-size", "\(mapSize)", "--durability", durability,
+        ]
+        for argument in foliodArguments { words += ["--foliod-arg", argument] }
+        if let powerLoss {
+            words += [
+                "--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool,
+                "--power-loss-unit", "\(powerLoss.unit)", "--power-loss-style", powerLoss.style,
+            ]
+            if powerLoss.namesNeedDirectorySync { words.append("--power-loss-names-need-dirsync") }
+        }
+        return words.joined(separator: " ")
     }
 
     /// `foliod` in the directory of this executable, where SwiftPM puts both.

@@ -18,9 +18,19 @@ struct CrashLoop {
         do { try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true) } catch {
             return fail("cannot create \(base): \(error)")
         }
+        if let powerLoss = options.powerLoss {
+            for path in [powerLoss.shim, powerLoss.imageTool] where !FileManager.default.fileExists(atPath: path) {
+                return fail("no \(path) (make power-loss builds it from Tests/Faults)")
+            }
+        }
         Console.line(
             "folio-chaos: \(options.cycles) cycles, seed \(options.seed), \(options.clients) clients, \(options.cyclesPerStore) cycles per store, "
                 + "workload up to \(options.workloadMilliseconds) ms, --map-size \(options.mapSize), durability \(options.durability), \(options.foliod), in \(base)"
+                + (options.foliodArguments.isEmpty ? "" : ", foliod arguments \(options.foliodArguments.joined(separator: " "))")
+                + (options.powerLoss.map {
+                    ", power loss (\($0.style)) in units of \($0.unit) bytes"
+                        + ($0.namesNeedDirectorySync ? ", names durable once their directory is flushed" : "")
+                } ?? "")
         )
         let clock = ContinuousClock()
         let start = clock.now
@@ -44,13 +54,12 @@ struct CrashLoop {
                     tally.cycles += 1
                 } catch let violation as Violation {
                     tally.cycles += 1
-                    let message = """
+                    var message = """
                         VIOLATION in cycle \(tally.cycles) (store seed \(seed), its cycle \(index + 1)): \(violation)
-                          rerun: folio-chaos --seed \(seed) --cycles \(index + 1) --clients \(options.clients) \
-                        --cycles-per-store \(options.cyclesPerStore) --workload-ms \(options.workloadMilliseconds) --map-size \(options.mapSize) \
-                        --durability \(options.durability)
-                          kept: \(directory) (journal.jsonl, foliod.log, data/)
+                          rerun: \(options.rerun(seed: seed, cycles: index + 1))
+                          kept: \(directory) (journal.jsonl, foliod.log, data/\(options.powerLoss == nil ? "" : ", powerloss/"))
                         """
+                    if let note = epoch.powerLossNote { message += "\n  power loss: " + note }
                     Console.line(message)
                     tally.violations.append(message)
                     clean = false

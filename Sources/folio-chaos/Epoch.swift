@@ -25,14 +25,16 @@ final class Epoch {
         self.directory = directory
         self.options = options
         foliod = Foliod(
-            binary: options.foliod, directory: directory, mapSize: options.mapSize, durability: options.durability)
+            binary: options.foliod, directory: directory, mapSize: options.mapSize, durability: options.durability,
+            extraArguments: options.foliodArguments, powerLoss: options.powerLoss, seed: seed)
         ledgers = (0..<options.clients).map { ClientLedger(client: $0) }
         random = SplitMix64(seed: seed)
     }
 
     /// Runs cycle `index` (0-based within this store); throws the first violation.
     func cycle(_ index: Int, _ tally: inout Tally) throws {
-        defer { foliod.kill() }
+        // A violation leaves the data directory as the checks found it.
+        defer { foliod.abandon() }
         var phases = PhaseClock()
         defer { tally.add(phases) }
         let plan = CyclePlan(&random, workloadMilliseconds: options.workloadMilliseconds)
@@ -41,7 +43,7 @@ final class Epoch {
         for fraction in plan.startupKills {
             try foliod.spawn()
             sleep(seconds: fraction * startupSeconds)
-            foliod.kill()
+            try kill(&tally)
             tally.startupKills += 1
         }
         let saved = directory + "/saved.mdb"
@@ -97,7 +99,7 @@ final class Epoch {
             sleep(seconds: Double(killAt - plan.readerAfterMilliseconds) / 1000)
         }
         let aliveAtKill = foliod.isRunning
-        foliod.kill()
+        try kill(&tally)
         if losingWrites {
             for file in ["data.mdb", "lock.mdb"] {
                 try? FileManager.default.removeItem(atPath: foliod.dataDirectory + "/" + file)
@@ -164,10 +166,22 @@ final class Epoch {
         phases.end("checks")
 
         // Kill it idle, and rebuild a copy of its data directory offline: the same digest.
-        foliod.kill()
+        try kill(&tally)
         try compareRebuild(figures)
         tally.rebuildsCompared += 1
         phases.end("rebuild")
+    }
+
+    /// SIGKILL, and with `--power-loss` the power loss that comes with it.
+    private func kill(_ tally: inout Tally) throws(DriverError) {
+        if let figures = try foliod.kill() { tally.powerLoss.add(figures) }
+    }
+
+    /// With `--power-loss`, where the data directory's files come from, for a violation's message.
+    var powerLossNote: String? {
+        guard let powerLoss = foliod.powerLoss, let command = powerLoss.lastCommand else { return nil }
+        return "the data directory's files are the image of the last power loss: `\(command)` (inputs in \(powerLoss.directory)/last), "
+            + "which reported: \(powerLoss.lastSummary ?? "")"
     }
 
     /// The schemas with delete rules, before the store's first workload, as client 0's first writes:

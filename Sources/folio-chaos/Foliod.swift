@@ -14,6 +14,10 @@ final class Foliod: @unchecked Sendable {
     let logPath: String
     let mapSize: Int
     let durability: String
+    /// More arguments for foliod (`--foliod-arg`).
+    let extraArguments: [String]
+    /// With `--power-loss`: each start begins a record log, each kill is a power loss.
+    let powerLoss: PowerLoss?
     /// Where the workload's backups go: foliod writes backups below its backup-dir only.
     let backupDirectory: String
     /// Signalled once for every time foliod logs that it grew the map.
@@ -22,14 +26,22 @@ final class Foliod: @unchecked Sendable {
     private var process: ChildProcess?
     private var pump: LogPump?
 
-    init(binary: String, directory: String, mapSize: Int, durability: String) {
+    init(
+        binary: String, directory: String, mapSize: Int, durability: String, extraArguments: [String] = [],
+        powerLoss: PowerLoss.Options? = nil, seed: UInt64 = 0
+    ) {
+        let dataDirectory = directory + "/data"
         self.durability = durability
+        self.extraArguments = extraArguments
         self.binary = binary
-        dataDirectory = directory + "/data"
+        self.dataDirectory = dataDirectory
         backupDirectory = directory + "/backups"
         socketPath = directory + "/folio.sock"
         logPath = directory + "/foliod.log"
         self.mapSize = mapSize
+        self.powerLoss = powerLoss.map {
+            PowerLoss(options: $0, dataDirectory: dataDirectory, directory: directory + "/powerloss", seed: seed)
+        }
     }
 
     var pid: pid_t? { process?.processIdentifier }
@@ -37,6 +49,7 @@ final class Foliod: @unchecked Sendable {
     /// Starts the process without waiting for it to serve.
     func spawn() throws(DriverError) {
         precondition(process == nil, "foliod is already running")
+        try powerLoss?.begin()
         var pipe: [Int32] = [0, 0]
         guard folio_pipe(&pipe) == 0 else { throw DriverError("pipe2: \(String(cString: strerror(errno)))") }
         let logFile = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
@@ -49,13 +62,14 @@ final class Foliod: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["FOLIO_SOCKET"] = nil
         environment["FOLIO_DATA"] = nil
+        if let powerLoss { environment.merge(powerLoss.environment) { $1 } }
         do {
             process = try ChildProcess(
                 executable: binary,
                 arguments: [
                     "--data", dataDirectory, "--socket", socketPath, "--map-size", String(mapSize), "--durability",
                     durability, "--backup-dir", backupDirectory,
-                ],
+                ] + extraArguments,
                 environment: environment, stdin: nullDevice, stdout: pipe[1], stderr: pipe[1])
         } catch {
             close(pipe[0])
@@ -95,8 +109,18 @@ final class Foliod: @unchecked Sendable {
         throw Violation("foliod did not answer hello within \(timeout) s (\(problem)); its log ends:\n\(logTail())")
     }
 
-    /// SIGKILL, and wait until the process and its stderr have ended.
-    func kill() {
+    /// SIGKILL, and wait until the process and its stderr have ended; with `--power-loss`, then the
+    /// power loss, whose figures it returns.
+    @discardableResult
+    func kill() throws(DriverError) -> PowerLoss.Figures? {
+        guard process != nil else { return nil }
+        abandon()
+        return try powerLoss?.strike()
+    }
+
+    /// SIGKILL without a power loss: for a cycle that ends on a violation, whose data directory is
+    /// kept as the checks found it.
+    func abandon() {
         guard let process else { return }
         self.process = nil
         process.killAndWait()

@@ -27,6 +27,8 @@ struct Tally {
     var leftovers: [String] = []
     var leftoverBytes = 0
     var violations: [String] = []
+    /// With `--power-loss`: what the power losses put back.
+    var powerLoss = PowerLoss.Figures()
     /// Seconds spent in each phase of the cycles, in the order phases first ended.
     var phases: [(name: String, seconds: Double)] = []
 
@@ -75,7 +77,6 @@ struct Tally {
             rebuild digests compared \(rebuildsCompared), \
             entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
             time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
-            violations \(violations.count)
-            """
+            """ + (powerLoss.strikes > 0 ? "\n" + powerLoss.summary : "") + "\nviolations \(violations.count)"
     }
 }
