@@ -228,7 +228,8 @@ final class Epoch {
     /// Whatever foliod left in its data directory besides its own files (a killed verify's scratch
     /// store, say): reported, and removed so that it is counted once.
     private func noteLeftovers(_ tally: inout Tally) {
-        let expected: Set<String> = ["data.mdb", "lock.mdb", "foliod.lock"]
+        // The journal's two files belong to a foliod run with --journal on (docs/DURABILITY.md).
+        let expected: Set<String> = ["data.mdb", "lock.mdb", "foliod.lock", "journal", "checkpoint"]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: foliod.dataDirectory)) ?? []
         where !expected.contains(entry) {
             let path = foliod.dataDirectory + "/" + entry
@@ -283,7 +284,11 @@ final class Epoch {
         try? FileManager.default.removeItem(atPath: copy)
         try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: copy) }
-        try FileManager.default.copyItem(atPath: foliod.dataDirectory + "/data.mdb", toPath: copy + "/data.mdb")
+        // With --journal on, data.mdb alone is the state of the last checkpoint at best: the journal
+        // and the checkpoint file go with it.
+        for file in ["data.mdb", "journal", "checkpoint"] where FileManager.default.fileExists(atPath: foliod.dataDirectory + "/" + file) {
+            try FileManager.default.copyItem(atPath: foliod.dataDirectory + "/" + file, toPath: copy + "/" + file)
+        }
         let run = try CommandRun.run(options.foliod, ["rebuild", "--data", copy], timeout: 300)
         let lines = run.stdout.split(separator: "\n")
         guard run.status == 0, lines.contains(where: { $0 == "digest     \(figures.digest)" }),
