@@ -12,9 +12,9 @@ public final class Store: @unchecked Sendable {
         public var sync: Environment.SyncMode = .full
         /// How long a request key is remembered, in milliseconds of event time (`RequestIndex`).
         public var requestKeyRetention: Int64 = 24 * 3600 * 1000
-        /// Durable commits through the journal (`Journal`): LMDB commits without syncing, and the
-        /// caller makes each commit durable with `journal.append` before answering it. `sync` is
-        /// then ignored.
+        /// Durable commits through the journal (`Journal`): once it is open, LMDB commits without
+        /// syncing, and the caller makes each commit durable with `journal.append` before answering
+        /// it. Until then (recovery, the first checkpoint) commits sync as `sync` says.
         public var journal = false
         /// Bytes of the journal ring, when one is created.
         public var journalSize = Journal.defaultSize
@@ -40,7 +40,9 @@ public final class Store: @unchecked Sendable {
         if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
         var environmentOptions = Environment.Options()
         environmentOptions.mapSize = options.mapSize
-        environmentOptions.sync = options.journal ? .noSync : options.sync
+        // With the journal, commits stop syncing only once its first checkpoint is on disk: until
+        // then nothing would bring a store back whose unsynced pages were half written.
+        environmentOptions.sync = options.sync
         self.directory = directory
         blobs = BlobStore(directory: directory + "/blobs")
         // A checkpoint means the last run journaled: data.mdb is made its checkpointed state again
@@ -55,6 +57,7 @@ public final class Store: @unchecked Sendable {
         self.options = options
         try checkFormat()
         (journal, recovery) = try Journal.open(store: self, checkpoint: checkpoint, pin: pin, enabled: options.journal, size: options.journalSize)
+        if journal != nil { try environment.stopSyncingCommits() }
     }
 
     private func checkFormat() throws {

@@ -68,6 +68,11 @@ extension Environment {
         }
     }
 
+    /// Stops syncing at commit (`MDB_NOSYNC`), once a journal has taken over durability.
+    public func stopSyncingCommits() throws(LMDBError) {
+        try check(mdb_env_set_flags(handle, UInt32(MDB_NOSYNC), 1), "mdb_env_set_flags")
+    }
+
     /// Starts writing back what commits left in the page cache (`sync_file_range`, not waiting),
     /// so that the next `sync()` has little left to write. Reports nothing: a failed write-back is
     /// seen by the next `sync()`.
