@@ -272,6 +272,13 @@ import Testing
         #expect(run.stdout.contains("chaos: 3 passed, 0 failed"), "\(run.stdout)")
     }
 
+    /// The journal (docs/DURABILITY.md) under the same power losses, in every style of image.
+    @Test func theJournalLosesNoAcknowledgedWrite() throws {
+        let run = try powerLossLoop(["--cycles", "4", "--foliod-arg", "--journal", "--foliod-arg", "on"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stdout.contains("chaos: 4 passed, 0 failed"), "\(run.stdout)")
+    }
+
     private func powerLossLoop(_ arguments: [String]) throws -> CommandRun {
         try Binaries.require()
         return try withTemporaryDirectory { directory in
