@@ -203,6 +203,27 @@ import Testing
         }
     }
 
+    /// A write past the end that the kill cut short leaves the file a size between two the log
+    /// gives (its first pages written): the check takes it, a size the log cannot explain it does not.
+    @Test func theCheckTakesAWritePastTheEndCutShort() throws {
+        try withTemporaryDirectory { directory in
+            let tools = try PowerLossTools(in: directory, files: ["f": Self.bytes("O", 4096)])
+            try Data(Self.bytes("O", 4096) + Self.bytes("w", 4096)).write(to: URL(fileURLWithPath: tools.data + "/f"))
+            var status = stat()
+            #expect(stat(tools.data + "/f", &status) == 0)
+            let file = (UInt64(status.st_dev), UInt64(status.st_ino))
+            let log: [UInt8] =
+                Self.record(0, kind: 1, file, offset: 4096, payload: Array("f\0".utf8))
+                + Self.record(1, kind: 2, file, offset: 4096, length: 3 * 4096, payload: Self.bytes("w", 3 * 4096))
+            try Data(log).write(to: URL(fileURLWithPath: tools.log))
+            #expect(try tools.imageRun(seed: 1).status == 0)
+            try Data(Self.bytes("O", 4096) + Self.bytes("w", 4096) + [0]).write(to: URL(fileURLWithPath: tools.data + "/f"))
+            #expect(try tools.imageRun(seed: 1).status == 0, "a size between two is a write cut short")
+            try Data(Self.bytes("O", 5 * 4096)).write(to: URL(fileURLWithPath: tools.data + "/f"))
+            #expect(try tools.imageRun(seed: 1).status == 1)
+        }
+    }
+
     /// One record of the log (Tests/Faults/powerloss.h), numbered `seq`, of `file` (st_dev, st_ino).
     static func record(
         _ seq: UInt64, kind: UInt32, _ file: (dev: UInt64, ino: UInt64), offset: UInt64 = 0, length: UInt64 = 0,
