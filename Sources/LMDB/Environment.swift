@@ -50,7 +50,10 @@ public final class Environment: @unchecked Sendable {
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
     public init(path: String, options: Options = Options()) throws(LMDBError) {
-        if !options.readOnly { try Self.prepareLockFile(in: path, maxReaders: Int(options.maxReaders)) }
+        if !options.readOnly {
+            if access(path + "/data.mdb", F_OK) != 0 { try Self.createDurably(in: path, options: options) }
+            try Self.prepareLockFile(in: path, maxReaders: Int(options.maxReaders))
+        }
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }
@@ -97,6 +100,49 @@ public final class Environment: @unchecked Sendable {
     }
 
     private(set) var isClosed = false
+
+    /// Makes a new, empty environment's `data.mdb` appear in `directory` whole and flushed, or not
+    /// at all. LMDB writes a new file's two meta pages without flushing them, and the first commit
+    /// flushes them a moment later: a power loss between could leave a `data.mdb` of zeros that
+    /// LMDB refuses to open, ever (`MDB_INVALID`), found by the power-loss crash loop. So the file is
+    /// made in a scratch directory beside it, flushed, renamed into place, and the directory flushed;
+    /// a scratch directory left by a crash is removed the next time.
+    static func createDurably(in directory: String, options: Options) throws(LMDBError) {
+        let scratch = directory + "/.new-environment"
+        for file in ["data.mdb", "lock.mdb"] { unlink(scratch + "/" + file) }
+        rmdir(scratch)
+        guard mkdir(scratch, 0o700) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "mkdir \(scratch)") }
+        defer {
+            unlink(scratch + "/lock.mdb")
+            unlink(scratch + "/data.mdb")
+            rmdir(scratch)
+        }
+        // As for the real one: a lock file LMDB would size and write through a map is a SIGBUS on a
+        // full disk.
+        try prepareLockFile(in: scratch, maxReaders: Int(options.maxReaders))
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }
+        do {
+            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+            try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
+            try check(mdb_env_open(env, scratch, UInt32(MDB_NOTLS), 0o600), "mdb_env_open")
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        mdb_env_close(env)
+        let file = open(scratch + "/data.mdb", O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(scratch)/data.mdb") }
+        do {
+            defer { Glibc.close(file) }
+            try flush(file, call: "fdatasync \(scratch)/data.mdb")
+        }
+        guard rename(scratch + "/data.mdb", directory + "/data.mdb") == 0 else {
+            throw LMDBError(code: .init(rawValue: errno), call: "rename \(scratch)/data.mdb")
+        }
+        try flushDirectory(directory)
+    }
 
     /// Creates `lock.mdb` with its blocks written, if it does not exist yet.
     ///
