@@ -51,7 +51,11 @@ public final class Environment: @unchecked Sendable {
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
     public init(path: String, options: Options = Options()) throws(LMDBError) {
         if !options.readOnly {
-            if access(path + "/data.mdb", F_OK) != 0 { try Self.createDurably(in: path, options: options) }
+            if access(path + "/data.mdb", F_OK) != 0 {
+                try Self.createDurably(in: path, options: options)
+            } else {
+                Self.removeDraft(in: path)
+            }
             try Self.prepareLockFile(in: path, maxReaders: Int(options.maxReaders))
         }
         var env: OpaquePointer?
@@ -105,43 +109,46 @@ public final class Environment: @unchecked Sendable {
     /// at all. LMDB writes a new file's two meta pages without flushing them, and the first commit
     /// flushes them a moment later: a power loss between could leave a `data.mdb` of zeros that
     /// LMDB refuses to open, ever (`MDB_INVALID`), found by the power-loss crash loop. So the file is
-    /// made in a scratch directory beside it, flushed, renamed into place, and the directory flushed;
-    /// a scratch directory left by a crash is removed the next time.
+    /// made beside it as `data.mdb.new` (with its lock file `data.mdb.new-lock`), flushed, renamed
+    /// into place, and the directory flushed. What a crash leaves of the two is removed next time.
     static func createDurably(in directory: String, options: Options) throws(LMDBError) {
-        let scratch = directory + "/.new-environment"
-        for file in ["data.mdb", "lock.mdb"] { unlink(scratch + "/" + file) }
-        rmdir(scratch)
-        guard mkdir(scratch, 0o700) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "mkdir \(scratch)") }
-        defer {
-            unlink(scratch + "/lock.mdb")
-            unlink(scratch + "/data.mdb")
-            rmdir(scratch)
-        }
+        let draft = directory + "/data.mdb.new"
+        removeDraft(in: directory)
+        defer { unlink(draft + "-lock") }
         // As for the real one: a lock file LMDB would size and write through a map is a SIGBUS on a
         // full disk.
-        try prepareLockFile(in: scratch, maxReaders: Int(options.maxReaders))
+        try prepareLockFile(at: draft + "-lock", maxReaders: Int(options.maxReaders))
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }
         do {
             try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
             try check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
-            try check(mdb_env_open(env, scratch, UInt32(MDB_NOTLS), 0o600), "mdb_env_open")
+            try check(mdb_env_open(env, draft, UInt32(MDB_NOTLS | MDB_NOSUBDIR), 0o600), "mdb_env_open")
         } catch {
             mdb_env_close(env)
+            unlink(draft)
             throw error
         }
         mdb_env_close(env)
-        let file = open(scratch + "/data.mdb", O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(scratch)/data.mdb") }
+        let file = open(draft, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(draft)") }
         do {
             defer { Glibc.close(file) }
-            try flush(file, call: "fdatasync \(scratch)/data.mdb")
+            try flush(file, call: "fdatasync \(draft)")
         }
-        guard rename(scratch + "/data.mdb", directory + "/data.mdb") == 0 else {
-            throw LMDBError(code: .init(rawValue: errno), call: "rename \(scratch)/data.mdb")
+        guard rename(draft, directory + "/data.mdb") == 0 else {
+            let code = errno
+            unlink(draft)
+            throw LMDBError(code: .init(rawValue: code), call: "rename \(draft)")
         }
         try flushDirectory(directory)
+    }
+
+    /// Removes what an interrupted `createDurably` left.
+    static func removeDraft(in directory: String) {
+        unlink(directory + "/data.mdb.new")
+        unlink(directory + "/data.mdb.new-lock")
     }
 
     /// Creates `lock.mdb` with its blocks written, if it does not exist yet.
@@ -153,7 +160,10 @@ public final class Environment: @unchecked Sendable {
     /// slots, a smaller one LMDB extends as before. The file is written under another name and
     /// linked into place, so a process opening the environment meanwhile never sees it half written.
     static func prepareLockFile(in directory: String, maxReaders: Int) throws(LMDBError) {
-        let path = directory + "/lock.mdb"
+        try prepareLockFile(at: directory + "/lock.mdb", maxReaders: maxReaders)
+    }
+
+    static func prepareLockFile(at path: String, maxReaders: Int) throws(LMDBError) {
         if access(path, F_OK) == 0 { return }
         let draft = path + ".new-\(getpid())"
         let file = open(draft, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

@@ -83,7 +83,9 @@ final class PowerLoss {
 
     /// Paths relative to the data directory that are not tracked: LMDB's lock file, which it rebuilds
     /// at open (and its draft, lock.mdb.new-PID); file contents (blobs/); verify's scratch stores.
-    static let excluded = ["lock.mdb", "blobs/", "verify-"]
+    /// Also the lock file of a new environment's draft (`data.mdb.new-lock`, see
+    /// `Environment.createDurably`), which LMDB writes through a map like lock.mdb.
+    static let excluded = ["lock.mdb", "data.mdb.new-lock", "blobs/", "verify-"]
 
     let options: Options
     let dataDirectory: String
