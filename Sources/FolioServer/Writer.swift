@@ -19,6 +19,8 @@ import Failpoints
 /// the meta page that makes them current without syncing it. The `SyncConfirmer` syncs that meta
 /// page on its own thread and only then lets the batch be answered, while this thread already
 /// applies the next batch: the second sync of every commit leaves the writer's path.
+/// With `--journal on` the same thread appends the batches' events to the journal and syncs that
+/// instead, LMDB commits without syncing, and the `Checkpointer` flushes data.mdb now and then.
 ///
 /// A failed flush of `data.mdb` halts it (`halt`): pages already committed may not be on disk,
 /// and Linux does not report the failure twice, so no later write can be acknowledged safely.
@@ -55,9 +57,7 @@ final class Writer: @unchecked Sendable {
     private var lastTimestamp: Int64
     /// Syncs committed batches and answers them, in commit order (full durability only).
     private var confirmer: SyncConfirmer?
-    /// With `--journal on`, in place of `confirmer`: appends committed batches to the journal and
-    /// syncs it; the checkpointer makes data.mdb durable now and then.
-    private var journalConfirmer: JournalConfirmer?
+    /// With `--journal on`: makes data.mdb durable now and then, so the journal can be reused.
     private var checkpointer: Checkpointer?
     /// Keeps the data file longer than its pages, so commits that sync do not grow it.
     private var reserve: ReserveKeeper?
@@ -86,15 +86,12 @@ final class Writer: @unchecked Sendable {
     }
 
     func start() {
-        if configuration.durability == .full, let journal = store.journal {
-            journalConfirmer = JournalConfirmer(
-                journal: journal, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
-                release: { [self] outcomes in release(outcomes) })
-            checkpointer = Checkpointer(journal: journal) { [self] reason in halt(reason) }
-        } else if configuration.durability == .full {
+        if configuration.durability == .full {
+            let durability: SyncConfirmer.Durability = store.journal.map { .journal($0) } ?? .lmdb(store.environment)
             confirmer = SyncConfirmer(
-                environment: store.environment, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
+                durability, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
                 release: { [self] outcomes in release(outcomes) })
+            if let journal = store.journal { checkpointer = Checkpointer(journal: journal) { [self] reason in halt(reason) } }
         }
         // Only commits that sync pay for growing the file; journaled ones sync nothing.
         if configuration.durability != .none && store.journal == nil {
@@ -118,8 +115,6 @@ final class Writer: @unchecked Sendable {
             reserve?.topUpIfLow()
             if let confirmer {
                 confirmer.confirm(outcomes, needsSync: committedData)
-            } else if let journalConfirmer {
-                journalConfirmer.confirm(outcomes, needsSync: committedData)
             } else {
                 release(outcomes)
             }
@@ -132,8 +127,6 @@ final class Writer: @unchecked Sendable {
         work = nil
         confirmer?.stop()
         confirmer = nil
-        journalConfirmer?.stop()
-        journalConfirmer = nil
         checkpointer?.stop(final: halted == nil)
         checkpointer = nil
         reserve?.stop()

@@ -77,6 +77,31 @@ import Testing
         }
     }
 
+    /// With the journal, a failed sync of the journal, or of data.mdb at a checkpoint, is as final:
+    /// the writes in doubt are answered `unavailable` (after a failed journal sync, none later is
+    /// acknowledged), foliod stops with EX_IOERR, and a restart recovers every acknowledged write
+    /// from the last checkpoint that flushed and the journal.
+    @Test(arguments: ["journal", "data.mdb"])
+    func aFailedFlushWithTheJournalStopsFoliod(file: String) throws {
+        try withShimmedDaemon(arguments: ["--journal", "on"]) { daemon, shim in
+            let load = WriteLoad()
+            load.start(socket: daemon.socketPath)
+            #expect(load.wait { $0.acknowledged > 50 })
+            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/" + file))
+            let acknowledgedBefore = load.acknowledged
+            load.wait(timeout: 60) { !$0.isRunning }
+            #expect(daemon.waitForExit(timeout: 20) == FailpointTests.ioErrorStatus, "\(daemon.log)")
+            let reason = file == "journal" ? "a failed write or flush of the journal" : "a failed checkpoint of data.mdb"
+            #expect(daemon.log.contains(reason), "\(daemon.log)")
+            if file == "journal" {
+                #expect(load.acknowledged - acknowledgedBefore < 50, "writes went on being acknowledged after a failed flush")
+            }
+            // Writes answered after a failed checkpoint are in the journal, which still holds every
+            // record since the last checkpoint that did flush: the restart brings them all back.
+            try expectRecovered(daemon, load)
+        }
+    }
+
     /// With `relaxed`, the flush at SIGTERM is the one that puts the last commits' meta pages on
     /// disk: if it fails, foliod says so and exits with EX_IOERR, not 0.
     @Test func aFailedFinalFlushIsNotAQuietStop() throws {
