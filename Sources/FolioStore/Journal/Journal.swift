@@ -15,7 +15,7 @@ import LMDB
 /// 4. write {S's meta page, S, the log head in S, T} to `checkpoint` and flush it;
 /// 5. release the previous pin, and free the journal before T.
 ///
-/// After any crash, `recover` writes the checkpoint's meta page back into `data.mdb` (whatever
+/// After any crash, opening the store (`open`) writes the checkpoint's meta page back into `data.mdb` (whatever
 /// the disk holds of later commits may point at pages that never reached it), which makes S the
 /// state LMDB opens, intact because its pages were flushed and none was overwritten since; then it
 /// applies, with the same applier as every write, each whole journal record from T on whose
@@ -45,9 +45,10 @@ public final class Journal: @unchecked Sendable {
     private var pinned: Environment.Pin?
     private var last: CheckpointFile.Checkpoint
     private var lastCheckpointTime = monotonicNanoseconds()
-    /// Records appended, and bytes, since the process started (for metrics and tests).
-    public private(set) var appendedRecords = 0
-    public private(set) var checkpointCount = 0
+    /// Checkpoints taken since the journal was opened (guarded by `checkpointing`).
+    private var checkpointsTaken = 0
+    /// Checkpoints taken since the journal was opened (for `stats` and tests).
+    public var checkpointCount: Int { checkpointing.locked { checkpointsTaken } }
 
     /// A buffer reused by `append`.
     private var buffer: [UInt8] = []
@@ -122,7 +123,6 @@ public final class Journal: @unchecked Sendable {
                 transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
                 into: &buffer)
             state.locked { next = at + UInt64(length) }
-            appendedRecords += 1
         }
         try flushRun()
         if wrote { try ring.sync() }
@@ -164,7 +164,7 @@ public final class Journal: @unchecked Sendable {
             pinned?.release()
             pinned = pin
             lastCheckpointTime = monotonicNanoseconds()
-            checkpointCount += 1
+            checkpointsTaken += 1
         }
     }
 
