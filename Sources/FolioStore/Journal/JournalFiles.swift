@@ -52,6 +52,11 @@ struct JournalRing {
             Glibc.close(file)
             throw StoreError.io("stat \(path)", errno)
         }
+        // A ring is made whole before it is named; a shorter one was cut by someone else.
+        guard status.st_size >= 1 << 16 else {
+            Glibc.close(file)
+            throw StoreError.corrupted("\(path) is \(status.st_size) bytes, less than any journal foliod makes")
+        }
         return JournalRing(path: path, file: file, size: Int(status.st_size))
     }
 
