@@ -231,10 +231,43 @@ public enum RequestDecoder {
     }
 
     static func watch(_ fields: inout Fields) throws -> Request.StreamOperation {
+        if let value = fields.take("query") {
+            guard fields.peek("after") == nil, fields.peek("collection") == nil else {
+                throw ProtocolError(
+                    .badRequest, "watch takes \"query\" (a live query) or \"after\" and \"collection\" (a watch of events), not both")
+            }
+            let query = try liveQuery(value)
+            return .live(query, resumeAfter: try fields.optionalUnsigned("resumeAfter"))
+        }
+        if fields.peek("resumeAfter") != nil {
+            throw ProtocolError(.badRequest, "\"resumeAfter\" resumes a live query, which needs \"query\"; a watch of events resumes with \"after\"")
+        }
         let after = try fields.optionalUnsigned("after")
         let collection = try fields.optionalString("collection")
         if let collection { try validated { () throws(ValidationError) in try Names.validateCollection(collection) } }
         return .watch(after: after, collection: collection)
+    }
+
+    /// The `query` of a live query: what `list` takes, less what pages (`offset`, `after`) or
+    /// reads more than the window (`include`, `explain`).
+    private static func liveQuery(_ value: JSON) throws -> Query {
+        guard case .object(let object) = value else {
+            throw ProtocolError(.badRequest, "watch: \"query\" must be an object {collection | view, where?, sort?, order?, limit?}, found \(value.kindDescription)")
+        }
+        for (field, reason) in [
+            ("offset", "its window is always the first limit objects"), ("after", "its window is always the first limit objects"),
+            ("include", "references stay references in its objects"), ("explain", "its plan is not reported"),
+        ] where object[field].map({ !$0.isNull }) ?? false {
+            throw ProtocolError(.badRequest, "watch: a live query takes no \(Names.quoted(field)): \(reason)")
+        }
+        var fields = Fields(object: object, op: "watch")
+        do {
+            let query = try self.query(&fields, paging: true)
+            try fields.rejectUnknown()
+            return query
+        } catch let error as ProtocolError {
+            throw ProtocolError(error.code, "watch: query: \(error.message)", details: error.details)
+        }
     }
 
     static func unwatch(_ fields: inout Fields) throws -> Request.StreamOperation {

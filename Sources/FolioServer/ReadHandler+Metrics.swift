@@ -33,6 +33,7 @@ extension ReadHandler {
         let gauges: [(String, String, Double)] = [
             ("folio_connections", "Client connections open.", Double(statistics.connections.load(ordering: .relaxed))),
             ("folio_watches", "Watches running.", Double(statistics.watches.load(ordering: .relaxed))),
+            ("folio_live_queries", "Live queries running.", Double(statistics.liveQueries.load(ordering: .relaxed))),
             ("folio_requests_pending", "Requests received and not yet answered.", Double(statistics.requestsPending.load(ordering: .relaxed))),
             ("folio_client_memory_bytes", "Memory held for clients: partial lines, queued answers, unanswered requests.",
              Double(statistics.clientMemory.load(ordering: .relaxed))),

@@ -422,6 +422,8 @@ final class ReadHandler: Sendable {
         writer.write(statistics.clientMemory.load(ordering: .relaxed))
         writer.writeKey("watches")
         writer.write(statistics.watches.load(ordering: .relaxed))
+        writer.writeKey("liveQueries")
+        writer.write(statistics.liveQueries.load(ordering: .relaxed))
         writer.writeKey("uploads")
         writer.write(statistics.uploads.load(ordering: .relaxed))
         let delivery = statistics.watchDelivery.summary

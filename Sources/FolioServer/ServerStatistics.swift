@@ -25,6 +25,8 @@ final class ServerStatistics: Sendable {
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
+    /// Live queries answered and running.
+    let liveQueries = Atomic<Int>(0)
     /// Uploads in pieces open now (`Uploads`).
     let uploads = Atomic<Int>(0)
     let metrics: Metrics
