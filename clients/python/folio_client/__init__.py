@@ -7,7 +7,8 @@
             print(t["id"], t["title"])
 """
 
-from .client import Client, LiveQuery, Pending, Pipeline, Watch, connect
+from .binding import Pending
+from .client import Client, LiveQuery, Pipeline, Watch, connect
 from .errors import (BadRequest, CannotConnect, Conflict, ConnectionLost, FolioError, Forbidden, Internal, Lagging,
                      NotFound, TooLarge, Unavailable, UnknownOp)
 from .operations import create_op, delete_op, update_op

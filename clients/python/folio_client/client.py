@@ -8,24 +8,23 @@ from several threads are pipelined on the one connection.
 from __future__ import annotations
 
 import collections
-import functools
-import inspect
 import itertools
 import queue
 import socket
 import threading
-import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 from . import operations as ops
-from .errors import CannotConnect, ConnectionLost, FolioError, NotFound, TooLarge, error_from_wire
+from .binding import Namespace, Pending, bind_sync
+from .errors import CannotConnect, ConnectionLost, FolioError, NotFound
 from .paths import socket_candidates
+from .routing import Router
 from .results import Page
 from .streams import LiveState, LiveUpdate, WatchState
 from .values import decode_line, encode_line
 
-__all__ = ["Client", "connect", "Pipeline", "Watch", "LiveQuery", "Pending"]
+__all__ = ["Client", "connect", "Pipeline", "Watch", "LiveQuery"]
 
 
 def connect(path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True) -> "Client":
@@ -47,29 +46,27 @@ class _Connection:
             sock.close()
             raise
         self.path = path
-        self.alive = True
+        self.router = Router(path)
         self._sock = sock
-        self._state = threading.Lock()  # guards the maps and `alive`; never held while blocking
         self._send = threading.Lock()  # keeps each sendall's bytes together
-        self._pending: Dict[int, Future] = {}
-        self._streams: Dict[int, queue.Queue] = {}
-        self._last_error: Optional[FolioError] = None
         self._reader = threading.Thread(target=self._read, name=f"folio reader {path}", daemon=True)
         self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.router.alive
 
     def send(self, requests: List[Tuple[int, bytes, Optional[queue.Queue]]]) -> List[Future]:
         """Sends the lines in one write; each gets a future of its answer's result. A line with a queue
         starts a stream: its later lines (and its final error) go to the queue."""
         futures = []
-        with self._state:
-            if not self.alive:
-                raise ConnectionLost(f"the connection to {self.path} is closed")
-            for tag, _, stream in requests:
-                future: Future = Future()
-                self._pending[tag] = future
-                futures.append(future)
-                if stream is not None:
-                    self._streams[tag] = stream
+        for tag, _, stream in requests:
+            future: Future = Future()
+            futures.append(future)
+            try:
+                self.router.register(tag, future, stream)
+            except ConnectionLost as error:
+                future.set_exception(error)
         try:
             with self._send:
                 self._sock.sendall(b"".join(line for _, line, _ in requests))
@@ -77,20 +74,12 @@ class _Connection:
             self.lose(f"sending to {self.path} failed: {error}")
         return futures
 
-    def end_stream(self, tag: int, notify: bool = True) -> bool:
-        """Stops routing the stream's lines (after its unwatch); whether it was still running."""
-        with self._state:
-            stream = self._streams.pop(tag, None)
-        if stream is not None and notify:
-            stream.put(("end", None))
-        return stream is not None
-
     def _read(self) -> None:
         reason = f"foliod closed the connection on {self.path}"
         try:
             with self._sock.makefile("rb") as lines:
                 for line in lines:
-                    self._dispatch(decode_line(line))
+                    self.router.route(decode_line(line))
         except OSError as error:
             reason = f"reading from {self.path} failed: {error}"
         except Exception as error:  # a line that is not JSON: nothing after it can be trusted
@@ -99,112 +88,18 @@ class _Connection:
             self.lose(reason)
             self._sock.close()
 
-    def _dispatch(self, message: Dict[str, Any]) -> None:
-        tag = message.get("tag")
-        if "ok" not in message:  # a stream line: a watch's event, a live query's change
-            with self._state:
-                stream = self._streams.get(tag)
-            if stream is not None:
-                stream.put(("line", message))
-            return
-        ok = message["ok"] is True
-        if tag is None:  # about the connection itself (too_large, idle-timeout, refused): it closes next
-            if not ok:
-                self._last_error = error_from_wire(message.get("error", {}))
-            return
-        stream = None
-        with self._state:
-            future = self._pending.pop(tag, None)
-            if not ok:  # a stream that failed to start, or one that ended (lagging, a dropped view)
-                stream = self._streams.pop(tag, None)
-        if future is not None:
-            if ok:
-                future.set_result(message.get("result"))
-            else:
-                future.set_exception(error_from_wire(message.get("error", {})))
-        elif stream is not None:
-            stream.put(("error", error_from_wire(message.get("error", {}))))
-
     def lose(self, reason: str) -> None:
         """Ends the connection: every waiting request and stream gets the error."""
-        with self._state:
-            if not self.alive:
-                return
-            self.alive = False
-            pending, self._pending = self._pending, {}
-            streams, self._streams = self._streams, {}
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        last = self._last_error
-        for future in pending.values():
-            # A line over maxLine is refused for good; sending it again would only close the next connection.
-            future.set_exception(last if isinstance(last, TooLarge) else ConnectionLost(reason, last))
-        for stream in streams.values():
-            stream.put(("error", ConnectionLost(reason, last)))
+        if self.router.lose(reason):
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def close(self) -> None:
         self.lose("closed by the client")
         if threading.current_thread() is not self._reader:
             self._reader.join()
-
-
-class Pending:
-    """The answer of a pipelined request, available once the pipeline ran."""
-
-    __slots__ = ("_done", "_value", "_error")
-
-    def __init__(self):
-        self._done = False
-        self._value: Any = None
-        self._error: Optional[BaseException] = None
-
-    def _settle(self, value: Any = None, error: Optional[BaseException] = None) -> None:
-        self._done, self._value, self._error = True, value, error
-
-    def done(self) -> bool:
-        return self._done
-
-    def result(self) -> Any:
-        """The decoded result; raises the request's error."""
-        if not self._done:
-            raise RuntimeError("the pipeline has not run yet")
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def exception(self) -> Optional[BaseException]:
-        return self._error
-
-
-def _bind(name: str, build: Callable, run: Callable[[Any, Any], Any], owner: str) -> Callable:
-    """A method `name` that builds a call with `build`'s signature and runs it with `run(self, call)`."""
-
-    @functools.wraps(build)
-    def method(self, *args, **kwargs):
-        return run(self, build(*args, **kwargs))
-
-    method.__name__ = name
-    method.__qualname__ = f"{owner}.{name}"
-    signature = inspect.signature(build)
-    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    method.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()])
-    return method
-
-
-class _Namespace:
-    """`client.view.*` and `client.schema.*`."""
-
-    def __init__(self, run: Callable[[ops.Call], Any], builders: Dict[str, Callable], name: str):
-        for verb, build in builders.items():
-            bound = functools.wraps(build)(lambda *a, _build=build, **k: run(_build(*a, **k)))
-            bound.__name__ = verb
-            setattr(self, verb, bound)
-        self._name = name
-
-    def __repr__(self) -> str:
-        return f"<folio {self._name} ops>"
 
 
 class Client:
@@ -219,8 +114,8 @@ class Client:
         self._conn: Optional[_Connection] = None
         self._closed = False
         self._tags = itertools.count(1)
-        self.view = _Namespace(self._call, ops.VIEW, "view")
-        self.schema = _Namespace(self._call, ops.SCHEMA, "schema")
+        self.view = Namespace(self._call, ops.VIEW, "view")
+        self.schema = Namespace(self._call, ops.SCHEMA, "schema")
         self._connection()
 
     # --- connection ---
@@ -274,13 +169,7 @@ class Client:
         return next(self._tags)
 
     def _prepare(self, call: ops.Call) -> Tuple[Dict[str, Any], bool]:
-        """The fields to send (with a request key for a write, unless turned off) and whether the
-        request may be sent again on a new connection."""
-        fields = call.fields
-        if call.retry == ops.WRITE and self.request_keys and "requestKey" not in fields:
-            fields = dict(fields, requestKey=uuid.uuid4().hex)
-        retryable = call.retry == ops.READ or (call.retry == ops.WRITE and "requestKey" in fields)
-        return fields, retryable
+        return ops.prepare(call, self.request_keys)
 
     def _send(self, conn: _Connection,
               requests: List[Tuple[Dict[str, Any], Optional[queue.Queue]]]) -> List[Tuple[int, Future]]:
@@ -415,7 +304,7 @@ class Client:
 
 
 for _name, _build in ops.PLAIN.items():
-    setattr(Client, _name, _bind(_name, _build, Client._call, "Client"))
+    setattr(Client, _name, bind_sync(_name, _build, Client._call, "Client"))
 
 
 class Pipeline:
@@ -426,8 +315,8 @@ class Pipeline:
     def __init__(self, client: Client):
         self._client = client
         self._calls: List[Tuple[ops.Call, Pending]] = []
-        self.view = _Namespace(self._add, ops.VIEW, "view")
-        self.schema = _Namespace(self._add, ops.SCHEMA, "schema")
+        self.view = Namespace(self._add, ops.VIEW, "view")
+        self.schema = Namespace(self._add, ops.SCHEMA, "schema")
 
     def _add(self, call: ops.Call) -> Pending:
         pending = Pending()
@@ -446,7 +335,7 @@ class Pipeline:
                     result = call.decode(result)
                 except Exception as decode_error:  # a result of an unexpected shape
                     error = decode_error
-            pending._settle(result, error)
+            pending.settle(result, error)
             values.append(error if error is not None else result)
         if raise_on_error:
             for pending in (p for _, p in calls):
@@ -466,7 +355,7 @@ class Pipeline:
 
 
 for _name, _build in ops.PLAIN.items():
-    setattr(Pipeline, _name, _bind(_name, _build, Pipeline._add, "Pipeline"))
+    setattr(Pipeline, _name, bind_sync(_name, _build, Pipeline._add, "Pipeline"))
 
 
 class _Stream:
@@ -513,7 +402,7 @@ class _Stream:
         """Ends the current stream on the server if it may still run there."""
         conn, tag = self._conn, self._tag
         self._queue = None
-        if conn is not None and tag is not None and conn.alive and conn.end_stream(tag, notify=False):
+        if conn is not None and tag is not None and conn.alive and conn.router.end_stream(tag, notify=False):
             self._client._send(conn, [(ops.unwatch(tag).fields, None)])
 
     def get(self, timeout: Optional[float] = None) -> Any:
@@ -555,7 +444,7 @@ class _Stream:
             self._state.ended(future.result(self._client.timeout))
         except (NotFound, ConnectionLost):
             pass  # it had ended already (lagging, a dropped view, the connection)
-        conn.end_stream(tag)
+        conn.router.end_stream(tag)
 
     def __enter__(self):
         return self

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence
+import uuid
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 from .results import BatchResult, EventPage, Page
 from .values import Ref
@@ -36,6 +37,15 @@ class Call:
     @property
     def op(self) -> str:
         return self.fields["op"]
+
+
+def prepare(call: Call, request_keys: bool) -> Tuple[Dict[str, Any], bool]:
+    """The fields to send (a write gets a fresh request key unless `request_keys` is off or it has one)
+    and whether the request may be sent once more on a new connection after its connection dropped."""
+    fields = call.fields
+    if call.retry == WRITE and request_keys and "requestKey" not in fields:
+        fields = dict(fields, requestKey=uuid.uuid4().hex)
+    return fields, call.retry == READ or (call.retry == WRITE and "requestKey" in fields)
 
 
 def _ref_text(ref: Any) -> Any:
