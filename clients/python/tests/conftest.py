@@ -104,8 +104,9 @@ def client(foliod):
 
 
 class Proxy:
-    """A Unix-socket proxy in front of foliod. `drop_when(pred)` closes a connection right after
-    forwarding a request line for which pred(line) is true, so its answer never comes back;
+    """A Unix-socket proxy in front of foliod. `drop_when(pred)` forwards the next request line for
+    which pred(line) is true, waits for foliod's answer and closes the connection instead of passing
+    it on: the request was done, its answer lost (with nothing else in flight on that connection).
     `drop_all()` closes every connection now; `pause()` stops reading foliod's answers."""
 
     def __init__(self, target: str, directory: str):
@@ -114,6 +115,7 @@ class Proxy:
         self.connections = 0
         self._drop_when: Optional[Callable[[bytes], bool]] = None
         self._open: List[tuple] = []
+        self._swallowing: set = set()
         self._lock = threading.Lock()
         self._flowing = threading.Event()
         self._flowing.set()
@@ -176,9 +178,7 @@ class Proxy:
                     if predicate is not None and predicate(line):
                         self._drop_when = None
                         with self._lock:
-                            if pair in self._open:
-                                self._open.remove(pair)
-                        self._close(pair)
+                            self._swallowing.add(pair)
                         return
         except (OSError, ValueError):
             pass
@@ -191,7 +191,17 @@ class Proxy:
                 data = upstream.recv(65536)
                 if not data:
                     break
-                downstream.sendall(data)
+                with self._lock:
+                    swallow = pair in self._swallowing
+                if not swallow:
+                    downstream.sendall(data)
+                elif data.endswith(b"\n"):  # the answer of the dropped request is complete: drop it
+                    with self._lock:
+                        self._swallowing.discard(pair)
+                        if pair in self._open:
+                            self._open.remove(pair)
+                    self._close(pair)
+                    return
         except (OSError, ValueError):
             pass
         try:
