@@ -62,7 +62,9 @@ def _named(method: Callable, name: str, build: Callable, owner: str) -> Callable
     method.__qualname__ = f"{owner}.{name}"
     signature = inspect.signature(build)
     self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    method.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()])
+    # The builder returns a Call; the method returns what the call's answer decodes to.
+    method.__signature__ = signature.replace(parameters=[self_parameter, *signature.parameters.values()],
+                                             return_annotation=inspect.Signature.empty)
     return method
 
 
