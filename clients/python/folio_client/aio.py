@@ -25,7 +25,7 @@ from .paths import socket_candidates
 from .results import Page
 from .routing import Router
 from .streams import LiveState, LiveUpdate, WatchState
-from .values import decode_line, encode_line
+from .values import decode_line
 
 __all__ = ["connect", "AsyncClient", "AsyncPipeline", "AsyncWatch", "AsyncLiveQuery"]
 
@@ -48,6 +48,7 @@ class _AsyncConnection:
     def __init__(self, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.path = path
         self.router = Router(path)
+        self.max_line: Optional[int] = None  # foliod's, asked for before the first long line
         self._reader = reader
         self._writer = writer
         self._write_lock = asyncio.Lock()
@@ -178,8 +179,11 @@ class AsyncClient:
     async def _send(self, conn: _AsyncConnection,
                     requests: List[Tuple[Dict[str, Any], Optional[asyncio.Queue]]]) -> List[Tuple[int, asyncio.Future]]:
         tags = [next(self._tags) for _ in requests]
-        lines = [(tag, encode_line({"op": fields["op"], "tag": tag, **fields}), stream)
-                 for tag, (fields, stream) in zip(tags, requests)]
+        lines = ops.encode_requests(tags, requests)
+        if ops.needs_max_line(lines):
+            if conn.max_line is None:
+                conn.max_line = (await self.hello())["maxLine"]
+            ops.check_max_line(lines, conn.max_line)
         return list(zip(tags, await conn.send(lines)))
 
     async def _wait(self, future: asyncio.Future) -> Any:

@@ -22,7 +22,7 @@ from .paths import socket_candidates
 from .routing import Router
 from .results import Page
 from .streams import LiveState, LiveUpdate, WatchState
-from .values import decode_line, encode_line
+from .values import decode_line
 
 __all__ = ["Client", "connect", "Pipeline", "Watch", "LiveQuery"]
 
@@ -47,6 +47,7 @@ class _Connection:
             raise
         self.path = path
         self.router = Router(path)
+        self.max_line: Optional[int] = None  # foliod's, asked for before the first long line
         self._sock = sock
         self._send = threading.Lock()  # keeps each sendall's bytes together
         self._reader = threading.Thread(target=self._read, name=f"folio reader {path}", daemon=True)
@@ -175,8 +176,11 @@ class Client:
               requests: List[Tuple[Dict[str, Any], Optional[queue.Queue]]]) -> List[Tuple[int, Future]]:
         """Tags the requests and sends them in one write: their tags and the futures of their answers."""
         tags = [self._new_tag() for _ in requests]
-        lines = [(tag, encode_line({"op": fields["op"], "tag": tag, **fields}), stream)
-                 for tag, (fields, stream) in zip(tags, requests)]
+        lines = ops.encode_requests(tags, requests)
+        if ops.needs_max_line(lines):
+            if conn.max_line is None:
+                conn.max_line = self.hello()["maxLine"]
+            ops.check_max_line(lines, conn.max_line)
         return list(zip(tags, conn.send(lines)))
 
     def _exchange(self, batch: List[Tuple[Dict[str, Any], bool]]) -> List[Tuple[Any, Optional[BaseException]]]:

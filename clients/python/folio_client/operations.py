@@ -10,8 +10,9 @@ import hashlib
 import uuid
 from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
 
+from .errors import TooLarge
 from .results import BatchResult, EventPage, Page
-from .values import Ref
+from .values import Ref, encode_line
 
 __all__ = ["Call", "create_op", "update_op", "delete_op"]
 
@@ -46,6 +47,30 @@ def prepare(call: Call, request_keys: bool) -> Tuple[Dict[str, Any], bool]:
     if call.retry == WRITE and request_keys and "requestKey" not in fields:
         fields = dict(fields, requestKey=uuid.uuid4().hex)
     return fields, call.retry == READ or (call.retry == WRITE and "requestKey" in fields)
+
+
+# foliod's smallest --max-line: no line this long or shorter is refused for its length.
+MIN_MAX_LINE = 1024
+
+
+def encode_requests(tags: Sequence[Any], requests: Sequence[Tuple[Dict[str, Any], Any]]) -> list:
+    """`(tag, line, stream)` for each `(fields, stream)`: the tag goes second, after `op`."""
+    return [(tag, encode_line({"op": fields["op"], "tag": tag, **fields}), stream)
+            for tag, (fields, stream) in zip(tags, requests)]
+
+
+def needs_max_line(lines: Sequence[Tuple[Any, bytes, Any]]) -> bool:
+    return any(len(line) - 1 > MIN_MAX_LINE for _, line, _ in lines)
+
+
+def check_max_line(lines: Sequence[Tuple[Any, bytes, Any]], max_line: int) -> None:
+    """Refuses, before anything is sent, a line foliod would answer with `too_large` and then close the
+    connection, ending every other request and watch on it."""
+    for _, line, _ in lines:
+        if len(line) - 1 > max_line:
+            op = line[:40].decode("utf-8", "replace")
+            raise TooLarge("too_large", f"a request line of {len(line) - 1} bytes ({op}…) is longer than foliod's "
+                                        f"maxLine of {max_line} bytes; it was not sent", {"maxLine": max_line})
 
 
 def _ref_text(ref: Any) -> Any:

@@ -286,3 +286,17 @@ def test_hello_stats_views_schemas(client):
 
 
 from conftest import Proxy  # noqa: E402  (the lagging test builds its own proxy)
+
+
+def test_a_line_over_max_line_is_refused_before_it_closes_the_connection(make_foliod):
+    daemon = make_foliod("--max-line", "1024")
+    with folio_client.connect(daemon.socket, timeout=30) as c:
+        watch = c.watch()
+        c.create("Note", {"text": "x" * 900})  # a line just under the limit goes
+        with pytest.raises(folio_client.TooLarge) as refused:
+            c.create("Note", {"text": "x" * 2000})
+        assert refused.value.details["maxLine"] == 1024
+        assert watch.get(timeout=10)["data"]["text"] == "x" * 900
+        c.create("Note", {"text": "after"})
+        assert watch.get(timeout=10)["data"]["text"] == "after"  # the same watch, the same connection
+        assert c.count("Note") == 2
