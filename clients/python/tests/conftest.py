@@ -3,6 +3,7 @@ the connection between the client and foliod."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -107,12 +108,14 @@ class Proxy:
     """A Unix-socket proxy in front of foliod. `drop_when(pred)` forwards the next request line for
     which pred(line) is true, waits for foliod's answer and closes the connection instead of passing
     it on: the request was done, its answer lost (with nothing else in flight on that connection).
-    `drop_all()` closes every connection now; `pause()` stops reading foliod's answers."""
+    `drop_all()` closes every connection now; `pause()` stops reading foliod's answers. `requests`
+    holds every request line passed on, decoded."""
 
     def __init__(self, target: str, directory: str):
         self.target = target
         self.path = os.path.join(directory, "proxy.sock")
         self.connections = 0
+        self.requests: List[dict] = []
         self._drop_when: Optional[Callable[[bytes], bool]] = None
         self._open: List[tuple] = []
         self._swallowing: set = set()
@@ -174,6 +177,7 @@ class Proxy:
             with downstream.makefile("rb") as lines:
                 for line in lines:
                     upstream.sendall(line)
+                    self.requests.append(json.loads(line))
                     predicate = self._drop_when
                     if predicate is not None and predicate(line):
                         self._drop_when = None

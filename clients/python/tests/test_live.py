@@ -250,17 +250,19 @@ def test_live_query_of_a_view_resumes_after_lagging(make_foliod):
     try:
         with folio_client.connect(daemon.socket) as writer, folio_client.connect(proxy.path, timeout=30) as c:
             writer.view.define("open", "Task", where={"done": False}, sort=["n"])
-            seed_tasks(writer)
+            writer.batch([folio_client.create_op("Task", {"n": i, "done": False}, id=f"t{i}") for i in range(10)])
             live = c.live(view="open", limit=5)
             assert next(live).kind == "snapshot"
-            proxy.pause()
-            for i in range(300):
-                writer.update("Task", f"t{i % 40}", {"n": (i * 7) % 31, "note": "x" * 200})
+            proxy.pause()  # foliod's change lines pile up: each holds an object of 20 kB, 2 MB in all
+            for i in range(100):
+                writer.update("Task", f"t{i % 5}", {"note": "y" * 20000, "k": i})
             proxy.resume()
             writer.create("Task", {"n": -1, "done": False}, id="marker")
             wait_for_marker(live, "marker")
             page = writer.list(view="open", limit=5)
-            assert live.items == page.items and live.total == page.total
+            assert live.items == page.items and live.total == page.total == 11
+            watches = [r for r in proxy.requests if r["op"] == "watch"]
+            assert len(watches) >= 2 and watches[1]["resumeAfter"] > 0  # it lagged, then resumed
             live.close()
     finally:
         proxy.close()
