@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
+.PHONY: deps run build test test-python test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -32,10 +32,19 @@ run: build
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+	$(MAKE) test-python
 	FOLIO_TIMING_TESTS=1 $(SWIFT) test --filter BoundedCostTests
 	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
 	$(MAKE) ci-fuzz
 	$(MAKE) test-asan
+
+# The Python client (clients/python): installs it and pytest, then runs its tests against the debug
+# foliod, live queries included (-m live selects those, PYTEST_ARGS='-m "not live"' leaves them out).
+PYTEST_ARGS ?=
+test-python:
+	$(SWIFT) build --product foliod
+	python3 -m pip install -q ./clients/python pytest
+	FOLIOD="$$($(SWIFT) build --show-bin-path)/foliod" python3 -m pytest -q clients/python/tests $(PYTEST_ARGS)
 
 # The crash loop (docs/RELIABILITY.md): CYCLES kill -9 cycles of a release foliod, each checked against
 # the history of requests and answers. CHAOS_ARGS go to folio-chaos, e.g. CHAOS_ARGS='--seed 7'.
