@@ -276,6 +276,7 @@ def test_live_query_with_asyncio(foliod):
             await c.batch([folio_client.create_op("Task", {"n": i, "done": False}, id=f"t{i}") for i in range(20)])
             async with c.live("Task", where={"done": False}, sort=["-n"], limit=5) as live:
                 assert [o["n"] for o in live.items] == [19, 18, 17, 16, 15]
+                assert (await live.get(timeout=30)).kind == "snapshot"  # the first page comes first
                 await c.update("Task", "t3", {"n": 100})
                 await c.delete("Task", "t19")
                 while live.items[0]["id"] != "t3" or any(o["id"] == "t19" for o in live.items):
