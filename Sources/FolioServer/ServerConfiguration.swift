@@ -148,6 +148,7 @@ extension ServerConfiguration {
         if fileGraceSeconds != fresh.fileGraceSeconds { names.append("file-grace") }
         if uploadTimeoutSeconds != fresh.uploadTimeoutSeconds { names.append("upload-timeout") }
         if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
+        if liveResumeEvents != fresh.liveResumeEvents { names.append("live-resume-events") }
         return names
     }
 }
