@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-python test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
+.PHONY: deps run build test test-python test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-live storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -131,6 +131,11 @@ bench-instructions: deps
 # Files through inline base64, pieces and descriptor passing against cp on the same disk (bench/files.sh).
 bench-files: deps
 	SWIFT="$(SWIFT)" bench/files.sh $(BENCH_ARGS)
+
+# 1,000 live queries (one shared window, then 1,000 ranges of a view) and 1,000 event watches under
+# 1,000 durable writes/s: delivery latency and foliod's CPU (bench/live.sh).
+bench-live: deps
+	SWIFT="$(SWIFT)" bench/live.sh $(BENCH_ARGS)
 
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps

@@ -104,6 +104,8 @@ final class Connection: @unchecked Sendable {
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered
     /// when the output is written out.
     var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
+    /// The same for live query change lines, one entry each.
+    var undeliveredChanges: [UInt64] = []
 
     init(fd: Int32, loop: EventLoop, origin: Origin, access: AccessView, maxLineBytes: Int, lineBuffers: LineBuffers) {
         self.fd = fd

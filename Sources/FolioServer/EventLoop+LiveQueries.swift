@@ -16,8 +16,9 @@ final class LiveSubscription {
     var started = false
     /// The sequence of the last line put in the connection's output: where the client resumes.
     var lastSequence: UInt64 = 0
-    /// Change lines waiting for the client to take its output, and their bytes.
-    var held: [(sequence: UInt64, line: [UInt8])] = []
+    /// Change lines waiting for the client to take its output (with when their commit was
+    /// confirmed), and their bytes.
+    var held: [(sequence: UInt64, line: [UInt8], committedAt: UInt64)] = []
     var heldBytes = 0
 
     init(id: UInt64, tag: Tag, arrival: Connection.Arrival) {
@@ -55,7 +56,7 @@ extension EventLoop {
                 }
                 dispatchPending(connection)
                 markForFlush(connection)
-            case .changed(let connection, let id, let sequence, let payload):
+            case .changed(let connection, let id, let sequence, let payload, let committedAt):
                 guard !connection.isClosed, let subscription = connection.liveQueries.first(where: { $0.id == id }), subscription.started
                 else { continue }
                 var line: [UInt8] = []
@@ -65,7 +66,7 @@ extension EventLoop {
                 line.append(contentsOf: ",\"change\":".utf8)
                 line.append(contentsOf: payload)
                 line.append(contentsOf: "}\n".utf8)
-                subscription.held.append((sequence, line))
+                subscription.held.append((sequence, line, committedAt))
                 subscription.heldBytes += line.count
                 if subscription.heldBytes > configuration.watchBufferBytes && connection.unsentBytes >= watchOutputBytes {
                     statistics.metrics.refused(.lagging)
@@ -93,9 +94,10 @@ extension EventLoop {
     func releaseHeldLines(_ connection: Connection, all: Bool = false) {
         for subscription in connection.liveQueries where !subscription.held.isEmpty {
             var released = 0
-            for (sequence, line) in subscription.held {
+            for (sequence, line, committedAt) in subscription.held {
                 guard all || connection.unsentBytes < watchOutputBytes else { break }
                 connection.output.append(contentsOf: line)
+                if committedAt > 0 { connection.undeliveredChanges.append(committedAt) }
                 subscription.lastSequence = sequence
                 subscription.heldBytes -= line.count
                 released += 1

@@ -201,12 +201,14 @@ extension EventLoop {
 
     /// Records the delivery time of the live events that just left for the socket.
     func recordDelivery(_ connection: Connection) {
-        guard !connection.undeliveredCommits.isEmpty else { return }
+        guard !connection.undeliveredCommits.isEmpty || !connection.undeliveredChanges.isEmpty else { return }
         let now = monotonicMicroseconds()
         for (committedAt, events) in connection.undeliveredCommits {
             statistics.watchDelivery.record(now - min(now, committedAt), count: events)
         }
+        for committedAt in connection.undeliveredChanges { statistics.liveDelivery.record(now - min(now, committedAt)) }
         connection.undeliveredCommits.removeAll(keepingCapacity: true)
+        connection.undeliveredChanges.removeAll(keepingCapacity: true)
     }
 
     func endWatch(_ watch: Watch, _ connection: Connection) {

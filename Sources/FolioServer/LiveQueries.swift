@@ -27,14 +27,15 @@ final class LiveQueries: @unchecked Sendable {
         /// The answer to the `watch`: its line, and on success the query's collection and the
         /// sequence its window reflects, on failure the error's code.
         case started(Connection, id: UInt64, response: [UInt8], collection: String?, sequence: UInt64, failure: ErrorCode?)
-        /// A change of a live query's window: `payload` is the `change` object.
-        case changed(Connection, id: UInt64, sequence: UInt64, payload: [UInt8])
+        /// A change of a live query's window: `payload` is the `change` object; `committedAt`, when
+        /// the commit it reflects was confirmed (monotonic µs; 0 for a window read again).
+        case changed(Connection, id: UInt64, sequence: UInt64, payload: [UInt8], committedAt: UInt64)
         /// The live query ended (its view was dropped, or it failed): the error to send.
         case ended(Connection, id: UInt64, error: ProtocolError)
     }
 
     private enum Message {
-        case commit([StoreWriter.Applied])
+        case commit([StoreWriter.Applied], committedAt: UInt64)
         case subscribe(Subscription)
         case unsubscribe(UInt64)
         /// Commits were dropped while the thread was behind: bring every window to the head.
@@ -112,16 +113,16 @@ final class LiveQueries: @unchecked Sendable {
             return
         }
         queuedCommits.add(1, ordering: .relaxed)
-        thread?.enqueue([.commit(applied)])
+        thread?.enqueue([.commit(applied, committedAt: monotonicMicroseconds())])
     }
 
     // MARK: On the thread
 
     private func handle(_ message: Message) {
         switch message {
-        case .commit(let applied):
+        case .commit(let applied, let committedAt):
             queuedCommits.subtract(1, ordering: .relaxed)
-            process(applied)
+            process(applied, committedAt: committedAt)
         case .subscribe(let subscription):
             start(subscription)
         case .unsubscribe(let id):
@@ -212,14 +213,17 @@ final class LiveQueries: @unchecked Sendable {
         if groups[identity]?.isEmpty ?? false { groups[identity] = nil }
     }
 
-    /// Moves every window by one commit's events, and sends each changed window's change.
-    private func process(_ applied: [StoreWriter.Applied]) {
+    /// Moves every window by one commit's events, and sends each changed window's change. The
+    /// events' keys are computed once per order (one view and all its ranges), and a window no event
+    /// of the commit enters or leaves costs only the look at its keys.
+    private func process(_ applied: [StoreWriter.Applied], committedAt: UInt64) {
         let first = applied[0].event.sequence
         let last = applied[applied.count - 1].event.sequence
         var dropped: [String] = []
         for event in applied {
             if case .viewDropped(let name) = event.event.change { dropped.append(name) }
         }
+        var keysByOrder: [[UInt8]: [(old: [UInt8]?, new: [UInt8]?)]] = [:]
         for group in allGroups where group.window.sequence < last {
             if let name = group.window.query.viewName, dropped.contains(name) {
                 if group.window.query.namesView {
@@ -234,11 +238,22 @@ final class LiveQueries: @unchecked Sendable {
                 recompute(group, to: last)
                 continue
             }
-            let before = group.window.visibleVersions
+            let query = group.window.query
+            let keys = keysByOrder[query.orderIdentity] ?? applied.map { event in
+                event.event.object?.collection == query.collection ? (query.orderKey(for: event.before), query.orderKey(for: event.object)) : (nil, nil)
+            }
+            keysByOrder[query.orderIdentity] = keys
+            var before: [(id: String, version: UInt64)]?
             let totalBefore = group.window.total
             do {
-                for event in applied { try group.window.apply(event) }
+                for (event, (old, new)) in zip(applied, keys) {
+                    let inRange = (old.flatMap(query.inRange), new.flatMap(query.inRange))
+                    guard inRange.0 != nil || inRange.1 != nil else { continue }
+                    if before == nil { before = group.window.visibleVersions }
+                    try group.window.apply(event, keys: inRange)
+                }
                 group.window.advance(to: last)
+                guard let before else { continue }
                 group.window.trim()
                 if group.window.broken {
                     recompute(group, to: last)
@@ -255,11 +270,10 @@ final class LiveQueries: @unchecked Sendable {
                         continue
                     }
                 }
+                send(group, from: before, total: totalBefore, committedAt: committedAt)
             } catch {
                 end(group, ProtocolError(error))
-                continue
             }
-            send(group, from: before, total: totalBefore)
         }
     }
 
@@ -281,17 +295,17 @@ final class LiveQueries: @unchecked Sendable {
             end(group, ProtocolError(error))
             return
         }
-        send(group, from: before, total: totalBefore)
+        send(group, from: before, total: totalBefore, committedAt: 0)
     }
 
-    private func send(_ group: Group, from before: [(id: String, version: UInt64)], total: Int) {
+    private func send(_ group: Group, from before: [(id: String, version: UInt64)], total: Int, committedAt: UInt64) {
         let window = group.window
         let change = LiveChange(from: before, to: window.visible, sequence: window.sequence, total: window.total)
         guard !change.isEmpty || total != window.total else { return }
         var writer = JSONWriter(capacity: 256)
         change.write(to: &writer)
         for subscriber in group.subscribers {
-            post(.changed(subscriber.connection, id: subscriber.id, sequence: window.sequence, payload: writer.bytes))
+            post(.changed(subscriber.connection, id: subscriber.id, sequence: window.sequence, payload: writer.bytes, committedAt: committedAt))
         }
     }
 
@@ -315,7 +329,7 @@ final class LiveQueries: @unchecked Sendable {
     private func post(_ delivery: Delivery) {
         let connection: Connection
         switch delivery {
-        case .started(let c, _, _, _, _, _), .changed(let c, _, _, _), .ended(let c, _, _): connection = c
+        case .started(let c, _, _, _, _, _), .changed(let c, _, _, _, _), .ended(let c, _, _): connection = c
         }
         let loop = connection.loop
         outbox[ObjectIdentifier(loop), default: (loop, [])].deliveries.append(delivery)

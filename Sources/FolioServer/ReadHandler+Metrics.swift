@@ -50,6 +50,7 @@ extension ReadHandler {
             ("folio_events_appended_total", "Events appended by committed writes.", statistics.committedWrites.load(ordering: .relaxed)),
             ("folio_failed_commits_total", "Commits that failed.", statistics.failedCommits.load(ordering: .relaxed)),
             ("folio_watch_events_total", "Live watch event lines delivered.", statistics.watchDelivery.summary.count),
+            ("folio_live_changes_total", "Live query change lines delivered.", statistics.liveDelivery.summary.count),
         ]
         for (name, help, value) in counters {
             text.family(name, "counter", help)

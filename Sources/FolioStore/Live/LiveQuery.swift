@@ -33,13 +33,25 @@ public struct LiveQuery: Sendable {
     public let namesView: Bool
     /// Equal for two live queries whose windows are equal at every sequence: they can share one.
     public let identity: [UInt8]
+    /// Equal for two live queries whose objects have the same `orderKey`s (one view, its ranges
+    /// and both directions): a commit's keys are computed once for all of them.
+    public let orderIdentity: [UInt8]
 
     /// The object's key in the query's order, nil if it does not belong (or is nil).
     public func key(for object: StoredObject?) -> [UInt8]? {
+        orderKey(for: object).flatMap(inRange)
+    }
+
+    /// The object's key in the order of the view (or sort) the query reads, nil if it does not
+    /// match its filter: the key before the range is considered.
+    public func orderKey(for object: StoredObject?) -> [UInt8]? {
         guard let object, object.collection == collection, filter?.matches(object) ?? true else { return nil }
-        let key = sort.key(for: object, id: object.id)
-        guard key.starts(with: prefix) else { return nil }
-        return key
+        return sort.key(for: object, id: object.id)
+    }
+
+    /// `key` if it lies in the query's range (of a view), else nil.
+    public func inRange(_ key: [UInt8]) -> [UInt8]? {
+        key.starts(with: prefix) ? key : nil
     }
 
     /// The same query once the view it reads is dropped: keys as before (they order the same
@@ -73,11 +85,12 @@ extension Snapshot {
                 return LiveQuery(
                     collection: collection, filter: view.definition.filter, sort: view.definition.sort, prefix: range?.prefix ?? [],
                     descending: query.descending, limit: query.limit, index: .view(name), plan: source, viewName: name,
-                    namesView: namesView, identity: identity)
+                    namesView: namesView, identity: identity, orderIdentity: Array("v:\(name)".utf8))
             case .creationOrder:
                 return LiveQuery(
                     collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending, limit: query.limit,
-                    index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity)
+                    index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity,
+                    orderIdentity: Array("c:\(collection)".utf8))
             default:
                 throw StoreError.invalid("a live query reads a collection or a view")
             }
@@ -85,11 +98,13 @@ extension Snapshot {
             guard case .creationOrder(let collection) = source else { throw StoreError.invalid("a live query reads a collection or a view") }
             return LiveQuery(
                 collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending, limit: query.limit,
-                index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity)
+                index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity,
+                orderIdentity: Array("c:\(collection)".utf8))
         case .scan(.collection(let collection), let source):
             return LiveQuery(
                 collection: collection, filter: query.filter, sort: query.sort ?? .creation, prefix: [], descending: query.descending,
-                limit: query.limit, index: .scan, plan: source, viewName: nil, namesView: false, identity: identity)
+                limit: query.limit, index: .scan, plan: source, viewName: nil, namesView: false, identity: identity,
+                orderIdentity: Array("s:".utf8) + query.fingerprint)
         case .scan, .links:
             throw StoreError.invalid("a live query reads a collection or a view")
         }

@@ -57,11 +57,17 @@ public struct LiveWindow: Sendable {
     /// Applies one committed event (of any collection; others change nothing). Events at or
     /// before `sequence` were applied already and are skipped.
     public mutating func apply(_ applied: StoreWriter.Applied) throws {
+        guard applied.event.object?.collection == query.collection else { return advance(to: applied.event.sequence) }
+        try apply(applied, keys: (query.key(for: applied.before), query.key(for: applied.object)))
+    }
+
+    /// `apply` with the object's keys before and after the event in this query (nil: it does not
+    /// belong), computed by the caller, once for all queries of one order (`orderIdentity`).
+    public mutating func apply(_ applied: StoreWriter.Applied, keys: (old: [UInt8]?, new: [UInt8]?)) throws {
         let eventSequence = applied.event.sequence
         guard eventSequence > sequence else { return }
         sequence = eventSequence
-        guard let (collection, _) = applied.event.object, collection == query.collection else { return }
-        if let oldKey = query.key(for: applied.before) {
+        if let oldKey = keys.old {
             total -= 1
             if holds(oldKey) {
                 let index = position(of: oldKey)
@@ -72,7 +78,7 @@ public struct LiveWindow: Sendable {
                 }
             }
         }
-        if let object = applied.object, let newKey = query.key(for: object) {
+        if let object = applied.object, let newKey = keys.new {
             total += 1
             if holds(newKey) {
                 var writer = JSONWriter(capacity: (applied.record?.count ?? 64) + 128)
