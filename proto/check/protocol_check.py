@@ -4,6 +4,7 @@
     protocol_check.py replay [FILE.jsonl ...]   replay proto/examples against a real foliod
     protocol_check.py validate-log DIR          validate the wire logs in DIR ($FOLIO_WIRE_LOG)
     protocol_check.py validate-doc [PROTOCOL.md] validate the document's →/← examples
+    protocol_check.py schema-cases              instances only the schema sees (live queries, refusals)
 
 Exit status 0 when everything matched, 1 on a mismatch, 2 on a usage error.
 Needs Python 3.9+ and jsonschema (4.18 or later, which brings referencing).
@@ -691,6 +692,24 @@ def pair_document_block(requests, responses):
     return answers
 
 
+def command_schema_cases(arguments, schemas):
+    """schema-cases.jsonl: instances no replay can produce (live queries, another uid's refusals), each with
+    whether the schema must accept it."""
+    tally = Tally()
+    path = Path(__file__).resolve().parent / "schema-cases.jsonl"
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        case = json.loads(text)
+        if "schema" not in case:
+            continue
+        tally.count("cases")
+        problem = schemas.problem(case["schema"], case["instance"])
+        if case["valid"] and problem:
+            tally.fail(f"{path.name}:{number}", f"{case['schema']} refuses it: {problem}")
+        elif not case["valid"] and problem is None:
+            tally.fail(f"{path.name}:{number}", f"{case['schema']} accepts it")
+    return 0 if tally.report("schema-cases") else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -701,11 +720,15 @@ def main():
     log.add_argument("directory")
     doc = commands.add_parser("validate-doc", help="validate PROTOCOL.md's →/← examples")
     doc.add_argument("document", nargs="?", default=str(PROTO / "PROTOCOL.md"))
+    commands.add_parser("schema-cases", help="check proto/check/schema-cases.jsonl against the schema")
     arguments = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so that a daemon started by replay is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     schemas = Schemas()
-    command = {"replay": command_replay, "validate-log": command_validate_log, "validate-doc": command_validate_doc}[arguments.command]
+    command = {
+        "replay": command_replay, "validate-log": command_validate_log, "validate-doc": command_validate_doc,
+        "schema-cases": command_schema_cases,
+    }[arguments.command]
     sys.exit(command(arguments, schemas))
 
 
