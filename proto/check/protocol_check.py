@@ -13,6 +13,7 @@ Needs Python 3.9+ and jsonschema (4.18 or later, which brings referencing).
 import argparse
 import base64
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -22,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
+from urllib.parse import urljoin
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -57,8 +60,39 @@ class Schemas:
 
     def validator(self, reference):
         if reference not in self._validators:
-            self._validators[reference] = Draft202012Validator({"$ref": BASE + reference}, registry=self.registry)
+            self._validators[reference] = Draft202012Validator(self.inlined(BASE + reference), registry=self.registry)
         return self._validators[reference]
+
+    def inlined(self, uri, stack=()):
+        """The schema at uri with every $ref replaced by its target, except where it recurses (a value in
+        a value), which keeps its absolute URI. Same meaning ($ref beside other keywords is an allOf),
+        and jsonschema validates it several times faster than by resolving each $ref as it goes."""
+        document, _, pointer = uri.partition("#")
+        schema = self.registry.contents(document)
+        for part in filter(None, pointer.split("/")):
+            schema = schema[part.replace("~1", "/").replace("~0", "~")]
+        return self._inline(schema, document, stack + (uri,))
+
+    def _inline(self, schema, base, stack):
+        if isinstance(schema, list):
+            return [self._inline(item, base, stack) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        copy = {key: self._inline(value, base, stack) for key, value in schema.items()
+                if key not in ("$ref", "$id", "$schema", "$defs")}
+        reference = schema.get("$ref")
+        if not isinstance(reference, str):  # a property named "$ref" (of {"$ref": "Task/t1"}) is not a reference
+            if "$ref" in schema:
+                copy["$ref"] = self._inline(reference, base, stack)
+            return copy
+        target = urljoin(base, reference)
+        if "#" not in target:
+            target += "#"
+        inlined = {"$ref": target} if target in stack else self.inlined(target, stack)
+        if not copy:
+            return inlined
+        copy.setdefault("allOf", []).append(inlined)
+        return copy
 
     def problem(self, reference, instance):
         """None if instance validates against the schema at reference, else the most telling error."""
@@ -68,15 +102,37 @@ class Schemas:
         where = "/".join(str(part) for part in error.absolute_path)
         return f"{error.message[:300]} (at /{where}; schema {'/'.join(str(p) for p in error.absolute_schema_path)[-160:]})"
 
+    # Validating is slow (jsonschema descends through every if of request.json's 35 ops, every anyOf
+    # branch of a result), and a wire log holds tens of thousands of lines, so these check the part of
+    # the schema that applies (an op's fields; a success's envelope and its op's result), which the
+    # schema makes equivalent, and ask the whole schema only for the message of a line that fails.
     def request(self, instance):
+        if isinstance(instance, dict) and isinstance(instance.get("op"), str) and instance["op"] in self.ops and not isinstance(instance.get("tag"), bool) \
+                and isinstance(instance.get("tag"), (str, int, float, type(None))):
+            if self.validator(f"request.json#/$defs/ops/{instance['op']}").is_valid(instance):
+                return None
         return self.problem("request.json", instance)
 
-    def line(self, instance):
+    def line(self, instance, op=None):
+        """With op, the op of the request a success answers: its result is checked against that op's."""
+        if isinstance(instance, dict):
+            if instance.get("ok") is True and op in self.ops:
+                if self.validator("response.json#/$defs/successEnvelope").is_valid(instance):
+                    return self.result(op, instance["result"])
+            elif instance.get("ok") is False:
+                if self.validator("response.json#/$defs/failure").is_valid(instance):
+                    return None
+            elif "event" in instance:
+                if self.validator("stream.json#/$defs/eventLine").is_valid(instance):
+                    return None
+            elif "change" in instance:
+                if self.validator("stream.json#/$defs/changeLine").is_valid(instance):
+                    return None
         return self.problem("line.json", instance)
 
     def result(self, op, instance):
         """The op's own result schema, for a success whose request is known."""
-        if op not in self.ops:
+        if not isinstance(op, str) or op not in self.ops or self.validator(f"response.json#/$defs/results/{op}").is_valid(instance):
             return None
         return self.problem(f"response.json#/$defs/results/{op}", instance)
 
@@ -365,7 +421,7 @@ def replay_file(path, binary, schemas, tally, record=False):
     """Runs one examples file against a fresh foliod; with record, fills in the responses it lacks."""
     steps = []
     arguments = []
-    for number, text in enumerate(path.read_text().splitlines(), 1):
+    for number, text in enumerate(path.read_text().split("\n"), 1):
         if not text.strip():
             continue
         try:
@@ -381,7 +437,7 @@ def replay_file(path, binary, schemas, tally, record=False):
             tally.fail(f"{path.name}:{number}", f"unknown keys {sorted(unknown)}")
             return
         steps.append((number, step))
-    header = [json.loads(text) for text in path.read_text().splitlines()[:1] if '"foliod"' in text]
+    header = [json.loads(text) for text in path.read_text().split("\n")[:1] if '"foliod"' in text]
     daemon = Daemon(binary, arguments)
     clients = {}
     try:
@@ -495,28 +551,61 @@ def command_replay(arguments, schemas):
 # MARK: Wire logs
 
 
-def read_wire_log(path):
-    """A log of TestConnection: lines 'C> <base64 of bytes sent>' and 'C< <line received>', C the connection."""
-    connections = {}
-    for number, text in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        match_ = re.fullmatch(r"(\d+)([<>]) (.*)", text)
-        if not match_:
-            raise Mismatch(f"{path.name}:{number}: not a wire log line")
-        name, direction, payload = match_.groups()
-        connection = connections.setdefault(name, {"sent": b"", "received": []})
-        if direction == ">":
-            connection["sent"] += base64.b64decode(payload)
-        else:
-            connection["received"].append((number, payload))
-    return connections
+class WireConnection:
+    """One connection of a wire log, read as it goes: the request lines sent and not yet answered."""
+
+    def __init__(self):
+        self.unsent = b""
+        self.requests = []
+        self.closed = False
+
+    def sent(self, data):
+        """Frames the bytes sent as foliod does (§1): lines end with \n, a \r before it is dropped."""
+        lines = (self.unsent + data).split(b"\n")
+        self.unsent = lines.pop()
+        self.requests.extend(line[:-1] if line.endswith(b"\r") else line for line in lines)
+
+    def next_request(self):
+        """The oldest unanswered request line; a last line without \n counts once the client stopped sending."""
+        if self.requests:
+            return self.requests.pop(0)
+        if self.unsent:
+            line, self.unsent = self.unsent, b""
+            return line
+        return None
 
 
-def sent_lines(data):
-    """The request lines of a connection's bytes, as foliod frames them (§1); a final line without \\n counts."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+# Times, hashes and generated ids, quoted: what makes most lines of a log differ. Each is replaced by
+# a value of its own kind, which every schema constraint on it accepts alike, so that lines that
+# differ only in them are validated once.
+VARYING = re.compile(r'"(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)|([0-9a-f]{64})|([0-9A-HJKMNP-TV-Z]{26}))"')
+SAMPLES = {1: '"2000-01-01T00:00:00.000Z"', 2: '"' + "0" * 64 + '"', 3: '"' + "0" * 26 + '"'}
+
+
+class ValidatedLines:
+    """The shapes of lines already found valid, by the op they answer."""
+
+    def __init__(self, schemas):
+        self.schemas = schemas
+        self.valid = set()
+
+    def problem(self, text, line, op):
+        key = (op, VARYING.sub(lambda found: SAMPLES[found.lastindex], text))
+        if key in self.valid:
+            return None
+        problem = self.schemas.line(line, op)
+        if problem is None:
+            self.valid.add(key)
+        return problem
+
+    def request_problem(self, raw, request):
+        key = ("request", VARYING.sub(lambda found: SAMPLES[found.lastindex], raw.decode(errors="replace")))
+        if key in self.valid:
+            return None
+        problem = self.schemas.request(request)
+        if problem is None:
+            self.valid.add(key)
+        return problem
 
 
 def command_validate_log(arguments, schemas):
@@ -526,61 +615,97 @@ def command_validate_log(arguments, schemas):
     if not logs:
         print(f"validate-log: no wire logs in {directory}", file=sys.stderr)
         return 2
-    for path in logs:
-        tally.count("logs")
-        try:
-            connections = read_wire_log(path)
-        except Mismatch as mismatch:
-            tally.fail(path.name, str(mismatch))
-            continue
-        for name, connection in connections.items():
-            validate_connection(path.name, name, connection, schemas, tally)
+    # Connections are independent: each of `jobs` processes reads every log and checks its share of them.
+    # The processes are forked, so they have the schemas (which do not pickle) from here.
+    global FORKED_SCHEMAS
+    FORKED_SCHEMAS = schemas
+    jobs = max(1, arguments.jobs or os.cpu_count() or 1)
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        shares = pool.starmap(validate_logs, [(logs, jobs, share) for share in range(jobs)])
+    for counts, failures in shares:
+        for what, number in counts.items():
+            tally.count(what, number)
+        tally.failures.extend(failures)
+    tally.counts["logs"] = len(logs)
+    tally.failures.sort(key=lambda failure: (failure.split(":")[0], int(failure.split(":")[1])) if failure.count(":") > 1 else (failure, 0))
     return 0 if tally.report("validate-log") else 1
 
 
-def validate_connection(log, name, connection, schemas, tally):
-    """Every line received must validate; a request answered ok must validate, and its result against its op's."""
-    responses = []
-    for number, payload in connection["received"]:
-        where = f"{log}:{number}"
-        try:
-            line = json.loads(payload)
-        except ValueError as error:
-            tally.fail(where, f"foliod sent a line that is not JSON: {error}")
-            continue
-        tally.count("lines received")
-        problem = schemas.line(line)
-        if problem:
-            tally.fail(where, f"{problem}: {describe(line)}")
-        if not is_stream_line(line):
-            responses.append((where, line))
-    # Pair requests with responses in order. Once foliod closes the connection (too_large, a slow
-    # line) the rest of the input is unanswered, and a client may close before reading every answer.
-    requests = sent_lines(connection["sent"])
-    paired = 0
-    for where, response in responses:
-        if closes_connection(response) or paired >= len(requests):
-            break
-        raw = requests[paired]
-        paired += 1
-        try:
-            request = json.loads(raw)
-        except ValueError:
-            request = None
-        problem = schemas.request(request) if request is not None else "not JSON"
-        if response.get("ok") is True:
-            tally.count("requests answered ok")
+FORKED_SCHEMAS = None
+
+
+def validate_logs(logs, jobs, share):
+    tally = Tally()
+    validated = ValidatedLines(FORKED_SCHEMAS)
+    for path in logs:
+        validate_log(path, validated, tally, lambda name: zlib.crc32(name) % jobs == share)
+    return tally.counts, tally.failures
+
+
+WIRE_RECORD = re.compile(rb"(\d+)([<>]) (.*)\n", re.S)
+
+
+def validate_log(path, validated, tally, mine):
+    """A log of TestConnection, read a line at a time (logs are large): '<connection>> <base64 of bytes sent>'
+    and '<connection>< <line received>'. Every line received must validate, a success also against the
+    result of the op it answers; a request foliod answered ok must validate. Responses answer requests in
+    order on each connection; once foliod closes it (too_large, a slow line), the rest is unanswered."""
+    connections = {}
+    with open(path, "rb") as log:
+        # Split on \n only: a line foliod sends may hold U+2028, which str.splitlines() splits on.
+        for number, record in enumerate(log, 1):
+            where = f"{path.name}:{number}"
+            found = WIRE_RECORD.fullmatch(record)
+            if not found:
+                tally.fail(where, "not a wire log line")
+                return
+            name, direction, payload = found.groups()
+            if not mine(name):
+                continue
+            connection = connections.setdefault(name, WireConnection())
+            if direction == b">":
+                connection.sent(base64.b64decode(payload))
+                continue
+            text = payload.decode(errors="replace")
+            try:
+                line = json.loads(text)
+            except ValueError as error:
+                tally.fail(where, f"foliod sent a line that is not JSON: {error}")
+                continue
+            tally.count("lines received")
+            op = None
+            if not is_stream_line(line) and not connection.closed:
+                if closes_connection(line):
+                    connection.closed = True
+                else:
+                    op = check_request(connection.next_request(), line, where, validated, tally)
+            problem = validated.problem(text, line, op)
             if problem:
-                tally.fail(where, f"answered ok, but the request does not validate: {problem}: {raw[:200]!r}")
-            elif isinstance(request, dict):
-                problem = schemas.result(request.get("op"), response.get("result"))
-                if problem:
-                    tally.fail(where, f"the result of {request.get('op')} does not validate against its op's: {problem}")
-        elif problem:
-            tally.count("requests refused by both schema and server")
-        else:
-            tally.count("requests answered with an error")
-    tally.count("requests not paired", len(requests) - paired)
+                tally.fail(where, f"{problem}: {describe(line)}")
+    tally.count("requests not answered in the log", sum(len(c.requests) + bool(c.unsent) for c in connections.values()))
+
+
+def check_request(raw, response, where, validated, tally):
+    """The op of a request answered ok (which must validate), for its result to be checked against."""
+    if raw is None:
+        tally.count("responses without a request in the log")
+        return None
+    try:
+        request = json.loads(raw)
+    except (ValueError, RecursionError):  # tests send nesting far deeper than foliod's 128 levels
+        request = None
+    try:
+        problem = validated.request_problem(raw, request) if request is not None else "not JSON"
+    except RecursionError:
+        problem = "nested too deep to validate"
+    if response.get("ok") is not True:
+        tally.count("requests answered with an error" if problem is None else "requests refused by both schema and server")
+        return None
+    tally.count("requests answered ok")
+    if problem:
+        tally.fail(where, f"answered ok, but the request does not validate: {problem}: {raw[:200]!r}")
+        return None
+    return request["op"]
 
 
 # MARK: PROTOCOL.md's examples
@@ -590,7 +715,7 @@ def document_examples(path):
     """The →/← lines of each ```text block: (line number, direction, JSON), skipping cut (…) and prose lines."""
     blocks = []
     block = None
-    for number, text in enumerate(path.read_text().splitlines(), 1):
+    for number, text in enumerate(path.read_text().split("\n"), 1):
         if text.startswith("```"):
             block = [] if block is None and text.strip() == "```text" else None
             if block is not None:
@@ -622,7 +747,7 @@ def command_validate_doc(arguments, schemas):
     path = Path(arguments.document)
     found = Tally()
     validate_document(path, schemas, found)
-    text = path.read_text().splitlines()
+    text = path.read_text().split("\n")
     known = json.loads(KNOWN_DISAGREEMENTS.read_text()) if KNOWN_DISAGREEMENTS.exists() else []
     used = set()
     tally = Tally()
@@ -697,8 +822,8 @@ def command_schema_cases(arguments, schemas):
     whether the schema must accept it."""
     tally = Tally()
     path = Path(__file__).resolve().parent / "schema-cases.jsonl"
-    for number, text in enumerate(path.read_text().splitlines(), 1):
-        case = json.loads(text)
+    for number, text in enumerate(path.read_text().split("\n"), 1):
+        case = json.loads(text) if text.strip() else {}
         if "schema" not in case:
             continue
         tally.count("cases")
@@ -717,11 +842,14 @@ def main():
     replay.add_argument("--record", action="store_true", help="write the responses an examples line lacks (review them!)")
     replay.add_argument("files", nargs="*", help="examples files (default: every proto/examples/*.jsonl)")
     log = commands.add_parser("validate-log", help="validate the wire logs of a FOLIO_WIRE_LOG directory")
+    log.add_argument("--jobs", type=int, default=0, help="processes (default: one per CPU)")
     log.add_argument("directory")
     doc = commands.add_parser("validate-doc", help="validate PROTOCOL.md's →/← examples")
     doc.add_argument("document", nargs="?", default=str(PROTO / "PROTOCOL.md"))
     commands.add_parser("schema-cases", help="check proto/check/schema-cases.jsonl against the schema")
     arguments = parser.parse_args()
+    # foliod takes 128 levels of nesting; jsonschema descends several frames for each.
+    sys.setrecursionlimit(5000)
     # SIGTERM unwinds like Ctrl-C, so that a daemon started by replay is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     schemas = Schemas()
