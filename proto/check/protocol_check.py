@@ -267,6 +267,13 @@ class Daemon:
         self.process = subprocess.Popen(
             [binary, "--config", config, "--data", self.data, "--socket", self.socket_path, *arguments],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            self.wait_until_serving()
+        except BaseException:
+            self.close()
+            raise
+
+    def wait_until_serving(self):
         deadline = time.monotonic() + 20
         while True:
             if self.process.poll() is not None:
@@ -409,7 +416,7 @@ def generalize(value, data_directory, op=None, key=None):
         if key == "upload" or (key == "text" and op == "metrics"):
             return "$string"
         return value.replace(data_directory, "$DATA")
-    if key in ("micros", "uid", "pid", "clientMemory", "uptimeSeconds"):
+    if key in ("micros", "uid", "pid", "uploader", "clientMemory", "uptimeSeconds"):
         return "$number" if key == "uptimeSeconds" else "$int"
     return value
 
@@ -438,7 +445,11 @@ def replay_file(path, binary, schemas, tally, record=False):
             return
         steps.append((number, step))
     header = [json.loads(text) for text in path.read_text().split("\n")[:1] if '"foliod"' in text]
-    daemon = Daemon(binary, arguments)
+    try:
+        daemon = Daemon(binary, arguments)
+    except Mismatch as mismatch:
+        tally.fail(path.name, str(mismatch))
+        return
     clients = {}
     try:
         bindings = Bindings(daemon.data)
