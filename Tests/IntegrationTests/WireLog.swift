@@ -9,7 +9,8 @@ import Glibc
 final class WireLog: @unchecked Sendable {
     /// nil, and nothing recorded, when `FOLIO_WIRE_LOG` is unset or empty.
     static let shared: WireLog? = {
-        guard let directory = ProcessInfo.processInfo.environment["FOLIO_WIRE_LOG"], !directory.isEmpty else { return nil }
+        let directory = ProcessInfo.processInfo.environment["FOLIO_WIRE_LOG"] ?? ""
+        guard !directory.isEmpty else { return nil }
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let descriptor = open(directory + "/wire-\(getpid()).log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         return descriptor < 0 ? nil : WireLog(descriptor: descriptor)

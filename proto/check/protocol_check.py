@@ -107,8 +107,9 @@ class Schemas:
     # the schema that applies (an op's fields; a success's envelope and its op's result), which the
     # schema makes equivalent, and ask the whole schema only for the message of a line that fails.
     def request(self, instance):
-        if isinstance(instance, dict) and isinstance(instance.get("op"), str) and instance["op"] in self.ops and not isinstance(instance.get("tag"), bool) \
-                and isinstance(instance.get("tag"), (str, int, float, type(None))):
+        tag = instance.get("tag") if isinstance(instance, dict) else None
+        if isinstance(instance, dict) and isinstance(instance.get("op"), str) and instance["op"] in self.ops \
+                and not isinstance(tag, bool) and isinstance(tag, (str, int, float, type(None))):
             if self.validator(f"request.json#/$defs/ops/{instance['op']}").is_valid(instance):
                 return None
         return self.problem("request.json", instance)
@@ -153,7 +154,8 @@ def closes_connection(line):
     if "tag" in line or not isinstance(error, dict):
         return False
     message = error.get("message", "")
-    return error.get("code") == "too_large" or "closing the connection" in message or "try again later" in message or "has no role" in message
+    return error.get("code") == "too_large" or any(
+        words in message for words in ("closing the connection", "try again later", "has no role"))
 
 
 # MARK: Matching expected values, with placeholders
@@ -317,7 +319,6 @@ class Client:
         self.sock.connect(path)
         self.buffer = b""
         self.streamed = []
-        self.ended = False
 
     def send(self, data):
         self.sock.sendall(data)
@@ -334,7 +335,6 @@ class Client:
             if not chunk:
                 if self.buffer:
                     raise Mismatch(f"the stream ended inside a line: {self.buffer[:200]!r}")
-                self.ended = True
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
@@ -818,7 +818,8 @@ def validate_document(path, schemas, tally):
             elif response is not None and isinstance(request, dict):
                 problem = schemas.result(request.get("op"), response.get("result"))
                 if problem:
-                    tally.fail(f"{path.name}:{answer_number}", f"the result does not validate against results/{request.get('op')}: {problem}")
+                    op = request.get("op")
+                    tally.fail(f"{path.name}:{answer_number}", f"the result does not validate against results/{op}: {problem}")
 
 
 def pair_document_block(requests, responses):
@@ -831,7 +832,8 @@ def pair_document_block(requests, responses):
             continue
         tag = request.get("tag")
         for index, (_, response) in enumerate(remaining):
-            if (tag is None and "tag" not in response and not closes_connection(response)) or (tag is not None and response.get("tag") == tag):
+            untagged = tag is None and "tag" not in response and not closes_connection(response)
+            if untagged or (tag is not None and response.get("tag") == tag):
                 answers[number] = remaining.pop(index)
                 break
     return answers
