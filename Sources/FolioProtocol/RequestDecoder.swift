@@ -129,7 +129,8 @@ public enum RequestDecoder {
                 guard ["create", "update", "delete"].contains(op) else {
                     throw ProtocolError(.badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
                 }
-                var opFields = Fields(object: object, op: op)
+                var opFields = Fields(object: object, op: op, nested: true)
+                _ = opFields.take("op")
                 let operation = try batchOperation(&opFields, op: op, index: index)
                 try opFields.rejectUnknown()
                 operations.append(operation)
@@ -260,7 +261,7 @@ public enum RequestDecoder {
         ] where object[field].map({ !$0.isNull }) ?? false {
             throw ProtocolError(.badRequest, "watch: a live query takes no \(Names.quoted(field)): \(reason)")
         }
-        var fields = Fields(object: object, op: "watch")
+        var fields = Fields(object: object, op: "watch", nested: true)
         do {
             let query = try self.query(&fields, paging: true)
             try fields.rejectUnknown()
@@ -512,10 +513,12 @@ public struct Fields {
         }
     }
 
-    init(object: JSONObject, op: String) {
+    /// `nested`: an object inside a request (an op of a batch, a live query's query), where `tag`
+    /// is a field like any other (none defines it) and `op` is read by the caller if it has one.
+    init(object: JSONObject, op: String, nested: Bool = false) {
         self.object = object
         self.op = op
-        read = object.fields.map { $0.key == "op" || $0.key == "tag" }
+        read = object.fields.map { nested ? false : ($0.key == "op" || $0.key == "tag") }
     }
 
     mutating func take(_ key: String) -> JSON? {
