@@ -43,7 +43,7 @@ final class LiveQueries: @unchecked Sendable {
     }
 
     /// Subscribers whose queries have equal windows at this window's sequence.
-    private final class Group {
+    final class Group {
         var window: LiveWindow
         var subscribers: [Subscription] = []
 
@@ -65,8 +65,11 @@ final class LiveQueries: @unchecked Sendable {
     private let resyncPending = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
     /// On the thread only.
-    private var groups: [[UInt8]: [Group]] = [:]
+    private var groups = LiveGroups()
     private var groupOfSubscription: [UInt64: Group] = [:]
+    /// The last commit handled. A window reflects it, or a later sequence it was read at, whether
+    /// the commits since touched it or not: its `sequence` is only brought up to date when one does.
+    private var processed: UInt64 = 0
     private var outbox: [ObjectIdentifier: (loop: EventLoop, deliveries: [Delivery])] = [:]
 
     init(store: Store, log: Log, resumeHorizon: Int) throws {
@@ -131,14 +134,16 @@ final class LiveQueries: @unchecked Sendable {
             resyncPending.store(false, ordering: .releasing)
             do {
                 let head = try reader.read { try $0.head().sequence }
-                for group in allGroups { recompute(group, to: head) }
+                for group in groups.all { recompute(group, to: head) }
+                processed = max(processed, head)
             } catch {
                 endAll(ProtocolError(error))
             }
         }
     }
 
-    private var allGroups: [Group] { groups.values.flatMap { $0 } }
+    /// The sequence a window reflects (see `processed`).
+    private func sequence(of group: Group) -> UInt64 { max(group.window.sequence, processed) }
 
     private func start(_ subscription: Subscription) {
         let response: [UInt8]
@@ -167,14 +172,16 @@ final class LiveQueries: @unchecked Sendable {
             throw ProtocolError(.badRequest, "resumeAfter \(resumeAfter) is beyond the last event, \(head)")
         }
         let live = try snapshot.liveQuery(for: subscription.query)
-        let existing = groups[live.identity]?.first { $0.window.sequence == head }
+        let existing = groups.group(identity: live.identity) { sequence(of: $0) == head }
+        // Untouched by the commits since it was last moved, it reflects the head.
+        existing?.window.advance(to: head)
         let group = try existing ?? Group(window: LiveWindow(live, snapshot: snapshot, rewind: snapshot.liveRewind(of: live.collection, to: head, maxEvents: 0)!))
         let window = group.window
         var since: LiveWindow?
         if let resumeAfter = subscription.resumeAfter, let rewind = try snapshot.liveRewind(of: live.collection, to: resumeAfter, maxEvents: resumeHorizon) {
             since = try LiveWindow(live, snapshot: snapshot, rewind: rewind)
         }
-        if existing == nil { groups[live.identity, default: []].append(group) }
+        if existing == nil { groups.add(group) }
         group.subscribers.append(subscription)
         groupOfSubscription[subscription.id] = group
         var line: [UInt8] = []
@@ -207,53 +214,42 @@ final class LiveQueries: @unchecked Sendable {
         guard let group = groupOfSubscription.removeValue(forKey: id) else { return }
         subscriptions.subtract(1, ordering: .releasing)
         group.subscribers.removeAll { $0.id == id }
-        guard group.subscribers.isEmpty else { return }
-        let identity = group.window.query.identity
-        groups[identity]?.removeAll { $0 === group }
-        if groups[identity]?.isEmpty ?? false { groups[identity] = nil }
+        if group.subscribers.isEmpty { groups.remove(group) }
     }
 
-    /// Moves every window by one commit's events, and sends each changed window's change. The
-    /// events' keys are computed once per order (one view and all its ranges), and a window no event
-    /// of the commit enters or leaves costs only the look at its keys.
+    /// Moves the windows a commit's events enter or leave, and sends each changed window's change.
+    /// The events' keys are computed once per order (one view and all its ranges); a window the
+    /// commit does not touch costs nothing.
     private func process(_ applied: [StoreWriter.Applied], committedAt: UInt64) {
         let first = applied[0].event.sequence
         let last = applied[applied.count - 1].event.sequence
-        var dropped: [String] = []
-        for event in applied {
-            if case .viewDropped(let name) = event.event.change { dropped.append(name) }
+        defer { processed = max(processed, last) }
+        // Rare: a dropped view, or commits not handed over (none subscribed then, or dropped while
+        // behind), which leave every window older than them to be read again.
+        let dropped = applied.compactMap { event -> String? in
+            if case .viewDropped(let name) = event.event.change { return name } else { return nil }
         }
-        var keysByOrder: [[UInt8]: [(old: [UInt8]?, new: [UInt8]?)]] = [:]
-        for group in allGroups where group.window.sequence < last {
-            if let name = group.window.query.viewName, dropped.contains(name) {
-                if group.window.query.namesView {
-                    end(group, ProtocolError(.notFound, "view \(Names.quoted(name)) was dropped; the live query on it ended"))
-                    continue
+        if !dropped.isEmpty || (processed > 0 && first > processed + 1) {
+            for group in groups.all {
+                if let name = group.window.query.viewName, dropped.contains(name) {
+                    if group.window.query.namesView {
+                        end(group, ProtocolError(.notFound, "view \(Names.quoted(name)) was dropped; the live query on it ended"))
+                        continue
+                    }
+                    group.window.dropIndex()
                 }
-                group.window.dropIndex()
+                if first > sequence(of: group) + 1 { recompute(group, to: last) }
             }
-            // A commit not handed over (none subscribed then, or dropped while behind) leaves a gap:
-            // read the window again.
-            if first > group.window.sequence + 1 {
-                recompute(group, to: last)
-                continue
-            }
+        }
+        for (group, keys) in groups.touched(by: applied) where !group.subscribers.isEmpty && sequence(of: group) < last {
             let query = group.window.query
-            let keys = keysByOrder[query.orderIdentity] ?? applied.map { event in
-                event.event.object?.collection == query.collection ? (query.orderKey(for: event.before), query.orderKey(for: event.object)) : (nil, nil)
-            }
-            keysByOrder[query.orderIdentity] = keys
-            var before: [(id: String, version: UInt64)]?
+            let before = group.window.visibleVersions
             let totalBefore = group.window.total
             do {
                 for (event, (old, new)) in zip(applied, keys) {
-                    let inRange = (old.flatMap(query.inRange), new.flatMap(query.inRange))
-                    guard inRange.0 != nil || inRange.1 != nil else { continue }
-                    if before == nil { before = group.window.visibleVersions }
-                    try group.window.apply(event, keys: inRange)
+                    try group.window.apply(event, keys: (old.flatMap(query.inRange), new.flatMap(query.inRange)))
                 }
                 group.window.advance(to: last)
-                guard let before else { continue }
                 group.window.trim()
                 if group.window.broken {
                     recompute(group, to: last)
@@ -261,7 +257,7 @@ final class LiveQueries: @unchecked Sendable {
                 }
                 if group.window.needsEntries {
                     let filled = try reader.read { snapshot -> Bool in
-                        guard let rewind = try snapshot.liveRewind(of: group.window.query.collection, to: last, maxEvents: resumeHorizon) else { return false }
+                        guard let rewind = try snapshot.liveRewind(of: query.collection, to: last, maxEvents: resumeHorizon) else { return false }
                         try group.window.fill(from: snapshot, rewind: rewind)
                         return true
                     }
@@ -316,14 +312,12 @@ final class LiveQueries: @unchecked Sendable {
             subscriptions.subtract(1, ordering: .releasing)
         }
         group.subscribers = []
-        let identity = group.window.query.identity
-        groups[identity]?.removeAll { $0 === group }
-        if groups[identity]?.isEmpty ?? false { groups[identity] = nil }
+        groups.remove(group)
     }
 
     private func endAll(_ error: ProtocolError) {
         log.error("live queries: \(error.message); ending them")
-        for group in allGroups { end(group, error) }
+        for group in groups.all { end(group, error) }
     }
 
     private func post(_ delivery: Delivery) {

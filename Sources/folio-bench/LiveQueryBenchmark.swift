@@ -10,17 +10,17 @@ import Foundation
 struct LiveQueryBenchmark {
     static let usage = """
         usage: folio-bench live --folio-socket PATH [--queries N] [--connections C] [--rate WRITES_PER_S]
-                                [--seconds S] [--shape same|ranges|watch]
+                                [--seconds S] [--shape same|ranges|watch|none]
 
         On a fresh foliod, defines view feedByOwner (Feed by owner, then -sent), starts N (default
         1000) live queries over C connections (default 100), writes at a steady rate (default 1000
         durable creates/s from 4 clients) for S seconds (default 10), and reports delivery latency
         and foliod's CPU. --shape same: every query is the view's first 20 (one shared window, every
         write changes it); ranges: query k is owner uk's first 20 (a range of the view each, a write
-        changes one); watch: N plain watches of the collection's events instead.
+        changes one); watch: N plain watches of the collection's events instead; none: the writes alone.
         """
 
-    enum Shape: String { case same, ranges, watch }
+    enum Shape: String { case same, ranges, watch, none }
 
     let socket: String
     let queries: Int
@@ -37,7 +37,7 @@ struct LiveQueryBenchmark {
         connections = max(1, min(queries, try arguments.integer("--connections") ?? 100))
         rate = max(1, try arguments.integer("--rate") ?? 1000)
         seconds = Double(try arguments.integer("--seconds") ?? 10)
-        guard let shape = Shape(rawValue: arguments.value("--shape") ?? "same") else { throw UsageError("--shape takes same, ranges or watch") }
+        guard let shape = Shape(rawValue: arguments.value("--shape") ?? "same") else { throw UsageError("--shape takes same, ranges, watch or none") }
         if shape == .ranges && queries > 1000 { throw UsageError("--shape ranges takes at most 1000 queries (one batch ends them)") }
         self.shape = shape
         try arguments.rejectUnused()
@@ -64,7 +64,7 @@ struct LiveQueryBenchmark {
         let received = Locked(0)
         let socket = self.socket
         let shape = self.shape
-        for connectionIndex in 0..<connections {
+        for connectionIndex in 0..<(shape == .none ? 0 : connections) {
             ready.enter()
             finished.enter()
             Thread {
@@ -79,6 +79,7 @@ struct LiveQueryBenchmark {
                         switch shape {
                         case .watch: request = ["op": "watch", "tag": .int(Int64(query)), "collection": "Feed"]
                         case .same: request = ["op": "watch", "tag": .int(Int64(query)), "query": ["view": "feedByOwner", "limit": 20]]
+                        case .none: return
                         case .ranges:
                             request = ["op": "watch", "tag": .int(Int64(query)), "query": ["view": "feedByOwner", "where": ["owner": .string("u\(query)")], "limit": 20]]
                         }
@@ -95,7 +96,7 @@ struct LiveQueryBenchmark {
                         guard let line = try connection.readLine() else { throw BenchError.closed(socket) }
                         let now = MonotonicClock.now()
                         lines += 1
-                        if line.firstRange(of: endMarker) != nil {
+                        if WatchBenchmark.offset(after: endMarker, in: line) != nil {
                             ended += 1
                         } else if let sent = WatchBenchmark.integer(after: Array(#""sent":"#.utf8), in: line) {
                             // The newest object of a change (inserted at 0) or the event carries its send time.
@@ -141,23 +142,26 @@ struct LiveQueryBenchmark {
         }
         writing.wait()
         let elapsed = Double(MonotonicClock.now() - began) / 1e9
+        // foliod's figures before the end marker, whose one commit changes every window at once.
+        usleep(300_000)
+        let cpu = (ProcessCPU.read(pid: pid)?.seconds ?? 0) - cpuBefore
+        let stats = control.requestResult(["op": "stats"])
         // One commit that changes every window, and is one event for the watches: its line ends each client.
         let markers: [JSON] = (0..<(shape == .watch ? 1 : owners)).map { owner in
             ["op": "create", "collection": "Feed", "data": ["owner": .string("u\(owner)"), "sent": .int(Int64(MonotonicClock.now())), "end": true]]
         }
         if control.requestResult(["op": "batch", "ops": .array(markers)]) == nil { failures.withLock { $0.append("the end marker was refused") } }
         if finished.wait(timeout: .now() + 120) == .timedOut { failures.withLock { $0.append("clients did not receive every line") } }
-        let cpu = (ProcessCPU.read(pid: pid)?.seconds ?? 0) - cpuBefore
-        let stats = control.requestResult(["op": "stats"])
         if let failure = failures.withLock({ $0.first }) { throw BenchError.setup(failure) }
 
         let delivery = stats?[shape == .watch ? "watchDelivery" : "liveDelivery"]?.objectValue
         let arrived = arrivals.withLock { $0 }
         func ms(_ nanoseconds: UInt64?) -> String { String(format: "%.2f ms", Double(nanoseconds ?? 0) / 1e6) }
         func msMicros(_ micros: JSON?) -> String { String(format: "%.2f ms", Double(micros?.integerValue ?? 0) / 1000) }
-        let what = shape == .watch ? "event watches" : "live queries (\(shape.rawValue))"
+        let what = shape == .watch ? "event watches" : shape == .none ? "(no subscribers)" : "live queries (\(shape.rawValue))"
+        let subscribers = shape == .none ? "no subscribers" : "\(queries) \(what) on \(connections) connections"
         print(
-            "\(queries) \(what) on \(connections) connections, \(expectedWrites) durable creates at \(Int(Double(expectedWrites) / elapsed))/s over \(String(format: "%.1f", elapsed)) s, \(received.withLock { $0 }) lines delivered"
+            "\(subscribers), \(expectedWrites) durable creates at \(Int(Double(expectedWrites) / elapsed))/s over \(String(format: "%.1f", elapsed)) s, \(received.withLock { $0 }) lines delivered"
         )
         print("commit to client's socket (foliod):  p50 \(msMicros(delivery?["p50Micros"]))  p99 \(msMicros(delivery?["p99Micros"]))  max \(msMicros(delivery?["maxMicros"]))")
         print("write sent to line received (client): p50 \(ms(arrived.percentile(0.5)))  p99 \(ms(arrived.percentile(0.99)))")

@@ -12,12 +12,17 @@ import Testing
         ["collection": "Task", "order": "desc", "limit": 5],
         ["view": "open", "limit": 8],
         ["collection": "Task", "where": ["done": true], "limit": 0],
+        // Two ranges of one view: one order, two windows.
+        ["view": "byDone", "where": ["done": true], "limit": 4],
+        ["collection": "Task", "where": ["done": false], "sort": ["title"], "order": "desc", "limit": 4],
     ]
 
     /// Seeds Tasks and the view `open` (not done, by title).
     private func seed(_ daemon: RunningDaemon) throws {
         let view = try daemon.request(["op": "view.define", "name": "open", "collection": "Task", "where": ["done": false], "sort": ["title"]])
         #expect(view.isOK, "\(view)")
+        let byDone = try daemon.request(["op": "view.define", "name": "byDone", "collection": "Task", "sort": ["done", "title"]])
+        #expect(byDone.isOK, "\(byDone)")
         let connection = try daemon.connect()
         var random = SystemRandomNumberGenerator()
         for index in 0..<40 {
@@ -383,7 +388,10 @@ struct LiveModel {
         func number(_ task: Task) -> Int64 { task.data["n"]?.integerValue ?? -1 }
         func bytes(_ a: String, _ b: String) -> Bool { Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) }
         let descending = query["order"] == "desc"
-        if query["view"] == "open" || query["where"]?["done"] == false {
+        if query["view"] == "byDone" {
+            entries = entries.filter { $0.task.data["done"] == query["where"]?["done"] }
+            entries.sort { string($0.task, "title") != string($1.task, "title") ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id) }
+        } else if query["view"] == "open" || query["where"]?["done"] == false {
             entries = entries.filter { $0.task.data["done"] == false }
             entries.sort { string($0.task, "title") != string($1.task, "title") ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id) }
         } else if query["where"]?["done"] == true {

@@ -49,6 +49,10 @@ public struct LiveQuery: Sendable {
         return sort.key(for: object, id: object.id)
     }
 
+    /// What every key of the query starts with: the encoded values of the sort fields that `where`
+    /// fixes (empty but for a range of a view).
+    public var rangePrefix: [UInt8] { prefix }
+
     /// `key` if it lies in the query's range (of a view), else nil.
     public func inRange(_ key: [UInt8]) -> [UInt8]? {
         key.starts(with: prefix) ? key : nil
