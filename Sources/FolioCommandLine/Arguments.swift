@@ -36,6 +36,11 @@ public struct Arguments {
         return found
     }
 
+    /// Whether any of `names` was given, leaving it to be read.
+    public func contains(_ names: String...) -> Bool {
+        options.contains { names.contains($0.name) }
+    }
+
     /// The value of the last of `names` given, if any.
     public mutating func value(_ names: String...) -> String? {
         var found: String?

@@ -8,9 +8,7 @@ extension CLI {
     /// [-w ...] [--sort ...] [--desc] [--limit N]` or `folio watch --view V`: a live query, its
     /// window redrawn in place on a terminal, its change lines printed with `--json`.
     func watch() throws {
-        if arguments.value("--after") == nil && arguments.value("--collection") == nil
-            && (arguments.value("--view") != nil || !arguments.positionals.isEmpty)
-        {
+        if !arguments.contains("--after", "--collection") && (arguments.contains("--view") || !arguments.positionals.isEmpty) {
             return try watchQuery()
         }
         var request: JSONObject = ["op": "watch", "tag": "watch"]

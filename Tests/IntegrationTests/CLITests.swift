@@ -102,6 +102,17 @@ import Testing
             let change = try lines(atLeast: 2)[1]
             #expect(change["removed"] == [["index": 1, "id": "t2"]], "\(change)")
             #expect(change["inserted"]?.arrayValue?.first?["index"] == 0 && change["total"] == 4, "\(change)")
+
+            // Without a collection or a view, watch follows the log's events, from --after on.
+            _ = watcher.killAndWait()
+            _ = ftruncate(outputFD, 0)
+            lseek(outputFD, 0, SEEK_SET)
+            let events = try ChildProcess(
+                executable: Binaries.folio, arguments: ["watch", "--after", "2"], environment: ["FOLIO_SOCKET": socket], stdin: nullFD,
+                stdout: outputFD, stderr: nullFD)
+            defer { _ = events.killAndWait() }
+            let event = try lines(atLeast: 1)[0]
+            #expect(event["seq"] == 3 && event["id"] == "t3", "\(event)")
         }
     }
 

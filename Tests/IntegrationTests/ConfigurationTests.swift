@@ -120,6 +120,46 @@ import Testing
         }
     }
 
+    /// A live query needs read on its collection (a view's, for a view), and ends with forbidden
+    /// when a reload takes that role away.
+    @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
+    func liveQueriesNeedReadOnTheirCollection() throws {
+        try withAccessPolicy("access.uid.65534 = read Task\n") { daemon, directory, config in
+            let socket = daemon.socketPath
+            _ = try daemon.request(["op": "create", "collection": "Task", "id": "t1", "data": ["title": "mine"]])
+            _ = try daemon.request(["op": "create", "collection": "Secret", "id": "s1", "data": ["title": "not mine"]])
+            _ = try daemon.request(["op": "view.define", "name": "secrets", "collection": "Secret"])
+            for arguments in [["watch", "Secret"], ["watch", "--view", "secrets"]] {
+                let refused = try CommandRun.run(
+                    "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json"] + arguments,
+                    environment: ["HOME": "/"])
+                #expect(refused.status == 1 && refused.stderr.contains("watch needs role read on collection Secret"), "\(refused)")
+            }
+            let outputPath = directory + "/live.out"
+            let errorPath = directory + "/live.err"
+            let output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let errors = open(errorPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            defer { for fd in [output, errors, null] { close(fd) } }
+            let watcher = try ChildProcess(
+                executable: "/usr/bin/setpriv",
+                arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json", "watch", "Task"],
+                environment: ["HOME": "/"], stdin: null, stdout: output, stderr: errors)
+            defer { _ = watcher.killAndWait() }
+            var started = false
+            for _ in 0..<200 where !started {
+                usleep(20_000)
+                started = ((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").contains("\"watching\":true")
+            }
+            #expect(started)
+            try "access.uid.65534 = read Note\n".write(toFile: config, atomically: true, encoding: .utf8)
+            kill(daemon.pid!, SIGHUP)
+            #expect(watcher.waitForExit(timeout: 10), "the live query ends when the role goes")
+            let stderr = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+            #expect(stderr.contains("no longer lets this peer read collection Task"), "\(stderr)")
+        }
+    }
+
     /// File ops need their role on the pseudo-collection $files.
     @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
     func fileOpsNeedTheirRoleOnFiles() throws {
