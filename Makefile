@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-sdk storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -126,6 +126,18 @@ bench-files: deps
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps
 	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
+
+# FolioKit's overhead (docs/BENCHMARKS.md): sequential gets through the Swift SDK against raw lines, one
+# connection each, to a release foliod in a temporary directory. SDK_BENCH_ARGS go to foliokit-bench.
+SDK_BENCH_ARGS ?= --count 20000 --rounds 5
+bench-sdk: deps
+	$(SWIFT) build -c release --product foliod
+	$(SWIFT) build -c release --product foliokit-bench
+	@bin="$$($(SWIFT) build -c release --show-bin-path)"; dir="$$(mktemp -d /tmp/folio-sdk-bench.XXXXXX)"; \
+	"$$bin/foliod" --data "$$dir/data" --socket "$$dir/folio.sock" 2>"$$dir/foliod.log" & pid=$$!; \
+	for i in $$(seq 200); do [ -S "$$dir/folio.sock" ] && break; sleep 0.05; done; \
+	"$$bin/foliokit-bench" --socket "$$dir/folio.sock" $(SDK_BENCH_ARGS); status=$$?; \
+	kill $$pid; wait $$pid; rm -rf "$$dir"; exit $$status
 
 # Installs foliod and folio with their systemd units, sysusers and tmpfiles entries, configuration
 # file, man pages and shell completions (tools/install.sh). DESTDIR and PREFIX as usual; BINARIES, a

@@ -82,7 +82,7 @@ let package = Package(
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
-        .testTarget(name: "FolioKitTests", dependencies: ["FolioKit", "FolioHarness"]),
+        .testTarget(name: "FolioKitTests", dependencies: ["FolioKit", "FolioJSON", "FolioHarness"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
