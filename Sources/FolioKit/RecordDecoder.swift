@@ -136,14 +136,6 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 }
 
-private struct IndexKey: CodingKey {
-    let intValue: Int?
-    var stringValue: String { String(intValue!) }
-    init(_ index: Int) { intValue = index }
-    init?(stringValue: String) { nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
-
 private struct UnkeyedContainer: UnkeyedDecodingContainer {
     let elements: [JSON]
     let codingPath: [any CodingKey]

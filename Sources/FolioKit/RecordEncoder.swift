@@ -140,14 +140,6 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 }
 
-private struct IndexKey: CodingKey {
-    let intValue: Int?
-    var stringValue: String { String(intValue!) }
-    init(_ index: Int) { intValue = index }
-    init?(stringValue: String) { nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
-
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let node: EncodingNode
     let codingPath: [any CodingKey]

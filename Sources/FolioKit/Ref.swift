@@ -56,12 +56,3 @@ extension Ref: ProbeValue {
     static func probe(_ sentinel: String) -> Ref { Ref(sentinel) }
     var probeSentinel: String { id }
 }
-
-/// Any coding key, by its text.
-struct FieldKey: CodingKey {
-    let stringValue: String
-    init(_ string: String) { stringValue = string }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    var intValue: Int? { nil }
-    init?(intValue: Int) { nil }
-}

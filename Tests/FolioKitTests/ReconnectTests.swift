@@ -21,7 +21,7 @@ struct ReconnectTests {
     @Test func writesInFlightAreAppliedOnceAcrossAKill() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath, reconnectTimeout: .seconds(30))
-            let count = 300
+            let count = 2000
             let answered = Counter()
             let answeredBeforeKill = try await withThrowingTaskGroup(of: Int?.self) { group in
                 for index in 0..<count {
@@ -34,7 +34,7 @@ struct ReconnectTests {
                     }
                 }
                 group.addTask {
-                    while answered.value < 20 { try await Task.sleep(for: .milliseconds(1)) }
+                    while answered.value < 20 { try await Task.sleep(for: .microseconds(200)) }
                     daemon.killHard()
                     let before = answered.value
                     try daemon.start()
