@@ -1,4 +1,5 @@
 import FolioJSON
+import Synchronization
 
 extension Query {
     /// The query's window (its first `limit` records, 100 by default) kept up to date by the server
@@ -75,6 +76,12 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
         private var watch: (connection: Connection, tag: Int64)?
         private var lines: AsyncStream<Connection.StreamEvent>.Iterator?
         private var isFinished = false
+        /// Set when more change lines waited than `bufferedLines`: the live query is then resumed
+        /// rather than buffered without bound (the client's own `lagging`).
+        private var overflow: Overflow?
+
+        /// Change lines buffered for a consumer that does not keep up, at most.
+        static var bufferedLines: Int { 10_000 }
 
         init(query: Query<Record>, folio: Folio) {
             self.query = query
@@ -94,6 +101,10 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
                 let event = await lines.next(isolation: actor)
                 self.lines = lines
                 switch event {
+                case nil where overflow?.happened == true:
+                    // Too many lines waited: resume from the last one applied.
+                    stopWatching()
+                    self.lines = nil
                 case nil:
                     // The consuming task was cancelled.
                     isFinished = true
@@ -129,11 +140,16 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
             while true {
                 let connection = try await folio.connection(waiting: seq != nil || attempts > 0)
                 let tag = connection.makeTag()
-                let (stream, continuation) = AsyncStream<Connection.StreamEvent>.makeStream()
+                let (stream, continuation) = AsyncStream<Connection.StreamEvent>.makeStream(
+                    bufferingPolicy: .bufferingOldest(Self.bufferedLines))
+                let overflow = Overflow()
                 let envelope: JSONObject
                 do {
                     envelope = try await connection.send(request, tag: tag) { event in
-                        continuation.yield(event)
+                        if case .dropped = continuation.yield(event) {
+                            overflow.happened = true
+                            continuation.finish()
+                        }
                         if case .ended = event { continuation.finish() }
                     }
                 } catch FolioError.connectionLost(let reason) {
@@ -151,6 +167,7 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
                 }
                 watch = (connection, tag)
                 lines = stream.makeAsyncIterator()
+                self.overflow = overflow
                 guard case .object(let answer) = result, let newSeq = answer["seq"]?.integerValue else {
                     throw FolioError.decoding("a live query answered \(result)")
                 }
@@ -183,5 +200,14 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
             connection.removeStream(tag)
             Task { _ = try? await connection.send(["op": "unwatch", "watch": .int(tag)], tag: connection.makeTag()) }
         }
+    }
+}
+
+/// Whether a live query's buffer overflowed (set on the reading thread, read by the consumer).
+private final class Overflow: Sendable {
+    private let flag = Mutex(false)
+    var happened: Bool {
+        get { flag.withLock { $0 } }
+        set { flag.withLock { $0 = newValue } }
     }
 }

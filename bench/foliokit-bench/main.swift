@@ -80,14 +80,26 @@ nonisolated func timeKit(_ n: Int, _ id: String, _ folio: Folio) async throws ->
     return (ContinuousClock.now - start) / .microseconds(1) / Double(n)
 }
 
+/// The same from the main actor, as a script's top-level code (or a UI) would call it.
+@MainActor func timeKitOnMainActor(_ n: Int, _ id: String, _ folio: Folio) async throws -> Double {
+    let start = ContinuousClock.now
+    for _ in 0..<n {
+        let item = try await TodoListItem.get(id, on: folio)
+        if item.title == nil { fail("the record lost its title") }
+    }
+    return (ContinuousClock.now - start) / .microseconds(1) / Double(n)
+}
+
 // Warm up both paths, then alternate them so that drift on a shared machine hits both alike.
 _ = timeRaw(2000, raw)
 _ = try await timeKit(2000, id, folio)
 var rawTimes: [Double] = []
 var kitTimes: [Double] = []
+var mainActorTimes: [Double] = []
 for _ in 0..<rounds {
     rawTimes.append(timeRaw(count, raw))
     kitTimes.append(try await timeKit(count, id, folio))
+    mainActorTimes.append(try await timeKitOnMainActor(count, id, folio))
 }
 try await TodoListItem.delete(id, on: folio)
 
@@ -99,3 +111,5 @@ print("\(rounds) rounds of \(count) sequential gets, one connection each, median
 print("raw lines:  \(format(rawMedian)) µs/get  (\(format(1e6 / rawMedian)) gets/s)  rounds: \(rawTimes.map(format).joined(separator: " "))")
 print("FolioKit:   \(format(kitMedian)) µs/get  (\(format(1e6 / kitMedian)) gets/s)  rounds: \(kitTimes.map(format).joined(separator: " "))")
 print("ratio FolioKit / raw: \(String(format: "%.3f", kitMedian / rawMedian))")
+let mainActorMedian = median(mainActorTimes)
+print("FolioKit from the main actor: \(format(mainActorMedian)) µs/get  rounds: \(mainActorTimes.map(format).joined(separator: " "))  ratio \(String(format: "%.3f", mainActorMedian / rawMedian))")
