@@ -129,7 +129,7 @@ bench-replay: deps
 
 # FolioKit's overhead (docs/BENCHMARKS.md): sequential gets through the Swift SDK against raw lines, one
 # connection each, to a release foliod in a temporary directory. SDK_BENCH_ARGS go to foliokit-bench.
-SDK_BENCH_ARGS ?= --count 20000 --rounds 5
+SDK_BENCH_ARGS ?= --count 5000 --rounds 20
 bench-sdk: deps
 	$(SWIFT) build -c release --product foliod
 	$(SWIFT) build -c release --product foliokit-bench
