@@ -87,7 +87,7 @@ final class Connection: @unchecked Sendable {
 
     /// Sends `request` with `tag` and waits for its answer (the whole envelope). With a `stream`,
     /// the lines with the same tag that follow the answer go to it (a watch); `removeStream` ends that.
-    func send(_ request: JSONObject, tag: Int64, stream: StreamHandler? = nil) async throws -> JSONObject {
+    func send(_ request: JSONObject, tag: Int64, stream: StreamHandler? = nil, isolation: isolated (any Actor)? = #isolation) async throws -> JSONObject {
         let line = Self.line(request, tag: tag)
         let leads: Bool = try lock.withLock {
             if let failure { throw failure }

@@ -71,12 +71,12 @@ public final class Folio: Sendable {
     }
 
     /// The server's identity and limits (`hello`).
-    public func hello() async throws -> ServerInfo {
+    public func hello(isolation: isolated (any Actor)? = #isolation) async throws -> ServerInfo {
         try RecordDecoder.decode(ServerInfo.self, from: try await request(["op": "hello"]))
     }
 
     /// The live connection, or a new one. With `waiting`, retries until `reconnectTimeout` passes.
-    func connection(waiting: Bool) async throws -> Connection {
+    func connection(waiting: Bool, isolation: isolated (any Actor)? = #isolation) async throws -> Connection {
         let deadline = ContinuousClock.now + reconnectTimeout
         while true {
             let current: Connection? = try state.withLock { state in
@@ -108,7 +108,7 @@ public final class Folio: Sendable {
     /// Sends one request and returns its `result`, or throws its error. The request is sent again
     /// once, on a new connection, if the connection drops before the answer; `retry: false` (ops
     /// that cannot be replayed) throws `connectionLost` instead. A write gets a `requestKey` for that.
-    func request(_ request: JSONObject, retry: Bool = true) async throws -> JSON {
+    func request(_ request: JSONObject, retry: Bool = true, isolation: isolated (any Actor)? = #isolation) async throws -> JSON {
         var request = request
         if retry, Self.keyedWrites.contains(request["op"]?.stringValue ?? ""), request["requestKey"] == nil {
             request["requestKey"] = .string(UUID().uuidString)

@@ -49,7 +49,7 @@ extension Folio {
     /// in one request line (about 750 KiB by default). `replace` binds an existing name to the new
     /// content; without it an existing name is `conflict`. Not sent again after a lost connection:
     /// `file.put` takes no request key yet.
-    public func putFile(_ data: Data, name: String? = nil, contentType: String? = nil, replace: Bool = false) async throws -> FolioFile {
+    public func putFile(_ data: Data, name: String? = nil, contentType: String? = nil, replace: Bool = false, isolation: isolated (any Actor)? = #isolation) async throws -> FolioFile {
         var request: JSONObject = ["op": "file.put", "data": .string(data.base64EncodedString())]
         if let name { request["name"] = .string(name) }
         if let contentType { request["contentType"] = .string(contentType) }
@@ -58,12 +58,12 @@ extension Folio {
     }
 
     /// The file's metadata (`file.get`).
-    public func file(named name: String) async throws -> FolioFile {
+    public func file(named name: String, isolation: isolated (any Actor)? = #isolation) async throws -> FolioFile {
         try RecordDecoder.decode(FolioFile.self, from: try await request(["op": "file.get", "name": .string(name)]))
     }
 
     /// The file's whole content, read in pieces of at most 512 KiB (`file.read`).
-    public func readFile(_ file: FolioFile) async throws -> Data {
+    public func readFile(_ file: FolioFile, isolation: isolated (any Actor)? = #isolation) async throws -> Data {
         var content = Data()
         while true {
             let piece = try await request(["op": "file.read", "name": .string(file.name), "offset": .int(Int64(content.count))])
@@ -76,7 +76,7 @@ extension Folio {
     }
 
     /// Unbinds the file's name (`file.delete`); `force` deletes it even while records refer to it.
-    public func deleteFile(_ file: FolioFile, force: Bool = false) async throws {
+    public func deleteFile(_ file: FolioFile, force: Bool = false, isolation: isolated (any Actor)? = #isolation) async throws {
         var request: JSONObject = ["op": "file.delete", "name": .string(file.name)]
         if force { request["force"] = .bool(true) }
         _ = try await self.request(request, retry: false)

@@ -41,7 +41,7 @@ extension FolioRecord {
     ///
     /// Returns the record as stored, with its id, version and timestamps.
     @discardableResult
-    public func save(on folio: Folio) async throws -> Self {
+    public func save(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Self {
         guard case .object(var data) = try RecordEncoder.encode(self) else {
             throw FolioError.encoding("\(Self.self) does not encode as an object")
         }
@@ -68,7 +68,7 @@ extension FolioRecord {
 
     /// Reads the record with this id; `notFound` if there is none. `include` names reference
     /// fields to replace by their targets (dotted paths through references, PROTOCOL.md §5.3).
-    public static func get(_ id: String, include: [String] = [], on folio: Folio) async throws -> Self {
+    public static func get(_ id: String, include: [String] = [], on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Self {
         var request: JSONObject = ["op": "get", "collection": .string(collection), "id": .string(id)]
         if !include.isEmpty { request["include"] = .array(include.map { .string($0) }) }
         return try RecordDecoder.decode(Self.self, from: try await folio.request(request))
@@ -76,7 +76,7 @@ extension FolioRecord {
 
     /// Deletes the record, only if it is still at its version when it has one (else
     /// `conflict(current:)`). Throws `missingID` for a record never saved.
-    public func delete(on folio: Folio) async throws {
+    public func delete(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws {
         guard let id else { throw FolioError.missingID }
         var request: JSONObject = ["op": "delete", "collection": .string(Self.collection), "id": .string(id)]
         if let version { request["ifVersion"] = .int(Int64(version)) }
@@ -84,7 +84,7 @@ extension FolioRecord {
     }
 
     /// Deletes the record with this id, whatever its version.
-    public static func delete(_ id: String, on folio: Folio) async throws {
+    public static func delete(_ id: String, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws {
         _ = try await folio.request(["op": "delete", "collection": .string(collection), "id": .string(id)])
     }
 

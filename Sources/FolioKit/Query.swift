@@ -101,7 +101,7 @@ public struct Query<Record: FolioRecord>: Sendable {
     }
 
     /// One page of `list`: its items, and the cursor of the next page (nil after the last).
-    func page(after cursor: String?, on folio: Folio) async throws -> (items: [Record], next: String?, total: Int) {
+    func page(after cursor: String?, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> (items: [Record], next: String?, total: Int) {
         var request = try fields(paging: true)
         request["op"] = "list"
         if !includePaths.isEmpty { request["include"] = .array(try includePaths.map { .string(try $0.get()) }) }
@@ -115,24 +115,24 @@ public struct Query<Record: FolioRecord>: Sendable {
     }
 
     /// The first page: at most `limit` records (100 if no limit was set).
-    public func find(on folio: Folio) async throws -> [Record] {
+    public func find(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> [Record] {
         try await page(after: nil, on: folio).items
     }
 
     /// Every matching record, reading page after page.
-    public func findAll(on folio: Folio) async throws -> [Record] {
+    public func findAll(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> [Record] {
         var all: [Record] = []
         for try await page in pages(on: folio) { all += page }
         return all
     }
 
     /// The first record in the query's order, or nil.
-    public func first(on folio: Folio) async throws -> Record? {
+    public func first(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Record? {
         try await limit(1).find(on: folio).first
     }
 
     /// How many records match.
-    public func count(on folio: Folio) async throws -> Int {
+    public func count(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Int {
         var request = try fields(paging: false)
         request["op"] = "count"
         let result = try await folio.request(request)
@@ -168,7 +168,9 @@ public struct QueryPages<Record: FolioRecord>: AsyncSequence, Sendable {
             self.folio = folio
         }
 
-        public mutating func next() async throws -> [Record]? {
+        public mutating func next() async throws -> [Record]? { try await next(isolation: nil) }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> [Record]? {
             while !isDone {
                 let page = try await query.page(after: cursor, on: folio)
                 cursor = page.next

@@ -20,7 +20,7 @@ public struct Ref<Target: FolioRecord>: Codable {
     }
 
     /// Reads the target.
-    public func fetch(on folio: Folio) async throws -> Target {
+    public func fetch(on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Target {
         try await Target.get(id, on: folio)
     }
 
