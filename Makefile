@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-sdk storms soak install uninstall clean
+.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
@@ -130,6 +130,7 @@ bench-replay: deps
 # FolioKit's overhead (docs/BENCHMARKS.md): sequential gets through the Swift SDK against raw lines, one
 # connection each, to a release foliod in a temporary directory. SDK_BENCH_ARGS go to foliokit-bench.
 SDK_BENCH_ARGS ?= --count 5000 --rounds 20
+.PHONY: bench-sdk
 bench-sdk: deps
 	$(SWIFT) build -c release --product foliod
 	$(SWIFT) build -c release --product foliokit-bench
