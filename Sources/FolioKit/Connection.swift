@@ -98,10 +98,10 @@ final class Connection: @unchecked Sendable {
         }
         if leads {
             if let error = write(line) {
-                let failure = fail(error)
+                _ = fail(error)
                 shutdown()
                 releaseReading()
-                throw failure
+                throw NotSent(reason: error)
             }
             if let answer = try lead(until: tag) { return answer }
         }
@@ -120,11 +120,22 @@ final class Connection: @unchecked Sendable {
                 return
             }
             if !leads, let error = write(line) {
-                // Fails every waiter, this one included.
+                // Fails every other waiter; this one was never sent.
+                let waiting = lock.withLock {
+                    streams[tag] = nil
+                    return pending.removeValue(forKey: tag)
+                }
                 _ = fail(error)
                 shutdown()
+                waiting?.resume(throwing: NotSent(reason: error))
             }
         }
+    }
+
+    /// A request whose line could not be written: the server never saw it, so sending it again
+    /// on a new connection is always safe.
+    struct NotSent: Error {
+        let reason: FolioError
     }
 
     /// Stops routing lines with `tag` to its stream (after an unwatch, or when its consumer left).

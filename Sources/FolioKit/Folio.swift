@@ -118,6 +118,10 @@ public final class Folio: Sendable {
             let connection = try await connection(waiting: lost)
             do {
                 return try Self.result(of: try await connection.send(request, tag: connection.makeTag()))
+            } catch let error as Connection.NotSent {
+                // A connection found dead when writing (foliod restarted while it was idle).
+                guard !lost else { throw error.reason }
+                lost = true
             } catch FolioError.connectionLost(let reason) {
                 guard retry, !lost else { throw FolioError.connectionLost(reason) }
                 lost = true

@@ -156,6 +156,10 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
                     attempts += 1
                     if attempts >= 5 { throw FolioError.connectionLost(reason) }
                     continue
+                } catch let error as Connection.NotSent {
+                    attempts += 1
+                    if attempts >= 5 { throw error.reason }
+                    continue
                 }
                 let result: JSON
                 do {
