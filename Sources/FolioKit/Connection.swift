@@ -87,7 +87,9 @@ final class Connection: @unchecked Sendable {
 
     /// Sends `request` with `tag` and waits for its answer (the whole envelope). With a `stream`,
     /// the lines with the same tag that follow the answer go to it (a watch); `removeStream` ends that.
-    func send(_ request: JSONObject, tag: Int64, stream: StreamHandler? = nil, isolation: isolated (any Actor)? = #isolation) async throws -> JSONObject {
+    func send(
+        _ request: JSONObject, tag: Int64, stream: StreamHandler? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async throws -> JSONObject {
         let line = Self.line(request, tag: tag)
         let leads: Bool = try lock.withLock {
             if let failure { throw failure }
@@ -182,7 +184,9 @@ final class Connection: @unchecked Sendable {
             if closed { return .connectionLost("the connection is closed") }
             var sent = 0
             while sent < line.count {
-                let count = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, line.count - sent, Int32(MSG_NOSIGNAL)) }
+                let count = line.withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress! + sent, line.count - sent, Int32(MSG_NOSIGNAL))
+                }
                 if count < 0 {
                     if errno == EINTR { continue }
                     return .connectionLost("send: \(Self.describe(errno))")
@@ -273,7 +277,8 @@ final class Connection: @unchecked Sendable {
                 return .data
             }
             if received == 0 {
-                let reason = untaggedError.map { "foliod closed the connection: \($0)" } ?? "foliod closed the connection"
+                let reason =
+                    untaggedError.map { "foliod closed the connection: \($0)" } ?? "foliod closed the connection"
                 return .ended(.connectionLost(reason))
             }
             switch errno {
@@ -337,7 +342,8 @@ final class Connection: @unchecked Sendable {
     /// Marks the connection failed and fails every waiter; returns the failure (the first reason
     /// given, e.g. `closed`).
     private func fail(_ reason: FolioError) -> FolioError {
-        let (waiting, watching, error) = lock.withLock { () -> ([Int64: CheckedContinuation<JSONObject, any Error>], [Int64: StreamHandler], FolioError) in
+        let (waiting, watching, error) = lock.withLock {
+            () -> ([Int64: CheckedContinuation<JSONObject, any Error>], [Int64: StreamHandler], FolioError) in
             if self.failure == nil { self.failure = reason }
             defer {
                 pending = [:]

@@ -61,7 +61,8 @@ final class FieldProbe<Record: FolioRecord>: @unchecked Sendable {
         if let name = namesLock.withLock({ names[keyPath] }) { return name }
         guard let base else {
             throw FolioError.unknownField(
-                "FolioKit cannot probe the fields of \(Record.self) (\(failure ?? "")); name \(keyPath) in \(Record.self).fieldNames")
+                "FolioKit cannot probe the fields of \(Record.self) (\(failure ?? "")); name \(keyPath) in \(Record.self).fieldNames"
+            )
         }
         let value = unwrapped(base[keyPath: keyPath])
         var name: String?
@@ -72,7 +73,8 @@ final class FieldProbe<Record: FolioRecord>: @unchecked Sendable {
         }
         guard let name else {
             throw FolioError.unknownField(
-                "FolioKit cannot tell which field of \(Record.self) \(keyPath) reads; name it in \(Record.self).fieldNames")
+                "FolioKit cannot tell which field of \(Record.self) \(keyPath) reads; name it in \(Record.self).fieldNames"
+            )
         }
         namesLock.withLock { names[keyPath] = name }
         return name
@@ -155,7 +157,9 @@ private func joined(_ codingPath: [any CodingKey]) -> String {
 }
 
 /// Makes a value of `T` at `codingPath` with fresh sentinels.
-private func probeValue<T: Decodable>(_ type: T.Type, _ recorder: ProbeRecorder, _ codingPath: [any CodingKey]) throws -> T {
+private func probeValue<T: Decodable>(_ type: T.Type, _ recorder: ProbeRecorder, _ codingPath: [any CodingKey]) throws
+    -> T
+{
     let path = joined(codingPath)
     if T.self == Date.self { return recorder.date(path) as! T }
     if T.self == URL.self { return URL(string: "https://probe.invalid/" + recorder.string(path))! as! T }
@@ -179,8 +183,12 @@ private struct ProbeDecoder: Decoder {
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         KeyedDecodingContainer(ProbeKeyed<Key>(recorder: recorder, codingPath: codingPath))
     }
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { ProbeUnkeyed(recorder: recorder, codingPath: codingPath) }
-    func singleValueContainer() throws -> any SingleValueDecodingContainer { ProbeSingle(recorder: recorder, codingPath: codingPath) }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        ProbeUnkeyed(recorder: recorder, codingPath: codingPath)
+    }
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        ProbeSingle(recorder: recorder, codingPath: codingPath)
+    }
 }
 
 private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -212,14 +220,18 @@ private struct ProbeKeyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { single(key).decode(type) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try single(key).decode(type) }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey>
+    {
         KeyedDecodingContainer(ProbeKeyed<NestedKey>(recorder: recorder, codingPath: single(key).codingPath))
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         ProbeUnkeyed(recorder: recorder, codingPath: single(key).codingPath)
     }
     func superDecoder() throws -> any Decoder { ProbeDecoder(recorder: recorder, codingPath: codingPath) }
-    func superDecoder(forKey key: Key) throws -> any Decoder { ProbeDecoder(recorder: recorder, codingPath: codingPath + [key]) }
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        ProbeDecoder(recorder: recorder, codingPath: codingPath + [key])
+    }
 }
 
 /// An array of one element, whose sentinel stands for the array's own path (paths pass through
@@ -248,7 +260,9 @@ private struct ProbeUnkeyed: UnkeyedDecodingContainer {
     mutating func decode(_ type: Double.Type) throws -> Double { single().decode(type) }
     mutating func decode(_ type: Int.Type) throws -> Int { single().decode(type) }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try single().decode(type) }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<
+        NestedKey
+    > {
         currentIndex += 1
         return KeyedDecodingContainer(ProbeKeyed<NestedKey>(recorder: recorder, codingPath: codingPath))
     }

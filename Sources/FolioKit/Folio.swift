@@ -56,7 +56,9 @@ public final class Folio: Sendable {
         } else {
             user = "/tmp/folio-\(uid)/folio.sock"
         }
-        if FileManager.default.fileExists(atPath: user) || !FileManager.default.fileExists(atPath: system) { return user }
+        if FileManager.default.fileExists(atPath: user) || !FileManager.default.fileExists(atPath: system) {
+            return user
+        }
         return system
     }
 
@@ -108,7 +110,9 @@ public final class Folio: Sendable {
     /// Sends one request and returns its `result`, or throws its error. The request is sent again
     /// once, on a new connection, if the connection drops before the answer; `retry: false` (ops
     /// that cannot be replayed) throws `connectionLost` instead. A write gets a `requestKey` for that.
-    func request(_ request: JSONObject, retry: Bool = true, isolation: isolated (any Actor)? = #isolation) async throws -> JSON {
+    func request(_ request: JSONObject, retry: Bool = true, isolation: isolated (any Actor)? = #isolation) async throws
+        -> JSON
+    {
         var request = request
         if retry, Self.keyedWrites.contains(request["op"]?.stringValue ?? ""), request["requestKey"] == nil {
             request["requestKey"] = .string(UUID().uuidString)

@@ -26,6 +26,8 @@ enum FolioDate {
     /// Reads `YYYY-MM-DD(T|t| )hh:mm:ss(.fraction)?(Z|z|±hh:mm)` as foliod does; nil if `text` is not that.
     static func parse(_ text: String) -> Date? {
         guard let instant = Instant(rfc3339: text) else { return nil }
-        return Date(timeIntervalSinceReferenceDate: Double(instant.seconds - referenceOffset) + Double(instant.nanoseconds) / 1e9)
+        return Date(
+            timeIntervalSinceReferenceDate: Double(instant.seconds - referenceOffset) + Double(instant.nanoseconds)
+                / 1e9)
     }
 }

@@ -17,7 +17,8 @@ public struct FolioFile: Codable, Hashable, Sendable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case file = "$file", name, size, sha256, contentType, createdAt
+        case file = "$file"
+        case name, size, sha256, contentType, createdAt
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -49,7 +50,10 @@ extension Folio {
     /// in one request line (about 750 KiB by default). `replace` binds an existing name to the new
     /// content; without it an existing name is `conflict`. Not sent again after a lost connection:
     /// `file.put` takes no request key yet.
-    public func putFile(_ data: Data, name: String? = nil, contentType: String? = nil, replace: Bool = false, isolation: isolated (any Actor)? = #isolation) async throws -> FolioFile {
+    public func putFile(
+        _ data: Data, name: String? = nil, contentType: String? = nil, replace: Bool = false,
+        isolation: isolated (any Actor)? = #isolation
+    ) async throws -> FolioFile {
         var request: JSONObject = ["op": "file.put", "data": .string(data.base64EncodedString())]
         if let name { request["name"] = .string(name) }
         if let contentType { request["contentType"] = .string(contentType) }
@@ -66,8 +70,11 @@ extension Folio {
     public func readFile(_ file: FolioFile, isolation: isolated (any Actor)? = #isolation) async throws -> Data {
         var content = Data()
         while true {
-            let piece = try await request(["op": "file.read", "name": .string(file.name), "offset": .int(Int64(content.count))])
-            guard case .object(let result) = piece, let text = result["data"]?.stringValue, let bytes = Data(base64Encoded: text),
+            let piece = try await request([
+                "op": "file.read", "name": .string(file.name), "offset": .int(Int64(content.count)),
+            ])
+            guard case .object(let result) = piece, let text = result["data"]?.stringValue,
+                let bytes = Data(base64Encoded: text),
                 let size = result["size"]?.integerValue
             else { throw FolioError.decoding("file.read answered \(piece)") }
             content.append(bytes)
@@ -76,7 +83,9 @@ extension Folio {
     }
 
     /// Unbinds the file's name (`file.delete`); `force` deletes it even while records refer to it.
-    public func deleteFile(_ file: FolioFile, force: Bool = false, isolation: isolated (any Actor)? = #isolation) async throws {
+    public func deleteFile(_ file: FolioFile, force: Bool = false, isolation: isolated (any Actor)? = #isolation)
+        async throws
+    {
         var request: JSONObject = ["op": "file.delete", "name": .string(file.name)]
         if force { request["force"] = .bool(true) }
         _ = try await self.request(request, retry: false)

@@ -68,7 +68,9 @@ extension FolioRecord {
 
     /// Reads the record with this id; `notFound` if there is none. `include` names reference
     /// fields to replace by their targets (dotted paths through references, PROTOCOL.md §5.3).
-    public static func get(_ id: String, include: [String] = [], on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> Self {
+    public static func get(
+        _ id: String, include: [String] = [], on folio: Folio, isolation: isolated (any Actor)? = #isolation
+    ) async throws -> Self {
         var request: JSONObject = ["op": "get", "collection": .string(collection), "id": .string(id)]
         if !include.isEmpty { request["include"] = .array(include.map { .string($0) }) }
         return try RecordDecoder.decode(Self.self, from: try await folio.request(request))
@@ -84,7 +86,8 @@ extension FolioRecord {
     }
 
     /// Deletes the record with this id, whatever its version.
-    public static func delete(_ id: String, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws {
+    public static func delete(_ id: String, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws
+    {
         _ = try await folio.request(["op": "delete", "collection": .string(collection), "id": .string(id)])
     }
 

@@ -180,7 +180,9 @@ public struct LiveQuery<Record: FolioRecord>: AsyncSequence, Sendable {
                     seq = Int(newSeq)
                     return nil
                 }
-                guard case .array(let items)? = answer["items"] else { throw FolioError.decoding("a live query answered \(result)") }
+                guard case .array(let items)? = answer["items"] else {
+                    throw FolioError.decoding("a live query answered \(result)")
+                }
                 try window.replace(with: items, total: Int(answer["total"]?.integerValue ?? Int64(items.count)))
                 seq = Int(newSeq)
                 return snapshot(change: nil)

@@ -21,21 +21,31 @@ struct LiveWindow<Record: FolioRecord> {
     /// indices into the new window) from the lowest up, then updates in place.
     mutating func apply(_ change: JSONObject) throws -> LiveChange {
         func entries(_ key: String) throws -> [JSONObject] {
-            guard case .array(let values)? = change[key] else { throw FolioError.decoding("a live query change without \(key)") }
+            guard case .array(let values)? = change[key] else {
+                throw FolioError.decoding("a live query change without \(key)")
+            }
             return try values.map {
-                guard case .object(let entry) = $0 else { throw FolioError.decoding("a live query change's \(key) holds \($0)") }
+                guard case .object(let entry) = $0 else {
+                    throw FolioError.decoding("a live query change's \(key) holds \($0)")
+                }
                 return entry
             }
         }
         func index(_ entry: JSONObject, _ key: String) throws -> Int {
-            guard let value = entry[key]?.integerValue else { throw FolioError.decoding("a live query change entry without \(key)") }
+            guard let value = entry[key]?.integerValue else {
+                throw FolioError.decoding("a live query change entry without \(key)")
+            }
             return Int(value)
         }
         func object(_ entry: JSONObject) throws -> (id: String, record: Record) {
-            guard let object = entry["object"] else { throw FolioError.decoding("a live query change entry without object") }
+            guard let object = entry["object"] else {
+                throw FolioError.decoding("a live query change entry without object")
+            }
             return try Self.item(object)
         }
-        let removed = try entries("removed").map { LiveChange.Removal(index: try index($0, "index"), id: $0["id"]?.stringValue ?? "") }
+        let removed = try entries("removed").map {
+            LiveChange.Removal(index: try index($0, "index"), id: $0["id"]?.stringValue ?? "")
+        }
         let moved = try entries("moved").map {
             LiveChange.Move(from: try index($0, "from"), to: try index($0, "to"), id: $0["id"]?.stringValue ?? "")
         }
@@ -54,7 +64,9 @@ struct LiveWindow<Record: FolioRecord> {
         }
         var insertions = inserted
         for move in moved {
-            guard let item = movedItems[move.id] else { throw FolioError.decoding("a live query moved \(move.id), not in its window") }
+            guard let item = movedItems[move.id] else {
+                throw FolioError.decoding("a live query moved \(move.id), not in its window")
+            }
             insertions.append((move.to, item))
         }
         for insertion in insertions.sorted(by: { $0.index < $1.index }) {
@@ -67,7 +79,8 @@ struct LiveWindow<Record: FolioRecord> {
         }
         items = window
         if let newTotal = change["total"]?.integerValue { total = Int(newTotal) }
-        return LiveChange(removed: removed, inserted: inserted.map(\.index), updated: updated.map(\.index), moved: moved)
+        return LiveChange(
+            removed: removed, inserted: inserted.map(\.index), updated: updated.map(\.index), moved: moved)
     }
 
     private func outOfRange(_ what: String, _ index: Int) -> FolioError {

@@ -35,8 +35,9 @@ public struct Query<Record: FolioRecord>: Sendable {
     /// Sorts by the field (then by the next `sort`, ties by id). The default is creation order.
     public func sort<Value>(_ keyPath: KeyPath<Record, Value>, descending: Bool = false) -> Query {
         var query = self
-        query.sortFields.append(Result { try FieldProbe<Record>.shared.name(of: keyPath) }.map { descending ? "-" + $0 : $0 }
-            .mapError { $0 as! FolioError })
+        query.sortFields.append(
+            Result { try FieldProbe<Record>.shared.name(of: keyPath) }.map { descending ? "-" + $0 : $0 }
+                .mapError { $0 as! FolioError })
         return query
     }
 
@@ -64,7 +65,8 @@ public struct Query<Record: FolioRecord>: Sendable {
     /// Replaces the reference (or file) in this field by its target in the results.
     public func include<Value>(_ keyPath: KeyPath<Record, Value>) -> Query {
         var query = self
-        query.includePaths.append(Result { try FieldProbe<Record>.shared.name(of: keyPath) }.mapError { $0 as! FolioError })
+        query.includePaths.append(
+            Result { try FieldProbe<Record>.shared.name(of: keyPath) }.mapError { $0 as! FolioError })
         return query
     }
 
@@ -101,7 +103,9 @@ public struct Query<Record: FolioRecord>: Sendable {
     }
 
     /// One page of `list`: its items, and the cursor of the next page (nil after the last).
-    func page(after cursor: String?, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> (items: [Record], next: String?, total: Int) {
+    func page(after cursor: String?, on folio: Folio, isolation: isolated (any Actor)? = #isolation) async throws -> (
+        items: [Record], next: String?, total: Int
+    ) {
         var request = try fields(paging: true)
         request["op"] = "list"
         if !includePaths.isEmpty { request["include"] = .array(try includePaths.map { .string(try $0.get()) }) }
@@ -110,8 +114,10 @@ public struct Query<Record: FolioRecord>: Sendable {
         guard case .object(let page) = result, case .array(let items)? = page["items"] else {
             throw FolioError.decoding("list answered \(result)")
         }
-        return (try items.map { try RecordDecoder.decode(Record.self, from: $0) }, page["next"]?.stringValue,
-                Int(page["total"]?.integerValue ?? 0))
+        return (
+            try items.map { try RecordDecoder.decode(Record.self, from: $0) }, page["next"]?.stringValue,
+            Int(page["total"]?.integerValue ?? 0)
+        )
     }
 
     /// The first page: at most `limit` records (100 if no limit was set).

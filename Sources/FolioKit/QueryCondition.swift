@@ -27,7 +27,9 @@ public struct QueryCondition<Record: FolioRecord>: Sendable {
         }
     }
 
-    static func operation<Value: Encodable>(_ keyPath: KeyPath<Record, Value>, _ name: String, _ operand: Value) -> QueryCondition {
+    static func operation<Value: Encodable>(_ keyPath: KeyPath<Record, Value>, _ name: String, _ operand: Value)
+        -> QueryCondition
+    {
         on(keyPath) { .object(JSONObject([JSONObject.Field(key: name, value: try RecordEncoder.encode(operand))])) }
     }
 
@@ -56,11 +58,15 @@ public struct QueryCondition<Record: FolioRecord>: Sendable {
     }
 
     /// The field is an array holding an element equal to `element` (`$contains`).
-    public static func contains<Element: Encodable>(_ keyPath: KeyPath<Record, [Element]>, _ element: Element) -> QueryCondition {
+    public static func contains<Element: Encodable>(_ keyPath: KeyPath<Record, [Element]>, _ element: Element)
+        -> QueryCondition
+    {
         on(keyPath) { ["$contains": try RecordEncoder.encode(element)] }
     }
 
-    public static func contains<Element: Encodable>(_ keyPath: KeyPath<Record, [Element]?>, _ element: Element) -> QueryCondition {
+    public static func contains<Element: Encodable>(_ keyPath: KeyPath<Record, [Element]?>, _ element: Element)
+        -> QueryCondition
+    {
         on(keyPath) { ["$contains": try RecordEncoder.encode(element)] }
     }
 
@@ -76,7 +82,8 @@ public struct QueryCondition<Record: FolioRecord>: Sendable {
                         merged[field.key] = field.value
                         continue
                     }
-                    guard !field.key.hasPrefix("$"), case .object(let left) = existing, case .object(let right) = field.value,
+                    guard !field.key.hasPrefix("$"), case .object(let left) = existing,
+                        case .object(let right) = field.value,
                         isOperators(left), isOperators(right), Set(left.keys).isDisjoint(with: right.keys)
                     else { return QueryCondition(clause: .success(["$and": .array(clauses.map { .object($0) })])) }
                     merged[field.key] = .object(JSONObject(left.fields + right.fields))

@@ -27,11 +27,15 @@ private func decodeValue<T: Decodable>(_ type: T.Type, from value: JSON, codingP
         return date as! T
     }
     if T.self == Data.self {
-        guard case .string(let text) = value, let data = Data(base64Encoded: text) else { throw mismatch(T.self, value, codingPath) }
+        guard case .string(let text) = value, let data = Data(base64Encoded: text) else {
+            throw mismatch(T.self, value, codingPath)
+        }
         return data as! T
     }
     if T.self == URL.self {
-        guard case .string(let text) = value, let url = URL(string: text) else { throw mismatch(T.self, value, codingPath) }
+        guard case .string(let text) = value, let url = URL(string: text) else {
+            throw mismatch(T.self, value, codingPath)
+        }
         return url as! T
     }
     return try T(from: ValueDecoder(value: value, codingPath: codingPath))
@@ -83,7 +87,9 @@ private struct ValueDecoder: Decoder {
         return UnkeyedContainer(elements: elements, codingPath: codingPath)
     }
 
-    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleContainer(value: value, codingPath: codingPath) }
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleContainer(value: value, codingPath: codingPath)
+    }
 }
 
 private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -96,7 +102,8 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func value(_ key: Key) throws -> JSON {
         guard let value = object[key.stringValue] else {
-            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no field \"\(key.stringValue)\""))
+            throw DecodingError.keyNotFound(
+                key, .init(codingPath: codingPath, debugDescription: "no field \"\(key.stringValue)\""))
         }
         return value
     }
@@ -105,9 +112,15 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try bool(value(key), codingPath + [key]) }
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try string(value(key), codingPath + [key]) }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try double(value(key), codingPath + [key]) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try double(value(key), codingPath + [key])) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(Int.self, value(key), codingPath + [key]) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(Int64.self, value(key), codingPath + [key]) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        Float(try double(value(key), codingPath + [key]))
+    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        try integer(Int.self, value(key), codingPath + [key])
+    }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        try integer(Int64.self, value(key), codingPath + [key])
+    }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try decodeValue(type, from: value(key), codingPath: codingPath + [key])
     }
@@ -124,7 +137,9 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try decodeValue(type, from: value, codingPath: codingPath + [key])
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey>
+    {
         try ValueDecoder(value: value(key), codingPath: codingPath + [key]).container(keyedBy: type)
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -152,7 +167,8 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     private mutating func next() throws -> (JSON, [any CodingKey]) {
         let path = codingPath + [IndexKey(currentIndex)]
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(JSON.self, .init(codingPath: path, debugDescription: "the array has ended"))
+            throw DecodingError.valueNotFound(
+                JSON.self, .init(codingPath: path, debugDescription: "the array has ended"))
         }
         defer { currentIndex += 1 }
         return (elements[currentIndex], path)
@@ -163,15 +179,29 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
         currentIndex += 1
         return true
     }
-    mutating func decode(_ type: Bool.Type) throws -> Bool { let (value, path) = try next(); return try bool(value, path) }
-    mutating func decode(_ type: String.Type) throws -> String { let (value, path) = try next(); return try string(value, path) }
-    mutating func decode(_ type: Double.Type) throws -> Double { let (value, path) = try next(); return try double(value, path) }
-    mutating func decode(_ type: Int.Type) throws -> Int { let (value, path) = try next(); return try integer(Int.self, value, path) }
+    mutating func decode(_ type: Bool.Type) throws -> Bool {
+        let (value, path) = try next()
+        return try bool(value, path)
+    }
+    mutating func decode(_ type: String.Type) throws -> String {
+        let (value, path) = try next()
+        return try string(value, path)
+    }
+    mutating func decode(_ type: Double.Type) throws -> Double {
+        let (value, path) = try next()
+        return try double(value, path)
+    }
+    mutating func decode(_ type: Int.Type) throws -> Int {
+        let (value, path) = try next()
+        return try integer(Int.self, value, path)
+    }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let (value, path) = try next()
         return try decodeValue(type, from: value, codingPath: path)
     }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<
+        NestedKey
+    > {
         let (value, path) = try next()
         return try ValueDecoder(value: value, codingPath: path).container(keyedBy: type)
     }

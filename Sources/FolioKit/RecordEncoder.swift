@@ -76,7 +76,8 @@ private func encodeValue<T: Encodable>(_ value: T, into node: EncodingNode, codi
 
 private func checked(_ value: Double, _ codingPath: [any CodingKey]) throws -> JSON {
     guard value.isFinite else {
-        throw FolioError.encoding("\(value) at \(codingPath.map(\.stringValue).joined(separator: ".")) is not a JSON number")
+        throw FolioError.encoding(
+            "\(value) at \(codingPath.map(\.stringValue).joined(separator: ".")) is not a JSON number")
     }
     return .double(value)
 }
@@ -101,7 +102,9 @@ private struct NodeEncoder: Encoder {
         return UnkeyedContainer(node: node, codingPath: codingPath)
     }
 
-    func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(node: node, codingPath: codingPath) }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleContainer(node: node, codingPath: codingPath)
+    }
 }
 
 private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
@@ -122,7 +125,9 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         try encodeValue(value, into: node.child(forKey: key.stringValue), codingPath: codingPath + [key])
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+        -> KeyedEncodingContainer<NestedKey>
+    {
         let child = node.child(forKey: key.stringValue)
         child.makeObject()
         return KeyedEncodingContainer(KeyedContainer<NestedKey>(node: child, codingPath: codingPath + [key]))

@@ -38,7 +38,9 @@ public struct Ref<Target: FolioRecord>: Codable {
             id = String(text[text.index(after: slash)...])
         } else {
             let target = try Target(from: decoder)
-            guard let id = target.id else { throw FolioError.decoding("an included \(Target.collection) without an id") }
+            guard let id = target.id else {
+                throw FolioError.decoding("an included \(Target.collection) without an id")
+            }
             self.id = id
             object = target
         }

@@ -1,7 +1,8 @@
-@testable import FolioKit
 import FolioJSON
 import Foundation
 import Testing
+
+@testable import FolioKit
 
 extension Tag {
     /// Tests of live queries, whose server side lands on main separately: run with FOLIO_LIVE_TESTS=1.
@@ -34,7 +35,9 @@ struct LiveQueryTests {
         #expect(window.total == 6)
         #expect(applied.moved == [LiveChange.Move(from: 4, to: 0, id: "e")])
         #expect(throws: FolioError.self) {
-            try window.apply(["removed": [.object(["index": 9, "id": "z"])], "inserted": [], "updated": [], "moved": []])
+            try window.apply([
+                "removed": [.object(["index": 9, "id": "z"])], "inserted": [], "updated": [], "moved": [],
+            ])
         }
     }
 
@@ -53,7 +56,10 @@ struct LiveQueryTests {
             for step in 0..<60 {
                 let id = ids.randomElement(using: &random)!
                 switch Int.random(in: 0..<4, using: &random) {
-                case 0: ids.append(try await Chore(title: "new \(step)", n: Int.random(in: 0..<6, using: &random)).save(on: folio).id!)
+                case 0:
+                    ids.append(
+                        try await Chore(title: "new \(step)", n: Int.random(in: 0..<6, using: &random)).save(on: folio)
+                            .id!)
                 case 1:
                     try await Chore.delete(id, on: folio)
                     ids.removeAll { $0 == id }
@@ -66,7 +72,8 @@ struct LiveQueryTests {
                 let expected = try await query.find(on: folio)
                 let total = try await query.count(on: folio)
                 while snapshot.items != expected || snapshot.total != total {
-                    snapshot = try #require(try await withTimeout(closing: folio) { try await live.next() }, "step \(step)")
+                    snapshot = try #require(
+                        try await withTimeout(closing: folio) { try await live.next() }, "step \(step)")
                     #expect(snapshot.items.count <= 10)
                 }
             }
@@ -85,7 +92,8 @@ struct LiveQueryTests {
                     group.addTask {
                         let own = try await Folio.connect(daemon.socketPath)
                         for step in 0..<50 {
-                            var chore = try await Chore(title: "w\(writer)-\(step)", n: (step * 7 + writer) % 30).save(on: own)
+                            var chore = try await Chore(title: "w\(writer)-\(step)", n: (step * 7 + writer) % 30).save(
+                                on: own)
                             if step % 3 == 0 {
                                 chore.n = 100 + step
                                 try await chore.save(on: own)
@@ -120,7 +128,9 @@ struct LiveQueryTests {
             try await TodoListItem(title: "a first").save(on: other)
             let expected = try await query.find(on: other)
             var snapshot = try #require(try await withTimeout(closing: folio) { try await live.next() })
-            while snapshot.items != expected { snapshot = try #require(try await withTimeout(closing: folio) { try await live.next() }) }
+            while snapshot.items != expected {
+                snapshot = try #require(try await withTimeout(closing: folio) { try await live.next() })
+            }
             #expect(snapshot.items.first?.title == "a first")
         }
     }
@@ -128,7 +138,8 @@ struct LiveQueryTests {
 
 /// `body`'s result; after `seconds`, closes `folio` so that whatever `body` waits for fails.
 func withTimeout<T>(
-    closing folio: Folio, seconds: Double = 10, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    closing folio: Folio, seconds: Double = 10, isolation: isolated (any Actor)? = #isolation,
+    _ body: () async throws -> T
 ) async throws -> T {
     let timer = Task {
         try await Task.sleep(for: .seconds(seconds))

@@ -1,15 +1,18 @@
-@testable import FolioKit
 import FolioJSON
 import Foundation
 import Testing
+
+@testable import FolioKit
 
 /// Thirty chores with a mix of every field, some missing.
 func seedChores(on folio: Folio) async throws -> [Chore] {
     let ann = try await Person(id: "ann", name: "Ann").save(on: folio)
     var saved: [Chore] = []
     for index in 0..<30 {
-        var chore = Chore(title: ["Mop", "Broom", "Dust", "Mow", "Cook"][index % 5] + " \(index / 5)", n: index % 7 == 0 ? nil : index % 9,
-                          done: index % 3 == 0)
+        var chore = Chore(
+            title: ["Mop", "Broom", "Dust", "Mow", "Cook"][index % 5] + " \(index / 5)",
+            n: index % 7 == 0 ? nil : index % 9,
+            done: index % 3 == 0)
         if index % 4 == 0 { chore.urgent = index % 8 == 0 }
         if index % 2 == 0 { chore.due = Date(timeIntervalSinceReferenceDate: 800_000_000 + Double(index) * 3600) }
         if index % 3 != 2 { chore.tags = index % 2 == 0 ? ["wet", "floor"] : ["dry"] }
@@ -44,7 +47,10 @@ struct QueryTests {
         (\.meta?.by == "ann", #"{"meta.by":"ann"}"#),
         (\.meta?.score >= 2.5, #"{"meta.score":{"$gte":2.5}}"#),
         (\.n > 1 && \.n > 2, #"{"$and":[{"n":{"$gt":1}},{"n":{"$gt":2}}]}"#),
-        ((\.done == true || \.n == 4) && .prefix(\.title, "B"), #"{"$or":[{"done":true},{"n":4}],"name":{"$prefix":"B"}}"#),
+        (
+            (\.done == true || \.n == 4) && .prefix(\.title, "B"),
+            #"{"$or":[{"done":true},{"n":4}],"name":{"$prefix":"B"}}"#
+        ),
     ]
 
     @Test func typedWhereEqualsHandWritten() async throws {
@@ -56,7 +62,9 @@ struct QueryTests {
                 let query = Chore.query(condition).limit(1000)
                 #expect(try query.whereClause() == handWritten, "case \(index): \(text)")
                 let typed = try await query.find(on: folio).map(\.id!)
-                let raw = try await folio.request(["op": "list", "collection": "Chore", "where": .object(handWritten), "limit": 1000])
+                let raw = try await folio.request([
+                    "op": "list", "collection": "Chore", "where": .object(handWritten), "limit": 1000,
+                ])
                 let rawIDs = raw.objectValue?["items"].flatMap { items -> [String]? in
                     guard case .array(let items) = items else { return nil }
                     return items.compactMap { $0.objectValue?["id"]?.stringValue }
@@ -74,7 +82,9 @@ struct QueryTests {
             let folio = try await Folio.connect(daemon.socketPath)
             let chores = try await seedChores(on: folio)
             let byTitle = try await Chore.query().sort(\.title).sort(\.n, descending: true).find(on: folio)
-            #expect(try Chore.query().sort(\.title).sort(\.n, descending: true).fields(paging: true)["sort"] == .array(["name", "-n"]))
+            #expect(
+                try Chore.query().sort(\.title).sort(\.n, descending: true).fields(paging: true)["sort"]
+                    == .array(["name", "-n"]))
             #expect(byTitle.map(\.title) == chores.map(\.title).sorted())
             let first = try await Chore.query(\.done == true).sort(\.title).reversed().first(on: folio)
             #expect(first?.title == chores.filter(\.done).map(\.title).max())
@@ -90,7 +100,9 @@ struct QueryTests {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)
             var created: [String] = []
-            for index in 0..<25 { created.append(try await TodoListItem(title: String(format: "item %02d", index)).save(on: folio).id!) }
+            for index in 0..<25 {
+                created.append(try await TodoListItem(title: String(format: "item %02d", index)).save(on: folio).id!)
+            }
             var sizes: [Int] = []
             var seen: [String] = []
             for try await page in TodoListItem.query().limit(10).pages(on: folio) {
@@ -101,9 +113,13 @@ struct QueryTests {
             }
             #expect(sizes == [10, 10, 6])
             #expect(Array(seen.prefix(25)) == created)
-            #expect(try await TodoListItem.query(.prefix(\.title, "item")).limit(4).findAll(on: folio).map(\.id!) == created)
+            #expect(
+                try await TodoListItem.query(.prefix(\.title, "item")).limit(4).findAll(on: folio).map(\.id!) == created
+            )
             let descending = try await TodoListItem.query().sort(\.title, descending: true).limit(3).findAll(on: folio)
-            #expect(descending.map(\.title!) == (created.indices.map { String(format: "item %02d", $0) } + ["late"]).sorted(by: >))
+            #expect(
+                descending.map(\.title!)
+                    == (created.indices.map { String(format: "item %02d", $0) } + ["late"]).sorted(by: >))
         }
     }
 

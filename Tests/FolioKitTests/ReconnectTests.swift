@@ -1,7 +1,8 @@
-@testable import FolioKit
 import Foundation
 import Synchronization
 import Testing
+
+@testable import FolioKit
 
 @Suite("FolioKit reconnects")
 struct ReconnectTests {

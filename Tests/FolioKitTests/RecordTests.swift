@@ -1,7 +1,8 @@
-@testable import FolioKit
 import FolioJSON
 import Foundation
 import Testing
+
+@testable import FolioKit
 
 @Suite("FolioKit records against a real foliod")
 struct RecordTests {
@@ -32,7 +33,9 @@ struct RecordTests {
             // An id chosen by the client; creating it again is a conflict without a version.
             let chosen = try await TodoListItem(id: "t1", title: "mine").save(on: folio)
             #expect(chosen.id == "t1")
-            await #expect(throws: FolioError.conflict(current: nil)) { try await TodoListItem(id: "t1", title: "again").save(on: folio) }
+            await #expect(throws: FolioError.conflict(current: nil)) {
+                try await TodoListItem(id: "t1", title: "again").save(on: folio)
+            }
         }
     }
 
@@ -54,7 +57,8 @@ struct RecordTests {
             #expect(read.owner?.id == ann.id)
 
             // As stored: a renamed key, a $date with its fraction, a $ref.
-            let raw = try #require(try await folio.request(["op": "get", "collection": "Chore", "id": .string(saved.id!)]).objectValue)
+            let raw = try #require(
+                try await folio.request(["op": "get", "collection": "Chore", "id": .string(saved.id!)]).objectValue)
             #expect(raw["name"] == "Mop")
             #expect(raw["due"] == .object(["$date": "2026-12-03T14:13:20.125Z"]))
             #expect(raw["owner"] == .object(["$ref": .string("Person/" + ann.id!)]))

@@ -39,7 +39,9 @@ struct Chore: FolioRecord, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, version, createdAt, updatedAt, title = "name", n, done, urgent, due, tags, owner, meta, attachment
+        case id, version, createdAt, updatedAt
+        case title = "name"
+        case n, done, urgent, due, tags, owner, meta, attachment
     }
 
     init(title: String, n: Int? = nil, done: Bool = false) {

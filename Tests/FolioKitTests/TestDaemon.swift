@@ -32,7 +32,8 @@ final class TestDaemon: @unchecked Sendable {
         environment["FOLIO_SOCKET"] = nil
         environment["FOLIO_DATA"] = nil
         let child = try ChildProcess(
-            executable: foliod, arguments: ["--data", directory + "/data", "--socket", socketPath], environment: environment,
+            executable: foliod, arguments: ["--data", directory + "/data", "--socket", socketPath],
+            environment: environment,
             stdin: nullFD, stdout: logFD, stderr: logFD)
         lock.withLock { process = child }
         let deadline = Date().addingTimeInterval(30)
@@ -47,14 +48,24 @@ final class TestDaemon: @unchecked Sendable {
 
     /// SIGTERM and wait; SIGKILL if it lingers.
     func stop() {
-        guard let child = lock.withLock({ defer { process = nil }; return process }) else { return }
+        guard
+            let child = lock.withLock({
+                defer { process = nil }
+                return process
+            })
+        else { return }
         kill(child.processIdentifier, SIGTERM)
         if !child.waitForExit(timeout: 15) { child.killAndWait() }
     }
 
     /// `kill -9`: no chance to answer anything.
     func killHard() {
-        guard let child = lock.withLock({ defer { process = nil }; return process }) else { return }
+        guard
+            let child = lock.withLock({
+                defer { process = nil }
+                return process
+            })
+        else { return }
         child.killAndWait()
     }
 
@@ -67,19 +78,27 @@ final class TestDaemon: @unchecked Sendable {
             for (index, byte) in path.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = byte }
         }
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
         }
     }
 
     private static func foliodPath() throws -> String {
-        if let explicit = ProcessInfo.processInfo.environment["FOLIO_BIN_DIR"], !explicit.isEmpty { return explicit + "/foliod" }
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        if let explicit = ProcessInfo.processInfo.environment["FOLIO_BIN_DIR"], !explicit.isEmpty {
+            return explicit + "/foliod"
+        }
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()
         while directory.path != "/" {
-            if FileManager.default.isExecutableFile(atPath: directory.path + "/foliod") { return directory.path + "/foliod" }
+            if FileManager.default.isExecutableFile(atPath: directory.path + "/foliod") {
+                return directory.path + "/foliod"
+            }
             directory = directory.deletingLastPathComponent()
         }
-        throw TestFailure("cannot find foliod above \(executable): build it (swift build --product foliod) or set FOLIO_BIN_DIR")
+        throw TestFailure(
+            "cannot find foliod above \(executable): build it (swift build --product foliod) or set FOLIO_BIN_DIR")
     }
 }
 

@@ -35,7 +35,9 @@ while let argument = arguments.popFirst() {
     default: fail("unknown option \(argument); usage: foliokit-bench --socket PATH [--count N] [--rounds R]")
     }
 }
-guard !socketPath.isEmpty, count > 0, rounds > 0 else { fail("usage: foliokit-bench --socket PATH [--count N] [--rounds R]") }
+guard !socketPath.isEmpty, count > 0, rounds > 0 else {
+    fail("usage: foliokit-bench --socket PATH [--count N] [--rounds R]")
+}
 
 /// A blocking socket that sends a line and reads one back, as a client without an SDK would.
 final class RawLines: @unchecked Sendable {
@@ -44,7 +46,9 @@ final class RawLines: @unchecked Sendable {
 
     init(path: String) {
         fd = folio_unix_socket(0)
-        guard fd >= 0, folio_unix_connect(fd, path) == 0 else { fail("cannot connect to \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0, folio_unix_connect(fd, path) == 0 else {
+            fail("cannot connect to \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
     func exchange(_ line: [UInt8]) {
@@ -59,7 +63,9 @@ final class RawLines: @unchecked Sendable {
 }
 
 let folio = try await Folio.connect(socketPath)
-let record = try await TodoListItem(id: "bench-\(getpid())", title: "Buy milk", description: "2 litres, the usual brand").save(on: folio)
+let record = try await TodoListItem(
+    id: "bench-\(getpid())", title: "Buy milk", description: "2 litres, the usual brand"
+).save(on: folio)
 let id = record.id!
 let raw = RawLines(path: socketPath)
 let line = Array(#"{"op":"get","tag":1,"collection":"TodoListItem","id":"\#(id)"}"#.utf8) + [0x0A]
@@ -116,6 +122,7 @@ func ratio(_ value: Double) -> String { String(format: "%.3f", value) }
         + "ratio to raw: median of rounds \(ratio(median(ratios))), fastest rounds \(ratio(best))"
 }
 print("\(rounds) rounds of \(count) sequential gets of one record, one connection each:")
-print("raw lines:                   median \(format(median(rawTimes))) µs/get, fastest \(format(rawTimes.min()!)) µs/get")
+print(
+    "raw lines:                   median \(format(median(rawTimes))) µs/get, fastest \(format(rawTimes.min()!)) µs/get")
 print(line("FolioKit:                   ", kitTimes))
 print(line("FolioKit from the main actor:", mainActorTimes))
