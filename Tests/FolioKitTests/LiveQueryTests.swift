@@ -114,6 +114,30 @@ struct LiveQueryTests {
         }
     }
 
+    /// `for try await` from the main actor, with records that are not `Sendable` (a `Chore` is, but
+    /// this is what an app writes).
+    @MainActor @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func loopFromTheMainActor() async throws {
+        try await withDaemon { daemon in
+            let folio = try await Folio.connect(daemon.socketPath)
+            for index in 0..<3 { try await TodoListItem(title: "t\(index)").save(on: folio) }
+            let query = TodoListItem.query().sort(\.title, descending: true).limit(2)
+            var snapshots = 0
+            for try await snapshot in query.live(on: folio) {
+                snapshots += 1
+                if snapshots == 1 {
+                    #expect(snapshot.items.map(\.title) == ["t2", "t1"])
+                    #expect(snapshot.total == 3)
+                    try await TodoListItem(title: "t9").save(on: folio)
+                } else {
+                    #expect(snapshot.items.map(\.title) == ["t9", "t2"])
+                    #expect(snapshot.change?.inserted == [0])
+                    #expect(snapshot.change?.removed.map(\.index) == [1])
+                    break
+                }
+            }
+        }
+    }
+
     /// The daemon restarts under a live query, with writes meanwhile: it resumes where it stopped.
     @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func resumesAcrossARestart() async throws {
         try await withDaemon { daemon in

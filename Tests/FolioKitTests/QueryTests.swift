@@ -123,6 +123,18 @@ struct QueryTests {
         }
     }
 
+    @MainActor @Test func pagesFromTheMainActor() async throws {
+        try await withDaemon { daemon in
+            let folio = try await Folio.connect(daemon.socketPath)
+            for index in 0..<5 { try await TodoListItem(title: "p\(index)").save(on: folio) }
+            var titles: [String] = []
+            for try await page in TodoListItem.query().sort(\.title).limit(2).pages(on: folio) {
+                titles += page.compactMap(\.title)
+            }
+            #expect(titles == ["p0", "p1", "p2", "p3", "p4"])
+        }
+    }
+
     @Test func unknownFieldIsReportedWhenTheQueryRuns() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)

@@ -109,7 +109,9 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// Runs `body` with a foliod of its own in a fresh temporary directory; stops it and removes the
 /// directory afterwards, also when `body` throws (and then records foliod's log).
-func withDaemon<R>(_ body: (TestDaemon) async throws -> R) async throws -> R {
+func withDaemon<R>(
+    isolation: isolated (any Actor)? = #isolation, _ body: (TestDaemon) async throws -> R
+) async throws -> R {
     let directory = "/tmp/foliokit-" + UUID().uuidString.prefix(12).lowercased()
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
