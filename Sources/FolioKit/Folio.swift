@@ -14,6 +14,12 @@ import Synchronization
 /// `reconnectTimeout` for the daemon to come back; a request that was in flight is sent once more
 /// on the new connection: a read as it is, a write (`create`, `update`, `delete`, `batch`) with the
 /// same `requestKey`, so the server answers the first result again instead of writing twice.
+///
+/// Every call runs on the caller's actor (its `isolation` parameter defaults to `#isolation`). A
+/// request that finds no other reader on the connection reads its own answer there, blocking for
+/// the round trip (at most 2 ms, then it waits without blocking): that is what keeps a `get` within
+/// 1.2x of raw socket lines. While a live query runs on the connection, answers come through its
+/// reader thread instead.
 public final class Folio: Sendable {
     /// The socket this client connects to.
     public let socketPath: String
