@@ -9,15 +9,16 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files storms soak install uninstall clean
+.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-live storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
-# whose mdb_dump the crash loop kills in mid-read, and prometheus_client (PyPI), whose parser the
-# metrics test reads foliod's metrics with.
+# whose mdb_dump the crash loop kills in mid-read, prometheus_client (PyPI), whose parser the
+# metrics test reads foliod's metrics with, and jsonschema (PyPI), which test-protocol validates with.
 deps:
 	@pkg-config --exists lmdb libcrypto sqlite3 || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev libsqlite3-dev pkg-config)
 	@command -v mdb_dump >/dev/null || ($(SUDO) apt-get update -q && $(APT_INSTALL) lmdb-utils)
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
+	@python3 -c 'import jsonschema, referencing' 2>/dev/null || python3 -m pip install -q 'jsonschema>=4.18'
 
 build: deps
 	$(SWIFT) build -c release
@@ -26,16 +27,41 @@ build: deps
 run: build
 	.build/release/foliod
 
-# Every test: unit tests of each layer and integration tests against the real foliod binary, then
+# Every test: unit tests of each layer and integration tests against the real foliod binary (whose
+# lines go to the wire log WIRE_LOG), the protocol's examples and schema (test-protocol), then
 # TEST_CYCLES cycles of the crash loop (about a minute), each fuzz target for 60 s (ci-fuzz), and the
 # tests again under AddressSanitizer (test-asan).
 test: deps
 	$(SWIFT) build
-	$(SWIFT) test
+	rm -rf $(WIRE_LOG) && mkdir -p $(WIRE_LOG)
+	FOLIO_WIRE_LOG="$(abspath $(WIRE_LOG))" $(SWIFT) test
+	$(MAKE) test-python
+	$(MAKE) test-protocol
 	FOLIO_TIMING_TESTS=1 $(SWIFT) test --filter BoundedCostTests
 	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
 	$(MAKE) ci-fuzz
 	$(MAKE) test-asan
+
+# The Python client (clients/python): installs it and pytest, then runs its tests against the debug
+# foliod, live queries included (-m live selects those, PYTEST_ARGS='-m "not live"' leaves them out).
+PYTEST_ARGS ?=
+test-python:
+	$(SWIFT) build --product foliod
+	python3 -m pip install -q ./clients/python pytest
+	FOLIOD="$$($(SWIFT) build --show-bin-path)/foliod" python3 -m pytest -q clients/python/tests $(PYTEST_ARGS)
+
+# The protocol against its schema and examples (proto/examples/README.md): every example replayed
+# against a fresh debug foliod, PROTOCOL.md's examples and schema-cases.jsonl (what no replay shows:
+# live queries, another uid's refusals) validated against proto/schema, and, if the
+# directory exists, the wire log of the last `make test`, every line the integration tests sent or
+# received (validate-log).
+WIRE_LOG ?= .build/wire-log
+test-protocol: deps
+	$(SWIFT) build --product foliod
+	FOLIOD="$$($(SWIFT) build --show-bin-path)/foliod" python3 proto/check/protocol_check.py replay
+	python3 proto/check/protocol_check.py validate-doc
+	python3 proto/check/protocol_check.py schema-cases
+	if [ -d "$(WIRE_LOG)" ]; then python3 proto/check/protocol_check.py validate-log "$(WIRE_LOG)"; fi
 
 # The crash loop (docs/RELIABILITY.md): CYCLES kill -9 cycles of a release foliod, each checked against
 # the history of requests and answers. CHAOS_ARGS go to folio-chaos, e.g. CHAOS_ARGS='--seed 7'.
@@ -122,6 +148,11 @@ bench-instructions: deps
 # Files through inline base64, pieces and descriptor passing against cp on the same disk (bench/files.sh).
 bench-files: deps
 	SWIFT="$(SWIFT)" bench/files.sh $(BENCH_ARGS)
+
+# 1,000 live queries (one shared window, then 1,000 ranges of a view) and 1,000 event watches under
+# 1,000 durable writes/s: delivery latency and foliod's CPU (bench/live.sh).
+bench-live: deps
+	SWIFT="$(SWIFT)" bench/live.sh $(BENCH_ARGS)
 
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps

@@ -37,6 +37,10 @@ public final class FolioConnection {
 
     deinit { close() }
 
+    /// Runs `body` with the socket's descriptor (to read its peer's credentials, say); the
+    /// connection keeps it.
+    public func withDescriptor<R>(_ body: (Int32) throws -> R) rethrows -> R { try body(fd) }
+
     public func close() {
         guard !isClosed else { return }
         isClosed = true

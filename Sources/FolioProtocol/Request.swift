@@ -57,6 +57,9 @@ extension Request {
 
     public enum StreamOperation: Sendable {
         case watch(after: UInt64?, collection: String?)
+        /// A live query: its first page, then a change line per commit that changes it; resumed
+        /// from the window at `resumeAfter` when given.
+        case live(Query, resumeAfter: UInt64?)
         case unwatch(watch: JSON)
     }
 }

@@ -129,7 +129,8 @@ public enum RequestDecoder {
                 guard ["create", "update", "delete"].contains(op) else {
                     throw ProtocolError(.badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
                 }
-                var opFields = Fields(object: object, op: op)
+                var opFields = Fields(object: object, op: op, nested: true)
+                _ = opFields.take("op")
                 let operation = try batchOperation(&opFields, op: op, index: index)
                 try opFields.rejectUnknown()
                 operations.append(operation)
@@ -231,10 +232,43 @@ public enum RequestDecoder {
     }
 
     static func watch(_ fields: inout Fields) throws -> Request.StreamOperation {
+        if let value = fields.take("query") {
+            guard fields.peek("after") == nil, fields.peek("collection") == nil else {
+                throw ProtocolError(
+                    .badRequest, "watch takes \"query\" (a live query) or \"after\" and \"collection\" (a watch of events), not both")
+            }
+            let query = try liveQuery(value)
+            return .live(query, resumeAfter: try fields.optionalUnsigned("resumeAfter"))
+        }
+        if fields.peek("resumeAfter") != nil {
+            throw ProtocolError(.badRequest, "\"resumeAfter\" resumes a live query, which needs \"query\"; a watch of events resumes with \"after\"")
+        }
         let after = try fields.optionalUnsigned("after")
         let collection = try fields.optionalString("collection")
         if let collection { try validated { () throws(ValidationError) in try Names.validateCollection(collection) } }
         return .watch(after: after, collection: collection)
+    }
+
+    /// The `query` of a live query: what `list` takes, less what pages (`offset`, `after`) or
+    /// reads more than the window (`include`, `explain`).
+    private static func liveQuery(_ value: JSON) throws -> Query {
+        guard case .object(let object) = value else {
+            throw ProtocolError(.badRequest, "watch: \"query\" must be an object {collection | view, where?, sort?, order?, limit?}, found \(value.kindDescription)")
+        }
+        for (field, reason) in [
+            ("offset", "its window is always the first limit objects"), ("after", "its window is always the first limit objects"),
+            ("include", "references stay references in its objects"), ("explain", "its plan is not reported"),
+        ] where object[field].map({ !$0.isNull }) ?? false {
+            throw ProtocolError(.badRequest, "watch: a live query takes no \(Names.quoted(field)): \(reason)")
+        }
+        var fields = Fields(object: object, op: "watch", nested: true)
+        do {
+            let query = try self.query(&fields, paging: true)
+            try fields.rejectUnknown()
+            return query
+        } catch let error as ProtocolError {
+            throw ProtocolError(error.code, "watch: query: \(error.message)", details: error.details)
+        }
     }
 
     static func unwatch(_ fields: inout Fields) throws -> Request.StreamOperation {
@@ -479,10 +513,12 @@ public struct Fields {
         }
     }
 
-    init(object: JSONObject, op: String) {
+    /// `nested`: an object inside a request (an op of a batch, a live query's query), where `tag`
+    /// is a field like any other (none defines it) and `op` is read by the caller if it has one.
+    init(object: JSONObject, op: String, nested: Bool = false) {
         self.object = object
         self.op = op
-        read = object.fields.map { $0.key == "op" || $0.key == "tag" }
+        read = object.fields.map { nested ? false : ($0.key == "op" || $0.key == "tag") }
     }
 
     mutating func take(_ key: String) -> JSON? {

@@ -128,7 +128,7 @@ enum AccessControl {
             }
         case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen), .read(.fileOrphans): return filesCollection
         case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
-        case .read(.list(let query)), .read(.count(let query)):
+        case .read(.list(let query)), .read(.count(let query)), .stream(.live(let query, _)):
             switch query.source {
             case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return collection
             case .view: return nil
@@ -166,6 +166,9 @@ enum AccessControl {
             case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen, .fileOrphans: return nil  // answered by collection(of:)
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
+        case .stream(.live(let query, _)):
+            guard case .view(let name) = query.source else { return nil }
+            return viewCollection(name, reader).map { [$0] } ?? []
         case .upload, .stream: return nil
         }
     }

@@ -100,9 +100,12 @@ final class Connection: @unchecked Sendable {
     var outgoingDescriptors: [(offset: Int, fd: Int32)] = []
 
     var watches: [Watch] = []
+    var liveQueries: [LiveSubscription] = []
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered
     /// when the output is written out.
     var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
+    /// The same for live query change lines, one entry each.
+    var undeliveredChanges: [UInt64] = []
 
     init(fd: Int32, loop: EventLoop, origin: Origin, access: AccessView, maxLineBytes: Int, lineBuffers: LineBuffers) {
         self.fd = fd
@@ -119,7 +122,12 @@ final class Connection: @unchecked Sendable {
 
     /// Memory held for this client: its incomplete line, its queued output and the lines of its
     /// requests not yet answered.
-    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes }
+    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes + liveQueries.reduce(0) { $0 + $1.heldBytes } }
+
+    /// Whether a tag names one of the connection's watches, of events or live.
+    func hasWatch(tagged tag: JSON) -> Bool {
+        watches.contains { $0.tag.matches(tag) } || liveQueries.contains { $0.tag.matches(tag) }
+    }
 
     func popPending() {
         // The slot lets go of what the request holds at once (a file piece's line: 700 KB), not

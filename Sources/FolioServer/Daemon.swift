@@ -67,12 +67,14 @@ public final class Daemon {
 
         let statistics = ServerStatistics(loops: max(1, configuration.eventLoops))
         let watchers = WatchRegistry()
+        let liveQueries = try LiveQueries(store: store, log: log, resumeHorizon: configuration.liveResumeEvents)
         // A halted writer wakes the sigwait below.
         let writer = try Writer(
             store: store, configuration: configuration, statistics: statistics, log: log,
             onHalt: { kill(getpid(), SIGTERM) }
         ) { applied in
             watchers.publish(applied)
+            liveQueries.publish(applied)
         }
         let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
         let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
@@ -85,12 +87,13 @@ public final class Daemon {
             loops.append(
                 try EventLoop(
                     index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
-                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, digests: digests,
+                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, liveQueries: liveQueries, digests: digests,
                     uploads: uploads, lineBuffers: lineBuffers, watchdog: watchdog, socketGroupID: listener.groupID))
         }
         let (maxConnections, descriptorLimit) = connectionLimit()
         try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
         writer.start()
+        liveQueries.start()
         for loop in loops { loop.start() }
         let metricsEndpoint = try configuration.metricsSocket.map { path in
             try MetricsEndpoint(
@@ -130,6 +133,7 @@ public final class Daemon {
         for loop in loops { loop.post(.drain) }
         for loop in loops { loop.join() }
         loops.removeAll()
+        liveQueries.stop()
         writer.stop()
         flusher?.stop()
         trimmer.stop()

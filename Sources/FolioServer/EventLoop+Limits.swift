@@ -81,7 +81,7 @@ extension EventLoop {
         let timeout = UInt64(configuration.idleTimeoutSeconds) * 1000
         guard timeout > 0 else { return }
         for connection in connections.values
-        where connection.watches.isEmpty && connection.isIdle && connection.partialSince == 0 && connection.unsentBytes == 0
+        where connection.watches.isEmpty && connection.liveQueries.isEmpty && connection.isIdle && connection.partialSince == 0 && connection.unsentBytes == 0
             && !connection.inputFinished && now - connection.lastActivity > timeout
         {
             endInput(connection, with: ProtocolError(.unavailable, "idle for \(configuration.idleTimeoutSeconds) s (idle-timeout); closing the connection"))

@@ -14,59 +14,85 @@ extension EventLoop {
     static let catchUpEvents = 1000
     static let catchUpBytes = 1 << 20
 
-    func handleStream(_ request: Request, _ operation: Request.StreamOperation, _ connection: Connection) {
+    /// Starts or ends a watch. Returns whether the request is answered: a live query is answered
+    /// later, when its first page comes (`EventLoop+LiveQueries`).
+    func handleStream(_ request: Request, _ operation: Request.StreamOperation, _ arrival: Connection.Arrival, _ connection: Connection) -> Bool {
         switch operation {
-        case .watch(let after, let collection):
+        case .watch, .live:
             guard let tag = request.tag else {
                 Response.appendFailure(
                     tag: nil, error: ProtocolError(.badRequest, "watch needs a tag: its events carry it, and unwatch names it"),
                     to: &connection.output)
-                return
+                return true
             }
-            guard !connection.watches.contains(where: { $0.tag.matches(tag.value) }) else {
+            guard !connection.hasWatch(tagged: tag.value) else {
                 Response.appendFailure(
                     tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"),
                     to: &connection.output)
-                return
+                return true
             }
-            let head: UInt64
-            do {
-                head = try reader.read { try $0.head().sequence }
-            } catch {
-                Response.appendFailure(tag: tag, error: ProtocolError(error), to: &connection.output)
-                return
-            }
-            let start = after ?? head
-            guard start <= head else {
-                Response.appendFailure(
-                    tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
-                return
-            }
-            let watch = Watch(tag: tag, after: start, collection: collection)
-            connection.watches.append(watch)
-            statistics.watches.add(1, ordering: .relaxed)
-            watchers.add(1, loop: self)
-            Response.appendSuccess(tag: tag, to: &connection.output) { writer in
-                writer.writeRaw("{\"watching\":true,\"after\":")
-                writer.write(start)
-                writer.bytes.append(UInt8(ascii: "}"))
+            switch operation {
+            case .live(let query, let resumeAfter):
+                startLiveQuery(query, resumeAfter: resumeAfter, tag: tag, arrival: arrival, connection)
+                return false
+            case .watch(let after, let collection):
+                startWatch(tag: tag, after: after, collection: collection, connection)
+            case .unwatch:
+                break
             }
         case .unwatch(let tag):
+            if let subscription = connection.liveQueries.first(where: { $0.tag.matches(tag) }) {
+                // Its held lines go first: `lastSeq` is the last line the client gets.
+                releaseHeldLines(connection, all: true)
+                removeLiveQuery(subscription, connection, tellThread: true)
+                writeUnwatched(subscription.tag, lastSequence: subscription.lastSequence, request, connection)
+                return true
+            }
             guard let index = connection.watches.firstIndex(where: { $0.tag.matches(tag) }) else {
                 Response.appendFailure(
                     tag: request.tag, error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"),
                     to: &connection.output)
-                return
+                return true
             }
             let watch = connection.watches[index]
             endWatch(watch, connection)
-            Response.appendSuccess(tag: request.tag, to: &connection.output) { writer in
-                writer.writeRaw("{\"watch\":")
-                writer.writeRaw(watch.tag.text)
-                writer.writeRaw(",\"lastSeq\":")
-                writer.write(watch.lastSequence)
-                writer.bytes.append(UInt8(ascii: "}"))
-            }
+            writeUnwatched(watch.tag, lastSequence: watch.lastSequence, request, connection)
+        }
+        return true
+    }
+
+    private func writeUnwatched(_ tag: Tag, lastSequence: UInt64, _ request: Request, _ connection: Connection) {
+        Response.appendSuccess(tag: request.tag, to: &connection.output) { writer in
+            writer.writeRaw("{\"watch\":")
+            writer.writeRaw(tag.text)
+            writer.writeRaw(",\"lastSeq\":")
+            writer.write(lastSequence)
+            writer.bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private func startWatch(tag: Tag, after: UInt64?, collection: String?, _ connection: Connection) {
+        let head: UInt64
+        do {
+            head = try reader.read { try $0.head().sequence }
+        } catch {
+            Response.appendFailure(tag: tag, error: ProtocolError(error), to: &connection.output)
+            return
+        }
+        let start = after ?? head
+        guard start <= head else {
+            Response.appendFailure(
+                tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
+            return
+        }
+        let watch = Watch(tag: tag, after: start, collection: collection)
+        connection.watches.append(watch)
+        statistics.watches.add(1, ordering: .relaxed)
+        watchers.add(1, loop: self)
+        Response.appendSuccess(tag: tag, to: &connection.output) { writer in
+            writer.writeRaw("{\"watching\":true,\"after\":")
+            writer.write(start)
+            writer.bytes.append(UInt8(ascii: "}"))
         }
     }
 
@@ -175,12 +201,14 @@ extension EventLoop {
 
     /// Records the delivery time of the live events that just left for the socket.
     func recordDelivery(_ connection: Connection) {
-        guard !connection.undeliveredCommits.isEmpty else { return }
+        guard !connection.undeliveredCommits.isEmpty || !connection.undeliveredChanges.isEmpty else { return }
         let now = monotonicMicroseconds()
         for (committedAt, events) in connection.undeliveredCommits {
             statistics.watchDelivery.record(now - min(now, committedAt), count: events)
         }
+        for committedAt in connection.undeliveredChanges { statistics.liveDelivery.record(now - min(now, committedAt)) }
         connection.undeliveredCommits.removeAll(keepingCapacity: true)
+        connection.undeliveredChanges.removeAll(keepingCapacity: true)
     }
 
     func endWatch(_ watch: Watch, _ connection: Connection) {

@@ -23,6 +23,8 @@ final class EventLoop: @unchecked Sendable {
         /// A long line decoded on a decoder thread.
         case decoded(Connection, id: UInt64, Connection.Item)
         case committed([CommittedEvent])
+        /// First pages, changes and ends of live queries.
+        case live([LiveQueries.Delivery])
         /// A connection accepted by another loop, to serve here.
         case adopt(fd: Int32, origin: Origin)
         /// Shut down: accept nothing, read nothing new, close each connection once it is answered.
@@ -74,6 +76,7 @@ final class EventLoop: @unchecked Sendable {
     /// Users and their groups as the policy sees them, by uid and gid: looked up once per peer.
     private var peerCache: [UInt64: Peer] = [:]
     let watchers: WatchRegistry
+    let liveQueries: LiveQueries
     /// Set on the loop that accepts: every loop, served in turn.
     var peers: [EventLoop] = []
     var nextPeer = 0
@@ -110,7 +113,7 @@ final class EventLoop: @unchecked Sendable {
     init(
         index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
         statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
-        digests: DigestCache, uploads: Uploads, lineBuffers: LineBuffers, watchdog: Watchdog?, socketGroupID: UInt32
+        liveQueries: LiveQueries, digests: DigestCache, uploads: Uploads, lineBuffers: LineBuffers, watchdog: Watchdog?, socketGroupID: UInt32
     ) throws {
         self.uploads = uploads
         self.lineBuffers = lineBuffers
@@ -125,6 +128,7 @@ final class EventLoop: @unchecked Sendable {
         self.workers = workers
         self.decoders = decoders
         self.watchers = watchers
+        self.liveQueries = liveQueries
         loopCount = loops
         reads = ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests)
         reader = try store.makeReader()
@@ -261,6 +265,8 @@ final class EventLoop: @unchecked Sendable {
                 storedUpload(result, tag: tag, arrival: arrival, connection)
             case .committed(let events):
                 deliverLive(events)
+            case .live(let deliveries):
+                deliverLive(deliveries)
             case .adopt(let fd, let origin):
                 if draining { Glibc.close(fd) } else { adopt(fd, origin) }
             case .drain:
@@ -270,7 +276,10 @@ final class EventLoop: @unchecked Sendable {
                 reads = ReadHandler(store: reads.store, configuration: fresh, statistics: statistics, digests: reads.digests)
                 if !peers.isEmpty { accepting.maxConnections = min(fresh.maxConnections, accepting.descriptorLimit) }
                 peerCache.removeAll()
-                for connection in connections.values { connection.access.update(fresh.access) }
+                for connection in connections.values {
+                    connection.access.update(fresh.access)
+                    recheckLiveQueries(connection)
+                }
             }
         }
     }
@@ -525,8 +534,7 @@ final class EventLoop: @unchecked Sendable {
                     refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
                 }
-                handleStream(request, operation, connection)
-                answered(arrival, nil, connection)
+                if handleStream(request, operation, arrival, connection) { answered(arrival, nil, connection) }
             case .failure(let failure, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 Response.appendFailure(tag: failure.tag, error: failure.error, to: &connection.output)
@@ -670,7 +678,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Counts a request as answered: its bytes, its outcome and latency, and logs it if it was slow.
-    private func answered(_ arrival: Connection.Arrival, _ outcome: ErrorCode?, _ connection: Connection) {
+    func answered(_ arrival: Connection.Arrival, _ outcome: ErrorCode?, _ connection: Connection) {
         connection.requestBytes -= arrival.size
         connection.requestCount -= 1
         pendingDelta -= 1
@@ -724,6 +732,7 @@ final class EventLoop: @unchecked Sendable {
     private func flush(_ connection: Connection) {
         guard !connection.isClosed else { return }
         continueCatchUp(connection)
+        releaseHeldLines(connection)
         while connection.unsentBytes > 0 {
             // A descriptor goes with the first byte of its answer's line: the bytes before it first.
             let passing = connection.outgoingDescriptors.first
@@ -816,6 +825,7 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
+        for subscription in connection.liveQueries { removeLiveQuery(subscription, connection, tellThread: true) }
         // Requests a decoder, a worker or the writer has stay counted until they finish: a client
         // that sends and leaves must not get past the bounds by leaving.
         var inFlightBytes = connection.requestBytes

@@ -33,6 +33,7 @@ extension ReadHandler {
         let gauges: [(String, String, Double)] = [
             ("folio_connections", "Client connections open.", Double(statistics.connections.load(ordering: .relaxed))),
             ("folio_watches", "Watches running.", Double(statistics.watches.load(ordering: .relaxed))),
+            ("folio_live_queries", "Live queries running.", Double(statistics.liveQueries.load(ordering: .relaxed))),
             ("folio_requests_pending", "Requests received and not yet answered.", Double(statistics.requestsPending.load(ordering: .relaxed))),
             ("folio_client_memory_bytes", "Memory held for clients: partial lines, queued answers, unanswered requests.",
              Double(statistics.clientMemory.load(ordering: .relaxed))),
@@ -49,6 +50,7 @@ extension ReadHandler {
             ("folio_events_appended_total", "Events appended by committed writes.", statistics.committedWrites.load(ordering: .relaxed)),
             ("folio_failed_commits_total", "Commits that failed.", statistics.failedCommits.load(ordering: .relaxed)),
             ("folio_watch_events_total", "Live watch event lines delivered.", statistics.watchDelivery.summary.count),
+            ("folio_live_changes_total", "Live query change lines delivered.", statistics.liveDelivery.summary.count),
         ]
         for (name, help, value) in counters {
             text.family(name, "counter", help)

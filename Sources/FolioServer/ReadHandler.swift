@@ -422,19 +422,26 @@ final class ReadHandler: Sendable {
         writer.write(statistics.clientMemory.load(ordering: .relaxed))
         writer.writeKey("watches")
         writer.write(statistics.watches.load(ordering: .relaxed))
+        writer.writeKey("liveQueries")
+        writer.write(statistics.liveQueries.load(ordering: .relaxed))
         writer.writeKey("uploads")
         writer.write(statistics.uploads.load(ordering: .relaxed))
-        let delivery = statistics.watchDelivery.summary
-        writer.writeKey("watchDelivery")
-        writer.writeRaw("{\"events\":")
-        writer.write(delivery.count)
-        writer.writeRaw(",\"p50Micros\":")
-        writer.write(delivery.p50)
-        writer.writeRaw(",\"p99Micros\":")
-        writer.write(delivery.p99)
-        writer.writeRaw(",\"maxMicros\":")
-        writer.write(delivery.maximum)
-        writer.bytes.append(UInt8(ascii: "}"))
+        let deliveries: [(key: StaticString, unit: StaticString, LatencyRecorder)] = [
+            ("watchDelivery", "{\"events\":", statistics.watchDelivery), ("liveDelivery", "{\"changes\":", statistics.liveDelivery),
+        ]
+        for (key, unit, recorder) in deliveries {
+            let delivery = recorder.summary
+            writer.writeKey(key)
+            writer.writeRaw(unit)
+            writer.write(delivery.count)
+            writer.writeRaw(",\"p50Micros\":")
+            writer.write(delivery.p50)
+            writer.writeRaw(",\"p99Micros\":")
+            writer.write(delivery.p99)
+            writer.writeRaw(",\"maxMicros\":")
+            writer.write(delivery.maximum)
+            writer.bytes.append(UInt8(ascii: "}"))
+        }
         writer.writeKey("uptimeSeconds")
         writer.write((statistics.uptime * 1000).rounded() / 1000)
         writer.writeKey("commits")

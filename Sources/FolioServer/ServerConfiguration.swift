@@ -49,6 +49,9 @@ public struct ServerConfiguration: Sendable {
     /// Bytes of events a watch may fall behind by (committed, wanted, not yet sent) before it is cut
     /// off as lagging.
     public var watchBufferBytes = 8 << 20
+    /// How many events a live query resumes across (`resumeAfter`); from further back it starts
+    /// afresh (`--live-resume-events`).
+    public var liveResumeEvents = 100_000
     /// Connections served at once, at most as many as the descriptor limit allows less
     /// `reservedDescriptors`. A client beyond it is answered `unavailable` and closed.
     public var maxConnections = 4096
@@ -145,6 +148,7 @@ extension ServerConfiguration {
         if fileGraceSeconds != fresh.fileGraceSeconds { names.append("file-grace") }
         if uploadTimeoutSeconds != fresh.uploadTimeoutSeconds { names.append("upload-timeout") }
         if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
+        if liveResumeEvents != fresh.liveResumeEvents { names.append("live-resume-events") }
         return names
     }
 }

@@ -25,6 +25,8 @@ final class ServerStatistics: Sendable {
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
+    /// Live queries answered and running.
+    let liveQueries = Atomic<Int>(0)
     /// Uploads in pieces open now (`Uploads`).
     let uploads = Atomic<Int>(0)
     let metrics: Metrics
@@ -35,6 +37,8 @@ final class ServerStatistics: Sendable {
     let watchLag = Atomic<Int>(0)
     /// From the commit of an event to its line being written to a watcher's socket.
     let watchDelivery = LatencyRecorder()
+    /// From a commit's confirmation to a live query's change line for it leaving for the socket.
+    let liveDelivery = LatencyRecorder()
 
     /// `loops`: the event loops, each counting requests into a shard of `metrics` of its own.
     init(loops: Int) { metrics = Metrics(shards: loops) }

@@ -123,6 +123,9 @@ public enum Settings {
         Setting("watch-buffer", "BYTES", live: true, "bytes of events a watcher may fall behind by before its watch is ended (default 8 MiB)") { c, v throws(SettingError) in
             c.watchBufferBytes = try integer(v, "watch-buffer", at: 1024)
         },
+        Setting("live-resume-events", "N", "how many events back a live query resumes from with its changes; further back it gets a fresh page (default 100000)") { c, v throws(SettingError) in
+            c.liveResumeEvents = try integer(v, "live-resume-events")
+        },
         Setting("log-level", "error|notice|info", live: true, "what goes to the log (default notice; info adds slow requests)") { c, v throws(SettingError) in
             guard let level = Log.Level(name: v) else { throw SettingError("log-level takes error, notice or info, not '\(v)'") }
             c.logLevel = level

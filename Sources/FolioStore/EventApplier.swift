@@ -29,21 +29,24 @@ struct EventApplier {
         case known(StoredObject?, after: StoredObject? = nil)
     }
 
-    /// The object after the event and its record as stored (nil for deletions and view events).
+    /// What an object event did: the object before it (nil for a create), the object after it and
+    /// its record as stored (nil for a delete).
+    struct ObjectChange {
+        let before: StoredObject?
+        let after: (object: StoredObject, record: [UInt8])?
+    }
+
+    /// What the event did to its object; nil for the events of views, schemas and files.
     /// `createdData`: a created object's data as canonical JSON, when the caller has it, so it is not
     /// serialized again.
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws
-        -> (object: StoredObject, record: [UInt8])?
-    {
+    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws -> ObjectChange? {
         let result = try applyChange(event, txn, before: before, createdData: createdData)
         try requests.apply(event, txn.lmdb)
         return result
     }
 
-    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: [UInt8]?) throws
-        -> (object: StoredObject, record: [UInt8])?
-    {
+    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: [UInt8]?) throws -> ObjectChange? {
         switch event.change {
         case .created(let collection, let id, _):
             if case .unknown = before {
@@ -53,18 +56,18 @@ struct EventApplier {
                 try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
             guard let object = try applied(event, to: nil, before) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
-            return (object, try store(object, replacing: nil, event, txn, data: createdData))
+            return ObjectChange(before: nil, after: (object, try store(object, replacing: nil, event, txn, data: createdData)))
         case .updated(let collection, let id, _, _):
             let old = try existing(collection, id, event, before, txn)
             guard let object = try applied(event, to: old, before) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
-            return (object, try store(object, replacing: old, event, txn))
+            return ObjectChange(before: old, after: (object, try store(object, replacing: old, event, txn)))
         case .deleted(let collection, let id):
             let old = try existing(collection, id, event, before, txn)
             try objects.delete(collection, id, txn.lmdb)
             try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
             try updateTrees(from: old, to: nil, txn)
             try files.noteReferences(try references.update(from: old, to: nil, txn), txn.lmdb)
-            return nil
+            return ObjectChange(before: old, after: nil)
         case .schemaDefined(let schema):
             try catalog.putSchema(schema, txn)
             return nil

@@ -27,7 +27,7 @@ extension StoreWriter {
         event.request = Event.RequestRecord(key: key, digest: ChainHash(bytes: digest).hex, events: outcome.appended.count, failed: failed)
         let amended = try amendLastEvent(event, txn)
         outcome.appended[outcome.appended.count - 1] = Applied(
-            event: event, chainHash: amended.hash, object: last.object, record: last.record, viewCount: last.viewCount,
+            event: event, chainHash: amended.hash, object: last.object, before: last.before, record: last.record, viewCount: last.viewCount,
             canonicalEvent: amended.canonical)
     }
 

@@ -47,6 +47,8 @@ public final class StoreWriter {
         public let chainHash: ChainHash
         /// The object after the event: for create and update.
         public let object: StoredObject?
+        /// The object before the event: for update and delete (what live queries compare with).
+        public let before: StoredObject?
         /// Its record as stored, to answer with its wire form without serializing it again.
         let record: [UInt8]?
         /// The number of objects in a view just defined.
@@ -201,8 +203,8 @@ public final class StoreWriter {
         }
         head = newHead
         return Applied(
-            event: event, chainHash: newHead.hash, object: applied?.object, record: applied?.record, viewCount: viewCount,
-            canonicalEvent: canonical)
+            event: event, chainHash: newHead.hash, object: applied?.after?.object, before: applied?.before, record: applied?.after?.record,
+            viewCount: viewCount, canonicalEvent: canonical)
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.

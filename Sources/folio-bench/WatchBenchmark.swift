@@ -120,19 +120,36 @@ struct WatchBenchmark {
         return 0
     }
 
-    /// The integer right after `marker` in `line`.
+    /// The integer right after `marker` in `line` (memmem: readers of many lines a second must not
+    /// slow down the daemon they measure).
     static func integer(after marker: [UInt8], in line: [UInt8]) -> Int64? {
-        guard line.count > marker.count else { return nil }
-        for start in 0...(line.count - marker.count) where line[start] == marker[0] && Array(line[start..<(start + marker.count)]) == marker {
-            var value: Int64 = 0
-            var index = start + marker.count
-            while index < line.count, line[index] >= 0x30 && line[index] <= 0x39 {
-                value = value * 10 + Int64(line[index] - 0x30)
-                index += 1
-            }
-            return value
+        guard let end = offset(after: marker, in: line) else { return nil }
+        var value: Int64 = 0
+        var index = end
+        while index < line.count, line[index] >= 0x30 && line[index] <= 0x39 {
+            value = value * 10 + Int64(line[index] - 0x30)
+            index += 1
         }
-        return nil
+        return value
+    }
+
+    /// Where the first `marker` in `line` ends, if there is one.
+    static func offset(after marker: [UInt8], in line: [UInt8]) -> Int? {
+        guard !marker.isEmpty, line.count >= marker.count else { return nil }
+        return line.withUnsafeBytes { bytes in
+            marker.withUnsafeBytes { needle in
+                // memchr to each candidate first byte, memcmp for the rest (Glibc's memmem is not exported to Swift).
+                let base = bytes.baseAddress!
+                var start = 0
+                while start + needle.count <= bytes.count {
+                    guard let found = memchr(base + start, Int32(marker[0]), bytes.count - needle.count - start + 1) else { return nil }
+                    let at = UnsafeRawPointer(found) - base
+                    if memcmp(base + at, needle.baseAddress!, needle.count) == 0 { return at + needle.count }
+                    start = at + 1
+                }
+                return nil
+            }
+        }
     }
 }
 

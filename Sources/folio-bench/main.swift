@@ -56,13 +56,14 @@ func runSubcommand(_ argv: [String]) -> Int32 {
         case "views": return try ViewsBenchmark(Array(argv.dropFirst())).run()
         case "relations": return try RelationsBenchmark(Array(argv.dropFirst())).run()
         case "watch": return try WatchBenchmark(Array(argv.dropFirst())).run()
+        case "live": return try LiveQueryBenchmark(Array(argv.dropFirst())).run()
         case "populate": return try PopulateCommand(Array(argv.dropFirst())).run()
         case "storms": return try StormsCommand(Array(argv.dropFirst())).run()
         case "soak": return try SoakCommand(Array(argv.dropFirst())).run()
         default: return runBench(argv)
         }
     } catch let error as UsageError {
-        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(PopulateCommand.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
+        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(LiveQueryBenchmark.usage)\n\(PopulateCommand.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
         return UsageError.exitStatus
     } catch {
         StandardError.write("folio-bench: \(error)")

@@ -42,7 +42,7 @@ enum Usage {
 
         The log
           events [--after N] [--limit N]
-          watch [--after N] [--collection C]
+          watch [--after N] [--collection C]  |  watch COLLECTION|--view V [-w ...] [--sort ...] [--limit N]
           export [--after N] [--with-files]
           verify
           backup DIR
@@ -186,9 +186,17 @@ enum Usage {
             """,
         "watch": """
             usage: folio watch [--after N] [--collection C]
+                   folio watch COLLECTION [-w COND]... [--where JSON] [--sort F,...] [--desc] [--limit N]
+                   folio watch --view V [-w COND]... [--limit N]
 
-            Prints events as they are committed, from sequence N+1 on (default: new events only),
-            until interrupted.
+            The first form prints events as they are committed, from sequence N+1 on (default: new
+            events only), until interrupted.
+
+            The others keep a live query: the first N objects (default 100) of the collection or
+            view, in the order asked, as -w/--where select them, redrawn in place on a terminal as
+            commits change them. With --json (or piped) they print the first page's result, then
+            each change line's change as it comes. A watch cut off for lagging, or whose connection
+            is lost, resumes from the last change shown.
             """,
         "export": """
             usage: folio export [--after N] [--with-files] > events.jsonl

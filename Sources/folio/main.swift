@@ -303,33 +303,6 @@ final class CLI {
         printEvents(try call(.object(request)))
     }
 
-    private func watch() throws {
-        var request: JSONObject = ["op": "watch", "tag": "watch"]
-        if let after = try arguments.integer("--after") { request["after"] = .int(Int64(after)) }
-        if let collection = arguments.value("--collection") { request["collection"] = .string(collection) }
-        try finishArguments()
-        let connection = try connect()
-        try connection.send(.object(request))
-        while let line = try connection.readJSON() {
-            guard case .object(let object) = line else { continue }
-            if let event = object["event"] {
-                if output.json {
-                    output.jsonLine(event)
-                } else {
-                    let fields = event.objectValue
-                    let target = fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" }
-                        ?? Output.cell(fields?["view"] ?? fields?["name"])
-                    let body = fields?["data"] ?? fields?["patch"]
-                    output.line("\(Output.cell(fields?["seq"]))  \(Output.cell(fields?["at"]))  \(Output.cell(fields?["type"]))  \(target)  \(body.map { $0.description } ?? "")")
-                }
-            } else if object["ok"] == .bool(false) {
-                _ = try result(of: line)
-            } else if !output.json {
-                output.line("watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)")
-            }
-        }
-    }
-
     /// Every event after N, one per line, then the end line `{"end":true,"lastSeq":...,"chainHead":...}`
     /// that lets `foliod import` tell a complete export from a truncated one. With `--with-files`, the
     /// content of each `file.put` comes first, in content lines (`exportContent`), and the end line

@@ -1,5 +1,6 @@
 import FolioHarness
 import FolioJSON
+import Foundation
 import Testing
 
 /// The real `folio` binary against a real foliod; stdout is a pipe, so results are JSON lines.
@@ -66,6 +67,41 @@ import Testing
             #expect(missing.status == 1, "\(missing)")
             #expect(missing.stderr.contains("not_found"), "\(missing)")
             #expect(try Self.output(try Self.folio("count", "Task", socket: socket)) == ["count": 1])
+        }
+    }
+
+    @Test func watchKeepsALiveQueryAndPrintsItsChanges() throws {
+        try withRunningDaemon { daemon in
+            let socket = daemon.socketPath
+            for (id, title) in [("t1", "b"), ("t2", "c"), ("t3", "d")] {
+                _ = try Self.folio("create", "Task", "--id", id, "title=\(title)", "done:=false", socket: socket)
+            }
+            let outputPath = daemon.directory + "/watch.out"
+            let outputFD = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let nullFD = open("/dev/null", O_RDWR | O_CLOEXEC)
+            defer {
+                close(outputFD)
+                close(nullFD)
+            }
+            let watcher = try ChildProcess(
+                executable: Binaries.folio, arguments: ["watch", "Task", "-w", "done=false", "--sort", "title", "--limit", "2"],
+                environment: ["FOLIO_SOCKET": socket], stdin: nullFD, stdout: outputFD, stderr: nullFD)
+            defer { _ = watcher.killAndWait() }
+            func lines(atLeast count: Int) throws -> [JSON] {
+                for _ in 0..<500 {
+                    let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+                    let lines = text.split(separator: "\n")
+                    if lines.count >= count { return try lines.map { try JSONParser.parse(Array($0.utf8)) } }
+                    usleep(10_000)
+                }
+                throw DaemonError("folio watch printed fewer than \(count) lines")
+            }
+            let first = try lines(atLeast: 1)[0]
+            #expect(first["items"]?.arrayValue?.map { $0["id"] } == ["t1", "t2"] && first["total"] == 3, "\(first)")
+            _ = try Self.folio("create", "Task", "--id", "t0", "title=a", "done:=false", socket: socket)
+            let change = try lines(atLeast: 2)[1]
+            #expect(change["removed"] == [["index": 1, "id": "t2"]], "\(change)")
+            #expect(change["inserted"]?.arrayValue?.first?["index"] == 0 && change["total"] == 4, "\(change)")
         }
     }
 

@@ -17,6 +17,8 @@ final class TestConnection {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var isClosed = false
+    /// This connection's number in the wire log, when there is one (`WireLog`).
+    private let wireLogConnection = WireLog.shared?.connection()
 
     init(path: String, timeout: Double = 30) throws {
         self.path = path
@@ -58,6 +60,7 @@ final class TestConnection {
                 if code == EINTR { continue }
                 throw Failure(description: "send: \(String(cString: strerror(code)))", code: code)
             }
+            if let wireLogConnection { WireLog.shared?.record(wireLogConnection, sent: bytes[sent..<sent + count]) }
             sent += count
         }
     }
@@ -75,6 +78,7 @@ final class TestConnection {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = Array(buffer[..<newline])
                 buffer.removeSubrange(...newline)
+                if let wireLogConnection { WireLog.shared?.record(wireLogConnection, received: line) }
                 return line
             }
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
