@@ -5,11 +5,9 @@ import Testing
 @testable import FolioKit
 
 extension Tag {
-    /// Tests of live queries, whose server side lands on main separately: run with FOLIO_LIVE_TESTS=1.
+    /// Tests of live queries against the real foliod (`swift test --filter .tags:live`).
     @Tag static var live: Self
 }
-
-private let liveTestsEnabled = ProcessInfo.processInfo.environment["FOLIO_LIVE_TESTS"] == "1"
 
 @Suite("FolioKit live queries")
 struct LiveQueryTests {
@@ -42,7 +40,7 @@ struct LiveQueryTests {
     }
 
     /// After each write, the window equals the query run again (once the change has arrived).
-    @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func windowFollowsEachCommit() async throws {
+    @Test(.tags(.live)) func windowFollowsEachCommit() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)
             let query = Chore.query(\.done == false).sort(\.n).sort(\.title).limit(10)
@@ -81,7 +79,7 @@ struct LiveQueryTests {
     }
 
     /// Writers on other connections at once; the window ends equal to the query's answer.
-    @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func windowUnderConcurrentWriters() async throws {
+    @Test(.tags(.live)) func windowUnderConcurrentWriters() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)
             let query = Chore.query(.prefix(\.title, "w")).sort(\.n, descending: true).limit(20)
@@ -116,7 +114,7 @@ struct LiveQueryTests {
 
     /// `for try await` from the main actor, with records that are not `Sendable` (a `Chore` is, but
     /// this is what an app writes).
-    @MainActor @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func loopFromTheMainActor() async throws {
+    @MainActor @Test(.tags(.live)) func loopFromTheMainActor() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)
             for index in 0..<3 { try await TodoListItem(title: "t\(index)").save(on: folio) }
@@ -139,7 +137,7 @@ struct LiveQueryTests {
     }
 
     /// The daemon restarts under a live query, with writes meanwhile: it resumes where it stopped.
-    @Test(.tags(.live), .enabled(if: liveTestsEnabled)) func resumesAcrossARestart() async throws {
+    @Test(.tags(.live)) func resumesAcrossARestart() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath, reconnectTimeout: .seconds(30))
             let query = TodoListItem.query().sort(\.title).limit(5)
