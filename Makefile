@@ -158,6 +158,19 @@ bench-live: deps
 bench-replay: deps
 	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
 
+# FolioKit's overhead (docs/BENCHMARKS.md): sequential gets through the Swift SDK against raw lines, one
+# connection each, to a release foliod in a temporary directory. SDK_BENCH_ARGS go to foliokit-bench.
+SDK_BENCH_ARGS ?= --count 5000 --rounds 20
+.PHONY: bench-sdk
+bench-sdk: deps
+	$(SWIFT) build -c release --product foliod
+	$(SWIFT) build -c release --product foliokit-bench
+	@bin="$$($(SWIFT) build -c release --show-bin-path)"; dir="$$(mktemp -d /tmp/folio-sdk-bench.XXXXXX)"; \
+	"$$bin/foliod" --data "$$dir/data" --socket "$$dir/folio.sock" 2>"$$dir/foliod.log" & pid=$$!; \
+	for i in $$(seq 200); do [ -S "$$dir/folio.sock" ] && break; sleep 0.05; done; \
+	"$$bin/foliokit-bench" --socket "$$dir/folio.sock" $(SDK_BENCH_ARGS); status=$$?; \
+	kill $$pid; wait $$pid; rm -rf "$$dir"; exit $$status
+
 # Installs foliod and folio with their systemd units, sysusers and tmpfiles entries, configuration
 # file, man pages and shell completions (tools/install.sh). DESTDIR and PREFIX as usual; BINARIES, a
 # directory with foliod and folio already built, is installed instead of the release build.

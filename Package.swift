@@ -10,6 +10,8 @@ let package = Package(
         .executable(name: "folio-chaos", targets: ["folio-chaos"]),
         // For the fuzzing package in fuzz/, which builds its libFuzzer executables on this.
         .library(name: "FolioFuzzing", targets: ["FolioFuzzing"]),
+        // The Swift SDK: Codable records, typed queries, live queries over one multiplexed connection.
+        .library(name: "FolioKit", targets: ["FolioKit"]),
     ],
     targets: [
         // C libraries from Debian packages, found with pkg-config.
@@ -46,6 +48,14 @@ let package = Package(
             name: "FolioServer",
             dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"]),
 
+        // The Swift SDK (async/await client). FolioJSON, FolioModel and CFolioSystem stay internal to it: its public
+        // API speaks Codable and Swift types only.
+        .target(name: "FolioKit", dependencies: ["FolioJSON", "FolioModel", "CFolioSystem"]),
+        // The SDK's example: the ParseSwift seed's to-do flow against a running foliod.
+        .executableTarget(name: "TodoList", dependencies: ["FolioKit"], path: "Examples/TodoList"),
+        // Times `get` through FolioKit against raw lines on one connection (`make bench-sdk`).
+        .executableTarget(name: "foliokit-bench", dependencies: ["FolioKit", "CFolioSystem"], path: "bench/foliokit-bench"),
+
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),
         // What the programs and tests that drive foliod share: child processes, seeded randomness.
@@ -72,6 +82,7 @@ let package = Package(
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
+        .testTarget(name: "FolioKitTests", dependencies: ["FolioKit", "FolioJSON", "FolioHarness"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -101,32 +101,60 @@ extension Instant {
     }
 
     public func appendRFC3339Milliseconds(to bytes: inout [UInt8]) {
+        appendDateTime(to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        appendDigits(Int64(nanoseconds / 1_000_000), 3, to: &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    /// RFC 3339 in UTC with every nanosecond it has (trailing fraction zeros dropped, no fraction
+    /// for a whole second), so that reading it back gives this instant: `2026-11-29T10:00:00.000000123Z`.
+    /// For the years 0000 to 9999.
+    public var rfc3339: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(30)
+        appendDateTime(to: &bytes)
+        if nanoseconds > 0 {
+            var fraction = Int64(nanoseconds)
+            var digits = 9
+            while fraction % 10 == 0 {
+                fraction /= 10
+                digits -= 1
+            }
+            bytes.append(UInt8(ascii: "."))
+            appendDigits(fraction, digits, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "Z"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `YYYY-MM-DDThh:mm:ss` in UTC.
+    private func appendDateTime(to bytes: inout [UInt8]) {
         let (days, secondOfDay) = floorDivision(seconds, 86_400)
         let (year, month, day) = civilFromDays(days)
-        func put(_ value: Int64, _ digits: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<digits { divisor *= 10 }
-            var value = value
-            while divisor > 0 {
-                bytes.append(0x30 + UInt8(value / divisor))
-                value %= divisor
-                divisor /= 10
-            }
-        }
-        put(year, 4)
+        appendDigits(year, 4, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        put(month, 2)
+        appendDigits(month, 2, to: &bytes)
         bytes.append(UInt8(ascii: "-"))
-        put(day, 2)
+        appendDigits(day, 2, to: &bytes)
         bytes.append(UInt8(ascii: "T"))
-        put(secondOfDay / 3600, 2)
+        appendDigits(secondOfDay / 3600, 2, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
-        put(secondOfDay / 60 % 60, 2)
+        appendDigits(secondOfDay / 60 % 60, 2, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
-        put(secondOfDay % 60, 2)
-        bytes.append(UInt8(ascii: "."))
-        put(Int64(nanoseconds / 1_000_000), 3)
-        bytes.append(UInt8(ascii: "Z"))
+        appendDigits(secondOfDay % 60, 2, to: &bytes)
+    }
+}
+
+/// `value` in exactly `digits` decimal digits, zeros first.
+private func appendDigits(_ value: Int64, _ digits: Int, to bytes: inout [UInt8]) {
+    var divisor: Int64 = 1
+    for _ in 1..<digits { divisor *= 10 }
+    var value = value
+    while divisor > 0 {
+        bytes.append(0x30 + UInt8(value / divisor))
+        value %= divisor
+        divisor /= 10
     }
 }
 
