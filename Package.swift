@@ -50,7 +50,7 @@ let package = Package(
 
         // The Swift SDK (async/await client). FolioJSON, FolioModel and CFolioSystem stay internal to it: its public
         // API speaks Codable and Swift types only.
-        .target(name: "FolioKit", dependencies: ["FolioJSON", "FolioModel", "CFolioSystem"]),
+        .target(name: "FolioKit", dependencies: ["FolioJSON", "FolioModel", "FolioProtocol", "CFolioSystem"]),
         // The SDK's example: the ParseSwift seed's to-do flow against a running foliod.
         .executableTarget(name: "TodoList", dependencies: ["FolioKit"], path: "Examples/TodoList"),
         // Times `get` through FolioKit against raw lines on one connection (`make bench-sdk`).

@@ -1,4 +1,5 @@
 import FolioJSON
+import FolioProtocol
 
 /// A live query's window on the client: the records in the query's order, kept equal to the
 /// server's by applying its change lines (`/work/notes/live-queries.md`).
@@ -16,75 +17,19 @@ struct LiveWindow<Record: FolioRecord> {
         self.total = total
     }
 
-    /// Applies a change exactly as the protocol says: removals (and moves' old places, indices into
-    /// the previous window) from the highest index down, then insertions (and moves' new places,
-    /// indices into the new window) from the lowest up, then updates in place.
+    /// Applies a change as the protocol says (`LiveChangeLine`).
     mutating func apply(_ change: JSONObject) throws -> LiveChange {
-        func entries(_ key: String) throws -> [JSONObject] {
-            guard case .array(let values)? = change[key] else {
-                throw FolioError.decoding("a live query change without \(key)")
-            }
-            return try values.map {
-                guard case .object(let entry) = $0 else {
-                    throw FolioError.decoding("a live query change's \(key) holds \($0)")
-                }
-                return entry
-            }
+        let line: LiveChangeLine
+        do { line = try LiveChangeLine(parsing: .object(change)) } catch { throw FolioError.decoding(error.message) }
+        do {
+            try line.apply(to: &items) { try Self.item($0) }
+        } catch let error as ProtocolError {
+            throw FolioError.decoding(error.message)
         }
-        func index(_ entry: JSONObject, _ key: String) throws -> Int {
-            guard let value = entry[key]?.integerValue else {
-                throw FolioError.decoding("a live query change entry without \(key)")
-            }
-            return Int(value)
-        }
-        func object(_ entry: JSONObject) throws -> (id: String, record: Record) {
-            guard let object = entry["object"] else {
-                throw FolioError.decoding("a live query change entry without object")
-            }
-            return try Self.item(object)
-        }
-        let removed = try entries("removed").map {
-            LiveChange.Removal(index: try index($0, "index"), id: $0["id"]?.stringValue ?? "")
-        }
-        let moved = try entries("moved").map {
-            LiveChange.Move(from: try index($0, "from"), to: try index($0, "to"), id: $0["id"]?.stringValue ?? "")
-        }
-        let inserted = try entries("inserted").map { (index: try index($0, "index"), item: try object($0)) }
-        let updated = try entries("updated").map { (index: try index($0, "index"), item: try object($0)) }
-
-        var window = items
-        var movedItems: [String: (id: String, record: Record)] = [:]
-        for move in moved {
-            guard window.indices.contains(move.from) else { throw outOfRange("moved.from", move.from) }
-            movedItems[move.id] = window[move.from]
-        }
-        for place in (removed.map(\.index) + moved.map(\.from)).sorted(by: >) {
-            guard window.indices.contains(place) else { throw outOfRange("removed", place) }
-            window.remove(at: place)
-        }
-        var insertions = inserted
-        for move in moved {
-            guard let item = movedItems[move.id] else {
-                throw FolioError.decoding("a live query moved \(move.id), not in its window")
-            }
-            insertions.append((move.to, item))
-        }
-        for insertion in insertions.sorted(by: { $0.index < $1.index }) {
-            guard (0...window.count).contains(insertion.index) else { throw outOfRange("inserted", insertion.index) }
-            window.insert(insertion.item, at: insertion.index)
-        }
-        for update in updated {
-            guard window.indices.contains(update.index) else { throw outOfRange("updated", update.index) }
-            window[update.index] = update.item
-        }
-        items = window
-        if let newTotal = change["total"]?.integerValue { total = Int(newTotal) }
+        total = Int(line.total)
         return LiveChange(
-            removed: removed, inserted: inserted.map(\.index), updated: updated.map(\.index), moved: moved)
-    }
-
-    private func outOfRange(_ what: String, _ index: Int) -> FolioError {
-        .decoding("a live query change's \(what) index \(index) is outside the window of \(items.count)")
+            removed: line.removed.map { LiveChange.Removal(index: $0.index, id: $0.id) }, inserted: line.inserted.map(\.index),
+            updated: line.updated.map(\.index), moved: line.moved.map { LiveChange.Move(from: $0.from, to: $0.to, id: $0.id) })
     }
 
     private static func item(_ object: JSON) throws -> (id: String, record: Record) {
