@@ -100,7 +100,8 @@ final class Connection: @unchecked Sendable {
     var outgoingDescriptors: [(offset: Int, fd: Int32)] = []
 
     var watches: [Watch] = []
-    var liveQueries: [LiveSubscription] = []
+    /// Live queries by the id `LiveQueries` gave them.
+    var liveQueries: [UInt64: LiveSubscription] = [:]
     /// Commit times of live watch events waiting in `output`, and how many: recorded as delivered
     /// when the output is written out.
     var undeliveredCommits: [(committedAt: UInt64, events: Int)] = []
@@ -122,11 +123,11 @@ final class Connection: @unchecked Sendable {
 
     /// Memory held for this client: its incomplete line, its queued output and the lines of its
     /// requests not yet answered.
-    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes + liveQueries.reduce(0) { $0 + $1.heldBytes } }
+    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes + liveQueries.values.reduce(0) { $0 + $1.heldBytes } }
 
     /// Whether a tag names one of the connection's watches, of events or live.
     func hasWatch(tagged tag: JSON) -> Bool {
-        watches.contains { $0.tag.matches(tag) } || liveQueries.contains { $0.tag.matches(tag) }
+        watches.contains { $0.tag.matches(tag) } || liveQueries.values.contains { $0.tag.matches(tag) }
     }
 
     func popPending() {

@@ -33,7 +33,7 @@ extension EventLoop {
     /// first page (or its error) comes back from the live query thread.
     func startLiveQuery(_ query: Query, resumeAfter: UInt64?, tag: Tag, arrival: Connection.Arrival, _ connection: Connection) {
         let id = liveQueries.subscribe(connection: connection, tag: tag, query: query, resumeAfter: resumeAfter)
-        connection.liveQueries.append(LiveSubscription(id: id, tag: tag, arrival: arrival))
+        connection.liveQueries[id] = LiveSubscription(id: id, tag: tag, arrival: arrival)
         connection.readsInFlight += 1
     }
 
@@ -41,7 +41,7 @@ extension EventLoop {
         for delivery in deliveries {
             switch delivery {
             case .started(let connection, let id, let response, let collection, let sequence, let failure):
-                guard !connection.isClosed, let subscription = connection.liveQueries.first(where: { $0.id == id }) else { continue }
+                guard !connection.isClosed, let subscription = connection.liveQueries[id] else { continue }
                 connection.readsInFlight -= 1
                 connection.output.append(contentsOf: response)
                 if let collection {
@@ -51,13 +51,13 @@ extension EventLoop {
                     statistics.liveQueries.add(1, ordering: .relaxed)
                     answered(subscription.arrival, nil, connection)
                 } else {
-                    connection.liveQueries.removeAll { $0 === subscription }
+                    connection.liveQueries[id] = nil
                     answered(subscription.arrival, failure, connection)
                 }
                 dispatchPending(connection)
                 markForFlush(connection)
             case .changed(let connection, let id, let sequence, let payload, let committedAt):
-                guard !connection.isClosed, let subscription = connection.liveQueries.first(where: { $0.id == id }), subscription.started
+                guard !connection.isClosed, let subscription = connection.liveQueries[id], subscription.started
                 else { continue }
                 var line: [UInt8] = []
                 line.reserveCapacity(payload.count + subscription.tag.text.count + 20)
@@ -81,7 +81,7 @@ extension EventLoop {
                 }
                 markForFlush(connection)
             case .ended(let connection, let id, let error):
-                guard !connection.isClosed, let subscription = connection.liveQueries.first(where: { $0.id == id }) else { continue }
+                guard !connection.isClosed, let subscription = connection.liveQueries[id] else { continue }
                 releaseHeldLines(connection, all: true)
                 endLiveQuery(subscription, error, connection, tellThread: false)
                 markForFlush(connection)
@@ -92,7 +92,7 @@ extension EventLoop {
     /// Moves held change lines into the output while the client takes it (all of them at the end
     /// of a live query, so that its last line comes after them).
     func releaseHeldLines(_ connection: Connection, all: Bool = false) {
-        for subscription in connection.liveQueries where !subscription.held.isEmpty {
+        for subscription in connection.liveQueries.values where !subscription.held.isEmpty {
             var released = 0
             for (sequence, line, committedAt) in subscription.held {
                 guard all || connection.unsentBytes < watchOutputBytes else { break }
@@ -117,14 +117,14 @@ extension EventLoop {
     }
 
     func removeLiveQuery(_ subscription: LiveSubscription, _ connection: Connection, tellThread: Bool) {
-        connection.liveQueries.removeAll { $0 === subscription }
+        connection.liveQueries[subscription.id] = nil
         if subscription.started { statistics.liveQueries.subtract(1, ordering: .relaxed) }
         if tellThread { liveQueries.unsubscribe(subscription.id) }
     }
 
     /// After SIGHUP: a live query on a collection the peer may no longer read ends.
     func recheckLiveQueries(_ connection: Connection) {
-        for subscription in connection.liveQueries where subscription.started {
+        for subscription in connection.liveQueries.values where subscription.started {
             guard let collection = subscription.collection, !connection.access.canRead(collection) else { continue }
             releaseHeldLines(connection, all: true)
             endLiveQuery(

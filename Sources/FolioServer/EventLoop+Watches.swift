@@ -41,7 +41,7 @@ extension EventLoop {
                 break
             }
         case .unwatch(let tag):
-            if let subscription = connection.liveQueries.first(where: { $0.tag.matches(tag) }) {
+            if let subscription = connection.liveQueries.values.first(where: { $0.tag.matches(tag) }) {
                 // Its held lines go first: `lastSeq` is the last line the client gets.
                 releaseHeldLines(connection, all: true)
                 removeLiveQuery(subscription, connection, tellThread: true)

@@ -825,7 +825,7 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
-        for subscription in connection.liveQueries { removeLiveQuery(subscription, connection, tellThread: true) }
+        for subscription in connection.liveQueries.values { removeLiveQuery(subscription, connection, tellThread: true) }
         // Requests a decoder, a worker or the writer has stay counted until they finish: a client
         // that sends and leaves must not get past the bounds by leaving.
         var inFlightBytes = connection.requestBytes

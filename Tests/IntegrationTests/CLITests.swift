@@ -89,7 +89,7 @@ import Testing
             defer { _ = watcher.killAndWait() }
             func lines(atLeast count: Int) throws -> [JSON] {
                 for _ in 0..<500 {
-                    let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+                    let text = fileText(outputPath)
                     let lines = text.split(separator: "\n")
                     if lines.count >= count { return try lines.map { try JSONParser.parse(Array($0.utf8)) } }
                     usleep(10_000)

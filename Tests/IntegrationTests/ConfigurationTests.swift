@@ -149,13 +149,13 @@ import Testing
             var started = false
             for _ in 0..<200 where !started {
                 usleep(20_000)
-                started = ((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").contains("\"watching\":true")
+                started = fileText(outputPath).contains("\"watching\":true")
             }
             #expect(started)
             try "access.uid.65534 = read Note\n".write(toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             #expect(watcher.waitForExit(timeout: 10), "the live query ends when the role goes")
-            let stderr = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+            let stderr = fileText(errorPath)
             #expect(stderr.contains("no longer lets this peer read collection Task"), "\(stderr)")
         }
     }

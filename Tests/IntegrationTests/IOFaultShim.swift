@@ -65,6 +65,6 @@ struct IOFaultShim {
 
     /// The failures injected so far, one line each (`<call> <errno> <path>`).
     var injected: [String] {
-        ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        fileText(logPath).split(separator: "\n").map(String.init)
     }
 }

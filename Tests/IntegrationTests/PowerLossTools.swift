@@ -59,28 +59,9 @@ struct PowerLossTools {
         let out = directory + "/out-\(seed)"
         defer { try? FileManager.default.removeItem(atPath: out) }
         for name in try FileManager.default.contentsOfDirectory(atPath: out) {
-            files[name] = try Self.contents(of: out + "/" + name)
+            files[name] = try fileContents(out + "/" + name)
         }
         return (files, run.stdout)
-    }
-
-    /// A file's bytes, read with read(2): `Data(contentsOf:)` leaks the buffer it reads an empty
-    /// file into (4 KiB each, which LeakSanitizer reports in `make test-asan`).
-    static func contents(of path: String) throws -> [UInt8] {
-        let file = open(path, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else { throw DaemonError("cannot open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(file, $0.baseAddress!, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw DaemonError("cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: chunk[..<count])
-        }
     }
 
     /// powerloss_image run on `base` and the log, with `--check` against `data`.

@@ -32,7 +32,7 @@ final class RunningDaemon: @unchecked Sendable {
     var isRunning: Bool { process?.isRunning ?? false }
 
     /// Everything foliod wrote to stderr so far.
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "(no foliod log)" }
+    var log: String { fileText(logPath) }
 
     /// Starts foliod and waits until it answers `hello` on the socket.
     func start(timeout: Double = 30) throws {

@@ -101,7 +101,7 @@ import Testing
             #expect(answered, "foliod did not answer on the inherited socket")
             kill(process.processIdentifier, SIGTERM)
             #expect(process.waitForExit(timeout: 15) && process.exitStatus == 0)
-            let log = (try? String(contentsOfFile: directory + "/foliod.log", encoding: .utf8)) ?? ""
+            let log = fileText(directory + "/foliod.log")
             #expect(log.contains("(from systemd)"), "\(log)")
             #expect(FileManager.default.fileExists(atPath: path), "foliod removed the socket file systemd owns")
         }
