@@ -113,9 +113,11 @@ public final class Folio: Sendable {
         }
     }
 
-    /// Sends one request and returns its `result`, or throws its error. The request is sent again
-    /// once, on a new connection, if the connection drops before the answer; `retry: false` (ops
-    /// that cannot be replayed) throws `connectionLost` instead. A write gets a `requestKey` for that.
+    /// Sends one request and returns its `result`, or throws its error. The request is sent again,
+    /// on a new connection, if the connection drops before the answer, for as long as
+    /// `reconnectTimeout` from the first drop: a daemon that was killed may take a new connection
+    /// on its way out and drop that one too. `retry: false` (ops that cannot be replayed) throws
+    /// `connectionLost` instead. A write gets a `requestKey` for that, so it is applied once.
     func request(_ request: JSONObject, retry: Bool = true, isolation: isolated (any Actor)? = #isolation) async throws
         -> JSON
     {
@@ -123,18 +125,19 @@ public final class Folio: Sendable {
         if retry, Self.keyedWrites.contains(request["op"]?.stringValue ?? ""), request["requestKey"] == nil {
             request["requestKey"] = .string(UUID().uuidString)
         }
-        var lost = false
+        var lostAt: ContinuousClock.Instant?
         while true {
-            let connection = try await connection(waiting: lost)
+            let connection = try await connection(waiting: lostAt != nil)
             do {
                 return try Self.result(of: try await connection.send(request, tag: connection.makeTag()))
             } catch let error as Connection.NotSent {
                 // A connection found dead when writing (foliod restarted while it was idle).
-                guard !lost else { throw error.reason }
-                lost = true
+                if let lostAt, ContinuousClock.now - lostAt > reconnectTimeout { throw error.reason }
+                lostAt = lostAt ?? .now
             } catch FolioError.connectionLost(let reason) {
-                guard retry, !lost else { throw FolioError.connectionLost(reason) }
-                lost = true
+                guard retry else { throw FolioError.connectionLost(reason) }
+                if let lostAt, ContinuousClock.now - lostAt > reconnectTimeout { throw FolioError.connectionLost(reason) }
+                lostAt = lostAt ?? .now
             }
         }
     }

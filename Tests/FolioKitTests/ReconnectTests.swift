@@ -27,7 +27,20 @@ struct ReconnectTests {
             let folio = try await Folio.connect(daemon.socketPath, reconnectTimeout: .seconds(30))
             let count = 2000
             let answered = Counter()
+            let killerRuns = Counter()
             let answeredBeforeKill = try await withThrowingTaskGroup(of: Int?.self) { group in
+                // The killer first, running before any write is sent, so that it kills foliod with
+                // writes in flight however the writes are scheduled (added last, it once started only
+                // after all 2,000 had been answered, on a loaded machine).
+                group.addTask {
+                    killerRuns.add()
+                    while answered.value < 20 { try await Task.sleep(for: .microseconds(200)) }
+                    let before = answered.value
+                    daemon.killHard()
+                    try daemon.start()
+                    return before
+                }
+                while killerRuns.value == 0 { await Task.yield() }
                 for index in 0..<count {
                     group.addTask {
                         // A chosen id: a write run twice would be a conflict.
@@ -36,13 +49,6 @@ struct ReconnectTests {
                         answered.add()
                         return nil
                     }
-                }
-                group.addTask {
-                    while answered.value < 20 { try await Task.sleep(for: .microseconds(200)) }
-                    daemon.killHard()
-                    let before = answered.value
-                    try daemon.start()
-                    return before
                 }
                 return try await group.reduce(into: 0) { $0 += $1 ?? 0 }
             }
