@@ -14,6 +14,7 @@ Requests awaited together (`asyncio.gather`) share the one connection and are pi
 from __future__ import annotations
 
 import asyncio
+import time
 import collections
 import itertools
 from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Tuple
@@ -35,9 +36,9 @@ _LINE_LIMIT = 1 << 28
 
 
 async def connect(path: Optional[str] = None, *, timeout: Optional[float] = None,
-                  request_keys: bool = True) -> "AsyncClient":
+                  request_keys: bool = True, reconnect_timeout: float = 10.0) -> "AsyncClient":
     """As `folio_client.connect`, for asyncio (`asyncio.open_unix_connection`)."""
-    client = AsyncClient(path, timeout=timeout, request_keys=request_keys)
+    client = AsyncClient(path, timeout=timeout, request_keys=request_keys, reconnect_timeout=reconnect_timeout)
     await client._connection()
     return client
 
@@ -119,7 +120,9 @@ class _AsyncConnection:
 class AsyncClient:
     """An asyncio client of foliod, for one event loop. Use `await connect()`; `await close()`."""
 
-    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True):
+    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True,
+                 reconnect_timeout: float = 10.0):
+        self.reconnect_timeout = reconnect_timeout
         self._candidates = [path] if path else socket_candidates()
         self.path: Optional[str] = None
         self.timeout = timeout
@@ -131,15 +134,21 @@ class AsyncClient:
         self.view = Namespace(self._call, ops.VIEW, "view")
         self.schema = Namespace(self._call, ops.SCHEMA, "schema")
 
-    async def _connection(self) -> _AsyncConnection:
+    async def _connection(self, until: Optional[float] = None) -> _AsyncConnection:
         if self._lock is None:
             self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._closed:
-                raise ConnectionLost("the client is closed")
-            if self._conn is None or not self._conn.alive:
-                self._conn = await self._open()
-            return self._conn
+        while True:
+            try:
+                async with self._lock:
+                    if self._closed:
+                        raise ConnectionLost("the client is closed")
+                    if self._conn is None or not self._conn.alive:
+                        self._conn = await self._open()
+                    return self._conn
+            except CannotConnect:
+                if until is None or time.monotonic() >= until:
+                    raise
+                await asyncio.sleep(0.02)
 
     async def _open(self) -> _AsyncConnection:
         if self.path is not None:
@@ -190,24 +199,27 @@ class AsyncClient:
         return await asyncio.wait_for(future, self.timeout) if self.timeout is not None else await future
 
     async def _exchange(self, batch: List[Tuple[Dict[str, Any], bool]]) -> List[Tuple[Any, Optional[BaseException]]]:
-        """As `Client._exchange`: sends together, waits for all, sends the lost retryable ones once more."""
+        """As `Client._exchange`: sends together, waits for all, sends the lost retryable ones again
+        until `reconnect_timeout` has passed since the first loss."""
         outcomes: List[Tuple[Any, Optional[BaseException]]] = [(None, None)] * len(batch)
         waiting = list(range(len(batch)))
-        for attempt in (1, 2):
-            futures = await self._send(await self._connection(), [(batch[i][0], None) for i in waiting])
+        until: Optional[float] = None
+        while True:
+            futures = await self._send(await self._connection(until), [(batch[i][0], None) for i in waiting])
             lost = []
             for i, (_, future) in zip(waiting, futures):
                 try:
                     outcomes[i] = (await self._wait(future), None)
                 except ConnectionLost as error:
                     outcomes[i] = (None, error)
-                    if batch[i][1] and attempt == 1 and not self._closed:
+                    if batch[i][1] and not self._closed and (until is None or time.monotonic() < until):
                         lost.append(i)
                 except FolioError as error:
                     outcomes[i] = (None, error)
             if not lost:
                 break
             waiting = lost
+            until = until if until is not None else time.monotonic() + self.reconnect_timeout
         return outcomes
 
     async def _call(self, call: ops.Call) -> Any:

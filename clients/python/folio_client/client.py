@@ -12,6 +12,7 @@ import itertools
 import queue
 import socket
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
@@ -27,12 +28,15 @@ from .values import decode_line
 __all__ = ["Client", "connect", "Pipeline", "Watch", "LiveQuery"]
 
 
-def connect(path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True) -> "Client":
+def connect(path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True,
+            reconnect_timeout: float = 10.0) -> "Client":
     """Connects to foliod at `path`, or at the default socket (PROTOCOL.md §1: `FOLIO_SOCKET`, then the
     user's runtime socket, then /run/folio/folio.sock). `timeout` bounds each wait for an answer in
     seconds (None: wait). With `request_keys` (the default) every write carries a fresh request key
-    and is sent once more, with the same key, after a lost connection."""
-    return Client(path, timeout=timeout, request_keys=request_keys)
+    and is sent again, with the same key, after a lost connection: on a new connection, waiting up to
+    `reconnect_timeout` seconds from the loss for foliod to come back (a restart), and as often as the
+    connection is lost within that time (a killed foliod may take a new connection on its way out)."""
+    return Client(path, timeout=timeout, request_keys=request_keys, reconnect_timeout=reconnect_timeout)
 
 
 class _Connection:
@@ -106,8 +110,10 @@ class _Connection:
 class Client:
     """A blocking, thread-safe client of foliod. Use `connect()`; close it (or use `with`)."""
 
-    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True):
+    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = None, request_keys: bool = True,
+                 reconnect_timeout: float = 10.0):
         self._candidates = [path] if path else socket_candidates()
+        self.reconnect_timeout = reconnect_timeout
         self.path: Optional[str] = None
         self.timeout = timeout
         self.request_keys = request_keys
@@ -121,14 +127,21 @@ class Client:
 
     # --- connection ---
 
-    def _connection(self) -> _Connection:
-        """The open connection, or a new one if the last was lost."""
-        with self._lock:
-            if self._closed:
-                raise ConnectionLost("the client is closed")
-            if self._conn is None or not self._conn.alive:
-                self._conn = self._open()
-            return self._conn
+    def _connection(self, until: Optional[float] = None) -> _Connection:
+        """The open connection, or a new one if the last was lost; with `until` (a monotonic time),
+        trying again until then while foliod does not answer."""
+        while True:
+            try:
+                with self._lock:
+                    if self._closed:
+                        raise ConnectionLost("the client is closed")
+                    if self._conn is None or not self._conn.alive:
+                        self._conn = self._open()
+                    return self._conn
+            except CannotConnect:
+                if until is None or time.monotonic() >= until:
+                    raise
+                time.sleep(0.02)
 
     def _open(self) -> _Connection:
         if self.path is not None:
@@ -185,24 +198,27 @@ class Client:
 
     def _exchange(self, batch: List[Tuple[Dict[str, Any], bool]]) -> List[Tuple[Any, Optional[BaseException]]]:
         """Sends the requests together and waits for every answer; those lost with the connection and
-        retryable are sent once more, together, on a new connection."""
+        retryable are sent again, together, on a new connection, until `reconnect_timeout` has passed
+        since the first loss."""
         outcomes: List[Tuple[Any, Optional[BaseException]]] = [(None, None)] * len(batch)
         waiting = list(range(len(batch)))
-        for attempt in (1, 2):
-            futures = self._send(self._connection(), [(batch[i][0], None) for i in waiting])
+        until: Optional[float] = None
+        while True:
+            futures = self._send(self._connection(until), [(batch[i][0], None) for i in waiting])
             lost = []
             for i, (_, future) in zip(waiting, futures):
                 try:
                     outcomes[i] = (future.result(self.timeout), None)
                 except ConnectionLost as error:
                     outcomes[i] = (None, error)
-                    if batch[i][1] and attempt == 1 and not self._closed:
+                    if batch[i][1] and not self._closed and (until is None or time.monotonic() < until):
                         lost.append(i)
                 except FolioError as error:
                     outcomes[i] = (None, error)
             if not lost:
                 break
             waiting = lost
+            until = until if until is not None else time.monotonic() + self.reconnect_timeout
         return outcomes
 
     def _call(self, call: ops.Call) -> Any:

@@ -1,6 +1,7 @@
 """The blocking client against the real foliod."""
 
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -300,3 +301,38 @@ def test_a_line_over_max_line_is_refused_before_it_closes_the_connection(make_fo
         c.create("Note", {"text": "after"})
         assert watch.get(timeout=10)["data"]["text"] == "after"  # the same watch, the same connection
         assert c.count("Note") == 2
+
+
+def test_writes_in_flight_across_a_kill_are_applied_once(foliod):
+    """foliod killed (SIGKILL) and started again with writes in flight on one shared connection:
+    each write is sent again with its request key, waiting for foliod to come back, and applied once.
+    (A killed foliod may also accept a new connection on its way out and drop it: the client keeps
+    sending for `reconnect_timeout`, not once.)"""
+
+    client = folio_client.connect(foliod.socket, timeout=30, reconnect_timeout=30)
+    answered = []
+    errors = []
+
+    def write(worker):
+        try:
+            for i in range(200):
+                client.create("Task", {"worker": worker, "i": i}, id=f"w{worker}-{i}")
+                answered.append(1)
+        except Exception as error:  # the test fails below, naming it
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(8)]
+    for thread in threads:
+        thread.start()
+    while len(answered) < 50:
+        time.sleep(0.001)
+    foliod.process.kill()
+    foliod.process.wait()
+    before = len(answered)
+    foliod.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert before < 1600, "the kill came with writes in flight"
+    assert client.count("Task") == 1600
+    client.close()
