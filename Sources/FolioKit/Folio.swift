@@ -83,7 +83,9 @@ public final class Folio: Sendable {
         try RecordDecoder.decode(ServerInfo.self, from: try await request(["op": "hello"]))
     }
 
-    /// The live connection, or a new one. With `waiting`, retries until `reconnectTimeout` passes.
+    /// The live connection, or a new one. With `waiting`, or when a connection was lost (foliod
+    /// restarting: the next request waits for it, as the type's documentation says), retries until
+    /// `reconnectTimeout` passes.
     func connection(waiting: Bool, isolation: isolated (any Actor)? = #isolation) async throws -> Connection {
         let deadline = ContinuousClock.now + reconnectTimeout
         while true {
@@ -107,7 +109,7 @@ public final class Folio: Sendable {
                 if chosen !== fresh { fresh.close() }
                 return chosen
             } catch let error as FolioError {
-                guard waiting, ContinuousClock.now < deadline else { throw error }
+                guard waiting || current != nil, ContinuousClock.now < deadline else { throw error }
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
