@@ -22,6 +22,9 @@ let package = Package(
         // SQLite, the peer `make bench` runs beside Redis; only folio-bench links it.
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libpq, PostgreSQL's client library: the shared log of cluster mode (docs/CLUSTER.md).
+        .systemLibrary(
+            name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Linux syscalls Glibc does not export to Swift (epoll, eventfd, SO_PEERCRED, O_DIRECT).
         .target(name: "CFolioSystem", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
 
@@ -43,10 +46,13 @@ let package = Package(
         .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"]),
         // A blocking client of the socket protocol (CLI, benchmark, tests).
         .target(name: "FolioClient", dependencies: ["FolioProtocol", "FolioJSON", "CFolioSystem"]),
+        // Cluster mode: the log on PostgreSQL (libpq), proposals checked and numbered there, the tailer
+        // that applies it to a node's store. Knows the store and libpq, nothing of sockets.
+        .target(name: "FolioCluster", dependencies: ["CPQ", "FolioStore", "FolioModel", "FolioJSON", "CFolioSystem"]),
         // Sockets, connections, the writer: wires store and protocol.
         .target(
             name: "FolioServer",
-            dependencies: ["FolioStore", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"]),
+            dependencies: ["FolioStore", "FolioCluster", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"]),
 
         // The Swift SDK (async/await client). FolioJSON, FolioModel and CFolioSystem stay internal to it: its public
         // API speaks Codable and Swift types only.
@@ -87,6 +93,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel", "FolioHarness",
+                "FolioCluster",
             ]),
     ]
 )
