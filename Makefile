@@ -17,6 +17,7 @@ TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 deps:
 	@pkg-config --exists lmdb libcrypto sqlite3 || ($(SUDO) apt-get update -q && $(APT_INSTALL) liblmdb-dev libssl-dev libsqlite3-dev pkg-config)
 	@command -v mdb_dump >/dev/null || ($(SUDO) apt-get update -q && $(APT_INSTALL) lmdb-utils)
+	@pkg-config --exists libpq && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ($(SUDO) apt-get update -q && $(APT_INSTALL) libpq-dev postgresql)
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 	@python3 -c 'import jsonschema, referencing' 2>/dev/null || python3 -m pip install -q 'jsonschema>=4.18'
 
