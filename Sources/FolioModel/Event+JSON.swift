@@ -23,7 +23,25 @@ extension Event {
         write(to: &writer, dataRange: &ignored)
     }
 
+    /// The canonical bytes in the parts a cluster's log composes them from (docs/CLUSTER.md): where
+    /// the head `{"seq":N,"type":"T","at":"A"` ends, and where the number of `cause` lies, so that
+    /// the sequence, the time and the cause can be decided later and spliced in.
+    public func encodedParts() -> (bytes: [UInt8], headEnd: Int, cause: Range<Int>?) {
+        var writer = JSONWriter(capacity: 256)
+        var ignored: Range<Int>?
+        var headEnd = 0
+        var cause: Range<Int>?
+        write(to: &writer, dataRange: &ignored, headEnd: &headEnd, causeRange: &cause)
+        return (writer.bytes, headEnd, cause)
+    }
+
     private func write(to writer: inout JSONWriter, dataRange: inout Range<Int>?) {
+        var headEnd = 0
+        var causeRange: Range<Int>?
+        write(to: &writer, dataRange: &dataRange, headEnd: &headEnd, causeRange: &causeRange)
+    }
+
+    private func write(to writer: inout JSONWriter, dataRange: inout Range<Int>?, headEnd: inout Int, causeRange: inout Range<Int>?) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("seq", first: true)
         writer.write(sequence)
@@ -31,6 +49,7 @@ extension Event {
         writer.write(typeName)
         writer.writeKey("at")
         writer.write(timestamp)
+        headEnd = writer.bytes.count
         switch change {
         case .created(let collection, let id, let data):
             writeObjectFields(collection: collection, id: id, to: &writer)
@@ -77,7 +96,9 @@ extension Event {
         }
         if let cause {
             writer.writeKey("cause")
+            let start = writer.bytes.count
             writer.write(cause)
+            causeRange = start..<writer.bytes.count
         }
         if let request {
             writer.writeKey("request")

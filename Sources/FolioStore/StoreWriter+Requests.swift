@@ -75,7 +75,7 @@ extension StoreWriter {
             guard let event = own.first else { throw StoreError.corrupted("request \(entry.lastSequence) has no event of its own") }
             result = try replayedResult(of: event)
         }
-        return WriteOutcome(appended: [], result: result, replayed: true)
+        return WriteOutcome(appended: [], result: result, replayed: true, replayedThrough: entry.lastSequence)
     }
 
     private func replayedResult(of event: Event) throws -> WriteResult {

@@ -8,6 +8,12 @@ public struct WriteOutcome: Sendable {
     public var result: WriteResult
     /// The request key was used before: the result is the first request's, and nothing was written.
     public var replayed: Bool
+    /// For a replayed request: the last event the first one appended.
+    var replayedThrough: UInt64? = nil
+
+    /// The last event of the write (of the first request, when replayed): what a client passes as
+    /// `minSeq` to read it on another node.
+    public var lastSequence: UInt64? { replayed ? replayedThrough : appended.last?.event.sequence }
 }
 
 /// The result of a write, as the client is answered.

@@ -1,0 +1,304 @@
+import FolioJSON
+import FolioModel
+import LMDB
+
+/// What a cluster's log must know of a write to decide it (docs/CLUSTER.md): its events, without
+/// their sequence and time, and the keys of the state its execution read and changed.
+///
+/// A node executes a write on its own copy of the log, at its last applied sequence S, exactly as a
+/// single node does, then throws that transaction away. The log accepts the write only if no event
+/// after S changed a key the execution read: then executing it at the end of the log gives the same
+/// events, and the log appends them. Otherwise the node catches up and executes it again.
+public struct ProposedWrite: Sendable {
+    /// An event of the write, in the parts the log composes its canonical bytes from.
+    public struct PendingEvent: Sendable {
+        /// `created`, `updated`, ...: the `type` of the event.
+        public let type: String
+        /// The canonical bytes after `{"seq":N,"type":"T","at":"A"`, up to the number of `cause` if
+        /// the event has one, to its end otherwise.
+        public let tail: [UInt8]
+        /// For an event a delete rule made: which event of this write caused it (0: the first).
+        public let causeIndex: Int?
+        /// The bytes after the cause's number.
+        public let rest: [UInt8]
+    }
+
+    public let events: [PendingEvent]
+    /// Keys of the state the execution read: each must be unchanged since the proposal's sequence.
+    public let reads: [ConflictKey]
+    /// Keys of the state the events change.
+    public let writes: [ConflictKey]
+    /// The execution depended on all of the state (a view or schema defined or dropped, a file
+    /// deleted): accepted only if nothing was appended since the proposal's sequence.
+    public let readsEverything: Bool
+    /// The outcome on the node's copy: the shape of the answer (a batch's failed ops).
+    let local: WriteOutcome
+
+    /// The write's outcome from its events as the log numbered, timed and applied them.
+    public func outcome(applied: [StoreWriter.Applied]) throws -> WriteOutcome {
+        guard applied.count == events.count else {
+            throw StoreError.corrupted("a write of \(events.count) events came back from the log as \(applied.count)")
+        }
+        let own = applied.filter { $0.event.cause == nil }
+        func result(_ local: WriteResult, _ event: StoreWriter.Applied?) throws -> WriteResult {
+            switch local {
+            case .object, .deleted:
+                guard let event else { throw StoreError.corrupted("a write's result has no event of its own in the log") }
+                return try StoreWriter.result(of: event)
+            case .view(let definition, _):
+                return .view(definition, count: event?.viewCount ?? 0)
+            default:
+                return local
+            }
+        }
+        var answer: WriteResult
+        if case .batch(let items) = local.result {
+            var next = own.makeIterator()
+            answer = .batch(try items.map { item in
+                guard case .success(let value) = item else { return item }
+                return .success(try result(value, next.next()))
+            })
+        } else {
+            answer = try result(local.result, own.first)
+        }
+        return WriteOutcome(appended: applied, result: answer, replayed: false)
+    }
+}
+
+/// Settled on the node's copy, or to be decided by the log.
+public enum Proposal: Sendable {
+    case propose(ProposedWrite)
+    /// Refused (a failed check), or answered from a request key already used: no event to append.
+    case settled(Result<WriteOutcome, StoreError>)
+}
+
+/// A piece of state a write may read or change, as bytes: a kind, then its parts, each prefixed
+/// with its length, so that no two keys spell alike.
+public struct ConflictKey: Hashable, Sendable, Comparable {
+    public let bytes: [UInt8]
+
+    init(_ kind: Character, _ parts: [UInt8]...) {
+        var bytes = Array(String(kind).utf8)
+        for part in parts {
+            let count = UInt32(part.count)
+            bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
+            bytes += part
+        }
+        self.bytes = bytes
+    }
+
+    /// An object: its existence, version and data.
+    static func object(_ collection: String, _ id: String) -> ConflictKey { ConflictKey("o", Array(collection.utf8), Array(id.utf8)) }
+    /// The objects that refer to an object (or a file): what delete rules and file deletes read.
+    static func referrers(_ collection: String, _ id: String) -> ConflictKey { ConflictKey("l", Array(collection.utf8), Array(id.utf8)) }
+    /// A claim on a unique view's key.
+    static func unique(_ view: String, _ tuple: [UInt8]) -> ConflictKey { ConflictKey("u", Array(view.utf8), tuple) }
+    /// A file name's binding.
+    static func file(_ name: String) -> ConflictKey { ConflictKey("f", Array(name.utf8)) }
+    /// A request key.
+    static func request(_ key: String) -> ConflictKey { ConflictKey("q", Array(key.utf8)) }
+    /// The catalog: views and schemas, which every object write is checked against.
+    static let catalog = ConflictKey("k")
+
+    public static func < (lhs: ConflictKey, rhs: ConflictKey) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+}
+
+extension Store {
+    /// Executes `writes` in order on this store's current state, as one group commit would, and
+    /// stores nothing: what each would append, for a cluster's log to decide, or its settled
+    /// outcome. Returns the sequence they were executed at. Call from the writing thread.
+    public func propose(
+        _ writes: [(request: WriteRequest, acceptance: Acceptance)], ids: inout ObjectIDGenerator
+    ) throws -> (proposals: [Proposal], sequence: UInt64) {
+        struct Rehearsed: Error {}
+        var isolating = false
+        var attempts = 0
+        while true {
+            var proposals: [Proposal] = []
+            var sequence: UInt64 = 0
+            do {
+                try write { writer in
+                    writer.isolatesEveryCommand = isolating
+                    sequence = writer.lastSequence
+                    for (request, acceptance) in writes {
+                        do {
+                            let outcome = try writer.execute(request, acceptance, ids: &ids)
+                            if outcome.replayed || outcome.appended.isEmpty {
+                                proposals.append(.settled(.success(outcome)))
+                            } else {
+                                proposals.append(.propose(try writer.proposal(of: outcome)))
+                            }
+                        } catch let error as StoreError {
+                            proposals.append(.settled(.failure(error)))
+                        }
+                    }
+                    throw Rehearsed()
+                }
+            } catch is Rehearsed {
+                return (proposals, sequence)
+            } catch is StoreWriter.SpoiledTransaction where !isolating {
+                isolating = true
+            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
+                attempts += 1
+                try growMap()
+            }
+        }
+    }
+
+    /// Appends events that a cluster's log decided, in one transaction, checking each against this
+    /// store's chain: it must follow the last event, be canonical, and chain to the log's hash.
+    /// Throws `ClusterDivergence` (nothing of the call is kept) when one does not.
+    public func appendLogged(_ events: [LoggedEvent]) throws -> [StoreWriter.Applied] {
+        var attempts = 0
+        while true {
+            do {
+                return try write { writer in
+                    var applied: [StoreWriter.Applied] = []
+                    applied.reserveCapacity(events.count)
+                    for logged in events {
+                        guard logged.sequence == writer.lastSequence + 1 else {
+                            throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
+                        }
+                        let event: Event
+                        do {
+                            event = try logged.canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
+                        } catch {
+                            throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
+                        }
+                        guard event.sequence == logged.sequence else {
+                            throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
+                        }
+                        let one: StoreWriter.Applied
+                        do { one = try writer.append(event, isolated: false) } catch let error as StoreError {
+                            throw ClusterDivergence(sequence: logged.sequence, "the event does not apply to this store: \(error)")
+                        }
+                        guard one.canonicalEvent == logged.canonical else {
+                            throw ClusterDivergence(sequence: logged.sequence, "the event's bytes are not its canonical form")
+                        }
+                        guard one.chainHash.bytes == logged.hash else {
+                            throw ClusterDivergence(
+                                sequence: logged.sequence,
+                                "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's")
+                        }
+                        applied.append(one)
+                    }
+                    return applied
+                }
+            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
+                attempts += 1
+                try growMap()
+            }
+        }
+    }
+}
+
+/// An event as a cluster's log holds it.
+public struct LoggedEvent: Sendable {
+    public let sequence: UInt64
+    public let canonical: [UInt8]
+    public let hash: [UInt8]
+
+    public init(sequence: UInt64, canonical: [UInt8], hash: [UInt8]) {
+        self.sequence = sequence
+        self.canonical = canonical
+        self.hash = hash
+    }
+}
+
+/// The log holds an event this store cannot take as it is: the node's history and the log's differ.
+public struct ClusterDivergence: Error, CustomStringConvertible, Sendable {
+    public let sequence: UInt64
+    public let reason: String
+
+    init(sequence: UInt64, _ reason: String) {
+        self.sequence = sequence
+        self.reason = reason
+    }
+
+    public var description: String { "event \(sequence) of the log: \(reason)" }
+}
+
+extension StoreWriter {
+    /// The proposal of a write just executed in this transaction.
+    func proposal(of outcome: WriteOutcome) throws -> ProposedWrite {
+        let first = outcome.appended[0].event.sequence
+        var reads = Set<ConflictKey>()
+        var writes = Set<ConflictKey>()
+        var everything = false
+        var events: [ProposedWrite.PendingEvent] = []
+        for applied in outcome.appended {
+            let event = applied.event
+            let (bytes, headEnd, causeRange) = event.encodedParts()
+            if let causeRange, let cause = event.cause {
+                guard cause >= first, cause < event.sequence else {
+                    throw StoreError.invalid("event \(event.sequence) names cause \(cause), outside its own write")
+                }
+                events.append(
+                    .init(type: event.typeName, tail: Array(bytes[headEnd..<causeRange.lowerBound]), causeIndex: Int(cause - first),
+                          rest: Array(bytes[causeRange.upperBound...])))
+            } else {
+                events.append(.init(type: event.typeName, tail: Array(bytes[headEnd...]), causeIndex: nil, rest: []))
+            }
+            if let request = event.request {
+                reads.insert(.request(request.key))
+                writes.insert(.request(request.key))
+            }
+            switch event.change {
+            case .created(let collection, let id, _), .updated(let collection, let id, _, _), .deleted(let collection, let id):
+                try objectKeys(applied, collection: collection, id: id, reads: &reads, writes: &writes)
+            case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped:
+                everything = true
+                writes.insert(.catalog)
+            case .filePut(let binding):
+                reads.insert(.file(binding.name))
+                writes.insert(.file(binding.name))
+            case .fileDeleted(let name):
+                // Whether anything refers to the file was read from the whole reference index.
+                everything = true
+                writes.insert(.file(name))
+            }
+        }
+        return ProposedWrite(
+            events: events, reads: reads.sorted(), writes: writes.sorted(), readsEverything: everything, local: outcome)
+    }
+
+    /// An object event read the object, the catalog (schema, views) and the unique keys it claims;
+    /// a delete read who refers to the object, an update of owning fields who refers to what it
+    /// releases. It changed the object, its unique claims and the referrers of what it refers to.
+    private func objectKeys(
+        _ applied: Applied, collection: String, id: String, reads: inout Set<ConflictKey>, writes: inout Set<ConflictKey>
+    ) throws {
+        let object = ConflictKey.object(collection, id)
+        reads.insert(object)
+        writes.insert(object)
+        reads.insert(.catalog)
+        for view in try store.applier.catalog.views(on: collection, txn) where view.definition.unique {
+            let index = ViewIndex(view)
+            if let after = applied.object, index.constrainsUniqueness(after), let key = try index.key(for: after) {
+                let claim = ConflictKey.unique(index.name, index.uniqueTuple(of: key, id: after.id))
+                reads.insert(claim)
+                writes.insert(claim)
+            }
+            if let before = applied.before, index.constrainsUniqueness(before), let key = try index.key(for: before) {
+                writes.insert(.unique(index.name, index.uniqueTuple(of: key, id: before.id)))
+            }
+        }
+        let before = Set(applied.before.map { Reference.all(in: $0.data) } ?? [])
+        let after = Set(applied.object.map { Reference.all(in: $0.data) } ?? [])
+        for reference in before.symmetricDifference(after) {
+            writes.insert(.referrers(reference.collection, reference.id))
+        }
+        switch applied.event.change {
+        case .deleted:
+            reads.insert(.referrers(collection, id))
+        case .updated:
+            if let schema = try store.applier.catalog.schema(collection, txn), schema.hasOwningFields {
+                for reference in before where schema.rules(at: reference.path)?.owns == true {
+                    reads.insert(.referrers(reference.collection, reference.id))
+                }
+            }
+        default:
+            break
+        }
+    }
+}
