@@ -1,5 +1,122 @@
 /// The tables and the append function that cluster nodes share in PostgreSQL (docs/CLUSTER.md).
+///
+/// - `folio_head`: one row, the last event's sequence, chain hash and time. The append function
+///   locks it, so appends are serialized and sequences are gap-free and visible in commit order.
+/// - `folio_events`: the log, each event's canonical bytes and chain hash, as a node's LMDB log holds them.
+/// - `folio_keys`: for every key of state a write changed (an object, a unique claim, a request
+///   key, ...: `ConflictKey`), the sequence of the last event that changed it. This is the
+///   minimum state to check a proposal: its read keys must not have changed since its sequence.
 public enum ClusterSchema {
     /// Bumped when the tables or the function change shape; a node refuses a log of another version.
     public static let version = 1
+
+    /// Creates what is missing, in one transaction under an advisory lock, so that nodes starting
+    /// together do it once. The function is replaced every time, the tables never.
+    static let script = """
+        BEGIN;
+        SELECT pg_advisory_xact_lock(7046105);
+        CREATE TABLE IF NOT EXISTS folio_meta (
+            one boolean PRIMARY KEY DEFAULT true CHECK (one),
+            version int NOT NULL
+        );
+        INSERT INTO folio_meta VALUES (true, \(version)) ON CONFLICT DO NOTHING;
+        CREATE TABLE IF NOT EXISTS folio_head (
+            one boolean PRIMARY KEY DEFAULT true CHECK (one),
+            seq bigint NOT NULL,
+            hash bytea NOT NULL,
+            at text NOT NULL
+        );
+        INSERT INTO folio_head VALUES (true, 0, decode(repeat('00', 32), 'hex'), '') ON CONFLICT DO NOTHING;
+        CREATE TABLE IF NOT EXISTS folio_events (
+            seq bigint PRIMARY KEY,
+            canonical bytea NOT NULL,
+            hash bytea NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS folio_keys (
+            key bytea PRIMARY KEY,
+            seq bigint NOT NULL
+        );
+        \(appendFunction)
+        COMMIT;
+        """
+
+    /// `folio_append(snapshot, at, writes)`: decides a node's group of proposed writes, executed at
+    /// sequence `snapshot`. `writes` is a JSON array, one element per write in the node's order:
+    /// `{"r": [hex key, ...], "w": [hex key, ...], "all": bool, "e": [{"t": type, "a": tail,
+    /// "c": cause index, "b": rest}, ...]}` (`ProposedWrite`).
+    ///
+    /// Under the head row's lock, each write in turn is accepted if none of its read keys changed
+    /// after `snapshot` (by an event before this call: those of writes accepted earlier in the call
+    /// are what the node executed it after), and for `all`, if nothing at all was appended after it.
+    /// Once one write is refused, every later one of the call is too: the node executed it after
+    /// the refused one. An accepted write's events are numbered from the head, timed
+    /// `greatest(at, the head's time)` so that the log's times never go backwards, composed into
+    /// their canonical bytes, chained and inserted; its write keys take its first sequence.
+    ///
+    /// Returns `first,first,...;head`: each write's first sequence (0: refused, the node catches
+    /// up and executes it again), then the head after the call. Notifies `folio_log` with the head.
+    static let appendFunction = """
+        CREATE OR REPLACE FUNCTION folio_append(p_snapshot bigint, p_at text, p_writes jsonb) RETURNS text
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_head folio_head%ROWTYPE;
+            v_seq bigint;
+            v_hash bytea;
+            v_at text;
+            v_start bigint;
+            v_first bigint;
+            v_write jsonb;
+            v_event jsonb;
+            v_canonical bytea;
+            v_refused boolean := false;
+            v_stale boolean;
+            v_results text[] := '{}';
+        BEGIN
+            SELECT * INTO v_head FROM folio_head WHERE one FOR UPDATE;
+            v_seq := v_head.seq;
+            v_hash := v_head.hash;
+            v_start := v_head.seq + 1;
+            v_at := greatest(p_at, v_head.at);
+            FOR v_write IN SELECT value FROM jsonb_array_elements(p_writes) LOOP
+                IF v_refused THEN
+                    v_results := v_results || '0'::text;
+                    CONTINUE;
+                END IF;
+                IF coalesce((v_write->>'all')::boolean, false) AND v_head.seq > p_snapshot THEN
+                    v_stale := true;
+                ELSE
+                    SELECT EXISTS (
+                        SELECT 1 FROM folio_keys k
+                        WHERE k.key IN (SELECT decode(r, 'hex') FROM jsonb_array_elements_text(v_write->'r') AS r)
+                          AND k.seq > p_snapshot AND k.seq < v_start
+                    ) INTO v_stale;
+                END IF;
+                IF v_stale THEN
+                    v_refused := true;
+                    v_results := v_results || '0'::text;
+                    CONTINUE;
+                END IF;
+                v_first := v_seq + 1;
+                FOR v_event IN SELECT value FROM jsonb_array_elements(v_write->'e') LOOP
+                    v_seq := v_seq + 1;
+                    v_canonical := convert_to(
+                        '{"seq":' || v_seq || ',"type":"' || (v_event->>'t') || '","at":"' || v_at || '"' || (v_event->>'a')
+                            || coalesce((v_first + (v_event->>'c')::bigint)::text || (v_event->>'b'), ''),
+                        'UTF8');
+                    v_hash := sha256(v_hash || v_canonical);
+                    INSERT INTO folio_events (seq, canonical, hash) VALUES (v_seq, v_canonical, v_hash);
+                END LOOP;
+                INSERT INTO folio_keys (key, seq)
+                    SELECT decode(w, 'hex'), v_first FROM jsonb_array_elements_text(v_write->'w') AS w
+                    ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq;
+                v_results := v_results || v_first::text;
+            END LOOP;
+            IF v_seq > v_head.seq THEN
+                UPDATE folio_head SET seq = v_seq, hash = v_hash, at = v_at WHERE one;
+                PERFORM pg_notify('folio_log', v_seq::text);
+            END IF;
+            RETURN array_to_string(v_results, ',') || ';' || v_seq;
+        END
+        $fn$;
+        """
 }

@@ -8,11 +8,15 @@ public struct Request: Sendable {
     public var operation: Operation
     /// The op's entry in `OperationTable`: its name, kind and cost class.
     public var spec: OperationSpec
+    /// A read waits until the server has applied this sequence (`minSeq`): a client reads its own
+    /// writes on any node of a cluster.
+    public var minSeq: UInt64?
 
-    public init(tag: Tag?, operation: Operation, spec: OperationSpec) {
+    public init(tag: Tag?, operation: Operation, spec: OperationSpec, minSeq: UInt64? = nil) {
         self.tag = tag
         self.operation = operation
         self.spec = spec
+        self.minSeq = minSeq
     }
 }
 

@@ -62,8 +62,18 @@ public enum RequestDecoder {
             var fields = Fields(object: object, op: op)
             if let dataRange { fields.data = Fields.DeferredData(line: line, range: dataRange, owner: owner) }
             let operation = try spec.decode(&fields)
+            let minSeq = try fields.optionalUnsigned("minSeq")
+            if minSeq != nil {
+                switch operation {
+                case .read: break
+                case .write, .upload:
+                    throw ProtocolError(.badRequest, "minSeq is for reads; a write always runs on the newest state of the log")
+                case .stream:
+                    throw ProtocolError(.badRequest, "minSeq is for reads; \(op) takes after or resumeAfter to say where to start")
+                }
+            }
             try fields.rejectUnknown()
-            return .success(Request(tag: tag, operation: operation, spec: spec))
+            return .success(Request(tag: tag, operation: operation, spec: spec, minSeq: minSeq))
         } catch let error as ProtocolError {
             return .failure(TaggedError(tag: tag, error: error))
         } catch {

@@ -3,13 +3,20 @@ import FolioJSON
 /// Writes response lines: `{"tag":...,"ok":true,"result":...}\n` or
 /// `{"tag":...,"ok":false,"error":{"code":...,"message":...}}\n`; `tag` only when the request had one.
 public enum Response {
-    public static func appendSuccess(tag: Tag?, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
+    /// `seq`: a write's last event, answered beside its result.
+    public static func appendSuccess(tag: Tag?, seq: UInt64? = nil, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
         let start = writer.bytes.count
         writeTag(tag, to: &writer)
-        writer.writeRaw("\"ok\":true,\"result\":")
+        if let seq {
+            writer.writeRaw("\"ok\":true,\"seq\":")
+            writer.write(seq)
+            writer.writeRaw(",\"result\":")
+        } else {
+            writer.writeRaw("\"ok\":true,\"result\":")
+        }
         do {
             try result(&writer)
         } catch {

@@ -63,6 +63,8 @@ final class Connection: @unchecked Sendable {
     var pending: [Item] = []
     var pendingHead = 0
     var writesInFlight = 0
+    /// When the read at the head of `pending` that waits for `minSeq` gives up (monotonic ms).
+    var minSeqDeadline: UInt64?
     /// Of `writesInFlight`, upload ops a worker is running: the writes after them wait, so that
     /// they reach the writer in request order, and so do the next upload ops, so that an upload's
     /// pieces are written before its commit.

@@ -76,6 +76,15 @@ public final class Daemon {
             watchers.publish(applied)
             liveQueries.publish(applied)
         }
+        if let conninfo = configuration.clusterLog {
+            service.status("joining the cluster's log in PostgreSQL")
+            log.notice("cluster: following the log in PostgreSQL (\(ClusterNode.redacted(conninfo)))")
+            try writer.joinCluster { applied, head in
+                service.status("catching up: \(applied) of \(head) events")
+                log.notice("cluster: caught up to event \(applied) of \(head)")
+            }
+        }
+        statistics.applied.advance(to: try store.read { try $0.head().sequence })
         let workers = try WorkerPool(store: store, count: max(1, configuration.workerThreads))
         let decoders = ThreadPool<Void>(name: "folio-decode", contexts: [(), ()])
         let digests = DigestCache()

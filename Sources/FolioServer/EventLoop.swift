@@ -31,6 +31,8 @@ final class EventLoop: @unchecked Sendable {
         case drain
         /// SIGHUP: the settings that may change live (limits, timeouts, the access policy).
         case reconfigure(ServerConfiguration)
+        /// The node applied more events: reads waiting for `minSeq` may go on.
+        case sequenceApplied
     }
 
     /// What an upload op's worker leaves to do.
@@ -88,6 +90,8 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Int32: Connection] = [:]
     private var toFlush: [Connection] = []
     private var toSubmit: [Writer.Job] = []
+    /// Connections whose next read waits for `minSeq`, by descriptor.
+    var waitingForSequence: [Int32: Connection] = [:]
     private var readBuffer: [UInt8]
     var draining = false
     private var thread: pthread_t?
@@ -168,6 +172,8 @@ final class EventLoop: @unchecked Sendable {
             var timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
             // Paused by a shared bound that other loops' answers may lift: look again soon.
             if !pausedForLoad.isEmpty { timeout = 20 }
+            // Reads waiting for minSeq time out on their own.
+            if !waitingForSequence.isEmpty && (timeout < 0 || timeout > 50) { timeout = 50 }
             if let watchdog { timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2))) }
             let count: Int
             do {
@@ -197,6 +203,7 @@ final class EventLoop: @unchecked Sendable {
                 nextSweep = now + 1000
                 sweep(now)
             }
+            if !waitingForSequence.isEmpty { resumeWaitingReads() }
             finishIteration()
             publishPending()
             enforceMemoryBudget()
@@ -271,6 +278,8 @@ final class EventLoop: @unchecked Sendable {
                 if draining { Glibc.close(fd) } else { adopt(fd, origin) }
             case .drain:
                 startDraining()
+            case .sequenceApplied:
+                break
             case .reconfigure(let fresh):
                 configuration = fresh
                 reads = ReadHandler(store: reads.store, configuration: fresh, statistics: statistics, digests: reads.digests)
@@ -428,7 +437,7 @@ final class EventLoop: @unchecked Sendable {
             // the queue (pipelined gets: the copies into and out of it were a fifth of their cost).
             if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
                 connection.writesInFlight == 0, !connection.isClosed,
-                case .success(let request) = decoded, case .read(let operation) = request.operation
+                case .success(let request) = decoded, case .read(let operation) = request.operation, request.minSeq == nil
             {
                 startRead(request, operation, Connection.Arrival(size: size, spec: request.spec, at: received), connection)
                 return
@@ -509,6 +518,15 @@ final class EventLoop: @unchecked Sendable {
                     refuse(denial, tag: request.tag, arrival: arrival, connection)
                     break
                 }
+                if configuration.clusterLog != nil {
+                    guard connection.writesInFlight == 0 else { return }
+                    let refusal = ProtocolError(
+                        .badRequest,
+                        "\(request.spec.name): file contents are kept by the node that receives them and are not shared between the nodes "
+                            + "of a cluster, so uploads are refused with --log postgres: (docs/CLUSTER.md)")
+                    refuse(refusal, tag: request.tag, arrival: arrival, connection)
+                    break
+                }
                 if case .putDescriptor(let plan, _) = operation {
                     // Uploads start one at a time in line order, and a line's descriptor came with
                     // its bytes: the oldest descriptor not taken is this line's.
@@ -527,7 +545,15 @@ final class EventLoop: @unchecked Sendable {
                 runUpload(operation, request, arrival, connection)
             case .read(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
-                startRead(request, operation, arrival, connection)
+                if let minSeq = request.minSeq {
+                    switch awaitSequence(minSeq, connection) {
+                    case .ready: startRead(request, operation, arrival, connection)
+                    case .waiting: return
+                    case .timedOut(let error): refuse(error, tag: request.tag, arrival: arrival, connection)
+                    }
+                } else {
+                    startRead(request, operation, arrival, connection)
+                }
             case .stream(let request, let operation, let arrival):
                 guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
                 if let denial = AccessControl.denial(request, connection.access, reader: reader) {
@@ -711,7 +737,7 @@ final class EventLoop: @unchecked Sendable {
         answered(outcome.job.arrival, (try? outcome.result.get()) == nil ? outcome.result.failureCode : nil, connection)
         switch outcome.result {
         case .success(let write):
-            Response.appendSuccess(tag: outcome.job.tag, to: &connection.output) { writer in
+            Response.appendSuccess(tag: outcome.job.tag, seq: write.lastSequence, to: &connection.output) { writer in
                 WriteResultEncoder.write(write.result, replayed: write.replayed, to: &writer)
             }
         case .failure(let error):
@@ -814,6 +840,7 @@ final class EventLoop: @unchecked Sendable {
 
     func close(_ connection: Connection) {
         guard !connection.isClosed else { return }
+        stopWaitingForSequence(connection)
         account(connection)
         connection.isClosed = true
         uploads.abandon(owner: ObjectIdentifier(connection))

@@ -466,6 +466,12 @@ final class ReadHandler: Sendable {
         } else {
             writer.writeRaw("null")
         }
+        writer.writeKey("cluster")
+        if let cluster = statistics.cluster.withLock({ $0 }) {
+            writer.write(cluster.json(applied: statistics.applied.current, now: monotonicMilliseconds()))
+        } else {
+            writer.writeRaw("null")
+        }
         writer.writeKey("lmdb")
         writer.writeRaw("{\"mapSize\":")
         writer.write(stats.mapSize)

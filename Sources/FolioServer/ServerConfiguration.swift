@@ -86,6 +86,14 @@ public struct ServerConfiguration: Sendable {
     public var access = AccessPolicy()
     /// Threads for reads whose cost grows with the data (scans, verify, backup, stats).
     public var workerThreads = 2
+    /// Cluster mode: the libpq connection string of the PostgreSQL that holds the shared log
+    /// (`--log postgres:CONNINFO`, docs/CLUSTER.md); nil: a single node with its log in LMDB.
+    public var clusterLog: String?
+    /// Seconds a call to the cluster's log may take (connect or statement) before the write is
+    /// answered `unavailable` (`--log-timeout`).
+    public var clusterTimeoutSeconds = 2.0
+    /// Seconds a read with `minSeq` waits for this node to apply that sequence (`--min-seq-timeout`).
+    public var minSeqTimeoutSeconds = 5.0
 
     public init(dataDirectory: String, socketPath: String) {
         self.dataDirectory = dataDirectory
@@ -149,6 +157,9 @@ extension ServerConfiguration {
         if uploadTimeoutSeconds != fresh.uploadTimeoutSeconds { names.append("upload-timeout") }
         if metricsSocket != fresh.metricsSocket { names.append("metrics-socket") }
         if liveResumeEvents != fresh.liveResumeEvents { names.append("live-resume-events") }
+        if clusterLog != fresh.clusterLog { names.append("log") }
+        if clusterTimeoutSeconds != fresh.clusterTimeoutSeconds { names.append("log-timeout") }
+        if minSeqTimeoutSeconds != fresh.minSeqTimeoutSeconds { names.append("min-seq-timeout") }
         return names
     }
 }

@@ -40,6 +40,11 @@ final class ServerStatistics: Sendable {
     /// From a commit's confirmation to a live query's change line for it leaving for the socket.
     let liveDelivery = LatencyRecorder()
 
+    /// The last event applied here, and the reads waiting for a later one (`minSeq`).
+    let applied = AppliedSequence()
+    /// Cluster mode: how this node follows the shared log; nil for a single node.
+    let cluster = Mutex<ClusterStatus?>(nil)
+
     /// `loops`: the event loops, each counting requests into a shard of `metrics` of its own.
     init(loops: Int) { metrics = Metrics(shards: loops) }
 

@@ -41,6 +41,13 @@ public enum Settings {
         return value
     }
 
+    private static func seconds(_ text: String, _ name: String) throws(SettingError) -> Double {
+        guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value > 0, value <= 3600 else {
+            throw SettingError("\(name) takes a number of seconds above 0 and at most 3600, not '\(text)'")
+        }
+        return value
+    }
+
     public static let all: [Setting] = [
         Setting("config", "PATH", "the configuration file (default /etc/folio/foliod.conf, read if it exists)") { _, _ in },
         Setting("data", "DIR", "data directory (default: /var/lib/folio for root, ~/.local/share/folio otherwise)") { c, v in
@@ -126,6 +133,25 @@ public enum Settings {
         Setting("live-resume-events", "N", "how many events back a live query resumes from with its changes; further back it gets a fresh page (default 100000)") { c, v throws(SettingError) in
             c.liveResumeEvents = try integer(v, "live-resume-events")
         },
+        Setting("log", "lmdb|postgres:CONNINFO", "where the log is: lmdb, this node's own (default), or postgres: followed by a libpq connection string, e.g. postgres:'host=/run/postgresql dbname=folio', a log shared by several nodes (docs/CLUSTER.md)") { c, v throws(SettingError) in
+            if v == "lmdb" {
+                c.clusterLog = nil
+            } else if v.hasPrefix("postgres:") {
+                let conninfo = String(v.dropFirst("postgres:".count))
+                guard !conninfo.trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw SettingError("log postgres: needs a libpq connection string after the colon, e.g. postgres:'host=/run/postgresql dbname=folio'")
+                }
+                c.clusterLog = conninfo
+            } else {
+                throw SettingError("log takes lmdb or postgres:CONNINFO, not '\(v)'")
+            }
+        },
+        Setting("log-timeout", "SECONDS", "with log postgres: how long connecting to PostgreSQL or one of its statements may take before a write is answered unavailable (default 2)") { c, v throws(SettingError) in
+            c.clusterTimeoutSeconds = try seconds(v, "log-timeout")
+        },
+        Setting("min-seq-timeout", "SECONDS", "how long a read with minSeq waits for this node to have applied that event before it is answered unavailable (default 5)") { c, v throws(SettingError) in
+            c.minSeqTimeoutSeconds = try seconds(v, "min-seq-timeout")
+        },
         Setting("log-level", "error|notice|info", live: true, "what goes to the log (default notice; info adds slow requests)") { c, v throws(SettingError) in
             guard let level = Log.Level(name: v) else { throw SettingError("log-level takes error, notice or info, not '\(v)'") }
             c.logLevel = level
@@ -192,6 +218,9 @@ public enum Settings {
         }
         if configuration.journal && configuration.durability != .full {
             throw SettingError("journal on makes full durability cheaper; it does not go with durability \(configuration.durability.rawValue)")
+        }
+        if configuration.journal && configuration.clusterLog != nil {
+            throw SettingError("journal on is for a single node's log; with log postgres: the log's durability is PostgreSQL's")
         }
         if configuration.backupDirectory == nil { configuration.backupDirectory = configuration.dataDirectory + "/backups" }
         return configuration

@@ -67,6 +67,9 @@ final class Writer: @unchecked Sendable {
     private let haltReason = Mutex<String?>(nil)
     /// Called once, by the thread that halts the writer.
     private let onHalt: @Sendable () -> Void
+    /// Cluster mode (`--log postgres:`): writes go to the shared log through it instead of the
+    /// local group commit.
+    private let cluster: ClusterNode?
 
     init(
         store: Store, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
@@ -83,9 +86,24 @@ final class Writer: @unchecked Sendable {
         self.committed = committed
         // One past the last event's time: ids made now sort after every id made before a restart.
         lastTimestamp = (try store.read { try $0.lastTimestamp()?.milliseconds } ?? -1) + 1
+        cluster = try configuration.clusterLog.map { conninfo in
+            try ClusterNode(
+                store: store, conninfo: conninfo, configuration: configuration, statistics: statistics, log: log, publish: committed,
+                deliver: { Writer.deliver($0) })
+        }
+    }
+
+    /// Cluster mode: checks this store against the shared log and catches up with it (see
+    /// `ClusterNode.join`). Call before `start`.
+    func joinCluster(progress: (UInt64, UInt64) -> Void) throws {
+        try cluster?.join(progress: progress)
     }
 
     func start() {
+        if let cluster {
+            cluster.start()
+            return
+        }
         if configuration.durability == .full {
             let durability: SyncConfirmer.Durability = store.journal.map { .journal($0) } ?? .lmdb(store.environment)
             confirmer = SyncConfirmer(
@@ -123,6 +141,7 @@ final class Writer: @unchecked Sendable {
 
     /// Finishes every queued job, then ends the thread.
     func stop() {
+        cluster?.stop()
         work?.stop()
         work = nil
         confirmer?.stop()
@@ -135,6 +154,7 @@ final class Writer: @unchecked Sendable {
 
     func submit(_ jobs: [Job]) {
         statistics.writerQueue.add(jobs.count, ordering: .relaxed)
+        if let cluster { return cluster.submit(jobs) }
         work?.enqueue(jobs)
     }
 
@@ -159,8 +179,9 @@ final class Writer: @unchecked Sendable {
     /// Answers a batch, and shows its events to watchers. Called in commit order.
     private func release(_ outcomes: [Outcome]) {
         let applied = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
+        if let last = applied.last { statistics.applied.advance(to: last.event.sequence) }
         if !applied.isEmpty { committed(applied) }
-        deliver(outcomes)
+        Self.deliver(outcomes)
     }
 
     /// Applies the batch in one transaction; grows the map and retries when it is full.
@@ -241,7 +262,7 @@ final class Writer: @unchecked Sendable {
     }
 
     /// Hands each outcome to its connection's event loop, one message per loop.
-    private func deliver(_ outcomes: [Outcome]) {
+    static func deliver(_ outcomes: [Outcome]) {
         var byLoop: [ObjectIdentifier: (EventLoop, [Outcome])] = [:]
         for outcome in outcomes {
             let loop = outcome.job.connection.loop

@@ -27,6 +27,16 @@ final class ConditionLock: @unchecked Sendable {
     /// Waits for a signal; call with the lock held (inside `withLock`).
     func wait() { pthread_cond_wait(condition, mutex) }
 
+    /// Waits for a signal or `seconds`, whichever comes first; call with the lock held.
+    func wait(seconds: Double) {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanoseconds = Int(deadline.tv_nsec) + Int(seconds * 1e9)
+        deadline.tv_sec += nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        pthread_cond_timedwait(condition, mutex, &deadline)
+    }
+
     func signal() { pthread_cond_signal(condition) }
     func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -96,9 +96,12 @@ public enum ServerError: Error, CustomStringConvertible {
     case dataDirectoryInUse(String, pid: String)
     case inheritedSockets(String)
     case noReload
+    /// Cluster mode cannot start: PostgreSQL, or a data directory that does not belong to its log.
+    case cluster(String)
 
     public var description: String {
         switch self {
+        case .cluster(let problem): return problem
         case .socketInUse(let path): return "another foliod is listening on \(path)"
         case .dataDirectoryInUse(let directory, let pid):
             return "another foliod\(pid.isEmpty ? "" : " (pid \(pid))") is using the data directory \(directory)"

@@ -1,0 +1,204 @@
+import FolioJSON
+import FolioModel
+import FolioStore
+import Glibc
+
+/// A node's connection to the cluster's log in PostgreSQL (docs/CLUSTER.md): the head, events by
+/// sequence, and `folio_append` for the node's proposals. Used by one thread at a time.
+///
+/// Connects lazily and again after any failure, but not more often than every `retryInterval`
+/// seconds: while PostgreSQL is down, every call fails at once with `unavailable`.
+public final class ClusterLog: @unchecked Sendable {
+    public struct Head: Sendable, Equatable {
+        public let sequence: UInt64
+        public let hash: [UInt8]
+    }
+
+    /// What the log decided of a group of proposals.
+    public struct Decision: Sendable {
+        /// Each write's first sequence, or nil: refused, because a key it read changed after its
+        /// sequence (or it came after one refused).
+        public let firstSequences: [UInt64?]
+        /// The log's last sequence after the call.
+        public let head: UInt64
+    }
+
+    public let conninfo: String
+    /// Seconds to connect, and to wait for any statement's answer.
+    public let timeout: Double
+    public let retryInterval: Double
+    private var connection: PostgresConnection?
+    private var lastFailure: Double = -1_000_000
+    private var lastFailureReason = ""
+
+    public init(conninfo: String, timeout: Double = 2, retryInterval: Double = 0.1) {
+        self.conninfo = conninfo
+        self.timeout = timeout
+        self.retryInterval = retryInterval
+    }
+
+    /// Creates the tables and the function where missing and checks the log's version. Throws
+    /// `ClusterLogError`.
+    public func prepare() throws {
+        _ = try connected()
+    }
+
+    /// The log's head.
+    public func head() throws -> Head {
+        let result = try run("SELECT seq, hash FROM folio_head WHERE one", [])
+        guard result.rowCount == 1, let sequence = result.int64(0, 0), let hash = result.bytes(0, 1) else {
+            throw ClusterLogError.unexpected("folio_head has no row")
+        }
+        return Head(sequence: UInt64(sequence), hash: hash)
+    }
+
+    /// The chain hash of event `sequence`, nil if the log has no such event.
+    public func hash(of sequence: UInt64) throws -> [UInt8]? {
+        let result = try run("SELECT hash FROM folio_events WHERE seq = $1", [.int(Int64(sequence))])
+        return result.rowCount == 0 ? nil : result.bytes(0, 0)
+    }
+
+    /// Up to `limit` events after `sequence`, in order.
+    public func events(after sequence: UInt64, limit: Int) throws -> [LoggedEvent] {
+        let result = try run(
+            "SELECT seq, canonical, hash FROM folio_events WHERE seq > $1 ORDER BY seq LIMIT $2", [.int(Int64(sequence)), .int(Int64(limit))])
+        var events: [LoggedEvent] = []
+        events.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            guard let seq = result.int64(row, 0), let canonical = result.bytes(row, 1), let hash = result.bytes(row, 2) else {
+                throw ClusterLogError.unexpected("folio_events has a row with a NULL")
+            }
+            events.append(LoggedEvent(sequence: UInt64(seq), canonical: canonical, hash: hash))
+        }
+        return events
+    }
+
+    /// Submits a group of writes proposed at `snapshot`, in order; see `ClusterSchema.appendFunction`.
+    public func append(snapshot: UInt64, at: Timestamp, _ writes: [ProposedWrite]) throws -> Decision {
+        var json = JSONWriter(capacity: 4096)
+        json.writeRaw("[")
+        for (index, write) in writes.enumerated() {
+            if index > 0 { json.writeRaw(",") }
+            json.writeRaw("{\"r\":[")
+            for (k, key) in write.reads.enumerated() {
+                if k > 0 { json.writeRaw(",") }
+                json.write(hexString(key.bytes))
+            }
+            json.writeRaw("],\"w\":[")
+            for (k, key) in write.writes.enumerated() {
+                if k > 0 { json.writeRaw(",") }
+                json.write(hexString(key.bytes))
+            }
+            json.writeRaw(write.readsEverything ? "],\"all\":true,\"e\":[" : "],\"all\":false,\"e\":[")
+            for (e, event) in write.events.enumerated() {
+                if e > 0 { json.writeRaw(",") }
+                json.writeRaw("{\"t\":")
+                json.write(event.type)
+                json.writeRaw(",\"a\":")
+                json.write(String(decoding: event.tail, as: UTF8.self))
+                if let cause = event.causeIndex {
+                    json.writeRaw(",\"c\":")
+                    json.write(cause)
+                    json.writeRaw(",\"b\":")
+                    json.write(String(decoding: event.rest, as: UTF8.self))
+                }
+                json.writeRaw("}")
+            }
+            json.writeRaw("]}")
+        }
+        json.writeRaw("]")
+        let result = try run(
+            "SELECT folio_append($1::bigint, $2::text, $3::jsonb)",
+            [.int(Int64(snapshot)), .text(at.rfc3339), .text(String(decoding: json.bytes, as: UTF8.self))])
+        guard result.rowCount == 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
+        let halves = text.split(separator: ";", omittingEmptySubsequences: false)
+        guard halves.count == 2, let head = UInt64(halves[1]) else { throw ClusterLogError.unexpected("folio_append returned \(text)") }
+        let firsts = halves[0].isEmpty ? [] : halves[0].split(separator: ",").map { UInt64($0) }
+        guard firsts.count == writes.count, firsts.allSatisfy({ $0 != nil }) else {
+            throw ClusterLogError.unexpected("folio_append answered \(firsts.count) writes of \(writes.count): \(text)")
+        }
+        return Decision(firstSequences: firsts.map { $0 == 0 ? nil : $0 }, head: head)
+    }
+
+    public func close() {
+        connection?.close()
+        connection = nil
+    }
+
+    private func run(_ sql: String, _ parameters: [PostgresValue?]) throws -> PostgresResult {
+        let connection = try connected()
+        do {
+            return try connection.execute(sql, parameters, timeout: timeout)
+        } catch {
+            if connection.isBroken { failed("\(error)") }
+            throw ClusterLogError(error)
+        }
+    }
+
+    private func connected() throws -> PostgresConnection {
+        if let connection, !connection.isBroken { return connection }
+        connection?.close()
+        connection = nil
+        if now() - lastFailure < retryInterval {
+            throw ClusterLogError.unavailable("PostgreSQL was unreachable \(Int((now() - lastFailure) * 1000)) ms ago (\(lastFailureReason))")
+        }
+        do {
+            let fresh = try PostgresConnection(conninfo, timeout: timeout)
+            try fresh.executeScript(ClusterSchema.script, timeout: max(timeout, 10))
+            let version = try fresh.execute("SELECT version FROM folio_meta WHERE one", [], timeout: timeout)
+            guard let stored = version.int64(0, 0), stored == Int64(ClusterSchema.version) else {
+                fresh.close()
+                throw ClusterLogError.incompatible(
+                    "the log in PostgreSQL has format \(version.int64(0, 0).map(String.init) ?? "?"); this foliod writes format \(ClusterSchema.version)")
+            }
+            connection = fresh
+            return fresh
+        } catch let error as PostgresError {
+            failed("\(error)")
+            throw ClusterLogError(error)
+        }
+    }
+
+    private func failed(_ reason: String) {
+        lastFailure = now()
+        lastFailureReason = reason
+        connection?.close()
+        connection = nil
+    }
+
+    private func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}
+
+/// Why a call to the cluster's log failed.
+public enum ClusterLogError: Error, CustomStringConvertible, Sendable {
+    /// PostgreSQL cannot be reached, or did not answer in time: a write in flight may or may not
+    /// have been stored.
+    case unavailable(String)
+    /// PostgreSQL refused a statement: a bug, or a log this foliod cannot use.
+    case refused(String)
+    /// The log is of another format.
+    case incompatible(String)
+    case unexpected(String)
+
+    init(_ error: any Error) {
+        switch error {
+        case let error as ClusterLogError: self = error
+        case PostgresError.unavailable(let reason): self = .unavailable(reason)
+        case let error as PostgresError: self = .refused("\(error)")
+        default: self = .unexpected("\(error)")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unavailable(let reason): "PostgreSQL is unavailable: \(reason)"
+        case .refused(let reason): "PostgreSQL refused a statement of the cluster's log: \(reason)"
+        case .incompatible(let reason): reason
+        case .unexpected(let reason): "the cluster's log answered unexpectedly: \(reason)"
+        }
+    }
+}

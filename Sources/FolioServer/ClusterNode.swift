@@ -1,0 +1,392 @@
+import FolioCluster
+import FolioJSON
+import FolioModel
+import FolioProtocol
+import FolioStore
+import Foundation
+import Glibc
+import Synchronization
+
+/// How a cluster node follows the shared log, for `stats`.
+struct ClusterStatus: Sendable {
+    /// The log's last sequence as last seen in PostgreSQL.
+    var logHead: UInt64 = 0
+    /// When PostgreSQL last answered (monotonic ms; 0: never).
+    var lastContact: UInt64 = 0
+    /// Why the last call failed, while PostgreSQL does not answer.
+    var unreachable: String?
+    /// Set once the node found an event it cannot take: it applies nothing more.
+    var diverged: String?
+    /// Writes the log refused because another node changed what they read, executed again.
+    var retriedWrites = 0
+
+    func json(applied: UInt64, now: UInt64) -> JSON {
+        var object: JSONObject = [
+            "state": .string(diverged != nil ? "diverged" : unreachable != nil ? "unreachable" : "following"),
+            "appliedSeq": .int(Int64(applied)),
+            "logHeadSeq": .int(Int64(logHead)),
+            "behind": .int(Int64(logHead > applied ? logHead - applied : 0)),
+            "lagSeconds": lastContact == 0 ? .null : .double(Double(now - min(now, lastContact)) / 1000),
+            "retriedWrites": .int(Int64(retriedWrites)),
+        ]
+        if let unreachable { object["unreachable"] = .string(unreachable) }
+        if let diverged { object["diverged"] = .string(diverged) }
+        return .object(object)
+    }
+}
+
+/// Cluster mode's writer (docs/CLUSTER.md): in place of the local group commit, one thread that
+/// follows the shared log in PostgreSQL and submits this node's writes to it.
+///
+/// Each round it applies what other nodes appended, then executes the queued writes on the store
+/// as a group commit would, without storing them (`Store.propose`), submits the proposals in one
+/// `folio_append` call, applies the log up to the call's head, and answers each write from its
+/// events as applied. A write refused because another node changed what it read is executed again
+/// after catching up, with every write after it in the group (their execution followed it), up to
+/// `maxAttempts` times. A second thread LISTENs for the log's notifications, to start a round
+/// when another node appends; the round also runs every `pollInterval` in case one is lost.
+final class ClusterNode: @unchecked Sendable {
+    static let maxAttempts = 8
+    static let pollInterval = 0.2
+    /// Events fetched and applied per LMDB transaction.
+    static let chunk = 1000
+
+    private let store: Store
+    private let logStore: ClusterLog
+    private let configuration: ServerConfiguration
+    private let statistics: ServerStatistics
+    private let log: Log
+    private let publish: @Sendable ([StoreWriter.Applied]) -> Void
+    private let deliver: @Sendable ([Writer.Outcome]) -> Void
+
+    private let lock = ConditionLock()
+    private var queue: [Writer.Job] = []
+    private var woken = false
+    private var stopping = false
+    private var thread: pthread_t?
+    private var listener: pthread_t?
+    private let listening = Atomic<Bool>(false)
+
+    // The writing thread's own.
+    private var ids = ObjectIDGenerator()
+    private var lastTimestamp: Int64
+    private var applied: UInt64
+    /// While a round answers writes: the events applied since it began, by sequence.
+    private var collected: [UInt64: StoreWriter.Applied] = [:]
+    private var collecting = false
+
+    init(
+        store: Store, conninfo: String, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
+        publish: @escaping @Sendable ([StoreWriter.Applied]) -> Void, deliver: @escaping @Sendable ([Writer.Outcome]) -> Void
+    ) throws {
+        self.store = store
+        logStore = ClusterLog(conninfo: conninfo, timeout: configuration.clusterTimeoutSeconds)
+        self.configuration = configuration
+        self.statistics = statistics
+        self.log = log
+        self.publish = publish
+        self.deliver = deliver
+        (applied, lastTimestamp) = try store.read { snapshot in (try snapshot.head().sequence, (try snapshot.lastTimestamp()?.milliseconds ?? -1) + 1) }
+        statistics.cluster.withLock { $0 = ClusterStatus() }
+    }
+
+    /// Connects, checks that this store's history is a prefix of the log's, and catches up to the
+    /// log's head as it was, calling `progress(applied, head)` now and then. Throws when PostgreSQL
+    /// cannot be reached or the histories differ: a node does not start on either.
+    func join(progress: (UInt64, UInt64) -> Void) throws {
+        try logStore.prepare()
+        let head = try logStore.head()
+        if applied > head.sequence {
+            throw ServerError.cluster(
+                "this data directory holds \(applied) events and the log in PostgreSQL only \(head.sequence): it belongs to another log, "
+                    + "or the log lost events. Start a node of this log from an empty data directory")
+        }
+        if applied > 0 {
+            let local = try store.read { try $0.head().hash }
+            guard let logged = try logStore.hash(of: applied), logged == local.bytes else {
+                throw ServerError.cluster(
+                    "event \(applied) of this data directory differs from the log's (chain hash \(local.hex) here): it belongs to another log. "
+                        + "Start a node of this log from an empty data directory")
+            }
+        }
+        var lastReport = 0.0
+        while applied < head.sequence {
+            try catchUpChunk()
+            let now = Date().timeIntervalSince1970
+            if now - lastReport >= 1 || applied >= head.sequence {
+                lastReport = now
+                progress(applied, head.sequence)
+            }
+        }
+        noteContact(head: head.sequence)
+    }
+
+    func start() {
+        thread = startThread(name: "folio-cluster") { [self] in run() }
+        listening.store(true, ordering: .releasing)
+        listener = startThread(name: "folio-listen") { [self] in listen() }
+    }
+
+    func submit(_ jobs: [Writer.Job]) {
+        lock.withLock {
+            queue.append(contentsOf: jobs)
+            lock.signal()
+        }
+    }
+
+    /// Starts a round now: the log has news.
+    func wake() {
+        lock.withLock {
+            woken = true
+            lock.signal()
+        }
+    }
+
+    /// Answers every queued write, then ends both threads.
+    func stop() {
+        lock.withLock {
+            stopping = true
+            lock.signal()
+        }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+        listening.store(false, ordering: .releasing)
+        if let listener { pthread_join(listener, nil) }
+        listener = nil
+        logStore.close()
+    }
+
+    // MARK: The writing thread
+
+    private func run() {
+        while true {
+            let (jobs, ending): ([Writer.Job], Bool) = lock.withLock {
+                if queue.isEmpty && !woken && !stopping { lock.wait(seconds: Self.pollInterval) }
+                woken = false
+                let count = min(queue.count, configuration.maxBatchCount)
+                defer { queue.removeFirst(count) }
+                return (Array(queue.prefix(count)), stopping && queue.count == count)
+            }
+            statistics.writerQueue.subtract(jobs.count, ordering: .relaxed)
+            catchUp()
+            if !jobs.isEmpty { process(jobs) }
+            if ending { return }
+        }
+    }
+
+    /// Applies what the log holds beyond this node's last event; gives up quietly on a failure
+    /// (noted in the status): the next round tries again.
+    private func catchUp() {
+        guard diverged == nil else { return }
+        do {
+            while try catchUpChunk() == Self.chunk {}
+        } catch let error as ClusterLogError {
+            noteFailure(error)
+        } catch let error as ClusterDivergence {
+            diverge(error)
+        } catch {
+            log.error("cluster: applying the log failed: \(error); trying again")
+        }
+    }
+
+    /// Fetches and applies up to `chunk` events; returns how many.
+    @discardableResult
+    private func catchUpChunk() throws -> Int {
+        let events = try logStore.events(after: applied, limit: Self.chunk)
+        noteContact(head: events.last?.sequence ?? applied)
+        guard !events.isEmpty else { return 0 }
+        let done = try store.appendLogged(events)
+        applied = events[events.count - 1].sequence
+        if collecting { for event in done { collected[event.event.sequence] = event } }
+        statistics.applied.advance(to: applied)
+        publish(done)
+        return events.count
+    }
+
+    private func process(_ jobs: [Writer.Job]) {
+        collecting = true
+        defer {
+            collecting = false
+            collected.removeAll(keepingCapacity: true)
+        }
+        var outcomes: [Writer.Outcome?] = Array(repeating: nil, count: jobs.count)
+        var start = 0
+        var attempts = 0
+        while start < jobs.count {
+            if let reason = diverged {
+                let refusal = ProtocolError(.unavailable, "the write was not stored: this node stopped following the log (\(reason)); send it to another node")
+                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal)) }
+                break
+            }
+            let round = Array(jobs[start...])
+            let acceptance = nextTimestamp()
+            let proposals: [Proposal]
+            let snapshot: UInt64
+            do {
+                (proposals, snapshot) = try store.propose(
+                    round.map { ($0.request, Acceptance(timestamp: acceptance, origin: $0.origin)) }, ids: &ids)
+            } catch {
+                log.error("cluster: executing \(round.count) writes failed: \(error)")
+                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                break
+            }
+            var proposed: [(index: Int, write: ProposedWrite)] = []
+            for (offset, proposal) in proposals.enumerated() {
+                if case .propose(let write) = proposal { proposed.append((start + offset, write)) }
+            }
+            var firstRefused = jobs.count
+            if !proposed.isEmpty {
+                let decision: ClusterLog.Decision
+                do {
+                    decision = try logStore.append(snapshot: snapshot, at: acceptance, proposed.map(\.write))
+                } catch let error as ClusterLogError {
+                    noteFailure(error)
+                    let failure: ProtocolError
+                    if case .unavailable(let reason) = error {
+                        failure = ProtocolError(
+                            .unavailable,
+                            "PostgreSQL, which holds the cluster's log, did not answer (\(reason)): the write may or may not have been stored; "
+                                + "send it again with the same requestKey to be sure it is stored once")
+                    } else {
+                        failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
+                    }
+                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                    break
+                } catch {
+                    let failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
+                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                    break
+                }
+                catchUp()
+                for (slot, first) in decision.firstSequences.enumerated() {
+                    let (index, write) = proposed[slot]
+                    guard let first else {
+                        firstRefused = min(firstRefused, index)
+                        continue
+                    }
+                    outcomes[index] = answer(jobs[index], write, first: first)
+                }
+            }
+            for (offset, proposal) in proposals.enumerated() where start + offset < firstRefused {
+                if case .settled(let result) = proposal {
+                    outcomes[start + offset] = Writer.Outcome(job: jobs[start + offset], result: result.mapError { ProtocolError(storeError: $0) })
+                }
+            }
+            guard firstRefused < jobs.count else { break }
+            attempts += 1
+            statistics.cluster.withLock { $0?.retriedWrites += jobs.count - firstRefused }
+            if attempts >= Self.maxAttempts {
+                let refusal = ProtocolError(
+                    .unavailable,
+                    "the write was not stored: \(Self.maxAttempts) times another node changed what it read before the log took it; send it again")
+                for index in firstRefused..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal)) }
+                break
+            }
+            start = firstRefused
+            // Another node appended what this write read; the log holds it now.
+            catchUp()
+        }
+        var answered: [Writer.Outcome] = []
+        answered.reserveCapacity(jobs.count)
+        for (index, outcome) in outcomes.enumerated() {
+            answered.append(outcome ?? Writer.Outcome(job: jobs[index], result: .failure(ProtocolError(.internal, "the write got no answer"))))
+        }
+        let appended = answered.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
+        if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
+        statistics.committedWrites.add(appended, ordering: .relaxed)
+        deliver(answered)
+    }
+
+    /// The answer to a write the log accepted at `first`, once this node has applied its events.
+    private func answer(_ job: Writer.Job, _ write: ProposedWrite, first: UInt64) -> Writer.Outcome {
+        let last = first + UInt64(write.events.count) - 1
+        guard applied >= last else {
+            return Writer.Outcome(
+                job: job,
+                result: .failure(
+                    ProtocolError(
+                        .unavailable,
+                        "the write was stored in the cluster's log as events \(first)-\(last), but this node has applied only up to \(applied): "
+                            + "read it with minSeq \(last)")))
+        }
+        do {
+            let events = (first...last).compactMap { collected[$0] }
+            return Writer.Outcome(job: job, result: .success(try write.outcome(applied: events)))
+        } catch {
+            return Writer.Outcome(
+                job: job,
+                result: .failure(
+                    ProtocolError(.internal, "the write was stored in the cluster's log as events \(first)-\(last), but its answer failed: \(error)")))
+        }
+    }
+
+    private func nextTimestamp() -> Timestamp {
+        lastTimestamp = max(lastTimestamp, Timestamp.now.milliseconds)
+        return Timestamp(milliseconds: lastTimestamp)
+    }
+
+    private var diverged: String? { statistics.cluster.withLock { $0?.diverged } }
+
+    private func diverge(_ error: ClusterDivergence) {
+        log.error(
+            "cluster: this node stops following the log at \(error): it serves reads of the state up to event \(applied) "
+                + "and refuses writes. Rebuild it from an empty data directory")
+        statistics.cluster.withLock { $0?.diverged = "\(error)" }
+    }
+
+    private func noteContact(head: UInt64) {
+        let now = monotonicMilliseconds()
+        let recovered = statistics.cluster.withLock { status -> String? in
+            guard var current = status else { return nil }
+            let was = current.unreachable
+            current.lastContact = now
+            current.logHead = max(current.logHead, head)
+            current.unreachable = nil
+            status = current
+            return was
+        }
+        if let recovered { log.notice("cluster: PostgreSQL answers again (it did not: \(recovered))") }
+    }
+
+    private func noteFailure(_ error: ClusterLogError) {
+        let first = statistics.cluster.withLock { status -> Bool in
+            let first = status?.unreachable == nil
+            status?.unreachable = "\(error)"
+            return first
+        }
+        if first { log.error("cluster: \(error); writes are refused and reads served from this node's copy until it answers again") }
+    }
+
+    /// The connection string without its password, for the log.
+    static func redacted(_ conninfo: String) -> String {
+        conninfo.split(separator: " ").map { $0.lowercased().hasPrefix("password=") ? "password=…" : String($0) }.joined(separator: " ")
+    }
+
+    // MARK: The listening thread
+
+    /// LISTENs on `folio_log` and wakes the writing thread when another node appended; reconnects
+    /// after a failure, at most once a second.
+    private func listen() {
+        var connection: PostgresConnection?
+        while listening.load(ordering: .acquiring) {
+            do {
+                if connection == nil || connection!.isBroken {
+                    connection?.close()
+                    connection = try PostgresConnection(logStore.conninfo, timeout: configuration.clusterTimeoutSeconds)
+                    try connection!.execute("LISTEN folio_log", [], timeout: configuration.clusterTimeoutSeconds)
+                    // Whatever was appended while not listening.
+                    wake()
+                }
+                let notes = try connection!.notifications(timeout: 0.5)
+                if notes.contains(where: { UInt64($0.payload).map { $0 > statistics.applied.current } ?? true }) { wake() }
+            } catch {
+                connection?.close()
+                connection = nil
+                var pause = timespec(tv_sec: 1, tv_nsec: 0)
+                nanosleep(&pause, nil)
+            }
+        }
+        connection?.close()
+    }
+}

@@ -1,0 +1,355 @@
+import FolioHarness
+import FolioJSON
+import Foundation
+import Glibc
+import Testing
+
+/// Several foliod nodes on one real PostgreSQL (docs/CLUSTER.md), started in a temp directory.
+final class TestCluster: @unchecked Sendable {
+    let directory: String
+    let postgres: PostgresServer
+    private(set) var nodes: [RunningDaemon] = []
+    let arguments: [String]
+
+    init(directory: String, nodes count: Int, arguments: [String] = []) throws {
+        self.directory = directory
+        // fsync off: the tests kill foliod and stop PostgreSQL, never the machine.
+        postgres = try PostgresServer(settings: ["fsync": "off"])
+        self.arguments = arguments
+        for _ in 0..<count { try addNode() }
+    }
+
+    var logArgument: String { "postgres:" + postgres.conninfo }
+
+    /// Starts another node on an empty data directory of its own; it catches up before it answers.
+    @discardableResult
+    func addNode() throws -> RunningDaemon {
+        let nodeDirectory = directory + "/n\(nodes.count + 1)"
+        try FileManager.default.createDirectory(atPath: nodeDirectory, withIntermediateDirectories: true)
+        let node = RunningDaemon(directory: nodeDirectory, arguments: ["--log", logArgument] + arguments)
+        nodes.append(node)
+        try node.start(timeout: 120)
+        return node
+    }
+
+    /// The log's head in PostgreSQL: its sequence and chain hash.
+    func logHead() throws -> (sequence: Int64, hash: String) {
+        let line = try postgres.psql("SELECT seq || ' ' || encode(hash, 'hex') FROM folio_head").trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = line.split(separator: " ")
+        guard parts.count == 2, let sequence = Int64(parts[0]) else { throw DaemonError("folio_head reads \(line)") }
+        return (sequence, String(parts[1]))
+    }
+
+    /// Waits until every running node has applied the log's head, then checks that each holds the
+    /// same chain head as PostgreSQL and the same state digest, and that its state replays from its
+    /// log (`verify`). Returns the digest.
+    @discardableResult
+    func converge(timeout: Double = 30) throws -> String {
+        let head = try logHead()
+        let deadline = Date().addingTimeInterval(timeout)
+        var digests: [String] = []
+        for (index, node) in nodes.enumerated() where node.isRunning {
+            while true {
+                let stats = try node.request(["op": "stats"])
+                if stats.result?["lastSeq"]?.integerValue == head.sequence {
+                    #expect(stats.result?["chainHead"]?.stringValue == head.hash, "node \(index + 1)'s log differs from PostgreSQL's")
+                    #expect(stats.result?["cluster"]?["state"] == "following", "node \(index + 1): \(stats)")
+                    digests.append(stats.result?["digest"]?.stringValue ?? "?")
+                    break
+                }
+                guard Date() < deadline else { throw DaemonError("node \(index + 1) did not reach event \(head.sequence): \(stats)") }
+                usleep(20_000)
+            }
+            let verified = try node.request(["op": "verify"])
+            #expect(verified.result?["ok"] == .bool(true), "node \(index + 1): \(verified)")
+        }
+        #expect(Set(digests).count == 1, "nodes' digests differ: \(digests)")
+        return digests.first ?? ""
+    }
+
+    /// Every event of the log as node `index` holds it, checked gap-free from 1.
+    func events(on index: Int = 0) throws -> [JSON] {
+        let connection = try nodes[index].connect()
+        var events: [JSON] = []
+        var after: Int64 = 0
+        while true {
+            let page = try connection.request(["op": "events", "after": .int(after), "limit": 1000])
+            guard let batch = page.result?["events"]?.arrayValue else { throw DaemonError("events answered \(page)") }
+            if batch.isEmpty { break }
+            for event in batch {
+                let sequence = event["seq"]?.integerValue ?? -1
+                guard sequence == after + 1 else { throw DaemonError("the log skips from \(after) to \(sequence)") }
+                after = sequence
+                events.append(event)
+            }
+        }
+        return events
+    }
+
+    func shutDown() {
+        for node in nodes { node.shutDown() }
+        postgres.remove()
+    }
+}
+
+func withCluster<R>(nodes: Int, arguments: [String] = [], _ body: (TestCluster) throws -> R) throws -> R {
+    try withTemporaryDirectory { directory in
+        let cluster = try TestCluster(directory: directory, nodes: nodes, arguments: arguments)
+        defer { cluster.shutDown() }
+        do {
+            return try body(cluster)
+        } catch {
+            for (index, node) in cluster.nodes.enumerated() { Issue.record("node \(index + 1)'s log:\n\(node.log)") }
+            throw error
+        }
+    }
+}
+
+/// An acknowledged write: what the history check looks for in the log.
+struct AcknowledgedWrite: Sendable {
+    let id: String
+    let version: Int64
+    let sequence: Int64
+    let deleted: Bool
+}
+
+/// Random creates, updates and deletes of `ids` objects of `Task`, from `clients` threads spread
+/// over the cluster's nodes; returns what was acknowledged. Refusals (`conflict`, `not_found`) are
+/// the races the test wants; `unavailable` is counted apart.
+func clusterLoad(
+    _ cluster: TestCluster, nodes: [Int], clients: Int, writes: Int, ids: Int, seed: UInt64, unavailable: Locked<Int>? = nil
+) -> (acknowledged: [AcknowledgedWrite], errors: [(index: Int, error: any Error)]) {
+    let acknowledged = Locked<[AcknowledgedWrite]>([])
+    let sockets = nodes.map { cluster.nodes[$0].socketPath }
+    let errors = runOnThreads(clients) { client in
+        var random = SplitMix64(seed: seed &+ UInt64(client))
+        var connection = try TestConnection(path: sockets[client % sockets.count])
+        for step in 0..<writes {
+            let id = "t\(random.next() % UInt64(ids))"
+            let roll = random.next() % 10
+            let request: JSON =
+                roll < 3
+                ? ["op": "create", "collection": "Task", "id": .string(id), "data": ["client": .int(Int64(client)), "step": .int(Int64(step))]]
+                : roll < 8
+                    ? ["op": "update", "collection": "Task", "id": .string(id), "patch": ["client": .int(Int64(client)), "step": .int(Int64(step))]]
+                    : ["op": "delete", "collection": "Task", "id": .string(id)]
+            let response: JSON
+            do { response = try connection.request(request) } catch {
+                // The node went away (a test kills it): a write in flight is in doubt, like any unanswered one.
+                guard unavailable != nil else { throw error }
+                unavailable?.withLock { $0 += 1 }
+                usleep(100_000)
+                if let fresh = try? TestConnection(path: sockets[client % sockets.count], timeout: 2) { connection = fresh }
+                continue
+            }
+            if response.isOK {
+                guard let sequence = response["seq"]?.integerValue, let version = response.version else {
+                    throw DaemonError("a write answered without seq or version: \(response)")
+                }
+                acknowledged.withLock { $0.append(AcknowledgedWrite(id: id, version: version, sequence: sequence, deleted: roll >= 8)) }
+            } else if response.errorCode == "unavailable", let unavailable {
+                unavailable.withLock { $0 += 1 }
+            } else if !["conflict", "not_found"].contains(response.errorCode ?? "") {
+                throw DaemonError("unexpected answer \(response) to \(request)")
+            }
+        }
+    }
+    return (acknowledged.current, errors)
+}
+
+/// Every acknowledged write is the event at its sequence, with its id and version.
+func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
+    for write in acknowledged {
+        guard write.sequence >= 1, write.sequence <= events.count else {
+            Issue.record("acknowledged write \(write) is beyond the log's \(events.count) events")
+            continue
+        }
+        let event = events[Int(write.sequence) - 1]
+        #expect(event["id"]?.stringValue == write.id && event["version"]?.integerValue == write.version, "acknowledged \(write), the log holds \(event)")
+        #expect((event["type"] == "deleted") == write.deleted, "acknowledged \(write), the log holds \(event)")
+    }
+}
+
+@Suite(.serialized) struct ClusterTests {
+    @Test func threeNodesUnderConcurrentWritesConvergeToTheLog() throws {
+        try withCluster(nodes: 3) { cluster in
+            let (acknowledged, errors) = clusterLoad(cluster, nodes: [0, 1, 2], clients: 9, writes: 150, ids: 40, seed: 1)
+            #expect(errors.isEmpty, "\(errors)")
+            #expect(acknowledged.count > 300, "\(acknowledged.count) writes acknowledged")
+            try cluster.converge()
+            let events = try cluster.events(on: 2)
+            #expect(events.count == acknowledged.count, "every event is an acknowledged write and every acknowledged write one event")
+            checkHistory(acknowledged, against: events)
+            // A node's own writes are readable at once on it; watchers see other nodes' writes.
+            let connection = try cluster.nodes[1].connect()
+            let created = try connection.request(["op": "create", "collection": "Note", "data": ["text": "mine"]])
+            let id = try #require(created.result?["id"])
+            #expect(try connection.request(["op": "get", "collection": "Note", "id": id]).result?["text"] == "mine")
+        }
+    }
+
+    @Test func ifVersionRacesAcrossNodesHaveExactlyOneWinner() throws {
+        try withCluster(nodes: 3) { cluster in
+            for round in 0..<5 {
+                let id = "race\(round)"
+                #expect(try cluster.nodes[0].request(["op": "create", "collection": "Doc", "id": .string(id), "data": ["v": 0]]).isOK)
+                let seq = try cluster.logHead().sequence
+                let outcomes = Locked<[String]>([])
+                let errors = runOnThreads(6) { client in
+                    let node = cluster.nodes[client % 3]
+                    let connection = try node.connect()
+                    // Each sees the create first, then all race from version 1.
+                    _ = try connection.request(["op": "get", "collection": "Doc", "id": .string(id), "minSeq": .int(seq)])
+                    let response = try connection.request(
+                        ["op": "update", "collection": "Doc", "id": .string(id), "ifVersion": 1, "patch": ["v": .int(Int64(client))]])
+                    outcomes.withLock { $0.append(response.isOK ? "ok" : response.errorCode ?? "?") }
+                }
+                #expect(errors.isEmpty, "\(errors)")
+                #expect(outcomes.current.filter { $0 == "ok" }.count == 1, "round \(round): \(outcomes.current)")
+                #expect(outcomes.current.filter { $0 == "conflict" }.count == 5, "round \(round): \(outcomes.current)")
+            }
+            try cluster.converge()
+        }
+    }
+
+    @Test func uniqueKeyRacesAcrossNodesHaveExactlyOneWinner() throws {
+        try withCluster(nodes: 3) { cluster in
+            let defined = try cluster.nodes[0].request(
+                ["op": "view.define", "name": "byEmail", "collection": "Person", "sort": ["email"], "unique": true])
+            #expect(defined.isOK, "\(defined)")
+            let outcomes = Locked<[Int: [String]]>([:])
+            let errors = runOnThreads(9) { client in
+                let connection = try cluster.nodes[client % 3].connect()
+                for round in 0..<8 {
+                    let email = "p\((round + client) % 8)@example.org"
+                    let response = try connection.request(["op": "create", "collection": "Person", "data": ["email": .string(email)]])
+                    outcomes.withLock { $0[(round + client) % 8, default: []].append(response.isOK ? "ok" : response.errorCode ?? "?") }
+                }
+            }
+            #expect(errors.isEmpty, "\(errors)")
+            for (key, results) in outcomes.current {
+                #expect(results.filter { $0 == "ok" }.count == 1, "email \(key): \(results)")
+                #expect(results.filter { $0 == "conflict" }.count == 8, "email \(key): \(results)")
+            }
+            try cluster.converge()
+            #expect(try cluster.nodes[2].request(["op": "count", "view": "byEmail"]).result?["count"] == 8)
+        }
+    }
+
+    @Test func aRetriedRequestKeyOnAnotherNodeGetsTheFirstResult() throws {
+        try withCluster(nodes: 2) { cluster in
+            let request: JSON = ["op": "create", "collection": "Order", "data": ["total": 12], "requestKey": "order-1"]
+            let first = try cluster.nodes[0].request(request)
+            #expect(first.isOK, "\(first)")
+            // At once, before node 2 may have applied it: its proposal is refused and it catches up.
+            let again = try cluster.nodes[1].request(request)
+            var replayed = try #require(first.result?.objectValue)
+            replayed["replayed"] = .bool(true)
+            #expect(again.result == .object(replayed), "\(again) after \(first)")
+            #expect(again["seq"] == first["seq"])
+            let different = try cluster.nodes[1].request(["op": "create", "collection": "Order", "data": ["total": 13], "requestKey": "order-1"])
+            #expect(different.errorCode == "conflict", "\(different)")
+            #expect(try cluster.logHead().sequence == 1)
+            try cluster.converge()
+        }
+    }
+
+    @Test func minSeqReadsOnAnotherNodeSeeTheWrite() throws {
+        try withCluster(nodes: 2, arguments: ["--min-seq-timeout", "0.5"]) { cluster in
+            let reader = try cluster.nodes[1].connect()
+            for index in 0..<50 {
+                let written = try cluster.nodes[0].request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["i": .int(Int64(index))]])
+                let seq = try #require(written["seq"]?.integerValue)
+                let read = try reader.request(["op": "get", "collection": "Note", "id": .string("n\(index)"), "minSeq": .int(seq)])
+                #expect(read.result?["i"]?.integerValue == Int64(index), "\(read)")
+            }
+            // An event no node has: unavailable once the wait is over, and the connection goes on.
+            let started = Date()
+            let future = try reader.request(["op": "count", "collection": "Note", "minSeq": 1_000_000])
+            #expect(future.errorCode == "unavailable", "\(future)")
+            #expect(Date().timeIntervalSince(started) < 3)
+            #expect(try reader.request(["op": "count", "collection": "Note", "minSeq": 50]).result?["count"] == 50)
+            let write = try reader.request(["op": "create", "collection": "Note", "data": [:], "minSeq": 1])
+            #expect(write.errorCode == "bad_request", "\(write)")
+            // File contents stay on the node that receives them: uploads are refused in a cluster.
+            let upload = try reader.request(["op": "file.put", "name": "a.txt", "data": "aGk="])
+            #expect(upload.errorCode == "bad_request" && upload.errorMessage?.contains("cluster") == true, "\(upload)")
+        }
+    }
+
+    @Test func aNodeKilledUnderLoadCatchesUpAndAFreshNodeReplaysTheLog() throws {
+        try withCluster(nodes: 3) { cluster in
+            let victim = cluster.nodes[1]
+            let unavailable = Locked(0)
+            let killer = Thread {
+                usleep(400_000)
+                victim.killHard()
+            }
+            killer.start()
+            let (acknowledged, errors) = clusterLoad(
+                cluster, nodes: [0, 1, 2], clients: 6, writes: 200, ids: 60, seed: 7, unavailable: unavailable)
+            #expect(errors.isEmpty, "\(errors)")
+            while victim.isRunning { usleep(10_000) }
+            try victim.start(timeout: 60)
+            try cluster.converge()
+            let fourth = try cluster.addNode()
+            #expect(try fourth.request(["op": "stats"]).result?["lastSeq"]?.integerValue == (try cluster.logHead().sequence))
+            try cluster.converge()
+            checkHistory(acknowledged, against: try cluster.events(on: 3))
+        }
+    }
+
+    @Test func postgresStoppedMidLoadFailsWritesFastAndLosesNoAcknowledgedWrite() throws {
+        try withCluster(nodes: 2, arguments: ["--log-timeout", "1"]) { cluster in
+            let unavailable = Locked(0)
+            let stopper = Thread {
+                usleep(300_000)
+                try? cluster.postgres.stop()
+            }
+            stopper.start()
+            let started = Date()
+            let (before, errors) = clusterLoad(cluster, nodes: [0, 1], clients: 4, writes: 300, ids: 50, seed: 11, unavailable: unavailable)
+            #expect(errors.isEmpty, "\(errors)")
+            #expect(unavailable.current > 0, "no write failed while PostgreSQL was down")
+            // Writes failed fast: 1,200 writes, most refused, in far less than a timeout each.
+            #expect(Date().timeIntervalSince(started) < 60)
+            // Reads go on from the node's copy, and stats says PostgreSQL is unreachable.
+            let stats = try cluster.nodes[0].request(["op": "stats"])
+            #expect(stats.result?["cluster"]?["state"] == "unreachable", "\(stats)")
+            #expect(try cluster.nodes[1].request(["op": "count", "collection": "Task"]).isOK)
+            let refused = Date()
+            let write = try cluster.nodes[0].request(["op": "create", "collection": "Task", "data": [:]])
+            #expect(write.errorCode == "unavailable", "\(write)")
+            #expect(Date().timeIntervalSince(refused) < 2)
+
+            try cluster.postgres.start()
+            // Writes resume without a restart of foliod.
+            let deadline = Date().addingTimeInterval(20)
+            var resumed = false
+            while Date() < deadline && !resumed {
+                resumed = try cluster.nodes[0].request(["op": "create", "collection": "Task", "data": ["after": true]]).isOK
+                if !resumed { usleep(100_000) }
+            }
+            #expect(resumed)
+            let (after, moreErrors) = clusterLoad(cluster, nodes: [0, 1], clients: 4, writes: 50, ids: 50, seed: 12)
+            #expect(moreErrors.isEmpty, "\(moreErrors)")
+            try cluster.converge()
+            checkHistory(before + after, against: try cluster.events(on: 1))
+        }
+    }
+
+    @Test func aDataDirectoryOfAnotherLogIsRefused() throws {
+        try withCluster(nodes: 1) { cluster in
+            #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "data": [:]]).isOK)
+            // A single node's store with its own history.
+            let stray = RunningDaemon(directory: cluster.directory + "/stray")
+            try FileManager.default.createDirectory(atPath: stray.directory, withIntermediateDirectories: true)
+            try stray.start()
+            #expect(try stray.request(["op": "create", "collection": "Other", "data": [:]]).isOK)
+            try stray.stop()
+            let joined = RunningDaemon(directory: cluster.directory + "/stray", arguments: ["--log", cluster.logArgument])
+            #expect(throws: (any Error).self) { try joined.start(timeout: 20) }
+            #expect(joined.log.contains("belongs to another log"), "\(joined.log)")
+        }
+    }
+}
