@@ -1,9 +1,11 @@
 enum Usage {
     static let main = """
-        usage: folio [--socket PATH] [--json] COMMAND [ARGS]
+        usage: folio [--socket PATH] [--json] [--min-seq N] COMMAND [ARGS]
 
         Talks to foliod over its Unix socket. Output is a table or text on a terminal; with --json,
-        or when stdout is not a terminal, one JSON object per line.
+        or when stdout is not a terminal, one JSON object per line. With --min-seq N a read waits
+        until foliod has applied event N (on a node of a cluster: a write made on another node,
+        whose event a write shows on a terminal).
 
         Objects
           create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]

@@ -15,16 +15,19 @@ let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
     "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
     "--include", "--from", "--fields", "--interval", "--iterations", "--name", "--type", "--prefix",
-    "--older-than",
+    "--older-than", "--min-seq",
 ]
 
 final class CLI {
     var arguments: Arguments
     let output: Output
     let socketCandidates: [String]
+    /// `--min-seq N`: every read waits until the server has applied event N.
+    let minSeq: Int?
 
     init(_ argv: [String]) throws {
         arguments = try Arguments(argv, valued: valuedOptions)
+        minSeq = try arguments.integer("--min-seq")
         let asked = try arguments.flag("--json")
         output = Output(json: asked || !Output.isTerminal, askedForJSON: asked)
         let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
@@ -43,16 +46,37 @@ final class CLI {
         throw firstError ?? ClientError.notRunning(socketCandidates.first ?? "")
     }
 
-    /// Sends one request and returns its result, or throws the server's error.
+    /// Sends one request and returns its result, or throws the server's error. A read carries
+    /// `--min-seq` when given: it waits until the server has applied that event (another node of
+    /// a cluster, reading a write made elsewhere).
     func call(_ request: JSON) throws -> JSON {
+        var request = request
+        if let minSeq, case .object(var fields) = request, let op = fields["op"]?.stringValue,
+            OperationTable.spec(named: op)?.kind == .read
+        {
+            fields["minSeq"] = .int(Int64(minSeq))
+            request = .object(fields)
+        }
         let connection = try connect()
         defer { connection.close() }
         return try result(of: try connection.request(request))
     }
 
+    /// The last event of the last write answered (its `seq`), to show with its result.
+    var lastWriteSequence: Int64?
+
+    /// For people: the event a write was stored as, to read it on another node of a cluster.
+    func showWriteSequence() {
+        guard !output.json, let lastWriteSequence else { return }
+        output.line("(event \(lastWriteSequence); on another node of a cluster read it with --min-seq \(lastWriteSequence))")
+    }
+
     func result(of response: JSON) throws -> JSON {
         guard case .object(let object) = response else { throw ClientError.malformedResponse("not an object") }
-        if object["ok"] == .bool(true) { return object["result"] ?? .null }
+        if object["ok"] == .bool(true) {
+            lastWriteSequence = object["seq"]?.integerValue ?? lastWriteSequence
+            return object["result"] ?? .null
+        }
         let error = object["error"]?.objectValue
         throw ServerError(code: error?["code"]?.stringValue ?? "internal", message: error?["message"]?.stringValue ?? "\(response)")
     }
@@ -132,6 +156,7 @@ final class CLI {
         try arguments.rejectUnused()
         request["data"] = .object(try Assignments.object(arguments.positionals))
         output.object(try callWrite(request, requestKey: key))
+        showWriteSequence()
     }
 
     private func get() throws {
@@ -166,6 +191,7 @@ final class CLI {
         if !patch.isEmpty || ops == nil { request["patch"] = .object(patch) }
         if let ops { request["ops"] = .object(ops) }
         output.object(try callWrite(request, requestKey: key))
+        showWriteSequence()
     }
 
     private func delete() throws {
@@ -181,6 +207,7 @@ final class CLI {
         } else {
             output.line("deleted \(collection)/\(id) (version \(Output.cell(result.objectValue?["version"])))")
         }
+        showWriteSequence()
     }
 
     /// One page with --limit; otherwise every page, as one list.

@@ -116,6 +116,20 @@ import Testing
         }
     }
 
+    /// `--min-seq N` makes a read wait for event N; a write refuses it.
+    @Test func minSeqMakesReadsWaitForAnEvent() throws {
+        try withRunningDaemon(arguments: ["--min-seq-timeout", "0.3"]) { daemon in
+            let socket = daemon.socketPath
+            _ = try Self.output(try Self.folio("create", "Task", "--id", "t1", "title=x", socket: socket))
+            let seen = try Self.output(try Self.folio("--min-seq", "1", "get", "Task", "t1", socket: socket))
+            #expect(seen["title"] == "x")
+            let future = try Self.folio("--min-seq", "99", "count", "Task", socket: socket)
+            #expect(future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)")
+            // Writes go without it (a write always runs on the newest state).
+            _ = try Self.output(try Self.folio("--min-seq", "99", "create", "Task", "title=y", socket: socket))
+        }
+    }
+
     @Test func helpAndUsageErrors() throws {
         try withTemporaryDirectory { directory in
             let socket = directory + "/none.sock"

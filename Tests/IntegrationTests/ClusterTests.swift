@@ -236,6 +236,57 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         }
     }
 
+    /// A delete with a `deny` rule on one node races a create of a referrer on another: either the
+    /// delete is refused, or it was ordered before the create. Never a delete after the referrer
+    /// that it should have seen. Batches and cascades made on one node apply alike on the others.
+    @Test func deleteRulesAndBatchesHoldAcrossNodes() throws {
+        try withCluster(nodes: 2) { cluster in
+            let schema = try cluster.nodes[0].request(
+                ["op": "schema.define", "collection": "Item", "fields": ["target": ["type": "ref", "ref": "Target", "onTargetDelete": "deny"]]])
+            #expect(schema.isOK, "\(schema)")
+            var deletesAfterReferrer = 0
+            var outcomes: [String] = []
+            for round in 0..<20 {
+                let target = "T\(round)"
+                let made = try cluster.nodes[0].request(["op": "create", "collection": "Target", "id": .string(target), "data": [:]])
+                let seq = try #require(made["seq"]?.integerValue)
+                #expect(try cluster.nodes[1].request(["op": "get", "collection": "Target", "id": .string(target), "minSeq": .int(seq)]).isOK)
+                let answers = Locked<[Int: JSON]>([:])
+                let errors = runOnThreads(2) { side in
+                    let response =
+                        side == 0
+                        ? try cluster.nodes[0].request(["op": "delete", "collection": "Target", "id": .string(target)])
+                        : try cluster.nodes[1].request(["op": "create", "collection": "Item", "data": ["target": ["$ref": .string("Target/\(target)")]]])
+                    answers.withLock { $0[side] = response }
+                }
+                #expect(errors.isEmpty, "\(errors)")
+                let delete = answers.current[0] ?? .null
+                let create = answers.current[1] ?? .null
+                #expect(create.isOK, "\(create)")
+                #expect(delete.isOK || delete.errorCode == "conflict", "\(delete)")
+                outcomes.append(delete.isOK ? "deleted" : "denied")
+                if delete.isOK, let deleted = delete["seq"]?.integerValue, let created = create["seq"]?.integerValue, deleted > created {
+                    deletesAfterReferrer += 1
+                }
+            }
+            #expect(deletesAfterReferrer == 0, "a delete with deny went through after a referrer was stored: \(outcomes)")
+            // A batch of ten creates on one node, then a cascade from the other.
+            let cascade = try cluster.nodes[1].request(
+                ["op": "schema.define", "collection": "Line", "fields": ["order": ["type": "ref", "ref": "Order", "onTargetDelete": "cascade"]]])
+            #expect(cascade.isOK, "\(cascade)")
+            #expect(try cluster.nodes[1].request(["op": "create", "collection": "Order", "id": "o1", "data": [:]]).isOK)
+            let ops: [JSON] = (0..<10).map { index in
+                ["op": "create", "collection": "Line", "id": .string("l\(index)"), "data": ["order": ["$ref": "Order/o1"]]]
+            }
+            let batch = try cluster.nodes[0].request(["op": "batch", "ops": .array(ops)])
+            #expect(batch.isOK, "\(batch)")
+            let gone = try cluster.nodes[1].request(["op": "delete", "collection": "Order", "id": "o1"])
+            #expect(gone.isOK, "\(gone)")
+            try cluster.converge()
+            #expect(try cluster.nodes[0].request(["op": "count", "collection": "Line"]).result?["count"] == 0)
+        }
+    }
+
     @Test func aRetriedRequestKeyOnAnotherNodeGetsTheFirstResult() throws {
         try withCluster(nodes: 2) { cluster in
             let request: JSON = ["op": "create", "collection": "Order", "data": ["total": 12], "requestKey": "order-1"]
