@@ -389,6 +389,44 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         }
     }
 
+    /// An event that does not chain (here, written into PostgreSQL by hand): every node stops
+    /// applying, says why in stats, refuses writes and keeps serving what it has; a node that
+    /// starts on such a log refuses to start.
+    @Test func aLogThatDoesNotChainStopsTheNodesInsteadOfServingWrongData() throws {
+        try withCluster(nodes: 2) { cluster in
+            #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "id": "n1", "data": ["text": "good"]]).isOK)
+            try cluster.converge()
+            _ = try cluster.postgres.psql(
+                """
+                BEGIN;
+                INSERT INTO folio_events SELECT seq + 1, convert_to('{"seq":' || (seq + 1) || ',"type":"deleted","at":"' || at
+                    || '","collection":"Note","id":"n1","version":2,"by":{"uid":0,"gid":0,"pid":1}}', 'UTF8'), decode(repeat('ab', 32), 'hex')
+                    FROM folio_head;
+                UPDATE folio_head SET seq = seq + 1, hash = decode(repeat('ab', 32), 'hex');
+                NOTIFY folio_log, '2';
+                COMMIT;
+                """)
+            for node in cluster.nodes {
+                let deadline = Date().addingTimeInterval(10)
+                var state: JSON?
+                while Date() < deadline {
+                    state = try node.request(["op": "stats"]).result?["cluster"]
+                    if state?["state"] == "diverged" { break }
+                    usleep(20_000)
+                }
+                #expect(state?["state"] == "diverged", "\(String(describing: state))")
+                #expect(state?["diverged"]?.stringValue?.contains("event 2") == true, "\(String(describing: state))")
+                #expect(try node.request(["op": "get", "collection": "Note", "id": "n1"]).result?["text"] == "good")
+                let write = try node.request(["op": "create", "collection": "Note", "data": [:]])
+                #expect(write.errorCode == "unavailable", "\(write)")
+            }
+            let fresh = RunningDaemon(directory: cluster.directory + "/fresh", arguments: ["--log", cluster.logArgument])
+            try FileManager.default.createDirectory(atPath: fresh.directory, withIntermediateDirectories: true)
+            #expect(throws: (any Error).self) { try fresh.start(timeout: 20) }
+            #expect(fresh.log.contains("event 2"), "\(fresh.log)")
+        }
+    }
+
     @Test func aDataDirectoryOfAnotherLogIsRefused() throws {
         try withCluster(nodes: 1) { cluster in
             #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "data": [:]]).isOK)
