@@ -1,6 +1,7 @@
 import FolioJSON
 import FolioModel
 import FolioStore
+import Foundation
 import Glibc
 
 /// A node's connection to the cluster's log in PostgreSQL (docs/CLUSTER.md): the head, events by
@@ -130,7 +131,9 @@ public final class ClusterLog: @unchecked Sendable {
         do {
             return try connection.execute(sql, parameters, timeout: timeout)
         } catch {
-            if connection.isBroken { failed("\(error)") }
+            if connection.isBroken {
+                if case PostgresError.unavailable(let reason) = error { failed(reason) } else { failed("\(error)") }
+            }
             throw ClusterLogError(error)
         }
     }
@@ -140,7 +143,8 @@ public final class ClusterLog: @unchecked Sendable {
         connection?.close()
         connection = nil
         if now() - lastFailure < retryInterval {
-            throw ClusterLogError.unavailable("PostgreSQL was unreachable \(Int((now() - lastFailure) * 1000)) ms ago (\(lastFailureReason))")
+            // Not tried again so soon after a failure: nothing is sent.
+            throw ClusterLogError.unreachable(lastFailureReason)
         }
         do {
             let fresh = try PostgresConnection(conninfo, timeout: timeout)
@@ -153,6 +157,9 @@ public final class ClusterLog: @unchecked Sendable {
             }
             connection = fresh
             return fresh
+        } catch PostgresError.unavailable(let reason) {
+            failed(reason)
+            throw ClusterLogError.unreachable(reason)
         } catch let error as PostgresError {
             failed("\(error)")
             throw ClusterLogError(error)
@@ -161,7 +168,8 @@ public final class ClusterLog: @unchecked Sendable {
 
     private func failed(_ reason: String) {
         lastFailure = now()
-        lastFailureReason = reason
+        // Said again of later calls, which were not sent: what was unknown was the failed call's outcome.
+        lastFailureReason = reason.replacingOccurrences(of: "; the outcome is unknown", with: "")
         connection?.close()
         connection = nil
     }
@@ -175,8 +183,11 @@ public final class ClusterLog: @unchecked Sendable {
 
 /// Why a call to the cluster's log failed.
 public enum ClusterLogError: Error, CustomStringConvertible, Sendable {
-    /// PostgreSQL cannot be reached, or did not answer in time: a write in flight may or may not
-    /// have been stored.
+    /// No connection to PostgreSQL could be made (or the last attempt failed a moment ago): the
+    /// statement was not sent.
+    case unreachable(String)
+    /// The statement was sent and PostgreSQL did not answer in time, or the connection was lost:
+    /// a write in flight may or may not have been stored.
     case unavailable(String)
     /// PostgreSQL refused a statement: a bug, or a log this foliod cannot use.
     case refused(String)
@@ -195,7 +206,8 @@ public enum ClusterLogError: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         switch self {
-        case .unavailable(let reason): "PostgreSQL is unavailable: \(reason)"
+        case .unreachable(let reason): "PostgreSQL cannot be reached: \(reason)"
+        case .unavailable(let reason): "PostgreSQL did not answer: \(reason)"
         case .refused(let reason): "PostgreSQL refused a statement of the cluster's log: \(reason)"
         case .incompatible(let reason): reason
         case .unexpected(let reason): "the cluster's log answered unexpectedly: \(reason)"

@@ -69,7 +69,9 @@ public enum RequestDecoder {
                 case .write, .upload:
                     throw ProtocolError(.badRequest, "minSeq is for reads; a write always runs on the newest state of the log")
                 case .stream:
-                    throw ProtocolError(.badRequest, "minSeq is for reads; \(op) takes after or resumeAfter to say where to start")
+                    throw ProtocolError(
+                        .badRequest,
+                        op == "watch" ? "minSeq is for reads; watch takes after or resumeAfter to say where to start" : "minSeq is for reads; \(op) is not one")
                 }
             }
             try fields.rejectUnknown()

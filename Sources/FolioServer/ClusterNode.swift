@@ -243,12 +243,16 @@ final class ClusterNode: @unchecked Sendable {
                 } catch let error as ClusterLogError {
                     noteFailure(error)
                     let failure: ProtocolError
-                    if case .unavailable(let reason) = error {
+                    switch error {
+                    case .unavailable(let reason):
                         failure = ProtocolError(
                             .unavailable,
                             "PostgreSQL, which holds the cluster's log, did not answer (\(reason)): the write may or may not have been stored; "
                                 + "send it again with the same requestKey to be sure it is stored once")
-                    } else {
+                    case .unreachable(let reason):
+                        failure = ProtocolError(
+                            .unavailable, "the write was not stored: PostgreSQL, which holds the cluster's log, cannot be reached (\(reason))")
+                    default:
                         failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                     }
                     for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
