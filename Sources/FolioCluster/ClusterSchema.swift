@@ -60,42 +60,38 @@ public enum ClusterSchema {
         LANGUAGE plpgsql AS $fn$
         DECLARE
             v_head folio_head%ROWTYPE;
+            v_count int := jsonb_array_length(p_writes);
+            v_accepted int;
+            v_index int := 0;
             v_seq bigint;
             v_hash bytea;
             v_at text;
-            v_start bigint;
             v_first bigint;
             v_write jsonb;
             v_event jsonb;
             v_canonical bytea;
-            v_refused boolean := false;
-            v_stale boolean;
+            v_seqs bigint[] := '{}';
+            v_events bytea[] := '{}';
+            v_hashes bytea[] := '{}';
             v_results text[] := '{}';
         BEGIN
             SELECT * INTO v_head FROM folio_head WHERE one FOR UPDATE;
+            -- One query for every write of the call: the first that read a key changed after its
+            -- snapshot, or that read everything while anything was appended after it. Writes
+            -- accepted earlier in the call are not in folio_keys yet: what they change, the node
+            -- executed the later writes after. `key = ANY(array)` is an index lookup per key.
+            SELECT coalesce(min(w.ordinality)::int - 1, v_count) INTO v_accepted
+            FROM jsonb_array_elements(p_writes) WITH ORDINALITY AS w
+            WHERE (coalesce((w.value->>'all')::boolean, false) AND v_head.seq > p_snapshot)
+               OR EXISTS (
+                   SELECT 1 FROM folio_keys k
+                   WHERE k.key = ANY(ARRAY(SELECT decode(r, 'hex') FROM jsonb_array_elements_text(w.value->'r') AS r))
+                     AND k.seq > p_snapshot);
             v_seq := v_head.seq;
             v_hash := v_head.hash;
-            v_start := v_head.seq + 1;
             v_at := greatest(p_at, v_head.at);
             FOR v_write IN SELECT value FROM jsonb_array_elements(p_writes) LOOP
-                IF v_refused THEN
-                    v_results := v_results || '0'::text;
-                    CONTINUE;
-                END IF;
-                IF coalesce((v_write->>'all')::boolean, false) AND v_head.seq > p_snapshot THEN
-                    v_stale := true;
-                ELSE
-                    SELECT EXISTS (
-                        SELECT 1 FROM folio_keys k
-                        WHERE k.key IN (SELECT decode(r, 'hex') FROM jsonb_array_elements_text(v_write->'r') AS r)
-                          AND k.seq > p_snapshot AND k.seq < v_start
-                    ) INTO v_stale;
-                END IF;
-                IF v_stale THEN
-                    v_refused := true;
-                    v_results := v_results || '0'::text;
-                    CONTINUE;
-                END IF;
+                EXIT WHEN v_index >= v_accepted;
                 v_first := v_seq + 1;
                 FOR v_event IN SELECT value FROM jsonb_array_elements(v_write->'e') LOOP
                     v_seq := v_seq + 1;
@@ -104,14 +100,25 @@ public enum ClusterSchema {
                             || coalesce((v_first + (v_event->>'c')::bigint)::text || (v_event->>'b'), ''),
                         'UTF8');
                     v_hash := sha256(v_hash || v_canonical);
-                    INSERT INTO folio_events (seq, canonical, hash) VALUES (v_seq, v_canonical, v_hash);
+                    v_seqs := v_seqs || v_seq;
+                    v_events := v_events || v_canonical;
+                    v_hashes := v_hashes || v_hash;
                 END LOOP;
-                INSERT INTO folio_keys (key, seq)
-                    SELECT decode(w, 'hex'), v_first FROM jsonb_array_elements_text(v_write->'w') AS w
-                    ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq;
                 v_results := v_results || v_first::text;
+                v_index := v_index + 1;
+            END LOOP;
+            FOR v_index IN v_accepted + 1 .. v_count LOOP
+                v_results := v_results || '0'::text;
             END LOOP;
             IF v_seq > v_head.seq THEN
+                INSERT INTO folio_events (seq, canonical, hash) SELECT * FROM unnest(v_seqs, v_events, v_hashes);
+                -- A key changed by several writes of the call takes the last one's first sequence.
+                INSERT INTO folio_keys (key, seq)
+                    SELECT decode(k, 'hex'), max(v_results[w.ordinality]::bigint)
+                    FROM jsonb_array_elements(p_writes) WITH ORDINALITY AS w, jsonb_array_elements_text(w.value->'w') AS k
+                    WHERE w.ordinality <= v_accepted
+                    GROUP BY k
+                    ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq;
                 UPDATE folio_head SET seq = v_seq, hash = v_hash, at = v_at WHERE one;
                 PERFORM pg_notify('folio_log', v_seq::text);
             END IF;
