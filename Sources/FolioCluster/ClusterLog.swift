@@ -22,6 +22,8 @@ public final class ClusterLog: @unchecked Sendable {
         public let firstSequences: [UInt64?]
         /// The log's last sequence after the call.
         public let head: UInt64
+        /// The log's first events after the proposals' snapshot (up to 1,000), to apply next.
+        public let events: [LoggedEvent]
     }
 
     public let conninfo: String
@@ -109,16 +111,24 @@ public final class ClusterLog: @unchecked Sendable {
         }
         json.writeRaw("]")
         let result = try run(
-            "SELECT folio_append($1::bigint, $2::text, $3::jsonb)",
+            "SELECT * FROM folio_append($1::bigint, $2::text, $3::jsonb)",
             [.int(Int64(snapshot)), .text(at.rfc3339), .text(String(decoding: json.bytes, as: UTF8.self))])
-        guard result.rowCount == 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
+        guard result.rowCount >= 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
+        var events: [LoggedEvent] = []
+        events.reserveCapacity(result.rowCount - 1)
+        for row in 1..<result.rowCount {
+            guard let seq = result.int64(row, 1), let canonical = result.bytes(row, 2), let hash = result.bytes(row, 3) else {
+                throw ClusterLogError.unexpected("folio_append returned an event row with a NULL")
+            }
+            events.append(LoggedEvent(sequence: UInt64(seq), canonical: canonical, hash: hash))
+        }
         let halves = text.split(separator: ";", omittingEmptySubsequences: false)
         guard halves.count == 2, let head = UInt64(halves[1]) else { throw ClusterLogError.unexpected("folio_append returned \(text)") }
         let firsts = halves[0].isEmpty ? [] : halves[0].split(separator: ",").map { UInt64($0) }
         guard firsts.count == writes.count, firsts.allSatisfy({ $0 != nil }) else {
             throw ClusterLogError.unexpected("folio_append answered \(firsts.count) writes of \(writes.count): \(text)")
         }
-        return Decision(firstSequences: firsts.map { $0 == 0 ? nil : $0 }, head: head)
+        return Decision(firstSequences: firsts.map { $0 == 0 ? nil : $0 }, head: head, events: events)
     }
 
     public func close() {

@@ -53,10 +53,14 @@ public enum ClusterSchema {
     /// `greatest(at, the head's time)` so that the log's times never go backwards, composed into
     /// their canonical bytes, chained and inserted; its write keys take its first sequence.
     ///
-    /// Returns `first,first,...;head`: each write's first sequence (0: refused, the node catches
-    /// up and executes it again), then the head after the call. Notifies `folio_log` with the head.
+    /// Returns a first row whose `decided` is `first,first,...;head`: each write's first sequence
+    /// (0: refused, the node catches up and executes it again), then the head after the call; then
+    /// up to 1,000 events of the log after `snapshot`, which the node applies next. Notifies
+    /// `folio_log` with the head.
     static let appendFunction = """
-        CREATE OR REPLACE FUNCTION folio_append(p_snapshot bigint, p_at text, p_writes jsonb) RETURNS text
+        DROP FUNCTION IF EXISTS folio_append(bigint, text, jsonb);
+        CREATE FUNCTION folio_append(p_snapshot bigint, p_at text, p_writes jsonb)
+            RETURNS TABLE (decided text, seq bigint, canonical bytea, hash bytea)
         LANGUAGE plpgsql AS $fn$
         DECLARE
             v_head folio_head%ROWTYPE;
@@ -122,7 +126,10 @@ public enum ClusterSchema {
                 UPDATE folio_head SET seq = v_seq, hash = v_hash, at = v_at WHERE one;
                 PERFORM pg_notify('folio_log', v_seq::text);
             END IF;
-            RETURN array_to_string(v_results, ',') || ';' || v_seq;
+            RETURN QUERY SELECT array_to_string(v_results, ',') || ';' || v_seq, NULL::bigint, NULL::bytea, NULL::bytea;
+            -- The log after the snapshot, which the node applies next: no second query to fetch it.
+            RETURN QUERY SELECT NULL::text, e.seq, e.canonical, e.hash FROM folio_events e
+                WHERE e.seq > p_snapshot ORDER BY e.seq LIMIT 1000;
         END
         $fn$;
         """

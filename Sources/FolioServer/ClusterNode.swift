@@ -189,18 +189,34 @@ final class ClusterNode: @unchecked Sendable {
         }
     }
 
+    /// Applies the events `folio_append` returned (those after this node's last, which it was at).
+    private func apply(_ events: [LoggedEvent]) {
+        guard diverged == nil, let first = events.first, first.sequence == applied + 1 else { return }
+        do {
+            try applyChunk(events)
+        } catch let error as ClusterDivergence {
+            diverge(error)
+        } catch {
+            log.error("cluster: applying the log failed: \(error); trying again")
+        }
+    }
+
     /// Fetches and applies up to `chunk` events; returns how many.
     @discardableResult
     private func catchUpChunk() throws -> Int {
         let events = try logStore.events(after: applied, limit: Self.chunk)
         noteContact(head: events.last?.sequence ?? applied)
         guard !events.isEmpty else { return 0 }
+        try applyChunk(events)
+        return events.count
+    }
+
+    private func applyChunk(_ events: [LoggedEvent]) throws {
         let done = try store.appendLogged(events)
         applied = events[events.count - 1].sequence
         if collecting { for event in done { collected[event.event.sequence] = event } }
         statistics.applied.advance(to: applied)
         publish(done)
-        return events.count
     }
 
     private func process(_ jobs: [Writer.Job]) {
@@ -262,7 +278,9 @@ final class ClusterNode: @unchecked Sendable {
                     for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
                     break
                 }
-                catchUp()
+                noteContact(head: decision.head)
+                apply(decision.events)
+                if decision.head > applied { catchUp() }
                 for (slot, first) in decision.firstSequences.enumerated() {
                     let (index, write) = proposed[slot]
                     guard let first else {
