@@ -110,8 +110,16 @@ final class ClusterNode: @unchecked Sendable {
             }
         }
         var lastReport = 0.0
+        let prefetcher = head.sequence - applied > UInt64(Self.chunk) ? Prefetcher(conninfo: logStore.conninfo, timeout: logStore.timeout, after: applied, through: head.sequence) : nil
+        defer { prefetcher?.stop() }
         while applied < head.sequence {
-            try catchUpChunk()
+            if let prefetcher {
+                let events = try prefetcher.next()
+                guard !events.isEmpty else { break }
+                try applyChunk(events)
+            } else {
+                try catchUpChunk()
+            }
             let now = Date().timeIntervalSince1970
             if now - lastReport >= 1 || applied >= head.sequence {
                 lastReport = now
@@ -119,6 +127,58 @@ final class ClusterNode: @unchecked Sendable {
             }
         }
         noteContact(head: head.sequence)
+    }
+
+    /// Fetches the log's chunks on a thread of its own while the joining node applies the one
+    /// before: a fresh node's catch-up costs the larger of the two, not their sum.
+    private final class Prefetcher: @unchecked Sendable {
+        private let lock = ConditionLock()
+        private var ready: [Result<[LoggedEvent], any Error>] = []
+        private var stopping = false
+        private var thread: pthread_t?
+
+        init(conninfo: String, timeout: Double, after: UInt64, through last: UInt64) {
+            thread = startThread(name: "folio-prefetch") { [self] in
+                let log = ClusterLog(conninfo: conninfo, timeout: timeout)
+                defer { log.close() }
+                var position = after
+                while position < last {
+                    let chunk = Result { try log.events(after: position, limit: ClusterNode.chunk) }
+                    let done = lock.withLock { () -> Bool in
+                        // Two chunks ahead at most.
+                        while ready.count >= 2 && !stopping { lock.wait() }
+                        ready.append(chunk)
+                        lock.broadcast()
+                        return stopping
+                    }
+                    guard !done, case .success(let events) = chunk, let end = events.last?.sequence else { return }
+                    position = end
+                }
+                lock.withLock {
+                    ready.append(.success([]))
+                    lock.broadcast()
+                }
+            }
+        }
+
+        /// The next chunk in order; empty at the end.
+        func next() throws -> [LoggedEvent] {
+            try lock.withLock {
+                while ready.isEmpty { lock.wait() }
+                let first = ready.removeFirst()
+                lock.broadcast()
+                return first
+            }.get()
+        }
+
+        func stop() {
+            lock.withLock {
+                stopping = true
+                lock.broadcast()
+            }
+            if let thread { pthread_join(thread, nil) }
+            thread = nil
+        }
     }
 
     func start() {
