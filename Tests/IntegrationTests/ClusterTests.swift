@@ -427,6 +427,23 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         }
     }
 
+    /// A log of several chunks: the joining node fetches ahead while it applies.
+    @Test func aFreshNodeCatchesUpALogOfManyChunks() throws {
+        try withCluster(nodes: 1) { cluster in
+            let connection = try cluster.nodes[0].connect()
+            for batch in 0..<5 {
+                let ops: [JSON] = (0..<1000).map { index in
+                    ["op": "create", "collection": "Task", "data": ["batch": .int(Int64(batch)), "index": .int(Int64(index))]]
+                }
+                #expect(try connection.request(["op": "batch", "ops": .array(ops)]).isOK)
+            }
+            let joined = try cluster.addNode()
+            #expect(try joined.request(["op": "count", "collection": "Task"]).result?["count"] == 5000)
+            #expect(joined.log.contains("caught up to event 5000 of 5000"), "\(joined.log)")
+            try cluster.converge()
+        }
+    }
+
     @Test func aDataDirectoryOfAnotherLogIsRefused() throws {
         try withCluster(nodes: 1) { cluster in
             #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "data": [:]]).isOK)
