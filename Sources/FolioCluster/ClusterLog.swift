@@ -78,41 +78,41 @@ public final class ClusterLog: @unchecked Sendable {
 
     /// Submits a group of writes proposed at `snapshot`, in order; see `ClusterSchema.appendFunction`.
     public func append(snapshot: UInt64, at: Timestamp, _ writes: [ProposedWrite]) throws -> Decision {
-        var json = JSONWriter(capacity: 4096)
-        json.writeRaw("[")
+        var all: [Bool] = []
+        var reads: [[UInt8]] = []
+        var readOwners: [Int32] = []
+        var keys: [[UInt8]] = []
+        var keyOwners: [Int32] = []
+        var eventOwners: [Int32] = []
+        var types: [[UInt8]] = []
+        var tails: [[UInt8]] = []
+        var causes: [Int32?] = []
+        var rests: [[UInt8]] = []
         for (index, write) in writes.enumerated() {
-            if index > 0 { json.writeRaw(",") }
-            json.writeRaw("{\"r\":[")
-            for (k, key) in write.reads.enumerated() {
-                if k > 0 { json.writeRaw(",") }
-                json.write(hexString(key.bytes))
+            let owner = Int32(index + 1)
+            all.append(write.readsEverything)
+            for key in write.reads {
+                reads.append(key.bytes)
+                readOwners.append(owner)
             }
-            json.writeRaw("],\"w\":[")
-            for (k, key) in write.writes.enumerated() {
-                if k > 0 { json.writeRaw(",") }
-                json.write(hexString(key.bytes))
+            for key in write.writes {
+                keys.append(key.bytes)
+                keyOwners.append(owner)
             }
-            json.writeRaw(write.readsEverything ? "],\"all\":true,\"e\":[" : "],\"all\":false,\"e\":[")
-            for (e, event) in write.events.enumerated() {
-                if e > 0 { json.writeRaw(",") }
-                json.writeRaw("{\"t\":")
-                json.write(event.type)
-                json.writeRaw(",\"a\":")
-                json.write(String(decoding: event.tail, as: UTF8.self))
-                if let cause = event.causeIndex {
-                    json.writeRaw(",\"c\":")
-                    json.write(cause)
-                    json.writeRaw(",\"b\":")
-                    json.write(String(decoding: event.rest, as: UTF8.self))
-                }
-                json.writeRaw("}")
+            for event in write.events {
+                eventOwners.append(owner)
+                types.append(Array(event.type.utf8))
+                tails.append(event.tail)
+                causes.append(event.causeIndex.map { Int32($0) })
+                rests.append(event.rest)
             }
-            json.writeRaw("]}")
         }
-        json.writeRaw("]")
         let result = try run(
-            "SELECT * FROM folio_append($1::bigint, $2::text, $3::jsonb)",
-            [.int(Int64(snapshot)), .text(at.rfc3339), .text(String(decoding: json.bytes, as: UTF8.self))])
+            "SELECT * FROM folio_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            [
+                .int(Int64(snapshot)), .text(at.rfc3339), .boolArray(all), .byteaArray(reads), .int4Array(readOwners), .byteaArray(keys),
+                .int4Array(keyOwners), .int4Array(eventOwners), .textArray(types), .textArray(tails), .int4Array(causes), .textArray(rests),
+            ])
         guard result.rowCount >= 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount - 1)

@@ -40,18 +40,23 @@ public enum ClusterSchema {
         COMMIT;
         """
 
-    /// `folio_append(snapshot, at, writes)`: decides a node's group of proposed writes, executed at
-    /// sequence `snapshot`. `writes` is a JSON array, one element per write in the node's order:
-    /// `{"r": [hex key, ...], "w": [hex key, ...], "all": bool, "e": [{"t": type, "a": tail,
-    /// "c": cause index, "b": rest}, ...]}` (`ProposedWrite`).
+    /// `folio_append(snapshot, at, ...)`: decides a node's group of proposed writes, executed at
+    /// sequence `snapshot` (`ProposedWrite`), given as arrays (binary parameters: nothing to parse).
+    /// Writes are numbered from 1 in the node's order:
+    /// - `p_all[w]`: write w read everything;
+    /// - `p_reads` / `p_read_owner`: each key a write read, and which write;
+    /// - `p_keys` / `p_key_owner`: each key a write changes, and which write;
+    /// - `p_event_owner`, `p_type`, `p_tail`, `p_cause`, `p_rest`: each event in order, its write,
+    ///   type, canonical bytes after the head up to its cause's number, the cause as an index within
+    ///   its write (NULL: none) and the bytes after the number.
     ///
-    /// Under the head row's lock, each write in turn is accepted if none of its read keys changed
-    /// after `snapshot` (by an event before this call: those of writes accepted earlier in the call
-    /// are what the node executed it after), and for `all`, if nothing at all was appended after it.
-    /// Once one write is refused, every later one of the call is too: the node executed it after
-    /// the refused one. An accepted write's events are numbered from the head, timed
+    /// Under the head row's lock, the writes are accepted up to the first whose read keys include one
+    /// changed after `snapshot` (each looked up by index), or that read everything while anything
+    /// was appended after it; that one and every later one are refused: the node executed them after
+    /// it. (Writes accepted earlier in the call are not in folio_keys yet: what they change, the node
+    /// executed the later writes after.) An accepted write's events are numbered from the head, timed
     /// `greatest(at, the head's time)` so that the log's times never go backwards, composed into
-    /// their canonical bytes, chained and inserted; its write keys take its first sequence.
+    /// their canonical bytes, chained and inserted; its changed keys take its first sequence.
     ///
     /// Returns a first row whose `decided` is `first,first,...;head`: each write's first sequence
     /// (0: refused, the node catches up and executes it again), then the head after the call; then
@@ -59,74 +64,67 @@ public enum ClusterSchema {
     /// `folio_log` with the head.
     static let appendFunction = """
         DROP FUNCTION IF EXISTS folio_append(bigint, text, jsonb);
-        CREATE FUNCTION folio_append(p_snapshot bigint, p_at text, p_writes jsonb)
+        CREATE OR REPLACE FUNCTION folio_append(
+            p_snapshot bigint, p_at text, p_all boolean[], p_reads bytea[], p_read_owner int[], p_keys bytea[], p_key_owner int[],
+            p_event_owner int[], p_type text[], p_tail text[], p_cause int[], p_rest text[])
             RETURNS TABLE (decided text, seq bigint, canonical bytea, hash bytea)
         LANGUAGE plpgsql AS $fn$
         DECLARE
             v_head folio_head%ROWTYPE;
-            v_count int := jsonb_array_length(p_writes);
+            v_count int := coalesce(array_length(p_all, 1), 0);
             v_accepted int;
-            v_index int := 0;
             v_seq bigint;
             v_hash bytea;
             v_at text;
+            v_write int := 0;
             v_first bigint;
-            v_write jsonb;
-            v_event jsonb;
+            v_event record;
             v_canonical bytea;
+            v_firsts bigint[] := array_fill(0::bigint, ARRAY[greatest(v_count, 1)]);
             v_seqs bigint[] := '{}';
             v_events bytea[] := '{}';
             v_hashes bytea[] := '{}';
-            v_results text[] := '{}';
         BEGIN
             SELECT * INTO v_head FROM folio_head WHERE one FOR UPDATE;
-            -- One query for every write of the call: the first that read a key changed after its
-            -- snapshot, or that read everything while anything was appended after it. Writes
-            -- accepted earlier in the call are not in folio_keys yet: what they change, the node
-            -- executed the later writes after. `key = ANY(array)` is an index lookup per key.
-            SELECT coalesce(min(w.ordinality)::int - 1, v_count) INTO v_accepted
-            FROM jsonb_array_elements(p_writes) WITH ORDINALITY AS w
-            WHERE (coalesce((w.value->>'all')::boolean, false) AND v_head.seq > p_snapshot)
-               OR EXISTS (
-                   SELECT 1 FROM folio_keys k
-                   WHERE k.key = ANY(ARRAY(SELECT decode(r, 'hex') FROM jsonb_array_elements_text(w.value->'r') AS r))
-                     AND k.seq > p_snapshot);
+            -- A scalar subquery per key read: always an index lookup, whatever the table's size.
+            SELECT coalesce(min(stale), v_count + 1) - 1 INTO v_accepted FROM (
+                SELECT w AS stale FROM generate_subscripts(p_all, 1) AS w WHERE p_all[w] AND v_head.seq > p_snapshot
+                UNION ALL
+                SELECT r.owner FROM unnest(p_reads, p_read_owner) AS r(key, owner)
+                    WHERE (SELECT k.seq FROM folio_keys k WHERE k.key = r.key) > p_snapshot
+            ) AS refused;
             v_seq := v_head.seq;
             v_hash := v_head.hash;
             v_at := greatest(p_at, v_head.at);
-            FOR v_write IN SELECT value FROM jsonb_array_elements(p_writes) LOOP
-                EXIT WHEN v_index >= v_accepted;
-                v_first := v_seq + 1;
-                FOR v_event IN SELECT value FROM jsonb_array_elements(v_write->'e') LOOP
-                    v_seq := v_seq + 1;
-                    v_canonical := convert_to(
-                        '{"seq":' || v_seq || ',"type":"' || (v_event->>'t') || '","at":"' || v_at || '"' || (v_event->>'a')
-                            || coalesce((v_first + (v_event->>'c')::bigint)::text || (v_event->>'b'), ''),
-                        'UTF8');
-                    v_hash := sha256(v_hash || v_canonical);
-                    v_seqs := v_seqs || v_seq;
-                    v_events := v_events || v_canonical;
-                    v_hashes := v_hashes || v_hash;
-                END LOOP;
-                v_results := v_results || v_first::text;
-                v_index := v_index + 1;
-            END LOOP;
-            FOR v_index IN v_accepted + 1 .. v_count LOOP
-                v_results := v_results || '0'::text;
+            FOR v_event IN SELECT * FROM unnest(p_event_owner, p_type, p_tail, p_cause, p_rest) AS e(owner, type, tail, cause, rest) LOOP
+                EXIT WHEN v_event.owner > v_accepted;
+                IF v_event.owner <> v_write THEN
+                    v_write := v_event.owner;
+                    v_first := v_seq + 1;
+                    v_firsts[v_write] := v_first;
+                END IF;
+                v_seq := v_seq + 1;
+                v_canonical := convert_to(
+                    '{"seq":' || v_seq || ',"type":"' || v_event.type || '","at":"' || v_at || '"' || v_event.tail
+                        || coalesce((v_first + v_event.cause)::text || v_event.rest, ''),
+                    'UTF8');
+                v_hash := sha256(v_hash || v_canonical);
+                v_seqs := v_seqs || v_seq;
+                v_events := v_events || v_canonical;
+                v_hashes := v_hashes || v_hash;
             END LOOP;
             IF v_seq > v_head.seq THEN
                 INSERT INTO folio_events (seq, canonical, hash) SELECT * FROM unnest(v_seqs, v_events, v_hashes);
                 -- A key changed by several writes of the call takes the last one's first sequence.
                 INSERT INTO folio_keys (key, seq)
-                    SELECT decode(k, 'hex'), max(v_results[w.ordinality]::bigint)
-                    FROM jsonb_array_elements(p_writes) WITH ORDINALITY AS w, jsonb_array_elements_text(w.value->'w') AS k
-                    WHERE w.ordinality <= v_accepted
-                    GROUP BY k
+                    SELECT c.key, max(v_firsts[c.owner]) FROM unnest(p_keys, p_key_owner) AS c(key, owner)
+                    WHERE c.owner <= v_accepted
+                    GROUP BY c.key
                     ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq;
                 UPDATE folio_head SET seq = v_seq, hash = v_hash, at = v_at WHERE one;
                 PERFORM pg_notify('folio_log', v_seq::text);
             END IF;
-            RETURN QUERY SELECT array_to_string(v_results, ',') || ';' || v_seq, NULL::bigint, NULL::bytea, NULL::bytea;
+            RETURN QUERY SELECT array_to_string(v_firsts[1:v_count], ',') || ';' || v_seq, NULL::bigint, NULL::bytea, NULL::bytea;
             -- The log after the snapshot, which the node applies next: no second query to fetch it.
             RETURN QUERY SELECT NULL::text, e.seq, e.canonical, e.hash FROM folio_events e
                 WHERE e.seq > p_snapshot ORDER BY e.seq LIMIT 1000;

@@ -9,6 +9,58 @@ public enum PostgresValue: Sendable {
     case text(String)
     case int(Int64)
     case bytes([UInt8])
+    /// A one-dimensional array in PostgreSQL's binary format, declared of `type` (an array type's
+    /// OID): many values in one parameter, with nothing for the server to parse.
+    case array(type: UInt32, bytes: [UInt8])
+
+    /// `bytea[]`.
+    public static func byteaArray(_ elements: [[UInt8]]) -> PostgresValue {
+        .array(type: 1001, bytes: binaryArray(of: TypeOID.bytea, elements.count) { elements[$0] })
+    }
+
+    /// `text[]` of UTF-8 bytes (without zero bytes).
+    public static func textArray(_ elements: [[UInt8]]) -> PostgresValue {
+        .array(type: 1009, bytes: binaryArray(of: 25, elements.count) { elements[$0] })
+    }
+
+    /// `int4[]`.
+    public static func int4Array(_ elements: [Int32]) -> PostgresValue {
+        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count) { index in bigEndian(UInt32(bitPattern: elements[index])) })
+    }
+
+    /// `int4[]` with NULLs.
+    public static func int4Array(_ elements: [Int32?]) -> PostgresValue {
+        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count) { index in elements[index].map { bigEndian(UInt32(bitPattern: $0)) } })
+    }
+
+    /// `bool[]`.
+    public static func boolArray(_ elements: [Bool]) -> PostgresValue {
+        .array(type: 1000, bytes: binaryArray(of: TypeOID.bool, elements.count) { [elements[$0] ? 1 : 0] })
+    }
+
+    /// The binary array format: dimensions, a no-NULL flag, the element type, then each element as
+    /// its length and its bytes (an empty array has no dimension).
+    private static func binaryArray(of element: Oid, _ count: Int, _ bytes: (Int) -> [UInt8]?) -> [UInt8] {
+        var body: [UInt8] = []
+        var hasNull = false
+        for index in 0..<count {
+            guard let value = bytes(index) else {
+                hasNull = true
+                body += bigEndian(UInt32.max)  // length -1: NULL
+                continue
+            }
+            body += bigEndian(UInt32(value.count))
+            body += value
+        }
+        var out = bigEndian(count == 0 ? 0 : 1) + bigEndian(hasNull ? 1 : 0) + bigEndian(element)
+        guard count > 0 else { return out }
+        out += bigEndian(UInt32(count)) + bigEndian(1)
+        return out + body
+    }
+
+    private static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+    }
 }
 
 /// One `NOTIFY` received on a channel the connection `LISTEN`s to.
@@ -104,6 +156,10 @@ public final class PostgresConnection: @unchecked Sendable {
             case .bytes(let bytes):
                 buffer += bytes
                 types.append(TypeOID.bytea)
+                formats.append(1)
+            case .array(let type, let bytes):
+                buffer += bytes
+                types.append(Oid(type))
                 formats.append(1)
             }
             spans.append((offset, buffer.count - offset))

@@ -50,6 +50,31 @@ struct PostgresConnectionTests {
         }
     }
 
+    /// Arrays in the binary format: empty, with zero bytes, with NULLs, of every element type.
+    @Test func sendsArraysInBinary() throws {
+        try withPostgres { server in
+            let connection = try PostgresConnection(server.conninfo, timeout: 5)
+            let result = try connection.execute(
+                """
+                SELECT array_length($1, 1), encode($1[2], 'hex'), $2[3], $3[1] + $3[2], $3[3] IS NULL, coalesce(array_length($4, 1), 0),
+                       $5[1] AND NOT $5[2], array_to_string($2, '|')
+                """,
+                [
+                    .byteaArray([[1], [0, 255, 0], []]), .textArray([Array("a".utf8), Array("é ✓".utf8), Array("{\"x\",}".utf8)]),
+                    .int4Array([40, 2, nil] as [Int32?]), .byteaArray([]), .boolArray([true, false]),
+                ],
+                timeout: 5)
+            #expect(result.int64(0, 0) == 3)
+            #expect(result.string(0, 1) == "00ff00")
+            #expect(result.string(0, 2) == "{\"x\",}")
+            #expect(result.int64(0, 3) == 42)
+            #expect(result.bool(0, 4) == true)
+            #expect(result.int64(0, 5) == 0, "an empty array")
+            #expect(result.bool(0, 6) == true)
+            #expect(result.string(0, 7) == "a|é ✓|{\"x\",}")
+        }
+    }
+
     @Test func readsBinaryAndTextResults() throws {
         try withPostgres { server in
             let connection = try PostgresConnection(server.conninfo, timeout: 5)
