@@ -3,9 +3,10 @@ import FolioCommandLine
 /// What `folio-bench` was asked to do, from its command line.
 struct BenchOptions {
     static let usage = """
-        usage: folio-bench [--folio-socket PATH] [--folio-pid PID] [--redis-socket PATH] [--redis-pid PID]
+        usage: folio-bench [--folio-socket PATH[,PATH...]] [--folio-pid PID[,PID...]] [--folio-name NAME]
+                           [--redis-socket PATH] [--redis-pid PID]
                            [--sqlite-database FILE] [--sqlite-normal-database FILE]
-                           [--baseline-socket PATH [--baseline-pid PID] [--baseline-name NAME]]
+                           [--baseline-socket PATH[,PATH...] [--baseline-pid PID[,PID...]] [--baseline-name NAME]]
                            [--duration SECONDS] [--warmup SECONDS] [--rounds N] [--keys N]
                            [--only ID,ID...] [--markdown FILE] [--connect-timeout SECONDS] [--sync-probe DIR]
 
@@ -17,6 +18,11 @@ struct BenchOptions {
         A baseline is a second foliod, e.g. one built from an earlier commit, run alternately with the
         first in the same way, so that the ratios say what changed (bench/relations.sh does this).
 
+        Several sockets, comma-separated, are the nodes of one cluster (docs/CLUSTER.md): the scenario's
+        clients connect to them in turn, keys are created through the first and read once every node
+        has them, and the CPU time is that of every pid given (the nodes and PostgreSQL's processes);
+        memory is the first pid's. bench/cluster.sh (`make bench-cluster`) runs it so.
+
           --sqlite-database F   SQLite in WAL mode with synchronous=FULL on the database file F (created
                                 if missing), one connection per client
           --sqlite-normal-database F
@@ -27,7 +33,9 @@ struct BenchOptions {
           --keys N              keys k0..kN-1 created before the get scenarios (default 10000)
           --baseline-socket P   a second foliod to compare the first with (named --baseline-name, default
                                 "Folio before"; --baseline-pid for its memory and CPU)
-          --only IDS            scenarios to run, by id (default: all): \(Scenario.standard.map(\.id).joined(separator: ", "))
+          --folio-name NAME     what the tables call the first foliod (default "Folio")
+          --only IDS            scenarios to run, by id (default: all of \(Scenario.standard.map(\.id).joined(separator: ", "));
+                                also \(Scenario.extra.map(\.id).joined(separator: ", "))
           --markdown FILE       also write the tables as Markdown to FILE
           --connect-timeout S   how long to wait for a daemon's socket to answer (default 10)
           --sync-probe DIR      before and after the scenarios, time 4 KiB appends + fdatasync in DIR (on
@@ -59,7 +67,7 @@ struct BenchOptions {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--folio-socket", "--folio-pid", "--redis-socket", "--redis-pid", "--sqlite-database",
+                "--folio-socket", "--folio-pid", "--folio-name", "--redis-socket", "--redis-pid", "--sqlite-database",
                 "--sqlite-normal-database", "--baseline-socket", "--baseline-pid",
                 "--baseline-name", "--duration", "--warmup", "--rounds", "--keys",
                 "--only", "--markdown", "--connect-timeout", "--sync-probe",
@@ -68,14 +76,17 @@ struct BenchOptions {
             showHelp = true
             return
         }
-        if let path = arguments.value("--folio-socket") {
-            targets.append(Target(kind: .folio, socketPath: path, pid: try Self.pid(arguments.integer("--folio-pid"))))
-        }
-        if let path = arguments.value("--baseline-socket") {
+        if let paths = arguments.value("--folio-socket") {
             targets.append(
                 Target(
-                    kind: .folio, socketPath: path, pid: try Self.pid(arguments.integer("--baseline-pid")),
-                    name: arguments.value("--baseline-name") ?? "Folio before"))
+                    kind: .folio, socketPaths: try Self.paths(paths, "--folio-socket"), pids: try Self.pids(arguments.value("--folio-pid")),
+                    name: arguments.value("--folio-name")))
+        }
+        if let paths = arguments.value("--baseline-socket") {
+            targets.append(
+                Target(
+                    kind: .folio, socketPaths: try Self.paths(paths, "--baseline-socket"),
+                    pids: try Self.pids(arguments.value("--baseline-pid")), name: arguments.value("--baseline-name") ?? "Folio before"))
         }
         if let path = arguments.value("--redis-socket") {
             targets.append(Target(kind: .redis, socketPath: path, pid: try Self.pid(arguments.integer("--redis-pid"))))
@@ -98,11 +109,11 @@ struct BenchOptions {
         guard keyCount >= 1 else { throw UsageError("--keys must be at least 1") }
         if let only = arguments.value("--only") {
             let ids = only.split(separator: ",").map(String.init)
-            for id in ids where !Scenario.standard.contains(where: { $0.id == id }) {
-                throw UsageError(
-                    "unknown scenario '\(id)'; known: \(Scenario.standard.map(\.id).joined(separator: ", "))")
+            let known = Scenario.standard + Scenario.extra
+            for id in ids where !known.contains(where: { $0.id == id }) {
+                throw UsageError("unknown scenario '\(id)'; known: \(known.map(\.id).joined(separator: ", "))")
             }
-            scenarios = Scenario.standard.filter { ids.contains($0.id) }
+            scenarios = known.filter { ids.contains($0.id) }
         }
         markdownPath = arguments.value("--markdown")
         syncProbeDirectory = arguments.value("--sync-probe")
@@ -116,6 +127,24 @@ struct BenchOptions {
             throw UsageError("a pid must be a positive process id, not \(value)")
         }
         return Int32(value)
+    }
+
+    /// `PID[,PID...]`; none when not given.
+    private static func pids(_ text: String?) throws(UsageError) -> [Int32] {
+        guard let text else { return [] }
+        var pids: [Int32] = []
+        for field in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let value = Int(field), let pid = try pid(value) else { throw UsageError("a pid must be a positive process id, not '\(field)'") }
+            pids.append(pid)
+        }
+        return pids
+    }
+
+    /// `PATH[,PATH...]`: the nodes of one cluster.
+    private static func paths(_ text: String, _ name: String) throws(UsageError) -> [String] {
+        let paths = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !paths.contains(where: \.isEmpty) else { throw UsageError("\(name) needs socket paths separated by commas, not '\(text)'") }
+        return paths
     }
 
     private static func seconds(_ text: String?, _ name: String) throws(UsageError) -> Double? {

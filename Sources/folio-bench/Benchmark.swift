@@ -16,9 +16,11 @@ struct Benchmark {
         for target in options.targets {
             let client = try target.connectWhenReady(timeout: options.connectTimeout)
             context.append(
-                "\(target.name): \(try client.describeServer()) on \(target.socketPath)"
-                    + (target.pid.map { ", pid \($0)" } ?? ""))
-            let created = try KeyPreloader(target: target, keyCount: options.keyCount).preload()
+                "\(target.name): \(try client.describeServer()) on \(target.socketPaths.joined(separator: ", "))"
+                    + (target.pids.isEmpty ? "" : ", pid \(target.pids.map(String.init).joined(separator: ","))"))
+            let preloader = KeyPreloader(target: target, keyCount: options.keyCount)
+            let created = try preloader.preload()
+            try preloader.awaitOnEveryNode(timeout: options.connectTimeout)
             progress(
                 "\(target.name): keys k0..k\(options.keyCount - 1) " + (created ? "created" : "were there already"))
         }

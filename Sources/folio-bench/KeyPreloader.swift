@@ -28,6 +28,24 @@ struct KeyPreloader {
         return true
     }
 
+    /// Waits until every socket of the target answers a get of the last key: the other nodes of a
+    /// cluster apply the keys from the shared log a little after the first answered them, and they
+    /// apply in order, so the last one there means every one is.
+    func awaitOnEveryNode(timeout: Double) throws {
+        let deadline = MonotonicClock.now() + MonotonicClock.nanoseconds(seconds: timeout)
+        for index in target.socketPaths.indices.dropFirst() {
+            let client = try target.connect(client: index)
+            while true {
+                try client.send([Operation(kind: .get, key: .existing(keyCount - 1))])
+                if case .success = try client.receive() { break }
+                guard MonotonicClock.now() < deadline else {
+                    throw BenchError.setup("\(target.name): \(target.socketPaths[index]) has no key k\(keyCount - 1) after \(timeout) s")
+                }
+                MonotonicClock.sleep(until: MonotonicClock.now() + 20_000_000)
+            }
+        }
+    }
+
     private func isExistingKey(_ message: String) -> Bool {
         target.kind == .folio && message.contains(#""code":"conflict""#)
     }

@@ -29,6 +29,12 @@ struct Scenario: Sendable {
         Scenario(id: "mixed-16", title: "mixed 90% get / 10% create", clients: 16, depth: 1, readPercent: 90),
     ]
 
+    /// Run only when `--only` names them: more clients than `make bench` needs, for a cluster of
+    /// nodes (`make bench-cluster`).
+    static let extra: [Scenario] = [
+        Scenario(id: "get-64", title: "get by id", clients: 64, depth: 1, readPercent: 100),
+    ]
+
     /// An atomic batch of 100 creates against 100 separate creates, pipelined and one at a time, at 1
     /// and 16 clients (`folio-bench relations`); Folio only.
     static let batches: [Scenario] = [1, 16].flatMap { clients in

@@ -21,7 +21,7 @@ struct ScenarioRunner {
         for index in 0..<scenario.clients {
             loops.append(
                 ClientLoop(
-                    client: try target.connect(), scenario: scenario, index: index, keyCount: keyCount,
+                    client: try target.connect(client: index), scenario: scenario, index: index, keyCount: keyCount,
                     freshPrefix: "w\(nonce)-\(runNumber)-\(index)-",
                     seed: UInt64(runNumber) << 16 | UInt64(index)))
         }
@@ -34,27 +34,27 @@ struct ScenarioRunner {
         }
 
         var memory = target.pid.map(MemoryWatch.init(pid:))
-        var cpuAtStart: ProcessCPU?
+        var cpuAtStart: Double?
         var threadsAtStart: ThreadCPU?
         while true {
             let now = MonotonicClock.now()
             if now >= window.end { break }
             memory?.sample()
             if cpuAtStart == nil && now >= window.measureFrom {
-                cpuAtStart = target.pid.flatMap(ProcessCPU.read(pid:))
-                threadsAtStart = target.pid.flatMap(ThreadCPU.read(pid:))
+                cpuAtStart = target.cpu()
+                threadsAtStart = target.threadCPU()
             }
             let nextMark = cpuAtStart == nil && target.pid != nil ? window.measureFrom : window.end
             MonotonicClock.sleep(until: min(now + 100_000_000, max(nextMark, now)))
         }
-        let cpuAtEnd = target.pid.flatMap(ProcessCPU.read(pid:))
-        let threadsAtEnd = target.pid.flatMap(ThreadCPU.read(pid:))
+        let cpuAtEnd = target.cpu()
+        let threadsAtEnd = target.threadCPU()
         for thread in threads { thread.join() }
         memory?.sample()
 
         var tally = Tally()
         for loop in loops { tally.merge(loop.tally) }
-        let cpuSeconds = cpuAtStart.flatMap { start in cpuAtEnd.map { $0.seconds - start.seconds } }
+        let cpuSeconds = cpuAtStart.flatMap { start in cpuAtEnd.map { $0 - start } }
         let threadCPU = threadsAtStart.flatMap { start in threadsAtEnd.map { $0.since(start) } }
         return RunResult(
             tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: cpuSeconds, threadCPU: threadCPU)

@@ -1,6 +1,10 @@
-/// A daemon under test: which protocol it speaks, where it listens, its process (for RSS), and what
-/// the report calls it. SQLite is no daemon: its "socket" is the database file, it has no pid, and
-/// it runs inside folio-bench.
+/// A daemon under test: which protocol it speaks, where it listens, its processes (for RSS and CPU),
+/// and what the report calls it. SQLite is no daemon: its "socket" is the database file, it has no
+/// pid, and it runs inside folio-bench.
+///
+/// A target may be several foliod nodes of one cluster (docs/CLUSTER.md): its clients are spread
+/// over their sockets round-robin, and its CPU time is that of all its processes (the nodes, and
+/// PostgreSQL's if given).
 struct Target: Sendable {
     enum Kind: String, Sendable {
         case folio = "Folio"
@@ -13,24 +17,41 @@ struct Target: Sendable {
     }
 
     let kind: Kind
-    let socketPath: String
-    let pid: Int32?
+    /// At least one; client k connects to `socketPaths[k % count]`.
+    let socketPaths: [String]
+    /// Processes whose CPU time is the target's; the first one's memory is sampled. Empty: unknown.
+    let pids: [Int32]
     /// The kind's name, unless given (`Folio before` for a foliod built from an earlier commit).
     let name: String
 
     init(kind: Kind, socketPath: String, pid: Int32?, name: String? = nil) {
+        self.init(kind: kind, socketPaths: [socketPath], pids: pid.map { [$0] } ?? [], name: name)
+    }
+
+    init(kind: Kind, socketPaths: [String], pids: [Int32], name: String? = nil) {
+        precondition(!socketPaths.isEmpty, "a target needs a socket")
         self.kind = kind
-        self.socketPath = socketPath
-        self.pid = pid
+        self.socketPaths = socketPaths
+        self.pids = pids
         self.name = name ?? kind.rawValue
     }
 
-    func connect() throws -> any LoadClient {
+    /// The first socket: where keys are created and the server is described.
+    var socketPath: String { socketPaths[0] }
+    /// The process whose memory is sampled.
+    var pid: Int32? { pids.first }
+
+    func connect() throws -> any LoadClient { try connect(to: socketPath) }
+
+    /// The connection of client `index`: to the target's sockets in turn.
+    func connect(client index: Int) throws -> any LoadClient { try connect(to: socketPaths[index % socketPaths.count]) }
+
+    private func connect(to path: String) throws -> any LoadClient {
         switch kind {
-        case .folio: return try FolioLoadClient(path: socketPath)
-        case .redis: return try RESPClient(path: socketPath)
-        case .sqlite: return try SQLiteLoadClient(path: socketPath, synchronous: .full)
-        case .sqliteNormal: return try SQLiteLoadClient(path: socketPath, synchronous: .normal)
+        case .folio: return try FolioLoadClient(path: path)
+        case .redis: return try RESPClient(path: path)
+        case .sqlite: return try SQLiteLoadClient(path: path, synchronous: .full)
+        case .sqliteNormal: return try SQLiteLoadClient(path: path, synchronous: .normal)
         }
     }
 
@@ -45,5 +66,27 @@ struct Target: Sendable {
                 MonotonicClock.sleep(until: MonotonicClock.now() + 50_000_000)
             }
         }
+    }
+
+    /// User plus system CPU seconds of all the target's processes; nil when none is known or one is gone.
+    func cpu() -> Double? {
+        guard !pids.isEmpty else { return nil }
+        var seconds = 0.0
+        for pid in pids {
+            guard let process = ProcessCPU.read(pid: pid) else { return nil }
+            seconds += process.seconds
+        }
+        return seconds
+    }
+
+    /// CPU seconds per thread name over all the target's processes (PostgreSQL's are each `postgres`).
+    func threadCPU() -> ThreadCPU? {
+        guard !pids.isEmpty else { return nil }
+        var threads = ThreadCPU()
+        for pid in pids {
+            guard let process = ThreadCPU.read(pid: pid) else { return nil }
+            threads.add(process)
+        }
+        return threads
     }
 }
