@@ -49,6 +49,8 @@ struct BenchOptions {
           folio-bench relations ... backlinks, view ranges, batches, cascades (bench/relations.sh)
           folio-bench watch ...     watch delivery latency under a steady write load (bench/replay.sh)
           folio-bench populate ...  fill a foliod with events for the replay benchmark (bench/replay.sh)
+          folio-bench fill ...      events through atomic batches of creates, on one node or several (bench/cluster.sh)
+          folio-bench apply-lag ... from a write's answer on one cluster node to its event on the others (bench/cluster.sh)
           folio-bench storms ...    idle, slow, oversized, stuck and churning clients (bench/storms.sh)
           folio-bench soak ...      a long mixed load at half the maximum, foliod sampled (bench/soak.sh)
         """

@@ -49,7 +49,7 @@ func runBench(_ argv: [String]) -> Int32 {
     return failures.isEmpty ? 0 : 1
 }
 
-/// `folio-bench views|relations|watch|populate|storms|soak ...`, or the Folio-versus-Redis scenarios.
+/// `folio-bench views|relations|watch|live|populate|fill|apply-lag|storms|soak ...`, or the Folio-versus-Redis scenarios.
 func runSubcommand(_ argv: [String]) -> Int32 {
     do {
         switch argv.first {
@@ -58,12 +58,14 @@ func runSubcommand(_ argv: [String]) -> Int32 {
         case "watch": return try WatchBenchmark(Array(argv.dropFirst())).run()
         case "live": return try LiveQueryBenchmark(Array(argv.dropFirst())).run()
         case "populate": return try PopulateCommand(Array(argv.dropFirst())).run()
+        case "fill": return try BatchFill(Array(argv.dropFirst())).run()
+        case "apply-lag": return try ApplyLagBenchmark(Array(argv.dropFirst())).run()
         case "storms": return try StormsCommand(Array(argv.dropFirst())).run()
         case "soak": return try SoakCommand(Array(argv.dropFirst())).run()
         default: return runBench(argv)
         }
     } catch let error as UsageError {
-        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(LiveQueryBenchmark.usage)\n\(PopulateCommand.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
+        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(LiveQueryBenchmark.usage)\n\(PopulateCommand.usage)\n\(BatchFill.usage)\n\(ApplyLagBenchmark.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
         return UsageError.exitStatus
     } catch {
         StandardError.write("folio-bench: \(error)")
