@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-live storms soak install uninstall clean
+.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, prometheus_client (PyPI), whose parser the
@@ -158,6 +158,12 @@ bench-live: deps
 # Export, verify, rebuild, import of 1,000,000 events, and watch delivery latency (bench/replay.sh).
 bench-replay: deps
 	SWIFT="$(SWIFT)" bench/replay.sh $(BENCH_ARGS)
+
+# Cluster mode on one PostgreSQL (bench/cluster.sh): durable creates and gets with 1, 2 and 3 nodes
+# against a single node, apply lag between nodes, 1,000,000 events filled in batches and a fresh
+# node catching up with them. PostgreSQL (installed by deps) runs in a temporary directory.
+bench-cluster: deps
+	SWIFT="$(SWIFT)" bench/cluster.sh $(BENCH_ARGS)
 
 # FolioKit's overhead (docs/BENCHMARKS.md): sequential gets through the Swift SDK against raw lines, one
 # connection each, to a release foliod in a temporary directory. SDK_BENCH_ARGS go to foliokit-bench.

@@ -34,6 +34,8 @@ stop_daemons() {
 finish() {
     local status=$?
     trap - EXIT INT TERM
+    # A script with daemons of its own (bench/cluster.sh: nodes and PostgreSQL) stops them here.
+    if declare -F stop_own_daemons >/dev/null; then stop_own_daemons; fi
     stop_daemons
     if [ "$status" != 0 ]; then
         echo "bench: failed (status $status); daemon logs:" >&2
