@@ -79,14 +79,21 @@ new_database() {
     psql_run "ALTER DATABASE $DB SET track_functions = 'pl'" >/dev/null
 }
 
-# What PostgreSQL did for the scenario so far: folio_append's calls, their mean time (lock wait
-# included), and the events per call.
+# folio_append's calls and milliseconds so far (pg_stat_user_functions), and the log's head: "CALLS MS HEAD".
+append_totals() {
+    psql_run "SELECT coalesce(max(calls), 0) || ' ' || coalesce(max(total_time), 0) || ' ' || (SELECT seq FROM folio_head)
+        FROM pg_stat_user_functions WHERE funcname = 'folio_append'" "$DB"
+}
+
+# What PostgreSQL did between two append_totals: the calls, their mean time (the wait for the head
+# row's lock included) and the events per call. Sessions report their counts within a second.
 append_calls() {
-    psql_run "SELECT coalesce(max(f.calls), 0) || ' folio_append calls, mean ' ||
-            coalesce(round((max(f.total_time) / max(f.calls))::numeric, 2), 0) || ' ms, ' ||
-            coalesce(round((SELECT seq FROM folio_head) / max(f.calls)::numeric, 1), 0) || ' events a call; log head ' ||
-            (SELECT seq FROM folio_head) || ', ' || (SELECT count(*) FROM folio_keys) || ' keys'
-        FROM pg_stat_user_functions f WHERE f.funcname = 'folio_append'" "$DB"
+    awk -v before="$1" -v after="$2" 'BEGIN {
+        split(before, b, " "); split(after, a, " ")
+        calls = a[1] - b[1]
+        if (calls > 0) printf "%d folio_append calls, mean %.2f ms, %.1f events a call", calls, (a[2] - b[2]) / calls, (a[3] - b[3]) / calls
+        else printf "no folio_append call"
+    }'
 }
 
 conninfo() { echo "host=$PG_DIR port=5432 user=postgres dbname=$DB"; }
@@ -153,14 +160,16 @@ cluster_pids() {
 # folio-bench with the cluster's nodes as the measured target and the single node as the baseline;
 # prints its tables (not their Markdown copy) and keeps each row of the first table in $SUMMARY.
 compare() {
-    local nodes=$1
+    local nodes=$1 before
     shift
+    before="$(append_totals)"
     "$BIN/folio-bench" --folio-socket "$(joined "${NODE_SOCKETS[@]}")" --folio-pid "$(cluster_pids)" \
         --folio-name "$nodes node$([ "$nodes" = 1 ] || echo s)" \
         --baseline-socket "$WORK/single.sock" --baseline-pid "$SINGLE_PID" --baseline-name "single node" \
         --rounds "$ROUNDS" --duration "$DURATION" --warmup "$WARMUP" "$@" >"$WORK/compare.txt"
     sed '/^Markdown:/,$d' "$WORK/compare.txt"
-    echo "PostgreSQL, this scenario's database (warm-up included): $(append_calls)"
+    sleep 1.5
+    echo "PostgreSQL, during the cluster's runs (warm-ups and key creation included): $(append_calls "$before" "$(append_totals)")"
     # The first table's rows: scenario, clients, cluster ops/s, single ops/s, ratio, p50 / p99 of each.
     awk -v nodes="${SUMMARY_NODES:-$nodes}" -F '  +' '
         /^scenario/ { table++ }
@@ -218,8 +227,11 @@ start_nodes 3
 start_single
 SINGLE_FILL="$("$BIN/folio-bench" fill --folio-socket "$WORK/single.sock" --events "$EVENTS" --connections "$FILL_CONNECTIONS")"
 echo "single node: $SINGLE_FILL"
+before="$(append_totals)"
 CLUSTER_FILL="$("$BIN/folio-bench" fill --folio-socket "$(joined "${NODE_SOCKETS[@]}")" --events "$EVENTS" --connections "$FILL_CONNECTIONS")"
 echo "3 nodes:     $CLUSTER_FILL"
+sleep 1.5
+echo "PostgreSQL, during the fill: $(append_calls "$before" "$(append_totals)")"
 events_per_second() { sed -n 's/.*: \([0-9]*\) events\/s.*/\1/p'; }
 FILL_RATIO=$(awk -v a="$(echo "$CLUSTER_FILL" | events_per_second)" -v b="$(echo "$SINGLE_FILL" | events_per_second)" 'BEGIN { printf "%.2f", a / b }')
 echo "ratio 3 nodes / single node: $FILL_RATIO"

@@ -34,29 +34,25 @@ struct ScenarioRunner {
         }
 
         var memory = target.pid.map(MemoryWatch.init(pid:))
-        var cpuAtStart: Double?
-        var threadsAtStart: ThreadCPU?
+        var cpuAtStart: CPUTime?
         while true {
             let now = MonotonicClock.now()
             if now >= window.end { break }
             memory?.sample()
             if cpuAtStart == nil && now >= window.measureFrom {
                 cpuAtStart = target.cpu()
-                threadsAtStart = target.threadCPU()
             }
             let nextMark = cpuAtStart == nil && target.pid != nil ? window.measureFrom : window.end
             MonotonicClock.sleep(until: min(now + 100_000_000, max(nextMark, now)))
         }
         let cpuAtEnd = target.cpu()
-        let threadsAtEnd = target.threadCPU()
         for thread in threads { thread.join() }
         memory?.sample()
 
         var tally = Tally()
         for loop in loops { tally.merge(loop.tally) }
-        let cpuSeconds = cpuAtStart.flatMap { start in cpuAtEnd.map { $0 - start } }
-        let threadCPU = threadsAtStart.flatMap { start in threadsAtEnd.map { $0.since(start) } }
+        let used = cpuAtStart.flatMap { start in cpuAtEnd.map { $0.since(start) } }
         return RunResult(
-            tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: cpuSeconds, threadCPU: threadCPU)
+            tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: used?.seconds, threadCPU: used?.threads)
     }
 }

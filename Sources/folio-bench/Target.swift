@@ -68,25 +68,17 @@ struct Target: Sendable {
         }
     }
 
-    /// User plus system CPU seconds of all the target's processes; nil when none is known or one is gone.
-    func cpu() -> Double? {
+    /// User plus system CPU seconds of each of the target's processes that is running; nil when none
+    /// is known or runs. A process that ends meanwhile (PostgreSQL's autovacuum workers come and go) drops
+    /// out of `CPUTime.since`.
+    func cpu() -> CPUTime? {
         guard !pids.isEmpty else { return nil }
-        var seconds = 0.0
+        var time = CPUTime()
         for pid in pids {
-            guard let process = ProcessCPU.read(pid: pid) else { return nil }
-            seconds += process.seconds
+            guard let process = ProcessCPU.read(pid: pid), let threads = ThreadCPU.read(pid: pid) else { continue }
+            time.secondsByProcess[pid] = process.seconds
+            time.threadsByProcess[pid] = threads
         }
-        return seconds
-    }
-
-    /// CPU seconds per thread name over all the target's processes (PostgreSQL's are each `postgres`).
-    func threadCPU() -> ThreadCPU? {
-        guard !pids.isEmpty else { return nil }
-        var threads = ThreadCPU()
-        for pid in pids {
-            guard let process = ThreadCPU.read(pid: pid) else { return nil }
-            threads.add(process)
-        }
-        return threads
+        return time.secondsByProcess.isEmpty ? nil : time
     }
 }
