@@ -263,6 +263,8 @@ echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 cat "$SUMMARY"
 echo
 grep -E 'apply lag|sent to|watch on|durable creates to' "$WORK/lag.txt"
-echo "fill in batches of 1000: 3 nodes / single node $FILL_RATIO; catch-up of node 4: $HEAD events in $JOIN_SECONDS s, $JOIN_RATE events/s"
+echo "fill in atomic batches of 1000 creates: 3 nodes $(echo "$CLUSTER_FILL" | events_per_second) events/s," \
+    "single node $(echo "$SINGLE_FILL" | events_per_second) events/s, 3 nodes / single node $FILL_RATIO"
+echo "catch-up of node 4: $HEAD events in $JOIN_SECONDS s, $JOIN_RATE events/s"
 echo
 echo "load:    $(cut -d ' ' -f 1-3 /proc/loadavg) (1, 5, 15 min) after"
