@@ -13,6 +13,8 @@
 # PostgreSQL runs in the temporary directory with its defaults (fsync on, synchronous_commit on), on a
 # Unix socket only; each scenario has a database of its own and nodes on empty data directories. Its
 # only other setting, track_functions = pl on each database, counts folio_append's calls and time.
+# The fill ends with a CHECKPOINT (timed), so that what follows does not measure PostgreSQL writing
+# the fill back. A failed request does not stop the run: the tables count it, and the exit status is 1.
 #
 #   bench/cluster.sh [EVENTS]
 #
@@ -35,6 +37,7 @@ NODE_PIDS=()
 NODE_SOCKETS=()
 SINGLE_PID=""
 SUMMARY="$WORK/summary.txt"
+FAILED=""
 
 # PostgreSQL refuses to run as root: then its directory belongs to the postgres user, and its programs
 # run through runuser.
@@ -166,14 +169,18 @@ compare() {
     "$BIN/folio-bench" --folio-socket "$(joined "${NODE_SOCKETS[@]}")" --folio-pid "$(cluster_pids)" \
         --folio-name "$nodes node$([ "$nodes" = 1 ] || echo s)" \
         --baseline-socket "$WORK/single.sock" --baseline-pid "$SINGLE_PID" --baseline-name "single node" \
-        --rounds "$ROUNDS" --duration "$DURATION" --warmup "$WARMUP" "$@" >"$WORK/compare.txt"
+        --rounds "$ROUNDS" --duration "$DURATION" --warmup "$WARMUP" "$@" >"$WORK/compare.txt" ||
+        FAILED="$FAILED $nodes node(s) $*;"
     sed '/^Markdown:/,$d' "$WORK/compare.txt"
     sleep 1.5
     echo "PostgreSQL, during the cluster's runs (warm-ups and key creation included): $(append_calls "$before" "$(append_totals)")"
-    # The first table's rows: scenario, clients, cluster ops/s, single ops/s, ratio, p50 / p99 of each.
+    # The first table's rows (scenario, clients, cluster ops/s, single ops/s, ratio, p50 / p99 of each)
+    # with the second's failures of each.
     awk -v nodes="${SUMMARY_NODES:-$nodes}" -F '  +' '
         /^scenario/ { table++ }
-        table == 1 && /^(durable create|get by id) / { print "| " $1 " | " $2 " | " nodes " | " $3 " | " $4 " | " $5 " | " $6 " | " $7 " |" }' \
+        table == 1 && /^(durable create|get by id) / { row[++rows] = "| " $1 " | " $2 " | " nodes " | " $3 " | " $4 " | " $5 " | " $6 " | " $7 }
+        table == 2 && /^(durable create|get by id) / { failed[++failures] = $3 " / " $4 }
+        END { for (i = 1; i <= rows; i++) print row[i] " | " failed[i] " |" }' \
         "$WORK/compare.txt" >>"$SUMMARY"
 }
 
@@ -232,6 +239,9 @@ CLUSTER_FILL="$("$BIN/folio-bench" fill --folio-socket "$(joined "${NODE_SOCKETS
 echo "3 nodes:     $CLUSTER_FILL"
 sleep 1.5
 echo "PostgreSQL, during the fill: $(append_calls "$before" "$(append_totals)")"
+checkpoint_start=$(date +%s%N)
+psql_run CHECKPOINT >/dev/null
+echo "CHECKPOINT after the fill: $(awk -v a="$checkpoint_start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }') s"
 events_per_second() { sed -n 's/.*: \([0-9]*\) events\/s.*/\1/p'; }
 FILL_RATIO=$(awk -v a="$(echo "$CLUSTER_FILL" | events_per_second)" -v b="$(echo "$SINGLE_FILL" | events_per_second)" 'BEGIN { printf "%.2f", a / b }')
 echo "ratio 3 nodes / single node: $FILL_RATIO"
@@ -258,8 +268,8 @@ end_scenario
 echo
 echo "== Summary"
 echo
-echo "| scenario | clients | nodes | cluster ops/s | single node ops/s | cluster / single | cluster p50 / p99 | single node p50 / p99 |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| scenario | clients | nodes | cluster ops/s | single node ops/s | cluster / single | cluster p50 / p99 | single node p50 / p99 | failed (cluster / single) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 cat "$SUMMARY"
 echo
 grep -E 'apply lag|sent to|watch on|durable creates to' "$WORK/lag.txt"
@@ -268,3 +278,7 @@ echo "fill in atomic batches of 1000 creates: 3 nodes $(echo "$CLUSTER_FILL" | e
 echo "catch-up of node 4: $HEAD events in $JOIN_SECONDS s, $JOIN_RATE events/s"
 echo
 echo "load:    $(cut -d ' ' -f 1-3 /proc/loadavg) (1, 5, 15 min) after"
+if [ -n "$FAILED" ]; then
+    echo "bench: requests failed in:$FAILED see the tables above" >&2
+    exit 1
+fi
