@@ -91,7 +91,7 @@ public struct ServerConfiguration: Sendable {
     public var clusterLog: String?
     /// Seconds a call to the cluster's log may take (connect or statement) before the write is
     /// answered `unavailable` (`--log-timeout`).
-    public var clusterTimeoutSeconds = 2.0
+    public var clusterTimeoutSeconds = 5.0
     /// Seconds a read with `minSeq` waits for this node to apply that sequence (`--min-seq-timeout`).
     public var minSeqTimeoutSeconds = 5.0
 

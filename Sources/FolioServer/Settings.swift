@@ -146,7 +146,7 @@ public enum Settings {
                 throw SettingError("log takes lmdb or postgres:CONNINFO, not '\(v)'")
             }
         },
-        Setting("log-timeout", "SECONDS", "with log postgres: how long connecting to PostgreSQL or one of its statements may take before a write is answered unavailable (default 2)") { c, v throws(SettingError) in
+        Setting("log-timeout", "SECONDS", "with log postgres: how long connecting to PostgreSQL or one of its statements may take before a write is answered unavailable; it counts the wait for the log's lock behind other nodes' calls (default 5)") { c, v throws(SettingError) in
             c.clusterTimeoutSeconds = try seconds(v, "log-timeout")
         },
         Setting("min-seq-timeout", "SECONDS", "how long a read with minSeq waits for this node to have applied that event before it is answered unavailable (default 5)") { c, v throws(SettingError) in
