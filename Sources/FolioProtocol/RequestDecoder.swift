@@ -485,6 +485,7 @@ public enum RequestDecoder {
         return .backlinks(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
     }
 
+    @discardableResult
     private static func validated<T>(_ body: () throws(ValidationError) -> T) throws(ProtocolError) -> T {
         do { return try body() } catch { throw ProtocolError(.badRequest, error.message) }
     }

@@ -94,8 +94,23 @@ final class ClusterNode: @unchecked Sendable {
     /// log's head as it was, calling `progress(applied, head)` now and then. Throws when PostgreSQL
     /// cannot be reached or the histories differ: a node does not start on either.
     func join(progress: (UInt64, UInt64) -> Void) throws {
-        try logStore.prepare()
-        let head = try logStore.head()
+        let head: ClusterLog.Head
+        do {
+            try logStore.prepare()
+            head = try logStore.head()
+        } catch let error as ClusterLogError where applied > 0 {
+            switch error {
+            case .unreachable, .unavailable:
+                // A node with a copy serves reads of it while PostgreSQL is away, as it would had it
+                // been running: the chain check of the first event it applies later covers the
+                // check skipped here.
+                log.notice("cluster: \(error); serving reads of this node's copy (event \(applied)) until PostgreSQL answers")
+                noteFailure(error)
+                return
+            default:
+                throw error
+            }
+        }
         if applied > head.sequence {
             throw ServerError.cluster(
                 "this data directory holds \(applied) events and the log in PostgreSQL only \(head.sequence): it belongs to another log, "

@@ -373,6 +373,11 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             #expect(write.errorCode == "unavailable", "\(write)")
             #expect(Date().timeIntervalSince(refused) < 2)
 
+            // A node restarted meanwhile comes up on its copy and serves reads.
+            try cluster.nodes[1].restart()
+            #expect(try cluster.nodes[1].request(["op": "stats"]).result?["cluster"]?["state"] == "unreachable")
+            #expect(try cluster.nodes[1].request(["op": "count", "collection": "Task"]).isOK)
+
             try cluster.postgres.start()
             // Writes resume without a restart of foliod.
             let deadline = Date().addingTimeInterval(20)
