@@ -122,9 +122,10 @@ relations: deps
 	done
 
 # Compares foliod with redis-server on Unix sockets in a temporary directory (installs redis-server if
-# missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1'.
+# missing); prints one table. BENCH_ARGS go to folio-bench, e.g. BENCH_ARGS='--duration 1';
+# BENCH_BASELINE=COMMIT adds foliod built from COMMIT as a fourth peer (before and after a change).
 bench: deps
-	SWIFT="$(SWIFT)" bench/run.sh $(BENCH_ARGS)
+	SWIFT="$(SWIFT)" BASELINE="$(BENCH_BASELINE)" bench/run.sh $(BENCH_ARGS)
 
 # Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
 bench-views: deps

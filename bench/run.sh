@@ -6,15 +6,24 @@
 #
 #   bench/run.sh [folio-bench options]      e.g. bench/run.sh --duration 1 --warmup 0.5 --only get-1,create-16
 #
-# Environment: see bench/lib.sh (SCRATCH, BENCH_TMPDIR, SWIFT).
+# Environment: see bench/lib.sh (SCRATCH, BENCH_TMPDIR, SWIFT), and BASELINE: a commit whose foliod
+# (built as bench/lib.sh's build_baseline does) runs as a fourth peer, "Folio BASELINE", so that a
+# change is measured before and after in the same run (`make bench BENCH_BASELINE=5539dd1`).
 source "$(dirname "$0")/lib.sh"
 
 build
+baseline=()
+if [ -n "${BASELINE:-}" ]; then
+    BASELINE_FOLIOD="$(build_baseline "$BASELINE")"
+    launch_foliod "$BASELINE_FOLIOD" "$WORK/folio-baseline" "$WORK/baseline.sock"
+    BASELINE_PID=$LAUNCHED_PID
+    baseline=(--baseline-socket "$WORK/baseline.sock" --baseline-pid "$BASELINE_PID" --baseline-name "Folio $BASELINE")
+fi
 start_redis
 start_foliod
 header "$@"
 "$BIN/folio-bench" --folio-socket "$WORK/folio.sock" --folio-pid "$FOLIO_PID" \
-    --redis-socket "$WORK/redis.sock" --redis-pid "$REDIS_PID" \
+    --redis-socket "$WORK/redis.sock" --redis-pid "$REDIS_PID" "${baseline[@]}" \
     --sqlite-database "$WORK/sqlite-full.db" --sqlite-normal-database "$WORK/sqlite-normal.db" \
     --sync-probe "$WORK" "$@"
 echo

@@ -13,13 +13,13 @@ struct ObjectTable {
     let database: Database
 
     func get(_ collection: String, _ id: String, _ txn: Transaction) throws -> StoredObject? {
-        guard let record = try txn.get(database, Keys.object(collection, id)) else { return nil }
+        guard let record = try record(collection, id, txn) else { return nil }
         return try Self.decode(record, collection: collection, id: id)
     }
 
     /// The stored bytes, valid inside `txn` only.
     func record(_ collection: String, _ id: String, _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
-        try txn.get(database, Keys.object(collection, id))
+        try Keys.withObjectKey(collection, id) { key in try txn.get(database, key) }
     }
 
     /// The record under a key `Keys.object` made (a page reuses one buffer for its keys).

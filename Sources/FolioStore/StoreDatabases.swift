@@ -52,11 +52,33 @@ enum Keys {
 
     /// `collection 0 id`
     static func object(_ collection: String, _ id: String) -> [UInt8] {
-        var key = Array(collection.utf8)
-        key.reserveCapacity(key.count + id.utf8.count + 1)
-        key.append(0)
-        key.append(contentsOf: id.utf8)
-        return key
+        let count = collection.utf8.count + 1 + id.utf8.count
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = writeObjectKey(collection, id, into: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    /// `body` with `object(collection, id)` in a buffer on the stack: no allocation (a get).
+    static func withObjectKey<R>(_ collection: String, _ id: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count, alignment: 1) { buffer in
+            let count = writeObjectKey(collection, id, into: buffer)
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    private static func writeObjectKey(_ collection: String, _ id: String, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        var count = 0
+        for byte in collection.utf8 {
+            buffer[count] = byte
+            count += 1
+        }
+        buffer[count] = 0
+        count += 1
+        for byte in id.utf8 {
+            buffer[count] = byte
+            count += 1
+        }
+        return count
     }
 
     /// `collection 0`: the prefix of every object key of a collection.

@@ -323,3 +323,124 @@ import Testing
         }
     }
 }
+
+/// `RequestDecoder.plainGet`, the shortcut for plain gets, against the general decoder it stands in for.
+@Suite struct PlainGetTests {
+    private func outcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
+        switch result {
+        case .success(let request):
+            let tag = request.tag.map { "\($0.value) \(String(decoding: $0.text, as: UTF8.self))" } ?? "none"
+            guard case .read(.get(let collection, let id, let point, let include)) = request.operation else {
+                return "op \(request.spec.name), tag \(tag), minSeq \(String(describing: request.minSeq))"
+            }
+            return "get \(collection)/\(id) at \(String(describing: point)) include \(include.count), tag \(tag), spec \(request.spec.name) \(request.spec.index), minSeq \(String(describing: request.minSeq))"
+        case .failure(let failure):
+            let tag = failure.tag.map { String(decoding: $0.text, as: UTF8.self) } ?? "none"
+            return "error \(failure.error.code.rawValue) \(failure.error.message), tag \(tag)"
+        }
+    }
+
+    private func check(_ line: String) -> (fast: Bool, same: Bool, general: String, decoded: String) {
+        let bytes = Array(line.utf8)
+        return bytes.withUnsafeBytes { buffer in
+            let general = outcome(RequestDecoder.decodeInGeneral(buffer))
+            let decoded = outcome(RequestDecoder.decode(buffer))
+            return (RequestDecoder.plainGet(buffer) != nil, general == decoded, general, decoded)
+        }
+    }
+
+    @Test func theCommonFormsTakeTheShortcutAndDecodeAsInGeneral() {
+        for line in [
+            #"{"op":"get","collection":"Task","id":"k1"}"#,
+            #"{"id":"k1","op":"get","collection":"Task"}"#,
+            #"{"op": "get", "collection": "Task", "id": "a-b.c:d_9", "tag": "t 1"}"#,
+            #"  { "tag" : 7 , "op" : "get" , "collection" : "T_2" , "id" : "x" }  "#,
+            "{\t\"op\":\"get\",\r\"collection\":\"Task\",\"id\":\"k\",\"tag\":0}",
+            #"{"op":"get","collection":"Task","id":"k1","tag":""}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":999999999999999999}"#,
+        ] {
+            let result = check(line)
+            #expect(result.fast, "not taken: \(line)")
+            #expect(result.same, "\(line): general \(result.general), shortcut \(result.decoded)")
+        }
+    }
+
+    @Test func everythingElseIsLeftToTheGeneralDecoder() {
+        for line in [
+            #"{"op":"get","collection":"Task","id":"k1","tag":1.5}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":1e3}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":-1}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":01}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":1234567890123456789}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":null}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":true}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":"a\"b"}"#,
+            #"{"op":"get","collection":"Task","id":"k\u0031"}"#,
+            #"{"op":"get","collection":"Task","id":"ké"}"#,
+            #"{"op":"get","collection":"Task","id":"k1","id":"k2"}"#,
+            #"{"op":"get","op":"get","collection":"Task","id":"k1"}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":1,"tag":2}"#,
+            #"{"op":"get","collection":"Task","id":"k1","minSeq":3}"#,
+            #"{"op":"get","collection":"Task","id":"k1","include":["a"]}"#,
+            #"{"op":"get","collection":"Task","id":"k1","atSeq":1}"#,
+            #"{"op":"get","collection":"Task"}"#,
+            #"{"op":"get","id":"k1"}"#,
+            #"{"op":"list","collection":"Task","id":"k1"}"#,
+            #"{"op":"gets","collection":"Task","id":"k1"}"#,
+            #"{"op":"get","collection":"1Task","id":"k1"}"#,
+            #"{"op":"get","collection":"Task","id":"k 1"}"#,
+            #"{"op":"get","collection":"Task","id":""}"#,
+            #"{"op":"get","collection":"Task","id":"\#(String(repeating: "k", count: 129))"}"#,
+            #"{"op":"get","collection":"Task","id":"k1"} x"#,
+            #"{"op":"get","collection":"Task","id":"k1"},"#,
+            #"{"op":"get","collection":"Task","id":"k1",}"#,
+            #"{"op":"get","collection":"Task","id":"k1""#,
+            #"{"op":"get","collection":"Task","id":"k1}"#,
+            #"{"op":"get","collection":"Task","id":7}"#,
+            #"{"op":"get" "collection":"Task","id":"k1"}"#,
+            #"{"op""get","collection":"Task","id":"k1"}"#,
+            #"{}"#,
+            #"["op","get"]"#,
+            "",
+            "{\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k\u{7F}\"}",
+            "{\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k\u{1}\"}",
+        ] {
+            let result = check(line)
+            #expect(!result.fast, "taken: \(line)")
+            #expect(result.same, "\(line): general \(result.general), decode \(result.decoded)")
+        }
+    }
+
+    /// Lines made of the pieces the shortcut looks at, shuffled, spaced and mangled at random: both
+    /// decoders give the same request or the same error for each.
+    @Test func randomLinesDecodeTheSameEitherWay() {
+        var random = SystemRandomNumberGenerator()
+        let values = [#""get""#, #""list""#, #""Task""#, #""k1""#, #""a:b.c-d_e""#, "7", "0", "07", "1.5", "-3", "null", "true", #""""#,
+                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", #""1Task""#, #""k 1""#]
+        let keys = ["op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", ""]
+        let spaces = ["", " ", "  ", "\t", "\r", "\n"]
+        var fast = 0
+        for _ in 0..<20_000 {
+            var members: [String] = []
+            if Bool.random(using: &random) {
+                members = [#""op":"get""#, #""collection":"Task""#, #""id":"k\#(Int.random(in: 0..<100, using: &random))""#]
+                if Bool.random(using: &random) { members.append(#""tag":\#(values.randomElement(using: &random)!)"#) }
+            }
+            for _ in 0..<Int.random(in: 0...2, using: &random) {
+                members.append("\"\(keys.randomElement(using: &random)!)\":\(values.randomElement(using: &random)!)")
+            }
+            members.shuffle(using: &random)
+            var line = spaces.randomElement(using: &random)! + "{"
+            for (index, member) in members.enumerated() {
+                if index > 0 { line += spaces.randomElement(using: &random)! + "," }
+                line += spaces.randomElement(using: &random)! + member.replacingOccurrences(of: ":", with: spaces.randomElement(using: &random)! + ":")
+            }
+            line += spaces.randomElement(using: &random)! + "}" + spaces.randomElement(using: &random)!
+            if Int.random(in: 0..<20, using: &random) == 0 { line.removeLast() }
+            let result = check(line)
+            if result.fast { fast += 1 }
+            #expect(result.same, "\(line): general \(result.general), decode \(result.decoded)")
+        }
+        #expect(fast > 1_000, "the shortcut took \(fast) of 20,000 lines")
+    }
+}

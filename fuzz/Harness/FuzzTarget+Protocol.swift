@@ -8,9 +8,14 @@ extension FuzzTarget {
     /// Lines over 64 KiB are only decoded: the second decoding adds nothing there but time, and their
     /// point is the cost of one.
     /// A line the decoder owns (and decodes file content in, in place) gets the same answer as the
-    /// line it borrows: the same op and content, or the same error message.
+    /// line it borrows: the same op and content, or the same error message. The shortcut for plain
+    /// gets gives what the general decoder gives: the same request, tag text included, or the same error.
     static func requestDecoder(_ line: UnsafeRawBufferPointer) -> String? {
         let first = RequestDecoder.decode(line)
+        let general = RequestDecoder.decodeInGeneral(line)
+        if getOutcome(first) != getOutcome(general) {
+            return "decoded as \(getOutcome(first)), but as \(getOutcome(general)) without the shortcut for plain gets"
+        }
         let owned = RequestDecoder.decode(owning: Array(line))
         if exactOutcome(first) != exactOutcome(owned) {
             return "decoded as \(exactOutcome(first)) from the line, but as \(exactOutcome(owned)) from an owned copy"
@@ -40,6 +45,21 @@ extension FuzzTarget {
             return outcome(result) + ", content \(content.count) bytes \(content.prefix(8))…\(content.reduce(0) { $0 &* 31 &+ Int($1) })"
         case .failure(let failure): return outcome(result) + ": " + failure.error.message
         }
+    }
+
+    /// The outcome with the error's message, and a get's fields and tag text.
+    private static func getOutcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
+        let tag: Tag?
+        switch result {
+        case .success(let request): tag = request.tag
+        case .failure(let failure): tag = failure.tag
+        }
+        var text = exactOutcome(result) + ", tag text " + (tag.map { String(decoding: $0.text, as: UTF8.self) } ?? "-")
+        if let tag { text += ", tag value \(tag.value)" }
+        if case .success(let request) = result, case .read(.get(let collection, let id, let point, let include)) = request.operation {
+            text += ", get \(collection)/\(id) \(String(describing: point)) \(include.count) \(String(describing: request.minSeq))"
+        }
+        return text
     }
 
     private static func outcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
