@@ -67,18 +67,17 @@ enum Keys {
     }
 
     private static func writeObjectKey(_ collection: String, _ id: String, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        var count = 0
-        for byte in collection.utf8 {
-            buffer[count] = byte
-            count += 1
+        var collection = collection
+        var id = id
+        let count = collection.withUTF8 { utf8 in
+            buffer.copyMemory(from: UnsafeRawBufferPointer(utf8))
+            return utf8.count
         }
         buffer[count] = 0
-        count += 1
-        for byte in id.utf8 {
-            buffer[count] = byte
-            count += 1
+        return id.withUTF8 { utf8 in
+            UnsafeMutableRawBufferPointer(rebasing: buffer[(count + 1)...]).copyMemory(from: UnsafeRawBufferPointer(utf8))
+            return count + 1 + utf8.count
         }
-        return count
     }
 
     /// `collection 0`: the prefix of every object key of a collection.
