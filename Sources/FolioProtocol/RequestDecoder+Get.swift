@@ -111,9 +111,10 @@ private struct FlatScan {
         }
         var value: Int64 = 0
         while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+            // 18 digits always fit in an Int64; a 19th might not, and is left to the general decoder.
+            if position - start == 18 { return nil }
             value = value * 10 + Int64(bytes[position] - UInt8(ascii: "0"))
             position += 1
-            if position - start > 18 { return nil }
         }
         let digits = position - start
         guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }

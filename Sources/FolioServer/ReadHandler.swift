@@ -110,6 +110,8 @@ final class ReadHandler: Sendable {
                 writer.write(configuration.maxLineBytes)
                 writer.writeKey("durability")
                 writer.write(configuration.durability.rawValue)
+                writer.writeKey("log")
+                writer.write(configuration.clusterLog == nil ? "lmdb" : "postgres")
                 writer.writeKey("lastSeq")
                 writer.write(head.sequence)
                 writer.writeKey("chainHead")

@@ -4,8 +4,8 @@ enum Usage {
 
         Talks to foliod over its Unix socket. Output is a table or text on a terminal; with --json,
         or when stdout is not a terminal, one JSON object per line. With --min-seq N a read waits
-        until foliod has applied event N (on a node of a cluster: a write made on another node,
-        whose event a write shows on a terminal).
+        until foliod has applied event N (on a node of a cluster: a write made on another node; on
+        a terminal a write on a node of a cluster shows its event).
 
         Objects
           create COLLECTION FIELD=TEXT FIELD:=JSON ... [--id ID]

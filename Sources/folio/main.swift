@@ -59,15 +59,24 @@ final class CLI {
         }
         let connection = try connect()
         defer { connection.close() }
-        return try result(of: try connection.request(request))
+        let response = try connection.request(request)
+        let answer = try result(of: response)
+        // On a terminal, a write's event is shown when the node is one of a cluster (`hello`'s `log`).
+        if !output.json, nodeIsInCluster == nil, response.objectValue?["seq"] != nil {
+            nodeIsInCluster = (try? result(of: try connection.request(["op": "hello"])))?.objectValue?["log"]?.stringValue == "postgres"
+        }
+        return answer
     }
 
     /// The last event of the last write answered (its `seq`), to show with its result.
     var lastWriteSequence: Int64?
+    /// Whether the server is a node of a cluster (`hello` says `"log":"postgres"`); asked after a
+    /// write on a terminal only.
+    var nodeIsInCluster: Bool?
 
-    /// For people: the event a write was stored as, to read it on another node of a cluster.
+    /// For people on a node of a cluster: the event a write was stored as, to read it on another node.
     func showWriteSequence() {
-        guard !output.json, let lastWriteSequence else { return }
+        guard !output.json, nodeIsInCluster == true, let lastWriteSequence else { return }
         output.line("(event \(lastWriteSequence); on another node of a cluster read it with --min-seq \(lastWriteSequence))")
     }
 

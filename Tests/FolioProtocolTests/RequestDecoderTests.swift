@@ -372,6 +372,9 @@ import Testing
             #"{"op":"get","collection":"Task","id":"k1","tag":-1}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":01}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":1234567890123456789}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":9999999999999999999}"#,
+            #"{"op":"get","collection":"Task","id":"k1","tag":99999999999999999999999999999999999}"#,
+            #"{"op":"watch","tag":99999999999999999999999999999999999999999999":20}}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":null}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":true}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":"a\"b"}"#,
@@ -416,7 +419,7 @@ import Testing
     @Test func randomLinesDecodeTheSameEitherWay() {
         var random = SystemRandomNumberGenerator()
         let values = [#""get""#, #""list""#, #""Task""#, #""k1""#, #""a:b.c-d_e""#, "7", "0", "07", "1.5", "-3", "null", "true", #""""#,
-                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", #""1Task""#, #""k 1""#]
+                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", "9999999999999999999", "999999999999999999", #""1Task""#, #""k 1""#]
         let keys = ["op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", ""]
         let spaces = ["", " ", "  ", "\t", "\r", "\n"]
         var fast = 0

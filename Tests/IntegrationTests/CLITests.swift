@@ -10,6 +10,14 @@ import Testing
         return try CommandRun.run(Binaries.folio, arguments, environment: ["FOLIO_SOCKET": socket])
     }
 
+    /// `folio` with its stdout on a terminal (a pseudo-terminal from util-linux's `script`), as a
+    /// person sees it.
+    static func folioOnATerminal(_ arguments: String..., socket: String) throws -> CommandRun {
+        try Binaries.require()
+        let command = ([Binaries.folio] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        return try CommandRun.run("/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["FOLIO_SOCKET": socket])
+    }
+
     /// The one JSON line a command printed.
     static func output(_ run: CommandRun) throws -> JSON {
         #expect(run.status == 0, "\(run)")
@@ -127,6 +135,11 @@ import Testing
             #expect(future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)")
             // Writes go without it (a write always runs on the newest state).
             _ = try Self.output(try Self.folio("--min-seq", "99", "create", "Task", "title=y", socket: socket))
+            // A single node keeps its log in LMDB: a person creating on it is not told the event.
+            let hello = try Self.output(try Self.folio("hello", socket: socket))
+            #expect(hello["log"] == "lmdb", "\(hello)")
+            let shown = try Self.folioOnATerminal("create", "Task", "title=z", socket: socket)
+            #expect(shown.status == 0 && shown.stdout.contains("title") && !shown.stdout.contains("(event"), "\(shown)")
         }
     }
 

@@ -325,6 +325,10 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             // File contents stay on the node that receives them: uploads are refused in a cluster.
             let upload = try reader.request(["op": "file.put", "name": "a.txt", "data": "aGk="])
             #expect(upload.errorCode == "bad_request" && upload.errorMessage?.contains("cluster") == true, "\(upload)")
+            // A node says it is one of a cluster, and the CLI tells a person a write's event there.
+            #expect(try reader.request(["op": "hello"]).result?["log"] == "postgres")
+            let shown = try CLITests.folioOnATerminal("create", "Note", "i:=99", socket: cluster.nodes[1].socketPath)
+            #expect(shown.status == 0 && shown.stdout.contains("(event 51; on another node of a cluster read it with --min-seq 51)"), "\(shown)")
         }
     }
 
