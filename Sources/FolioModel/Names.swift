@@ -29,8 +29,8 @@ public enum Names {
 
     /// 1 to 128 characters from `A-Z a-z 0-9 _ - . :`; ids appear in keys and in `$ref` values.
     public static func validateID(_ id: String) throws(ValidationError) {
-        let utf8 = id.utf8
-        guard !utf8.isEmpty, utf8.count <= maxIDLength, utf8.allSatisfy(isIDByte) else {
+        var text = id
+        guard text.withUTF8({ isID(UnsafeRawBufferPointer($0)) }) else {
             throw ValidationError(
                 "id \(quoted(id)) is not valid: 1 to \(maxIDLength) characters from A-Z a-z 0-9 _ - . :")
         }
@@ -48,9 +48,23 @@ public enum Names {
     }
 
     static func isIdentifier(_ name: String, maxLength: Int) -> Bool {
-        let utf8 = name.utf8
+        var name = name
+        return name.withUTF8 { isIdentifier(UnsafeRawBufferPointer($0), maxLength: maxLength) }
+    }
+
+    static func isIdentifier(_ utf8: UnsafeRawBufferPointer, maxLength: Int) -> Bool {
         guard let first = utf8.first, utf8.count <= maxLength, isLetter(first) else { return false }
         return utf8.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") }
+    }
+
+    /// Whether `utf8` is a valid collection name (`validateCollection`), read from its bytes.
+    public static func isCollectionName(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        isIdentifier(utf8, maxLength: maxCollectionLength)
+    }
+
+    /// Whether `utf8` is a valid id (`validateID`), read from its bytes.
+    public static func isID(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        !utf8.isEmpty && utf8.count <= maxIDLength && utf8.allSatisfy(isIDByte)
     }
 
     public static func isIDByte(_ byte: UInt8) -> Bool {

@@ -1,16 +1,18 @@
 import FolioJSON
 import FolioModel
 
-/// A decoded request line: what to do, the table entry of its op, and the tag to echo.
-public struct Request: Sendable {
+/// A decoded request line: what to do, the table entry of its op, and the tag to echo. A class, so
+/// that handing a request on (decoder, queue, handler) costs a reference count, not a copy of every
+/// payload: a get's copies of the value had cost 1,800 instructions of its 10,500.
+public final class Request: Sendable {
     /// The client's correlation tag; nil when absent.
-    public var tag: Tag?
-    public var operation: Operation
+    public let tag: Tag?
+    public let operation: Operation
     /// The op's entry in `OperationTable`: its name, kind and cost class.
-    public var spec: OperationSpec
+    public let spec: OperationSpec
     /// A read waits until the server has applied this sequence (`minSeq`): a client reads its own
     /// writes on any node of a cluster.
-    public var minSeq: UInt64?
+    public let minSeq: UInt64?
 
     public init(tag: Tag?, operation: Operation, spec: OperationSpec, minSeq: UInt64? = nil) {
         self.tag = tag

@@ -49,11 +49,11 @@ extension RequestDecoder {
             break
         }
         scan.skipSpace()
-        guard scan.atEnd, let op, scan.equals(op, "get"), let collection, let id else { return nil }
-        let collectionName = scan.string(collection)
-        let idText = scan.string(id)
-        guard (try? Names.validateCollection(collectionName)) != nil, (try? Names.validateID(idText)) != nil else { return nil }
-        return Request(tag: tag, operation: .read(.get(collection: collectionName, id: idText, at: nil, include: [])), spec: getSpec)
+        guard scan.atEnd, let op, scan.equals(op, "get"), let collection, let id,
+            Names.isCollectionName(UnsafeRawBufferPointer(rebasing: line[collection])), Names.isID(UnsafeRawBufferPointer(rebasing: line[id]))
+        else { return nil }
+        return Request(
+            tag: tag, operation: .read(.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])), spec: getSpec)
     }
 
     private static let getSpec = OperationTable.spec(named: "get")!

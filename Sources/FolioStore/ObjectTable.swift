@@ -118,30 +118,71 @@ struct ObjectTable {
     /// Writes the object's wire form straight from its record, without parsing the data or formatting
     /// its timestamps.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
-        writer.writeRaw("{\"collection\":")
-        writer.write(collection)
-        writer.writeRaw(",\"id\":")
-        writer.write(id)
-        try writeWireForm(record, afterID: &writer)
+        let header = try header(of: record)
+        var collectionText = collection
+        var idText = id
+        let plain = collectionText.withUTF8 { collection in
+            idText.withUTF8 { id in
+                // Valid names need no escaping (Names.validateCollection, validateID): their bytes are their JSON.
+                guard collection.allSatisfy(Names.isIDByte), id.allSatisfy(Names.isIDByte) else { return false }
+                writer.appendChunk(capacity: collection.count + id.count + 24 + systemFieldsCapacity) { chunk in
+                    chunk.put("{\"collection\":\"")
+                    chunk.put(UnsafeRawBufferPointer(collection))
+                    chunk.put("\",\"id\":\"")
+                    chunk.put(UnsafeRawBufferPointer(id))
+                    chunk.put(UInt8(ascii: "\""))
+                    putSystemFields(record, header, into: &chunk)
+                }
+                return true
+            }
+        }
+        if !plain {
+            writer.writeRaw("{\"collection\":")
+            writer.write(collection)
+            writer.writeRaw(",\"id\":")
+            writer.write(id)
+            writer.appendChunk(capacity: systemFieldsCapacity) { putSystemFields(record, header, into: &$0) }
+        }
+        appendData(record, to: &writer)
     }
 
-    /// The wire form after `{"collection":...,"id":...` (which the caller wrote): from `,"version"` on.
-    static func writeWireForm(_ record: UnsafeRawBufferPointer, afterID writer: inout JSONWriter) throws {
+    /// The wire form after `head`, the object's `{"collection":...,"id":` as JSON, and `plainID`, its id
+    /// if it needs no escaping (a page writes many objects of one collection). Without `plainID` the
+    /// caller wrote the id after `head` already, and `head` is empty.
+    static func writeWireForm(
+        _ record: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, plainID: UnsafeRawBufferPointer?, to writer: inout JSONWriter
+    ) throws {
         let header = try header(of: record)
-        writer.writeRaw(",\"version\":")
-        writer.write(header.version)
-        writer.writeRaw(",\"createdAt\":\"")
-        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[24..<48]))
-        writer.writeRaw("\",\"updatedAt\":\"")
-        writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[48..<72]))
-        writer.bytes.append(UInt8(ascii: "\""))
-        let data = Self.data(of: record)
-        // The data is `{...}`: splice its fields after the system fields.
-        if data.count > 2 {
-            writer.bytes.append(UInt8(ascii: ","))
-            writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[1...]))
-        } else {
-            writer.bytes.append(UInt8(ascii: "}"))
+        writer.appendChunk(capacity: head.count + (plainID?.count ?? 0) + 2 + systemFieldsCapacity) { chunk in
+            chunk.put(head)
+            if let plainID {
+                chunk.put(UInt8(ascii: "\""))
+                chunk.put(plainID)
+                chunk.put(UInt8(ascii: "\""))
+            }
+            putSystemFields(record, header, into: &chunk)
         }
+        appendData(record, to: &writer)
+    }
+
+    /// `,"version":N,"createdAt":"…","updatedAt":"…"` and the `,` before the data's fields (or the
+    /// closing `}` when it has none): at most this many bytes.
+    private static let systemFieldsCapacity = 12 + 20 + 15 + 24 + 15 + 24 + 1 + 1
+
+    private static func putSystemFields(_ record: UnsafeRawBufferPointer, _ header: Header, into chunk: inout ByteChunk) {
+        chunk.put(",\"version\":")
+        chunk.put(decimal: header.version)
+        chunk.put(",\"createdAt\":\"")
+        chunk.put(UnsafeRawBufferPointer(rebasing: record[24..<48]))
+        chunk.put("\",\"updatedAt\":\"")
+        chunk.put(UnsafeRawBufferPointer(rebasing: record[48..<72]))
+        chunk.put(UInt8(ascii: "\""))
+        // The data is `{...}`: its fields follow the system fields.
+        chunk.put(data(of: record).count > 2 ? UInt8(ascii: ",") : UInt8(ascii: "}"))
+    }
+
+    private static func appendData(_ record: UnsafeRawBufferPointer, to writer: inout JSONWriter) {
+        let data = data(of: record)
+        if data.count > 2 { writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[1...])) }
     }
 }

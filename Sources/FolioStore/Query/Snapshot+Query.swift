@@ -361,16 +361,19 @@ private struct PageWriter {
             throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
-        writer.bytes.append(contentsOf: itemHead)
         if idIsPlain {
             // A valid id needs no escaping (Names.validateID): its bytes are its JSON string.
-            writer.bytes.append(UInt8(ascii: "\""))
-            writer.bytes.append(contentsOf: objectKey[objectKeyPrefix...])
-            writer.bytes.append(UInt8(ascii: "\""))
+            try itemHead.withUnsafeBytes { head in
+                try objectKey.withUnsafeBytes { objectKey in
+                    let id = UnsafeRawBufferPointer(rebasing: objectKey[objectKeyPrefix...])
+                    try ObjectTable.writeWireForm(record, head: head, plainID: id, to: &writer)
+                }
+            }
         } else {
+            writer.bytes.append(contentsOf: itemHead)
             writer.write(key.withUnsafeBytes { SortKey.id(in: $0) })
+            try ObjectTable.writeWireForm(record, head: UnsafeRawBufferPointer(start: nil, count: 0), plainID: nil, to: &writer)
         }
-        try ObjectTable.writeWireForm(record, afterID: &writer)
         itemCount += 1
         lastKey = key
         remaining -= 1
