@@ -151,6 +151,7 @@ extension JSONWriter {
     /// Appends, in one move, what `body` puts into a chunk of at most `capacity` bytes on the stack:
     /// for text made of many small pieces (an object's wire form), each of which would otherwise be
     /// an append of its own (about a hundred instructions each, against a few for a piece of a chunk).
+    @inlinable
     public mutating func appendChunk(capacity: Int, _ body: (inout ByteChunk) throws -> Void) rethrows {
         try withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 1) { buffer in
             var chunk = ByteChunk(buffer)
@@ -161,31 +162,38 @@ extension JSONWriter {
 }
 
 /// Bytes put one piece after another into a buffer of fixed size (`JSONWriter.appendChunk`); putting
-/// more than it holds stops the process rather than writing past it.
+/// more than it holds stops the process rather than writing past it. Inlinable: its callers are in
+/// other modules, and a call per piece cost more than the piece.
 public struct ByteChunk {
-    private let buffer: UnsafeMutableRawBufferPointer
-    public private(set) var count = 0
+    @usableFromInline let buffer: UnsafeMutableRawBufferPointer
+    @usableFromInline var used = 0
+    /// Bytes put so far.
+    @inlinable public var count: Int { used }
 
-    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+    @inlinable init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
+    @inlinable
     public mutating func put(_ bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count <= buffer.count - count, "chunk overflow")
+        precondition(bytes.count <= buffer.count - used, "chunk overflow")
         guard let source = bytes.baseAddress, let base = buffer.baseAddress else { return }
-        (base + count).copyMemory(from: source, byteCount: bytes.count)
-        count += bytes.count
+        (base + used).copyMemory(from: source, byteCount: bytes.count)
+        used += bytes.count
     }
 
+    @inlinable
     public mutating func put(_ text: StaticString) {
         put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
+    @inlinable
     public mutating func put(_ byte: UInt8) {
-        precondition(count < buffer.count, "chunk overflow")
-        buffer[count] = byte
-        count += 1
+        precondition(used < buffer.count, "chunk overflow")
+        buffer[used] = byte
+        used += 1
     }
 
     /// `number` in decimal: at most 20 bytes.
+    @inlinable
     public mutating func put(decimal number: UInt64) {
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
         var value = number
