@@ -129,24 +129,24 @@ start_single() {
     SINGLE_PID=$LAUNCHED_PID
 }
 
-stop_own_daemons() {
+# Stops every node and the single foliod.
+stop_foliods() {
     local pid
     for pid in "${NODE_PIDS[@]}" $SINGLE_PID; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${NODE_PIDS[@]}" $SINGLE_PID; do wait "$pid" 2>/dev/null || true; done
     NODE_PIDS=()
     NODE_SOCKETS=()
     SINGLE_PID=""
+}
+
+stop_own_daemons() {
+    stop_foliods
     stop_postgres
 }
 
 # Stops every foliod and removes their data; drops the scenario's database.
 end_scenario() {
-    local pid
-    for pid in "${NODE_PIDS[@]}" $SINGLE_PID; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${NODE_PIDS[@]}" $SINGLE_PID; do wait "$pid" 2>/dev/null || true; done
-    NODE_PIDS=()
-    NODE_SOCKETS=()
-    SINGLE_PID=""
+    stop_foliods
     rm -rf "$WORK"/node* "$WORK/single" "$WORK/single.sock"
     [ -z "$DB" ] || psql_run "DROP DATABASE $DB" >/dev/null
     DB=""
