@@ -30,13 +30,16 @@ struct CountedTree {
         var nextNode: UInt64
         var count: UInt64
 
+        /// Written once per change of the tree: one allocation of the final size.
         var bytes: [UInt8] {
-            var bytes: [UInt8] = []
-            bytes.appendLittleEndian(root)
-            bytes.appendLittleEndian(UInt64(height))
-            bytes.appendLittleEndian(nextNode)
-            bytes.appendLittleEndian(count)
-            return bytes
+            [UInt8](unsafeUninitializedCapacity: 32) { buffer, initialized in
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                raw.storeBytes(of: root.littleEndian, toByteOffset: 0, as: UInt64.self)
+                raw.storeBytes(of: UInt64(height).littleEndian, toByteOffset: 8, as: UInt64.self)
+                raw.storeBytes(of: nextNode.littleEndian, toByteOffset: 16, as: UInt64.self)
+                raw.storeBytes(of: count.littleEndian, toByteOffset: 24, as: UInt64.self)
+                initialized = 32
+            }
         }
 
         init(root: UInt64, height: Int, nextNode: UInt64, count: UInt64) {
@@ -108,12 +111,16 @@ struct CountedTree {
     func insert(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
         var header = try header(txn)
-        var path = try descend(to: key, header, txn)
-        let (index, found) = try load(path.leafID, txn).search(key)
-        if found { return false }
-        // Every node on the path changes from here on: take them, to change them in place.
-        for depth in path.branches.indices { path.branches[depth].node = try take(path.branches[depth].id, txn) }
+        // Every node on the path changes if the key is new: take each on the way down, to change it
+        // in place (one lookup per node, not two), and put them back as they were if it is not.
+        var path = try descend(to: key, header, txn, taking: true)
         var leaf = try take(path.leafID, txn)
+        let (index, found) = leaf.search(key)
+        if found {
+            try store(leaf, as: path.leafID, txn)
+            for branch in path.branches { try store(branch.node, as: branch.id, txn) }
+            return false
+        }
         leaf.insert(key, at: index)
         for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
         header.count += 1
@@ -276,11 +283,14 @@ struct CountedTree {
         var leafID: UInt64
     }
 
-    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: StoreTransaction) throws -> Path {
+    /// The branches from the root down to `key`'s leaf; with `taking`, each is taken out of the
+    /// write's cache (see `take`) and must be stored again.
+    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: StoreTransaction, taking: Bool = false) throws -> Path {
         var branches: [(id: UInt64, node: TreeNode, index: Int)] = []
+        branches.reserveCapacity(header.height)
         var nodeID = header.root
         for _ in 0..<header.height {
-            let node = try load(nodeID, txn)
+            let node = taking ? try take(nodeID, txn) : try load(nodeID, txn)
             let index = node.childIndex(for: key)
             branches.append((nodeID, node, index))
             nodeID = node.childID(index)
