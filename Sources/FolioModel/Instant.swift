@@ -101,61 +101,66 @@ extension Instant {
     }
 
     public func appendRFC3339Milliseconds(to bytes: inout [UInt8]) {
-        appendDateTime(to: &bytes)
-        bytes.append(UInt8(ascii: "."))
-        appendDigits(Int64(nanoseconds / 1_000_000), 3, to: &bytes)
-        bytes.append(UInt8(ascii: "Z"))
+        // Written into 24 bytes on the stack and appended once: an append per character cost about
+        // 700 instructions a timestamp, and a create writes several.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
+            var end = writeDateTime(to: text)
+            text[end] = UInt8(ascii: ".")
+            end = writeDigits(Int64(nanoseconds / 1_000_000), 3, to: text, at: end + 1)
+            text[end] = UInt8(ascii: "Z")
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<(end + 1)]))
+        }
     }
 
     /// RFC 3339 in UTC with every nanosecond it has (trailing fraction zeros dropped, no fraction
     /// for a whole second), so that reading it back gives this instant: `2026-11-29T10:00:00.000000123Z`.
     /// For the years 0000 to 9999.
     public var rfc3339: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(30)
-        appendDateTime(to: &bytes)
-        if nanoseconds > 0 {
-            var fraction = Int64(nanoseconds)
-            var digits = 9
-            while fraction % 10 == 0 {
-                fraction /= 10
-                digits -= 1
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 30) { text in
+            var end = writeDateTime(to: text)
+            if nanoseconds > 0 {
+                var fraction = Int64(nanoseconds)
+                var digits = 9
+                while fraction % 10 == 0 {
+                    fraction /= 10
+                    digits -= 1
+                }
+                text[end] = UInt8(ascii: ".")
+                end = writeDigits(fraction, digits, to: text, at: end + 1)
             }
-            bytes.append(UInt8(ascii: "."))
-            appendDigits(fraction, digits, to: &bytes)
+            text[end] = UInt8(ascii: "Z")
+            return String(decoding: UnsafeBufferPointer(rebasing: text[..<(end + 1)]), as: UTF8.self)
         }
-        bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// `YYYY-MM-DDThh:mm:ss` in UTC.
-    private func appendDateTime(to bytes: inout [UInt8]) {
+    /// Writes `YYYY-MM-DDThh:mm:ss` in UTC at the start of `text` (19 bytes); returns where it ends.
+    private func writeDateTime(to text: UnsafeMutableBufferPointer<UInt8>) -> Int {
         let (days, secondOfDay) = floorDivision(seconds, 86_400)
         let (year, month, day) = civilFromDays(days)
-        appendDigits(year, 4, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(month, 2, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(day, 2, to: &bytes)
-        bytes.append(UInt8(ascii: "T"))
-        appendDigits(secondOfDay / 3600, 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(secondOfDay / 60 % 60, 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(secondOfDay % 60, 2, to: &bytes)
+        var end = writeDigits(year, 4, to: text, at: 0)
+        text[end] = UInt8(ascii: "-")
+        end = writeDigits(month, 2, to: text, at: end + 1)
+        text[end] = UInt8(ascii: "-")
+        end = writeDigits(day, 2, to: text, at: end + 1)
+        text[end] = UInt8(ascii: "T")
+        end = writeDigits(secondOfDay / 3600, 2, to: text, at: end + 1)
+        text[end] = UInt8(ascii: ":")
+        end = writeDigits(secondOfDay / 60 % 60, 2, to: text, at: end + 1)
+        text[end] = UInt8(ascii: ":")
+        return writeDigits(secondOfDay % 60, 2, to: text, at: end + 1)
     }
 }
 
-/// `value` in exactly `digits` decimal digits, zeros first.
-private func appendDigits(_ value: Int64, _ digits: Int, to bytes: inout [UInt8]) {
-    var divisor: Int64 = 1
-    for _ in 1..<digits { divisor *= 10 }
+/// Writes `value` in exactly `digits` decimal digits, zeros first, at `start`; returns where they end.
+private func writeDigits(_ value: Int64, _ digits: Int, to text: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
     var value = value
-    while divisor > 0 {
-        bytes.append(0x30 + UInt8(value / divisor))
-        value %= divisor
-        divisor /= 10
+    var index = start + digits
+    while index > start {
+        index -= 1
+        text[index] = 0x30 + UInt8(truncatingIfNeeded: value % 10)
+        value /= 10
     }
+    return start + digits
 }
 
 private func floorDivision(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
