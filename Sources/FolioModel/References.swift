@@ -24,6 +24,9 @@ public struct Reference: Sendable, Hashable {
     /// Every distinct reference in `data`, in the order first met. Linear in the data's size: a
     /// path is spelled out only for the references found.
     public static func all(in data: JSONObject) -> [Reference] {
+        // Only an object can be a reference: most records hold none below the top level, and
+        // are answered without building a path.
+        guard data.contains(where: { holdsObject($0.value) }) else { return [] }
         var found: [Reference] = []
         // Duplicates are looked for in `found` while it is short; a set is made only for long lists.
         var seen: Set<Reference>? = nil
@@ -34,6 +37,14 @@ public struct Reference: Sendable, Hashable {
             path.removeLast()
         }
         return found
+    }
+
+    private static func holdsObject(_ value: JSON) -> Bool {
+        switch value {
+        case .object: return true
+        case .array(let elements): return elements.contains(where: holdsObject)
+        default: return false
+        }
     }
 
     private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>?) {
