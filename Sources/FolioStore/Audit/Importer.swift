@@ -95,11 +95,12 @@ public struct Importer {
                 }
             }
             try store.write { writer in
-                for (line, event) in events {
+                // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                for index in events.indices {
                     do {
-                        _ = try writer.append(event, isolated: false)
+                        _ = try writer.append(events[index].event, isolated: false)
                     } catch let error as StoreError {
-                        throw ImportError(line: line, message: "event \(event.sequence) does not apply: \(error)")
+                        throw ImportError(line: events[index].line, message: "event \(events[index].event.sequence) does not apply: \(error)")
                     }
                 }
             }

@@ -44,7 +44,9 @@ extension Store {
         }, consume: { batch in
             try environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil))
-                for (event, data) in batch { try applier.apply(event, txn, createdData: data) }
+                // By index: taking each element apart into a tuple copied every event (its strings, its
+                // data tree), 6% of the applying thread.
+                for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data) }
                 try txn.cache?.flush(into: lmdb, trees: databases.trees)
             }
             #if DEBUG

@@ -109,11 +109,13 @@ struct Verifier {
         do {
             try runPipelined(produce: { try reader.next() }, consume: { batch in
                 try scratch.write { writer in
-                    for (event, _) in batch {
+                    // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                    for index in batch.indices {
                         do {
-                            _ = try writer.append(event, isolated: false)
+                            _ = try writer.append(batch[index].event, isolated: false)
                         } catch let error as StoreError {
-                            reader.mismatches.append(.init(kind: "event", description: "event \(event.sequence) does not apply, replay stops there: \(error)"))
+                            let sequence = batch[index].event.sequence
+                            reader.mismatches.append(.init(kind: "event", description: "event \(sequence) does not apply, replay stops there: \(error)"))
                             throw StopReplay()
                         }
                     }
