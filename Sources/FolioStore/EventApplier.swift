@@ -26,8 +26,21 @@ struct EventApplier {
     /// read and checked it (a live write), with the object after it when the caller computed that too.
     enum Before {
         case unknown
-        case known(StoredObject?, after: StoredObject? = nil)
+        /// The object before and after the event, and what `checkTrees` planned for its views.
+        case known(StoredObject?, after: StoredObject? = nil, views: PlannedViews? = nil)
+
+        var plannedViews: PlannedViews? {
+            if case .known(_, _, let views) = self { return views }
+            return nil
+        }
     }
+
+    /// The moves `checkTrees` found for an object's views, one per view of its collection in the
+    /// catalog's order (nil where the entry stays), to be done as planned when the event is applied.
+    struct PlannedViews {
+        fileprivate let moves: [ViewIndex.Move?]
+    }
+
 
     /// What an object event did: the object before it (nil for a create), the object after it and
     /// its record as stored (nil for a delete).
@@ -56,16 +69,16 @@ struct EventApplier {
                 try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
             }
             guard let object = try applied(event, to: nil, before) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
-            return ObjectChange(before: nil, after: (object, try store(object, replacing: nil, event, txn, data: createdData)))
+            return ObjectChange(before: nil, after: (object, try store(object, replacing: nil, event, txn, data: createdData, planned: before.plannedViews)))
         case .updated(let collection, let id, _, _):
             let old = try existing(collection, id, event, before, txn)
             guard let object = try applied(event, to: old, before) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
-            return ObjectChange(before: old, after: (object, try store(object, replacing: old, event, txn)))
+            return ObjectChange(before: old, after: (object, try store(object, replacing: old, event, txn, planned: before.plannedViews)))
         case .deleted(let collection, let id):
             let old = try existing(collection, id, event, before, txn)
             try objects.delete(collection, id, txn.lmdb)
             try history.record(collection, id, sequence: event.sequence, version: event.version, txn.lmdb)
-            try updateTrees(from: old, to: nil, txn)
+            try updateTrees(from: old, to: nil, planned: before.plannedViews, txn)
             try files.noteReferences(try references.update(from: old, to: nil, txn), txn.lmdb)
             return ObjectChange(before: old, after: nil)
         case .schemaDefined(let schema):
@@ -100,7 +113,7 @@ struct EventApplier {
 
     /// The object after the event: as the caller computed it, or folded now.
     private func applied(_ event: Event, to old: StoredObject?, _ before: Before) throws -> StoredObject? {
-        if case .known(_, let after?) = before { return after }
+        if case .known(_, let after?, _) = before { return after }
         do {
             return try event.applied(to: old)
         } catch {
@@ -111,7 +124,7 @@ struct EventApplier {
     private func existing(_ collection: String, _ id: String, _ event: Event, _ before: Before, _ txn: StoreTransaction) throws
         -> StoredObject
     {
-        if case .known(let old?, _) = before { return old }
+        if case .known(let old?, _, _) = before { return old }
         guard let old = try objects.get(collection, id, txn.lmdb) else {
             throw StoreError.corrupted("event \(event.sequence) changes \(collection)/\(id), which does not exist")
         }
@@ -126,10 +139,10 @@ struct EventApplier {
     }
 
     /// Returns the object's record.
-    private func store(_ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: [UInt8]? = nil)
-        throws -> [UInt8]
-    {
-        try updateTrees(from: old, to: object, txn)
+    private func store(
+        _ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: [UInt8]? = nil, planned: PlannedViews? = nil
+    ) throws -> [UInt8] {
+        try updateTrees(from: old, to: object, planned: planned, txn)
         try files.noteReferences(try references.update(from: old, to: object, txn), txn.lmdb)
         let record = ObjectTable.encode(object, serializedData: data)
         try objects.put(record: record, object.collection, object.id, txn.lmdb)
@@ -141,18 +154,25 @@ struct EventApplier {
 
     /// Throws what moving the object from `old` to `new` would throw in its views (a unique conflict,
     /// a key too long), changing nothing.
-    func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
-        guard let collection = (new ?? old)?.collection else { return }
-        for view in try catalog.views(on: collection, txn) {
-            try ViewIndex(view).check(from: old, to: new, objects: objects, txn)
-        }
+    /// Throws what applying the change would throw in the views; returns what it will do there,
+    /// for `Before.known`: the views' keys (and a unique view's lookup) are then not worked out a
+    /// second time when the event is applied.
+    @discardableResult
+    func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> PlannedViews {
+        guard let collection = (new ?? old)?.collection else { return PlannedViews(moves: []) }
+        return PlannedViews(moves: try catalog.views(on: collection, txn).map { try ViewIndex($0).check(from: old, to: new, objects: objects, txn) })
     }
 
     /// The collection's creation-order index and every view of the collection.
-    private func updateTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws {
+    private func updateTrees(from old: StoredObject?, to new: StoredObject?, planned: PlannedViews? = nil, _ txn: StoreTransaction) throws {
         guard let collection = (new ?? old)?.collection else { return }
-        for view in try catalog.views(on: collection, txn) {
-            try ViewIndex(view).update(from: old, to: new, objects: objects, txn)
+        let views = try catalog.views(on: collection, txn)
+        if let planned, planned.moves.count == views.count {
+            for (view, move) in zip(views, planned.moves) {
+                if let move { try ViewIndex(view).apply(move, txn) }
+            }
+        } else {
+            for view in views { try ViewIndex(view).update(from: old, to: new, objects: objects, txn) }
         }
         if old == nil || new == nil {
             let tree = try catalog.collectionTree(collection, txn) ?? catalog.createCollectionTree(collection, txn)

@@ -41,10 +41,10 @@ extension StoreWriter {
             }
             try RefIndex.check(after, references: Reference.all(in: after.data))
         }
-        try applier.checkTrees(from: before, to: after, txn)
+        let views = try applier.checkTrees(from: before, to: after, txn)
         let applied: Applied
         do {
-            applied = try append(event, txn, before: .known(before, after: after))
+            applied = try append(event, txn, before: .known(before, after: after, views: views))
         } catch let error as StoreError where !isolated {
             throw SpoiledTransaction(underlying: error)
         }

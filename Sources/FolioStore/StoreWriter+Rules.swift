@@ -84,8 +84,8 @@ extension StoreWriter {
                         throw StoreError.invalid("nullifying \(field) of \(collection)/\(id): \(error.message)")
                     }
                 }
-                try store.applier.checkTrees(from: old, to: new, txn)
-                made.append(try append(change, txn, before: .known(old, after: new)))
+                let views = try store.applier.checkTrees(from: old, to: new, txn)
+                made.append(try append(change, txn, before: .known(old, after: new, views: views)))
             case .releaseOwned(let collection, let id, let cause):
                 guard try store.applier.objects.record(collection, id, txn.lmdb) != nil else { continue }
                 guard try !isOwned(collection, id, txn) else { continue }

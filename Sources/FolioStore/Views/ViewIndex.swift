@@ -42,18 +42,30 @@ struct ViewIndex {
         return key
     }
 
+    /// An object's entry leaving `old` and going to `new` (either nil), as `check` planned it.
+    struct Move {
+        let old: [UInt8]?
+        let new: [UInt8]?
+    }
+
     /// Moves the object's entry from where `old` had it to where `new` needs it; either may be nil
     /// (created, deleted). Throws `conflict` if a unique view already holds the new key; `objects`
     /// gives the holder's values for it.
     func update(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws {
         guard let (oldKey, newKey) = try plannedMove(from: old, to: new, objects: objects, txn) else { return }
-        if let oldKey { try tree.remove(oldKey, txn) }
-        if let newKey { try tree.insert(newKey, txn) }
+        try apply(Move(old: oldKey, new: newKey), txn)
     }
 
-    /// Throws what `update` would throw, changing nothing.
-    func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws {
-        _ = try plannedMove(from: old, to: new, objects: objects, txn)
+    /// Throws what `update` would throw, changing nothing; returns what `update` would do, for
+    /// `apply` in the same transaction before anything else changes the view (nil: nothing).
+    func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws -> Move? {
+        try plannedMove(from: old, to: new, objects: objects, txn).map { Move(old: $0.0, new: $0.1) }
+    }
+
+    /// Does a move `check` returned: the keys and the unique rule are not worked out twice.
+    func apply(_ move: Move, _ txn: StoreTransaction) throws {
+        if let old = move.old { try tree.remove(old, txn) }
+        if let new = move.new { try tree.insert(new, txn) }
     }
 
     /// The keys to remove and insert; nil when the entry stays where it is.
