@@ -9,7 +9,7 @@ TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 
-.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
+.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools faults relations bench bench-views bench-relations bench-access bench-instructions bench-write-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, prometheus_client (PyPI), whose parser the
@@ -146,6 +146,12 @@ bench-access: deps
 # Instructions per pipelined get (callgrind) against the same baseline (bench/instructions.sh).
 bench-instructions: deps
 	SWIFT="$(SWIFT)" BASELINE="$(ACCESS_BASELINE)" bench/instructions.sh $(BENCH_ARGS)
+
+# Instructions per create (no views, five views) and per rebuilt event, counted by callgrind, against
+# foliod built from WRITE_BASELINE (bench/write_instructions.sh).
+WRITE_BASELINE ?= 8eafad8
+bench-write-instructions: deps
+	SWIFT="$(SWIFT)" BASELINE="$(WRITE_BASELINE)" bench/write_instructions.sh $(BENCH_ARGS)
 
 # Files through inline base64, pieces and descriptor passing against cp on the same disk (bench/files.sh).
 bench-files: deps
