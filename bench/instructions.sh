@@ -27,7 +27,7 @@ fi
 build
 BASELINE_FOLIOD="$(build_baseline "$BASELINE")"
 chmod 0755 "$WORK"
-cp bench/pipelined_gets.py "$WORK/"
+cp bench/pipelined_gets.py bench/pipeline.py "$WORK/"
 printf 'access.user.%s = write Bench\n' "$PEER_USER" >"$WORK/policy.conf"
 
 # count FOLIOD AS_USER POLICY(yes|no) GETS: instructions foliod executed, from start to exit.

@@ -9,24 +9,16 @@ if any failed. CREATES 0 is the set-up alone.
 """
 import json
 import random
-import socket
 import sys
+
+from pipeline import connect
 
 VIEWS = [("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"])]
 
 
 def main() -> int:
     path, creates, collection = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    connection = socket.socket(socket.AF_UNIX)
-    connection.connect(path)
-    answers = connection.makefile("rb")
-
-    def exchange(lines: list[bytes]) -> None:
-        connection.sendall(b"".join(line + b"\n" for line in lines))
-        for _ in lines:
-            answer = json.loads(answers.readline())
-            if not answer.get("ok"):
-                raise SystemExit(f"pipelined_creates: {answer}")
+    exchange = connect(path, "pipelined_creates")
 
     exchange([json.dumps({"op": "view.define", "name": name, "collection": "Five", "sort": sort}).encode()
               for name, sort in VIEWS])

@@ -6,22 +6,14 @@ every answer, and exits non-zero if any failed.
     pipelined_gets.py SOCKET GETS
 """
 import json
-import socket
 import sys
+
+from pipeline import connect
 
 
 def main() -> int:
     path, gets = sys.argv[1], int(sys.argv[2])
-    connection = socket.socket(socket.AF_UNIX)
-    connection.connect(path)
-    answers = connection.makefile("rb")
-
-    def exchange(lines: list[bytes]) -> None:
-        connection.sendall(b"".join(line + b"\n" for line in lines))
-        for _ in lines:
-            answer = json.loads(answers.readline())
-            if not answer.get("ok"):
-                raise SystemExit(f"pipelined_gets: {answer}")
+    exchange = connect(path, "pipelined_gets")
 
     exchange([json.dumps({"op": "create", "collection": "Bench", "id": f"k{i}",
                           "data": {"title": f"task {i}", "n": i, "done": False, "note": "x" * 40}}).encode()

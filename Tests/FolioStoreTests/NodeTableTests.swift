@@ -10,7 +10,7 @@ import Testing
     func behavesLikeADictionary(keySpace: Int) {
         var table = NodeTable()
         var model: [TreeNodeCache.NodeKey: [UInt8]?] = [:]
-        var generator = SplitMix(seed: UInt64(keySpace))
+        var generator = SeededGenerator(seed: UInt64(keySpace))
         var taken: [TreeNodeCache.NodeKey: [UInt8]] = [:]
         for step in 0..<40_000 {
             let key = TreeNodeCache.NodeKey(tree: UInt32(generator.next() % 3), node: generator.next() % UInt64(keySpace))
@@ -55,17 +55,5 @@ import Testing
             seen[key] = .some(bytes)
         }
         #expect(seen == model)
-    }
-
-    private struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 }
