@@ -41,7 +41,6 @@ struct EventApplier {
         fileprivate let moves: [ViewIndex.Move?]
     }
 
-
     /// What an object event did: the object before it (nil for a create), the object after it and
     /// its record as stored (nil for a delete).
     struct ObjectChange {
@@ -153,11 +152,8 @@ struct EventApplier {
     }
 
     /// Throws what moving the object from `old` to `new` would throw in its views (a unique conflict,
-    /// a key too long), changing nothing.
-    /// Throws what applying the change would throw in the views; returns what it will do there,
-    /// for `Before.known`: the views' keys (and a unique view's lookup) are then not worked out a
-    /// second time when the event is applied.
-    @discardableResult
+    /// a key too long), changing nothing; returns the moves, for `Before.known`, so that the keys
+    /// (and a unique view's lookup) are not worked out a second time when the event is applied.
     func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> PlannedViews {
         guard let collection = (new ?? old)?.collection else { return PlannedViews(moves: []) }
         return PlannedViews(moves: try catalog.views(on: collection, txn).map { try ViewIndex($0).check(from: old, to: new, objects: objects, txn) })

@@ -52,14 +52,14 @@ struct ViewIndex {
     /// (created, deleted). Throws `conflict` if a unique view already holds the new key; `objects`
     /// gives the holder's values for it.
     func update(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws {
-        guard let (oldKey, newKey) = try plannedMove(from: old, to: new, objects: objects, txn) else { return }
-        try apply(Move(old: oldKey, new: newKey), txn)
+        guard let move = try plannedMove(from: old, to: new, objects: objects, txn) else { return }
+        try apply(move, txn)
     }
 
     /// Throws what `update` would throw, changing nothing; returns what `update` would do, for
     /// `apply` in the same transaction before anything else changes the view (nil: nothing).
     func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws -> Move? {
-        try plannedMove(from: old, to: new, objects: objects, txn).map { Move(old: $0.0, new: $0.1) }
+        try plannedMove(from: old, to: new, objects: objects, txn)
     }
 
     /// Does a move `check` returned: the keys and the unique rule are not worked out twice.
@@ -70,7 +70,7 @@ struct ViewIndex {
 
     /// The keys to remove and insert; nil when the entry stays where it is.
     private func plannedMove(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws
-        -> ([UInt8]?, [UInt8]?)?
+        -> Move?
     {
         let oldKey = try key(for: old)
         let newKey = try key(for: new)
@@ -85,7 +85,7 @@ struct ViewIndex {
                 }
             }
         }
-        return (oldKey, newKey)
+        return Move(old: oldKey, new: newKey)
     }
 
     /// Uniqueness binds objects that have every sort field; one that lacks any is exempt, as a row
