@@ -19,6 +19,11 @@ struct ClusterStatus: Sendable {
     var diverged: String?
     /// Writes the log refused because another node changed what they read, executed again.
     var retriedWrites = 0
+    /// Writes the log took exactly as this node executed them: their transaction was kept.
+    var keptWrites = 0
+    /// Writes the log took after another node's events, or timed otherwise: this node applied
+    /// them from the log, as it applies every other node's.
+    var reappliedWrites = 0
 
     func json(applied: UInt64, now: UInt64) -> JSON {
         var object: JSONObject = [
@@ -28,6 +33,8 @@ struct ClusterStatus: Sendable {
             "behind": .int(Int64(logHead > applied ? logHead - applied : 0)),
             "lagSeconds": lastContact == 0 ? .null : .double(Double(now - min(now, lastContact)) / 1000),
             "retriedWrites": .int(Int64(retriedWrites)),
+            "keptWrites": .int(Int64(keptWrites)),
+            "reappliedWrites": .int(Int64(reappliedWrites)),
         ]
         if let unreachable { object["unreachable"] = .string(unreachable) }
         if let diverged { object["diverged"] = .string(diverged) }
@@ -287,11 +294,40 @@ final class ClusterNode: @unchecked Sendable {
     }
 
     private func applyChunk(_ events: [LoggedEvent]) throws {
-        let done = try store.appendLogged(events)
-        applied = events[events.count - 1].sequence
+        record(try store.appendLogged(events))
+    }
+
+    /// Notes events now stored on this node, in order: applied from the log, or kept as executed.
+    private func record(_ done: [StoreWriter.Applied]) {
+        guard let last = done.last?.event else { return }
+        applied = last.sequence
+        // The log times a write no earlier than its last event (`greatest(at, head.at)`): a write
+        // accepted here is timed so too, so that its execution can be kept as the log composes it.
+        lastTimestamp = max(lastTimestamp, last.timestamp.milliseconds)
         if collecting { for event in done { collected[event.event.sequence] = event } }
         statistics.applied.advance(to: applied)
         publish(done)
+    }
+
+    /// Whether the log appended exactly the events of `writes` as this node executed them after
+    /// `snapshot`: every write accepted, nothing of another node's in between, and each event with
+    /// the same sequence, canonical bytes (so the same time) and chain hash.
+    static func logHolds(_ writes: [ProposedWrite], exactlyAs decision: ClusterLog.Decision, after snapshot: UInt64) -> Bool {
+        guard decision.firstSequences.allSatisfy({ $0 != nil }) else { return false }
+        var sequence = snapshot
+        var index = 0
+        for write in writes {
+            for executed in write.appended {
+                sequence += 1
+                guard index < decision.events.count else { return false }
+                let logged = decision.events[index]
+                guard logged.sequence == sequence, executed.event.sequence == sequence, logged.canonical == executed.canonicalEvent,
+                    logged.hash == executed.chainHash.bytes
+                else { return false }
+                index += 1
+            }
+        }
+        return index == decision.events.count && decision.head == sequence
     }
 
     private func process(_ jobs: [Writer.Job]) {
@@ -311,29 +347,50 @@ final class ClusterNode: @unchecked Sendable {
             }
             let round = Array(jobs[start...])
             let acceptance = nextTimestamp()
-            let proposals: [Proposal]
-            let snapshot: UInt64
+            var proposals: [Proposal] = []
+            var kept = false
+            var decision: ClusterLog.Decision?
+            var appendFailure: (any Error)?
             do {
-                (proposals, snapshot) = try store.propose(
-                    round.map { ($0.request, Acceptance(timestamp: acceptance, origin: $0.origin)) }, ids: &ids)
+                // The log is asked inside the transaction that executed the writes: if it appended
+                // exactly their events, that transaction is kept, and nothing is executed twice.
+                (proposals, _, kept) = try store.propose(
+                    round.map { ($0.request, Acceptance(timestamp: acceptance, origin: $0.origin)) }, ids: &ids
+                ) { executed, sequence in
+                    proposals = executed
+                    let writes = executed.compactMap { if case .propose(let write) = $0 { write } else { nil } }
+                    guard !writes.isEmpty else { return false }
+                    do {
+                        let decided = try self.logStore.append(snapshot: sequence, at: acceptance, writes)
+                        decision = decided
+                        return Self.logHolds(writes, exactlyAs: decided, after: sequence)
+                    } catch {
+                        appendFailure = error
+                        return false
+                    }
+                }
             } catch {
-                log.error("cluster: executing \(round.count) writes failed: \(error)")
-                let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
-                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
-                break
+                if decision == nil {
+                    log.error("cluster: executing \(round.count) writes failed: \(error)")
+                    let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                    break
+                }
+                // The log took the writes, but this node could not keep its transaction: it applies
+                // the log's events instead, as for any other round.
+                log.error("cluster: keeping \(round.count) writes the log took failed: \(error); applying them from the log")
+                kept = false
             }
             var proposed: [(index: Int, write: ProposedWrite)] = []
             for (offset, proposal) in proposals.enumerated() {
                 if case .propose(let write) = proposal { proposed.append((start + offset, write)) }
             }
             var firstRefused = jobs.count
-            if !proposed.isEmpty {
-                let decision: ClusterLog.Decision
-                do {
-                    decision = try logStore.append(snapshot: snapshot, at: acceptance, proposed.map(\.write))
-                } catch let error as ClusterLogError {
+            if let error = appendFailure {
+                let failure: ProtocolError
+                switch error {
+                case let error as ClusterLogError:
                     noteFailure(error)
-                    let failure: ProtocolError
                     switch error {
                     case .unavailable(let reason):
                         failure = ProtocolError(
@@ -346,15 +403,23 @@ final class ClusterNode: @unchecked Sendable {
                     default:
                         failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                     }
-                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
-                    break
-                } catch {
-                    let failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
-                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
-                    break
+                default:
+                    failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                 }
+                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                break
+            }
+            if let decision {
                 noteContact(head: decision.head)
-                apply(decision.events)
+                if kept {
+                    record(proposed.flatMap(\.write.appended))
+                } else {
+                    apply(decision.events)
+                }
+                statistics.cluster.withLock { status in
+                    let accepted = decision.firstSequences.count(where: { $0 != nil })
+                    if kept { status?.keptWrites += accepted } else { status?.reappliedWrites += accepted }
+                }
                 if decision.head > applied { catchUp() }
                 for (slot, first) in decision.firstSequences.enumerated() {
                     let (index, write) = proposed[slot]

@@ -180,6 +180,17 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             let events = try cluster.events(on: 2)
             #expect(events.count == acknowledged.count, "every event is an acknowledged write and every acknowledged write one event")
             checkHistory(acknowledged, against: events)
+            // Each accepted write was stored once on its node: kept as executed there when the log
+            // appended it as executed, applied from the log when another node's events came first.
+            var kept: Int64 = 0
+            var reapplied: Int64 = 0
+            for node in cluster.nodes {
+                let status = try node.request(["op": "stats"]).result?["cluster"]
+                kept += status?["keptWrites"]?.integerValue ?? -1_000_000
+                reapplied += status?["reappliedWrites"]?.integerValue ?? -1_000_000
+            }
+            #expect(kept + reapplied == Int64(events.count), "\(kept) kept and \(reapplied) reapplied writes for \(events.count) events")
+            #expect(kept > 0 && reapplied > 0, "\(kept) kept and \(reapplied) reapplied writes")
             // A node's own writes are readable at once on it; watchers see other nodes' writes.
             let connection = try cluster.nodes[1].connect()
             let created = try connection.request(["op": "create", "collection": "Note", "data": ["text": "mine"]])
@@ -314,6 +325,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
                 let read = try reader.request(["op": "get", "collection": "Note", "id": .string("n\(index)"), "minSeq": .int(seq)])
                 #expect(read.result?["i"]?.integerValue == Int64(index), "\(read)")
             }
+            // Node 1 alone wrote: the log appended each write as node 1 executed it, which kept it.
+            let status = try cluster.nodes[0].request(["op": "stats"]).result?["cluster"]
+            #expect(status?["keptWrites"] == 50 && status?["reappliedWrites"] == 0, "\(String(describing: status))")
             // An event no node has: unavailable once the wait is over, and the connection goes on.
             let started = Date()
             let future = try reader.request(["op": "count", "collection": "Note", "minSeq": 1_000_000])

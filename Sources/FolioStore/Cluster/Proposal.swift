@@ -34,6 +34,10 @@ public struct ProposedWrite: Sendable {
     /// The outcome on the node's copy: the shape of the answer (a batch's failed ops).
     let local: WriteOutcome
 
+    /// The events as executed on the node's copy, numbered from the proposal's sequence and
+    /// timed at its acceptance.
+    public var appended: [StoreWriter.Applied] { local.appended }
+
     /// The write's outcome from its events as the log numbered, timed and applied them.
     public func outcome(applied: [StoreWriter.Applied]) throws -> WriteOutcome {
         guard applied.count == events.count else {
@@ -104,15 +108,24 @@ public struct ConflictKey: Hashable, Sendable, Comparable {
 }
 
 extension Store {
-    /// Executes `writes` in order on this store's current state, as one group commit would, and
-    /// stores nothing: what each would append, for a cluster's log to decide, or its settled
-    /// outcome. Returns the sequence they were executed at. Call from the writing thread.
+    /// Executes `writes` in order on this store's current state, as one group commit would: what
+    /// each would append, for a cluster's log to decide, or its settled outcome. Returns the
+    /// sequence they were executed at. Call from the writing thread.
+    ///
+    /// Stores nothing, unless `keep` says so: it is called inside the transaction, once the writes
+    /// are executed, and if it returns true the transaction commits as it is (`kept`). A cluster
+    /// node keeps it when the log appended exactly these events, with the same sequences, times
+    /// and chain hashes: then this transaction holds what applying them would write, and the node
+    /// does not execute them a second time. Once `keep` was called, an error is not retried: it
+    /// has decided, and the caller applies from the log what it decided.
     public func propose(
-        _ writes: [(request: WriteRequest, acceptance: Acceptance)], ids: inout ObjectIDGenerator
-    ) throws -> (proposals: [Proposal], sequence: UInt64) {
+        _ writes: [(request: WriteRequest, acceptance: Acceptance)], ids: inout ObjectIDGenerator,
+        keep: ((_ proposals: [Proposal], _ sequence: UInt64) throws -> Bool)? = nil
+    ) throws -> (proposals: [Proposal], sequence: UInt64, kept: Bool) {
         struct Rehearsed: Error {}
         var isolating = false
         var attempts = 0
+        var decided = false
         while true {
             var proposals: [Proposal] = []
             var sequence: UInt64 = 0
@@ -132,13 +145,18 @@ extension Store {
                             proposals.append(.settled(.failure(error)))
                         }
                     }
+                    if let keep {
+                        decided = true
+                        if try keep(proposals, sequence) { return }
+                    }
                     throw Rehearsed()
                 }
+                return (proposals, sequence, true)
             } catch is Rehearsed {
-                return (proposals, sequence)
-            } catch is StoreWriter.SpoiledTransaction where !isolating {
+                return (proposals, sequence, false)
+            } catch is StoreWriter.SpoiledTransaction where !isolating && !decided {
                 isolating = true
-            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
+            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 && !decided {
                 attempts += 1
                 try growMap()
             }
