@@ -69,6 +69,9 @@ final class ClusterNode: @unchecked Sendable {
     private let lock = ConditionLock()
     private var queue: [Writer.Job] = []
     private var woken = false
+    /// The highest head another node's append announced (`NOTIFY folio_log`), or `UInt64.max`
+    /// when news may have been missed (the listener connected again).
+    private var announcedHead: UInt64 = 0
     private var stopping = false
     private var thread: pthread_t?
     private var listener: pthread_t?
@@ -77,6 +80,9 @@ final class ClusterNode: @unchecked Sendable {
     // The writing thread's own.
     private var ids = ObjectIDGenerator()
     private var lastTimestamp: Int64
+    /// When this node last found itself at the log's head (monotonic ms): after a catch-up, or
+    /// an append whose answer held every event up to the head.
+    private var atHeadSince: UInt64 = 0
     private var applied: UInt64
     /// While a round answers writes: the events applied since it began, by sequence.
     private var collected: [UInt64: StoreWriter.Applied] = [:]
@@ -216,10 +222,11 @@ final class ClusterNode: @unchecked Sendable {
         }
     }
 
-    /// Starts a round now: the log has news.
-    func wake() {
+    /// Starts a round now: the log has news, up to `head` (nil: unknown).
+    func wake(head: UInt64?) {
         lock.withLock {
             woken = true
+            announcedHead = max(announcedHead, head ?? .max)
             lock.signal()
         }
     }
@@ -240,17 +247,27 @@ final class ClusterNode: @unchecked Sendable {
 
     // MARK: The writing thread
 
+    /// Each round catches up first when the log may hold news: another node announced an append
+    /// beyond this node's last event, or this node last knew itself at the log's head over
+    /// `pollInterval` ago (a notification may be lost), or there is nothing to write (a wake-up
+    /// or the poll). Otherwise it proposes at once: a catch-up would be one more query to
+    /// PostgreSQL per round for nothing, and should the log have moved after all, the append
+    /// refuses what it changed and answers with the events to apply.
     private func run() {
         while true {
-            let (jobs, ending): ([Writer.Job], Bool) = lock.withLock {
+            let (jobs, ending, announced): ([Writer.Job], Bool, UInt64) = lock.withLock {
                 if queue.isEmpty && !woken && !stopping { lock.wait(seconds: Self.pollInterval) }
                 woken = false
+                let announced = announcedHead
+                if announced == .max { announcedHead = 0 }
                 let count = min(queue.count, configuration.maxBatchCount)
                 defer { queue.removeFirst(count) }
-                return (Array(queue.prefix(count)), stopping && queue.count == count)
+                return (Array(queue.prefix(count)), stopping && queue.count == count, announced)
             }
             statistics.writerQueue.subtract(jobs.count, ordering: .relaxed)
-            catchUp()
+            if jobs.isEmpty || announced > applied || monotonicMilliseconds() - atHeadSince >= UInt64(Self.pollInterval * 1000) {
+                catchUp()
+            }
             if !jobs.isEmpty { process(jobs) }
             if ending { return }
         }
@@ -262,6 +279,7 @@ final class ClusterNode: @unchecked Sendable {
         guard diverged == nil else { return }
         do {
             while try catchUpChunk() == Self.chunk {}
+            atHeadSince = monotonicMilliseconds()
         } catch let error as ClusterLogError {
             noteFailure(error)
         } catch let error as ClusterDivergence {
@@ -420,7 +438,7 @@ final class ClusterNode: @unchecked Sendable {
                     let accepted = decision.firstSequences.count(where: { $0 != nil })
                     if kept { status?.keptWrites += accepted } else { status?.reappliedWrites += accepted }
                 }
-                if decision.head > applied { catchUp() }
+                if decision.head > applied { catchUp() } else if applied == decision.head { atHeadSince = monotonicMilliseconds() }
                 for (slot, first) in decision.firstSequences.enumerated() {
                     let (index, write) = proposed[slot]
                     guard let first else {
@@ -538,10 +556,12 @@ final class ClusterNode: @unchecked Sendable {
                     connection = try PostgresConnection(logStore.conninfo, timeout: configuration.clusterTimeoutSeconds)
                     try connection!.execute("LISTEN folio_log", [], timeout: configuration.clusterTimeoutSeconds)
                     // Whatever was appended while not listening.
-                    wake()
+                    wake(head: nil)
                 }
                 let notes = try connection!.notifications(timeout: 0.5)
-                if notes.contains(where: { UInt64($0.payload).map { $0 > statistics.applied.current } ?? true }) { wake() }
+                // A node's own appends are announced too: by then it has usually applied them.
+                let heads = notes.map { UInt64($0.payload) ?? .max }
+                if let head = heads.max(), head > statistics.applied.current { wake(head: head) }
             } catch {
                 connection?.close()
                 connection = nil
