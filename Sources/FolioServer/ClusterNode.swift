@@ -83,6 +83,9 @@ final class ClusterNode: @unchecked Sendable {
     /// When this node last found itself at the log's head (monotonic ms): after a catch-up, or
     /// an append whose answer held every event up to the head.
     private var atHeadSince: UInt64 = 0
+    /// Whether this node caught up with the log since it took the round's writes: only then is a
+    /// write it refuses (`not_found`, `conflict`, ...) refused as fresh as the request.
+    private var caughtUpForRound = false
     private var applied: UInt64
     /// While a round answers writes: the events applied since it began, by sequence.
     private var collected: [UInt64: StoreWriter.Applied] = [:]
@@ -252,7 +255,8 @@ final class ClusterNode: @unchecked Sendable {
     /// `pollInterval` ago (a notification may be lost), or there is nothing to write (a wake-up
     /// or the poll). Otherwise it proposes at once: a catch-up would be one more query to
     /// PostgreSQL per round for nothing, and should the log have moved after all, the append
-    /// refuses what it changed and answers with the events to apply.
+    /// refuses what it changed and answers with the events to apply. A write this node refuses
+    /// itself, though, is refused only after a catch-up (`process`).
     private func run() {
         while true {
             let (jobs, ending, announced): ([Writer.Job], Bool, UInt64) = lock.withLock {
@@ -265,6 +269,7 @@ final class ClusterNode: @unchecked Sendable {
                 return (Array(queue.prefix(count)), stopping && queue.count == count, announced)
             }
             statistics.writerQueue.subtract(jobs.count, ordering: .relaxed)
+            caughtUpForRound = false
             if jobs.isEmpty || announced > applied || monotonicMilliseconds() - atHeadSince >= UInt64(Self.pollInterval * 1000) {
                 catchUp()
             }
@@ -280,6 +285,7 @@ final class ClusterNode: @unchecked Sendable {
         do {
             while try catchUpChunk() == Self.chunk {}
             atHeadSince = monotonicMilliseconds()
+            caughtUpForRound = true
         } catch let error as ClusterLogError {
             noteFailure(error)
         } catch let error as ClusterDivergence {
@@ -369,6 +375,7 @@ final class ClusterNode: @unchecked Sendable {
             var kept = false
             var decision: ClusterLog.Decision?
             var appendFailure: (any Error)?
+            var staleRefusal = false
             do {
                 // The log is asked inside the transaction that executed the writes: if it appended
                 // exactly their events, that transaction is kept, and nothing is executed twice.
@@ -376,6 +383,12 @@ final class ClusterNode: @unchecked Sendable {
                     round.map { ($0.request, Acceptance(timestamp: acceptance, origin: $0.origin)) }, ids: &ids
                 ) { executed, sequence in
                     proposals = executed
+                    // A refusal must be as fresh as the request: another node may have made the
+                    // write possible just before it came (created the object, moved the version).
+                    if !self.caughtUpForRound, executed.contains(where: { if case .settled(.failure) = $0 { true } else { false } }) {
+                        staleRefusal = true
+                        return false
+                    }
                     let writes = executed.compactMap { if case .propose(let write) = $0 { write } else { nil } }
                     guard !writes.isEmpty else { return false }
                     do {
@@ -398,6 +411,12 @@ final class ClusterNode: @unchecked Sendable {
                 // the log's events instead, as for any other round.
                 log.error("cluster: keeping \(round.count) writes the log took failed: \(error); applying them from the log")
                 kept = false
+            }
+            if staleRefusal {
+                catchUp()
+                // Should PostgreSQL not answer, the refusal is answered from this copy as it is.
+                caughtUpForRound = true
+                continue
             }
             var proposed: [(index: Int, write: ProposedWrite)] = []
             for (offset, proposal) in proposals.enumerated() {

@@ -316,6 +316,34 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         }
     }
 
+    /// A node refuses a write only after catching up with the log: a write made possible on another
+    /// node just before (the object created, its version moved) is never refused as `not_found` or
+    /// `conflict`, even when this node has not heard of it.
+    @Test func aWriteIsNeverRefusedOnAStaleCopy() throws {
+        try withCluster(nodes: 2) { cluster in
+            let writer = try cluster.nodes[0].connect()
+            let other = try cluster.nodes[1].connect()
+            for round in 0..<3 {
+                // The nodes' LISTEN connections end; each connects again a second later. Until
+                // then, node 2 hears nothing of node 1's appends.
+                _ = try cluster.postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN folio_log'")
+                for index in 0..<10 {
+                    // Node 2's own write: it last found itself at the log's head just now.
+                    #expect(try other.request(["op": "create", "collection": "Note", "data": [:]]).isOK)
+                    let id = JSON.string("fresh\(round)-\(index)")
+                    #expect(try writer.request(["op": "create", "collection": "Doc", "id": id, "data": ["v": 0]]).isOK)
+                    let updated = try other.request(["op": "update", "collection": "Doc", "id": id, "ifVersion": 1, "patch": ["v": 1]])
+                    #expect(updated.isOK, "update on node 2 right after the create on node 1: \(updated)")
+                    #expect(try writer.request(["op": "update", "collection": "Doc", "id": id, "ifVersion": 2, "patch": ["v": 2]]).isOK)
+                    let deleted = try other.request(["op": "delete", "collection": "Doc", "id": id, "ifVersion": 3])
+                    #expect(deleted.isOK, "delete on node 2 right after an update on node 1: \(deleted)")
+                }
+                usleep(1_200_000)
+            }
+            try cluster.converge()
+        }
+    }
+
     @Test func minSeqReadsOnAnotherNodeSeeTheWrite() throws {
         try withCluster(nodes: 2, arguments: ["--min-seq-timeout", "0.5"]) { cluster in
             let reader = try cluster.nodes[1].connect()
