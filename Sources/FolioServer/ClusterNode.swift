@@ -69,9 +69,6 @@ final class ClusterNode: @unchecked Sendable {
     private let lock = ConditionLock()
     private var queue: [Writer.Job] = []
     private var woken = false
-    /// The highest head another node's append announced (`NOTIFY folio_log`), or `UInt64.max`
-    /// when news may have been missed (the listener connected again).
-    private var announcedHead: UInt64 = 0
     private var stopping = false
     private var thread: pthread_t?
     private var listener: pthread_t?
@@ -225,11 +222,10 @@ final class ClusterNode: @unchecked Sendable {
         }
     }
 
-    /// Starts a round now: the log has news, up to `head` (nil: unknown).
-    func wake(head: UInt64?) {
+    /// Starts a round now: the log has news.
+    func wake() {
         lock.withLock {
             woken = true
-            announcedHead = max(announcedHead, head ?? .max)
             lock.signal()
         }
     }
@@ -250,27 +246,25 @@ final class ClusterNode: @unchecked Sendable {
 
     // MARK: The writing thread
 
-    /// Each round catches up first when the log may hold news: another node announced an append
-    /// beyond this node's last event, or this node last knew itself at the log's head over
-    /// `pollInterval` ago (a notification may be lost), or there is nothing to write (a wake-up
-    /// or the poll). Otherwise it proposes at once: a catch-up would be one more query to
-    /// PostgreSQL per round for nothing, and should the log have moved after all, the append
-    /// refuses what it changed and answers with the events to apply. A write this node refuses
-    /// itself, though, is refused only after a catch-up (`process`).
+    /// A round with nothing to write (a wake-up, the poll) catches up. A round with writes
+    /// proposes at once, on the copy as it is, unless this node last knew itself at the log's head
+    /// over `pollInterval` ago: a catch-up first would cost one more query to PostgreSQL and one
+    /// more LMDB commit per round, while the append answers with every event after the snapshot,
+    /// which the node applies with its own in one commit, and refuses only the writes whose read
+    /// keys another node changed (executed again after a catch-up). A write this node refuses
+    /// itself is refused only after a catch-up (`process`).
     private func run() {
         while true {
-            let (jobs, ending, announced): ([Writer.Job], Bool, UInt64) = lock.withLock {
+            let (jobs, ending): ([Writer.Job], Bool) = lock.withLock {
                 if queue.isEmpty && !woken && !stopping { lock.wait(seconds: Self.pollInterval) }
                 woken = false
-                let announced = announcedHead
-                if announced == .max { announcedHead = 0 }
                 let count = min(queue.count, configuration.maxBatchCount)
                 defer { queue.removeFirst(count) }
-                return (Array(queue.prefix(count)), stopping && queue.count == count, announced)
+                return (Array(queue.prefix(count)), stopping && queue.count == count)
             }
             statistics.writerQueue.subtract(jobs.count, ordering: .relaxed)
             caughtUpForRound = false
-            if jobs.isEmpty || announced > applied || monotonicMilliseconds() - atHeadSince >= UInt64(Self.pollInterval * 1000) {
+            if jobs.isEmpty || monotonicMilliseconds() - atHeadSince >= UInt64(Self.pollInterval * 1000) {
                 catchUp()
             }
             if !jobs.isEmpty { process(jobs) }
@@ -575,12 +569,11 @@ final class ClusterNode: @unchecked Sendable {
                     connection = try PostgresConnection(logStore.conninfo, timeout: configuration.clusterTimeoutSeconds)
                     try connection!.execute("LISTEN folio_log", [], timeout: configuration.clusterTimeoutSeconds)
                     // Whatever was appended while not listening.
-                    wake(head: nil)
+                    wake()
                 }
                 let notes = try connection!.notifications(timeout: 0.5)
                 // A node's own appends are announced too: by then it has usually applied them.
-                let heads = notes.map { UInt64($0.payload) ?? .max }
-                if let head = heads.max(), head > statistics.applied.current { wake(head: head) }
+                if notes.contains(where: { UInt64($0.payload).map { $0 > statistics.applied.current } ?? true }) { wake() }
             } catch {
                 connection?.close()
                 connection = nil
