@@ -64,7 +64,8 @@ public final class ClusterLog: @unchecked Sendable {
     /// Up to `limit` events after `sequence`, in order.
     public func events(after sequence: UInt64, limit: Int) throws -> [LoggedEvent] {
         let result = try run(
-            "SELECT seq, canonical, hash FROM folio_events WHERE seq > $1 ORDER BY seq LIMIT $2", [.int(Int64(sequence)), .int(Int64(limit))])
+            "SELECT seq, canonical, hash FROM folio_events WHERE seq > $1 ORDER BY seq LIMIT $2", [.int(Int64(sequence)), .int(Int64(limit))],
+            prepared: "folio_events_after")
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
@@ -112,7 +113,7 @@ public final class ClusterLog: @unchecked Sendable {
             [
                 .int(Int64(snapshot)), .text(at.rfc3339), .boolArray(all), .byteaArray(reads), .int4Array(readOwners), .byteaArray(keys),
                 .int4Array(keyOwners), .int4Array(eventOwners), .textArray(types), .textArray(tails), .int4Array(causes), .textArray(rests),
-            ])
+            ], prepared: "folio_append")
         guard result.rowCount >= 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount - 1)
@@ -136,9 +137,12 @@ public final class ClusterLog: @unchecked Sendable {
         connection = nil
     }
 
-    private func run(_ sql: String, _ parameters: [PostgresValue?]) throws -> PostgresResult {
+    /// Runs `sql`; with `prepared`, as a statement of that name prepared once per connection (the
+    /// calls every round makes, which PostgreSQL then does not parse and plan each time).
+    private func run(_ sql: String, _ parameters: [PostgresValue?], prepared name: String? = nil) throws -> PostgresResult {
         let connection = try connected()
         do {
+            if let name { return try connection.execute(prepared: name, sql, parameters, timeout: timeout) }
             return try connection.execute(sql, parameters, timeout: timeout)
         } catch {
             if connection.isBroken {

@@ -81,6 +81,8 @@ public final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     /// True once the connection failed (lost, or a statement timed out); the owner then makes a new one.
     public private(set) var isBroken = false
+    /// The statements prepared on this connection (`execute(prepared:...)`), by name.
+    private var prepared: Set<String> = []
 
     /// Connects (`PQconnectStartParams`, `PQconnectPoll`) within `timeout` seconds, with client_encoding
     /// UTF8 whatever `conninfo` says. `conninfo` is a libpq connection string or URI. libpq looks a host
@@ -124,53 +126,88 @@ public final class PostgresConnection: @unchecked Sendable {
     /// the server would (`.server`, SQLSTATE 22021) without sending anything.
     @discardableResult
     public func execute(_ sql: String, _ parameters: [PostgresValue?] = [], timeout: Double) throws(PostgresError) -> PostgresResult {
-        precondition(parameters.count <= Int(UInt16.max), "\(parameters.count) parameters: the protocol allows 65535")
         let deadline = Deadline(seconds: timeout)
-        // Every value in one buffer, text ones NUL-terminated; each parameter's offset and length in it.
+        let encoded = try Encoded(parameters)
+        return try run(deadline, timeout: timeout) { connection in
+            encoded.withValues { values in
+                PQsendQueryParams(connection, sql, Int32(parameters.count), encoded.types, values, encoded.lengths, encoded.formats, 1)
+            }
+        }
+    }
+
+    /// Runs `sql` as `execute` does, as the statement `name` prepared on this connection: the
+    /// first call prepares it (`PQsendPrepare`, with the types of its parameters), and every call
+    /// runs it (`PQsendQueryPrepared`), so the server does not parse and plan it each time.
+    @discardableResult
+    public func execute(prepared name: String, _ sql: String, _ parameters: [PostgresValue?], timeout: Double) throws(PostgresError)
+        -> PostgresResult
+    {
+        let deadline = Deadline(seconds: timeout)
+        let encoded = try Encoded(parameters)
+        if !prepared.contains(name) {
+            _ = try run(deadline, timeout: timeout) { PQsendPrepare($0, name, sql, Int32(parameters.count), encoded.types) }
+            prepared.insert(name)
+        }
+        return try run(deadline, timeout: timeout) { connection in
+            encoded.withValues { values in
+                PQsendQueryPrepared(connection, name, Int32(parameters.count), values, encoded.lengths, encoded.formats, 1)
+            }
+        }
+    }
+
+    /// Parameters as libpq takes them: every value in one buffer, text ones NUL-terminated, and
+    /// each parameter's type, format and span in it.
+    private struct Encoded {
         var buffer: [UInt8] = []
         var spans: [(offset: Int, length: Int)?] = []
         var types: [Oid] = []
         var formats: [Int32] = []
-        for (index, parameter) in parameters.enumerated() {
-            let offset = buffer.count
-            switch parameter {
-            case nil:
-                types.append(0)
-                formats.append(0)
-                spans.append(nil)
-                continue
-            case .text(let text):
-                guard !text.utf8.contains(0) else {
-                    throw .server(
-                        sqlState: "22021", message: "parameter $\(index + 1) has a zero byte, which text cannot hold", detail: nil)
+        var lengths: [Int32] { spans.map { Int32($0?.length ?? 0) } }
+
+        /// A text parameter with a zero byte throws what the server would (`.server`, SQLSTATE 22021).
+        init(_ parameters: [PostgresValue?]) throws(PostgresError) {
+            precondition(parameters.count <= Int(UInt16.max), "\(parameters.count) parameters: the protocol allows 65535")
+            for (index, parameter) in parameters.enumerated() {
+                let offset = buffer.count
+                switch parameter {
+                case nil:
+                    types.append(0)
+                    formats.append(0)
+                    spans.append(nil)
+                    continue
+                case .text(let text):
+                    guard !text.utf8.contains(0) else {
+                        throw .server(
+                            sqlState: "22021", message: "parameter $\(index + 1) has a zero byte, which text cannot hold", detail: nil)
+                    }
+                    buffer += text.utf8
+                    buffer.append(0)
+                    types.append(0)
+                    formats.append(0)
+                case .int(let number):
+                    buffer += String(number).utf8
+                    buffer.append(0)
+                    types.append(TypeOID.int8)
+                    formats.append(0)
+                case .bytes(let bytes):
+                    buffer += bytes
+                    types.append(TypeOID.bytea)
+                    formats.append(1)
+                case .array(let type, let bytes):
+                    buffer += bytes
+                    types.append(Oid(type))
+                    formats.append(1)
                 }
-                buffer += text.utf8
-                buffer.append(0)
-                types.append(0)
-                formats.append(0)
-            case .int(let number):
-                buffer += String(number).utf8
-                buffer.append(0)
-                types.append(TypeOID.int8)
-                formats.append(0)
-            case .bytes(let bytes):
-                buffer += bytes
-                types.append(TypeOID.bytea)
-                formats.append(1)
-            case .array(let type, let bytes):
-                buffer += bytes
-                types.append(Oid(type))
-                formats.append(1)
+                spans.append((offset, buffer.count - offset))
             }
-            spans.append((offset, buffer.count - offset))
+            buffer.append(0)  // so the buffer has an address even when every value is empty
         }
-        buffer.append(0)  // so the buffer has an address even when every value is empty
-        let lengths = spans.map { Int32($0?.length ?? 0) }
-        return try run(deadline, timeout: timeout) { connection in
+
+        /// Calls `body` with each parameter's address (nil: NULL).
+        func withValues<R>(_ body: ([UnsafePointer<CChar>?]) -> R) -> R {
             buffer.withUnsafeBufferPointer { bytes in
                 let base = UnsafeRawPointer(bytes.baseAddress!)
-                let values = spans.map { span in span.map { (base + $0.offset).assumingMemoryBound(to: CChar.self) } }
-                return PQsendQueryParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
+                return body(spans.map { span in span.map { (base + $0.offset).assumingMemoryBound(to: CChar.self) } })
             }
         }
     }

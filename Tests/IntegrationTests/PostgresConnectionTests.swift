@@ -50,6 +50,26 @@ struct PostgresConnectionTests {
         }
     }
 
+    @Test func aPreparedStatementIsPreparedOnceAndRunsWithEachCallsParameters() throws {
+        try withPostgres { server in
+            let connection = try PostgresConnection(server.conninfo, timeout: 5)
+            let sql = "SELECT $1::text || '/' || ($2 + 1), cardinality($3::int4[])"
+            for round in 0..<3 {
+                let result = try connection.execute(
+                    prepared: "pair", sql, [.text("r\(round)"), .int(Int64(round)), .int4Array(Array(repeating: 7, count: round))], timeout: 5)
+                #expect(result.string(0, 0) == "r\(round)/\(round + 1)")
+                #expect(result.int64(0, 1) == Int64(round))
+            }
+            let statements = try connection.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = 'pair'", timeout: 5)
+            #expect(statements.int64(0, 0) == 1, "prepared once, on the first call")
+            // A server error in a prepared statement leaves it, and the connection, usable.
+            #expect(throws: PostgresError.self) {
+                try connection.execute(prepared: "pair", sql, [.text("x"), .int(.max), .int4Array([])], timeout: 5)
+            }
+            #expect(try connection.execute(prepared: "pair", sql, [.text("y"), .int(1), .int4Array([])], timeout: 5).string(0, 0) == "y/2")
+        }
+    }
+
     /// Arrays in the binary format: empty, with zero bytes, with NULLs, of every element type.
     @Test func sendsArraysInBinary() throws {
         try withPostgres { server in
