@@ -24,7 +24,7 @@ from .binding import Namespace, Pending, bind_async, bind_sync
 from .errors import CannotConnect, ConnectionLost, FolioError, NotFound
 from .paths import socket_candidates
 from .results import Page
-from .routing import Router
+from .routing import Router, reopen_until
 from .streams import LiveState, LiveUpdate, WatchState
 from .values import decode_line
 
@@ -135,6 +135,7 @@ class AsyncClient:
         self.schema = Namespace(self._call, ops.SCHEMA, "schema")
 
     async def _connection(self, until: Optional[float] = None) -> _AsyncConnection:
+        """As `Client._connection`: after a loss, a new connection is tried for `reconnect_timeout`."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         while True:
@@ -143,6 +144,7 @@ class AsyncClient:
                     if self._closed:
                         raise ConnectionLost("the client is closed")
                     if self._conn is None or not self._conn.alive:
+                        until = reopen_until(self._conn and self._conn.router, until, self.reconnect_timeout)
                         self._conn = await self._open()
                     return self._conn
             except CannotConnect:

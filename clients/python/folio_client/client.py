@@ -20,7 +20,7 @@ from . import operations as ops
 from .binding import Namespace, Pending, bind_sync
 from .errors import CannotConnect, ConnectionLost, FolioError, NotFound
 from .paths import socket_candidates
-from .routing import Router
+from .routing import Router, reopen_until
 from .results import Page
 from .streams import LiveState, LiveUpdate, WatchState
 from .values import decode_line
@@ -35,7 +35,8 @@ def connect(path: Optional[str] = None, *, timeout: Optional[float] = None, requ
     seconds (None: wait). With `request_keys` (the default) every write carries a fresh request key
     and is sent again, with the same key, after a lost connection: on a new connection, waiting up to
     `reconnect_timeout` seconds from the loss for foliod to come back (a restart), and as often as the
-    connection is lost within that time (a killed foliod may take a new connection on its way out)."""
+    connection is lost within that time (a killed foliod may take a new connection on its way out).
+    A request made after a loss waits for a new connection the same way, then `CannotConnect`."""
     return Client(path, timeout=timeout, request_keys=request_keys, reconnect_timeout=reconnect_timeout)
 
 
@@ -128,14 +129,15 @@ class Client:
     # --- connection ---
 
     def _connection(self, until: Optional[float] = None) -> _Connection:
-        """The open connection, or a new one if the last was lost; with `until` (a monotonic time),
-        trying again until then while foliod does not answer."""
+        """The open connection, or a new one if the last was lost, trying again while foliod does not
+        answer: until `until` (a monotonic time), and after a loss for `reconnect_timeout` from it."""
         while True:
             try:
                 with self._lock:
                     if self._closed:
                         raise ConnectionLost("the client is closed")
                     if self._conn is None or not self._conn.alive:
+                        until = reopen_until(self._conn and self._conn.router, until, self.reconnect_timeout)
                         self._conn = self._open()
                     return self._conn
             except CannotConnect:

@@ -7,6 +7,7 @@ the watch or live query that owns the tag (a queue). The futures and queues may 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Dict, Optional
 
 from .errors import ConnectionLost, FolioError, TooLarge, error_from_wire
@@ -18,6 +19,7 @@ class Router:
     def __init__(self, path: str):
         self.path = path
         self.alive = True
+        self.lost_at: Optional[float] = None  # time.monotonic() when it was lost
         self._lock = threading.Lock()  # guards the maps and `alive`; never held while blocking
         self._pending: Dict[Any, Any] = {}
         self._streams: Dict[Any, Any] = {}
@@ -74,6 +76,7 @@ class Router:
             if not self.alive:
                 return False
             self.alive = False
+            self.lost_at = time.monotonic()
             pending, self._pending = self._pending, {}
             streams, self._streams = self._streams, {}
         last = self._last_error
@@ -84,3 +87,13 @@ class Router:
         for stream in streams.values():
             stream.put_nowait(("error", ConnectionLost(reason, last)))
         return True
+
+
+def reopen_until(router: Optional[Router], until: Optional[float], reconnect_timeout: float) -> Optional[float]:
+    """How long to keep trying to open a connection in place of the one `router` served: a request
+    made after foliod went away (a restart) waits up to `reconnect_timeout` from the loss for it to
+    come back, as a request lost in flight does; before the first connection, only until `until`."""
+    if router is None or router.lost_at is None:
+        return until
+    resumed = router.lost_at + reconnect_timeout
+    return resumed if until is None else max(until, resumed)

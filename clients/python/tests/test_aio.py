@@ -1,6 +1,7 @@
 """The asyncio client against the real foliod."""
 
 import asyncio
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -96,4 +97,28 @@ def test_lost_write_is_replayed(proxy):
                 await watch.get(timeout=10)
         finally:
             await c.close()
+    run(main())
+
+
+def restart_later(foliod):
+    time.sleep(0.5)
+    foliod.start()
+
+
+def test_a_request_made_while_foliod_is_down_waits_for_it_to_come_back(foliod):
+    """As the blocking client's test: after a loss, a new request waits for foliod's restart."""
+    async def main():
+        async with aio.AsyncClient(foliod.socket, reconnect_timeout=30) as c:
+            await c.create("Task", {"n": 1}, id="before")
+            foliod.process.kill()
+            foliod.process.wait()
+            for _ in range(1000):  # the reading task sees the end of the socket
+                if not c._conn.alive:
+                    break
+                await asyncio.sleep(0.01)
+            assert not c._conn.alive
+            restart = asyncio.get_running_loop().run_in_executor(None, restart_later, foliod)
+            assert (await c.create("Task", {"n": 2}, id="after"))["version"] == 1
+            assert (await c.get("Task", "before"))["n"] == 1
+            await restart
     run(main())

@@ -303,6 +303,40 @@ def test_a_line_over_max_line_is_refused_before_it_closes_the_connection(make_fo
         assert c.count("Note") == 2
 
 
+def test_a_request_made_while_foliod_is_down_waits_for_it_to_come_back(foliod):
+    """The connection was lost (foliod killed) before the request was made: a write and a read made
+    then wait for foliod to come back, for up to `reconnect_timeout` from the loss, instead of
+    failing with `CannotConnect` (as they did when a writer thread made its next request between the
+    kill and the restart)."""
+
+    client = folio_client.connect(foliod.socket, timeout=30, reconnect_timeout=30)
+    client.create("Task", {"n": 1}, id="before")
+    foliod.process.kill()
+    foliod.process.wait()
+    deadline = time.monotonic() + 10
+    while client._conn.alive and time.monotonic() < deadline:  # the reader sees the end of the socket
+        time.sleep(0.01)
+    assert not client._conn.alive
+    restarter = threading.Timer(0.5, foliod.start)
+    restarter.start()
+    try:
+        assert client.create("Task", {"n": 2}, id="after")["version"] == 1
+        assert client.get("Task", "before")["n"] == 1
+    finally:
+        restarter.join()
+    client.close()
+
+    short = folio_client.connect(foliod.socket, reconnect_timeout=0.3)
+    foliod.process.kill()
+    foliod.process.wait()
+    started = time.monotonic()
+    with pytest.raises(folio_client.CannotConnect):
+        short.get("Task", "before")
+    assert time.monotonic() - started < 5, "gave up after reconnect_timeout, not later"
+    short.close()
+    foliod.start()
+
+
 def test_writes_in_flight_across_a_kill_are_applied_once(foliod):
     """foliod killed (SIGKILL) and started again with writes in flight on one shared connection:
     each write is sent again with its request key, waiting for foliod to come back, and applied once.
