@@ -40,9 +40,10 @@ public final class Daemon {
             atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         removeLeftoverScratch()
+        let unsynced = try prepareUnsyncedCopy()
         service.status("opening the store in \(configuration.dataDirectory)")
         var storeOptions = Store.Options()
-        storeOptions.sync = configuration.durability.syncMode
+        storeOptions.sync = unsynced == nil ? configuration.durability.syncMode : .noSync
         storeOptions.journal = configuration.journal
         storeOptions.journalSize = configuration.journalSize
         storeOptions.mapSize = configuration.mapSize
@@ -109,7 +110,12 @@ public final class Daemon {
                 path: path, mode: configuration.socketMode, group: configuration.socketGroup,
                 reads: ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests), store: store, log: log)
         }
-        let flusher = configuration.durability == .none ? PeriodicSync(store: store) { writer.halt($0) } : nil
+        let flusher =
+            configuration.durability == .none || unsynced != nil
+            ? PeriodicSync(store: store) { reason in
+                unsynced?.markInDoubt(reason)
+                writer.halt(reason)
+            } : nil
         let trimmer = MemoryTrimmer(lineBuffers: lineBuffers)
         let sweeper = BlobSweeper(
             store: store, uploads: uploads, graceSeconds: Double(configuration.fileGraceSeconds),
@@ -156,8 +162,10 @@ public final class Daemon {
         } else {
             do {
                 try store.environment.sync()
+                try unsynced?.clear()
             } catch {
                 status = Self.ioErrorStatus
+                unsynced?.markInDoubt("the final flush: \(error)")
                 log.error("the final flush of data.mdb failed (\(error)): the last commits may not be on disk")
             }
         }
@@ -190,6 +198,24 @@ extension Daemon {
         log.notice(
             "SIGHUP: configuration reloaded\(changed.isEmpty ? " (no live setting changed)" : "; applied " + changed.joined(separator: ", "))"
                 + (needRestart.isEmpty ? "" : "; a restart is needed for " + needRestart.joined(separator: ", ")))
+    }
+
+    /// A cluster node commits its copy of the log without flushing it (`UnsyncedCopy`): removes a
+    /// copy that an OS crash or a failed flush may have damaged, so that the node catches up from
+    /// the log again, and records this boot before the first commit. nil on a single node, or where
+    /// the boot id cannot be read (then the copy is flushed as a single node's store is).
+    private func prepareUnsyncedCopy() throws -> UnsyncedCopy? {
+        guard configuration.clusterLog != nil else { return nil }
+        guard let copy = UnsyncedCopy(directory: configuration.dataDirectory) else {
+            log.notice("cluster: cannot read \(UnsyncedCopy.bootIDPath); the copy of the log is flushed at every commit")
+            return nil
+        }
+        if let damage = copy.find().damage {
+            try copy.discard()
+            log.notice("cluster: removed the copy of the log in \(configuration.dataDirectory), since \(damage); catching up from the log")
+        }
+        try copy.markThisBoot()
+        return copy
     }
 
     /// Scratch stores of a `verify` that a crash interrupted (`verify-<pid>-<random>`): only this

@@ -66,7 +66,7 @@ public enum Settings {
             guard getgrnam(v) != nil else { throw SettingError("socket-group: no group named '\(v)'") }
             c.socketGroup = v
         },
-        Setting("durability", "full|relaxed|none", "full: a write is acknowledged once on disk (default); relaxed: an OS crash may undo the last acknowledged writes; none: an OS crash may lose about the last second, and may leave a store that does not open") { c, v throws(SettingError) in
+        Setting("durability", "full|relaxed|none", "full: a write is acknowledged once on disk (default); relaxed: an OS crash may undo the last acknowledged writes; none: an OS crash may lose about the last second, and may leave a store that does not open. A cluster node (log postgres:) leaves durability to PostgreSQL and commits its copy of the log without flushing it") { c, v throws(SettingError) in
             guard let mode = ServerConfiguration.Durability(rawValue: v) else { throw SettingError("durability takes full, relaxed or none, not '\(v)'") }
             c.durability = mode
         },

@@ -495,6 +495,71 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         }
     }
 
+    /// A node commits its copy without flushing it (docs/CLUSTER.md, "The node's copy"): `DATA/unsynced`
+    /// names the boot while it runs; a clean stop flushes and removes it; `kill -9` on the same boot
+    /// keeps the copy; a copy left unflushed under another boot, or after a failed flush (injected by
+    /// the I/O fault library), is damaged for all the node knows, so it is removed and caught up from
+    /// the log.
+    @Test func aCopyLeftUnflushedWhenTheMachineWentDownIsRebuiltFromTheLog() throws {
+        try withCluster(nodes: 2) { cluster in
+            let node = cluster.nodes[1]
+            let marker = node.dataDirectory + "/unsynced"
+            let boot = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            func write(_ count: Int, on index: Int) throws {
+                let connection = try cluster.nodes[index].connect()
+                for n in 0..<count {
+                    #expect(try connection.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(n))]]).isOK)
+                }
+            }
+            try write(20, on: 1)
+            #expect(fileText(marker) == "boot \(boot)\n")
+
+            #expect(try node.stop() == 0)
+            #expect(!FileManager.default.fileExists(atPath: marker), "a clean stop flushes the copy and removes \(marker)")
+            try node.start(timeout: 60)
+            try write(20, on: 1)
+            node.killHard()
+            #expect(fileText(marker) == "boot \(boot)\n")
+            try node.start(timeout: 60)
+            #expect(!node.log.contains("removed the copy"), "\(node.log)")
+            try cluster.converge()
+
+            // The machine went down: the file names another boot, and pages of the copy never reached the disk.
+            try write(10, on: 1)
+            node.killHard()
+            try "boot 00000000-0000-4000-8000-000000000000\n".write(toFile: marker, atomically: true, encoding: .utf8)
+            let data = open(node.dataDirectory + "/data.mdb", O_WRONLY)
+            #expect(data >= 0)
+            let zeros = [UInt8](repeating: 0, count: 4096 * 6)
+            #expect(pwrite(data, zeros, zeros.count, 4096 * 2) == zeros.count)
+            close(data)
+            try write(10, on: 0)
+            try node.start(timeout: 60)
+            #expect(node.log.contains("removed the copy of the log"), "\(node.log)")
+            #expect(node.log.contains("when the machine went down (boot 00000000-0000-4000-8000-000000000000)"), "\(node.log)")
+            try cluster.converge()
+            #expect(try node.request(["op": "count", "collection": "Task"]).result?["count"] == 60)
+
+            // A flush that fails (the node flushes its copy once a second, to learn of lost pages) leaves
+            // the copy in doubt: the node stops, and its next start rebuilds the copy.
+            let shim = try IOFaultShim(in: cluster.directory)
+            #expect(try node.stop() == 0)
+            node.environment = shim.environment
+            try node.start(timeout: 60)
+            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: node.dataDirectory + "/data.mdb"))
+            #expect(node.waitForExit(timeout: 20) == 74, "\(node.log)")
+            #expect(fileText(marker).hasPrefix("in doubt: a failed flush of data.mdb (fdatasync data.mdb: Input/output error)"))
+            node.environment = [:]
+            try write(10, on: 0)
+            try node.start(timeout: 60)
+            #expect(node.log.contains("since a flush of it failed (a failed flush of data.mdb"), "\(node.log)")
+            try cluster.converge()
+            #expect(try node.request(["op": "count", "collection": "Task"]).result?["count"] == 70)
+            #expect(try cluster.events(on: 1).count == 70)
+        }
+    }
+
     @Test func aDataDirectoryOfAnotherLogIsRefused() throws {
         try withCluster(nodes: 1) { cluster in
             #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "data": [:]]).isOK)
