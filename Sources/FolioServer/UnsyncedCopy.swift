@@ -1,4 +1,5 @@
 import Foundation
+import FolioStore
 import Glibc
 import LMDB
 
@@ -68,10 +69,11 @@ struct UnsyncedCopy: Sendable {
         return .unreadable(String(line.prefix(80)))
     }
 
-    /// Removes the LMDB files of the copy (the log in PostgreSQL rebuilds it); the file stays, so a
-    /// crash before the copy is rebuilt finds it again.
+    /// Removes the files of the copy (the log in PostgreSQL rebuilds it): LMDB's, and a single
+    /// node's journal and checkpoint should a backup have brought them. `unsynced` stays, so a crash
+    /// before the copy is rebuilt finds it again.
     func discard() throws {
-        for name in ["data.mdb", "lock.mdb"] {
+        for name in ["data.mdb", "lock.mdb", Journal.checkpointName, Journal.journalName] {
             let file = directory + "/" + name
             guard unlink(file) == 0 || errno == ENOENT else {
                 throw ServerError.cluster("cannot remove \(file): \(String(cString: strerror(errno)))")
