@@ -106,7 +106,9 @@ private struct FlatScan {
     /// is an `Int64` and its text its one spelling), as the general decoder's tag.
     mutating func tag() -> Tag? {
         let start = position
-        if let characters = plainString() {
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+            // A string that is not plain is the general decoder's, whatever follows the byte it stopped at.
+            guard let characters = plainString() else { return nil }
             return Tag(value: .string(string(characters)), text: Array(UnsafeRawBufferPointer(rebasing: bytes[start..<position])))
         }
         var value: Int64 = 0

@@ -407,6 +407,10 @@ import Testing
             "",
             "{\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k\u{7F}\"}",
             "{\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k\u{1}\"}",
+            // A tag string cut short by a control character that is also JSON's space: once taken for
+            // the number 0 with the text `"g` (found by the request-decoder fuzz target).
+            "{\"tag\":\"g\t,\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k1\"}",
+            "{\"op\":\"get\",\"collection\":\"Task\",\"id\":\"k1\",\"tag\":\"7\r}",
         ] {
             let result = check(line)
             #expect(!result.fast, "taken: \(line)")
