@@ -105,12 +105,17 @@ struct UnsyncedCopy: Sendable {
         guard fd >= 0 else { throw ServerError.cluster("cannot create \(temporary): \(String(cString: strerror(errno)))") }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        let flushed = written == bytes.count && fsync(fd) == 0
-        let code = errno
+        var failure: String?
+        if written != bytes.count {
+            failure = written < 0 ? String(cString: strerror(errno)) : "a short write"
+        } else if fsync(fd) != 0 {
+            failure = String(cString: strerror(errno))
+        }
         close(fd)
-        guard flushed, rename(temporary, path) == 0 else {
+        if failure == nil, rename(temporary, path) != 0 { failure = String(cString: strerror(errno)) }
+        if let failure {
             unlink(temporary)
-            throw ServerError.cluster("cannot write \(path): \(String(cString: strerror(code)))")
+            throw ServerError.cluster("cannot write \(path): \(failure)")
         }
         try Environment.flushDirectory(directory)
     }
