@@ -124,6 +124,93 @@ import Testing
         }
     }
 
+    /// Keys that mostly arrive in order, as the creation-order tree's do: inserts after the last key
+    /// take a shortcut past the search (`TreeNode.search`, `childIndex`), which must land where the
+    /// search would, beside random keys and removals.
+    @Test(arguments: [false, true])
+    func keysArrivingInOrderMatchASortedArray(cached: Bool) throws {
+        try withTree(cached: cached) { fixture in
+            let tree = fixture.tree
+            var random = SeededGenerator(seed: 21)
+            var model: [[UInt8]] = []
+            var counter: UInt32 = 0
+            for _ in 0..<12 {
+                try fixture.write { txn throws in
+                    for _ in 0..<400 {
+                        let roll = Int.random(in: 0..<20, using: &random)
+                        if roll == 0, !model.isEmpty {
+                            let key = model.remove(at: Int.random(in: 0..<model.count, using: &random))
+                            #expect(try tree.remove(key, txn))
+                            continue
+                        }
+                        var key: [UInt8]
+                        if roll == 1 {
+                            key = randomKey(&random, maxLength: 12)
+                        } else if roll == 2, let last = model.last {
+                            key = last  // the last key again: already there
+                        } else {
+                            counter += UInt32.random(in: 1...3, using: &random)
+                            key = withUnsafeBytes(of: counter.bigEndian) { Array($0) }
+                            key += (0..<Int.random(in: 0...20, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                        }
+                        let (index, found) = model.binarySearch(key)
+                        #expect(try tree.insert(key, txn) == !found)
+                        if !found { model.insert(key, at: index) }
+                    }
+                }
+                try fixture.read { txn throws in
+                    #expect(try tree.structuralProblems(txn) == [])
+                    #expect(try allKeys(tree, txn) == model)
+                    guard let last = model.last else { return }
+                    #expect(try tree.rank(of: last, txn) == model.count - 1)
+                    #expect(try tree.rank(of: last, inclusive: true, txn) == model.count)
+                    var after: [UInt8]?
+                    try tree.scan(from: try tree.position(of: last, strictly: true, txn), forward: true, txn) {
+                        after = Array($0)
+                        return false
+                    }
+                    #expect(after == nil, "nothing after the last key")
+                    try tree.scan(from: try tree.position(of: last, txn), forward: true, txn) {
+                        after = Array($0)
+                        return false
+                    }
+                    #expect(after == last)
+                }
+            }
+        }
+    }
+
+    /// Trees are compared byte for byte with their replay, so a split must give exactly the nodes that
+    /// building each half from its entries gives.
+    @Test func aSplitCutsTheBytesThatItsEntriesWouldBuild() {
+        var random = SeededGenerator(seed: 31)
+        for trial in 0..<400 {
+            let isLeaf = trial % 2 == 0
+            let n = Int.random(in: 2...80, using: &random)
+            let keys = (0..<n).map { _ in randomKey(&random, maxLength: Int.random(in: 1...60, using: &random)) }
+            let previous = UInt64.random(in: 0...1_000_000, using: &random)
+            let next = UInt64.random(in: 0...1_000_000, using: &random)
+            var node =
+                isLeaf
+                ? TreeNode.leaf(previous: previous, next: next, keys: keys)
+                : TreeNode.branch(children: keys.map { TreeNode.child(UInt64.random(in: 1...999, using: &random), count: UInt64(n), fence: $0) })
+            let all = node.entries
+            let total = all.reduce(0) { $0 + $1.count }
+            var running = 0
+            var middle = 0
+            while middle < all.count - 1 && running < total / 2 {
+                running += all[middle].count
+                middle += 1
+            }
+            middle = max(1, min(middle, all.count - 1))
+            let left = isLeaf ? TreeNode.leaf(previous: previous, next: next, keys: all[..<middle]) : TreeNode.branch(children: all[..<middle])
+            let right = isLeaf ? TreeNode.leaf(previous: 0, next: 0, keys: all[middle...]) : TreeNode.branch(children: all[middle...])
+            let cut = node.splitOff()
+            #expect(node.bytes == left.bytes, "trial \(trial): the left half")
+            #expect(cut.bytes == right.bytes, "trial \(trial): the right half")
+        }
+    }
+
     @Test func prefixLookupFindsTheFirstMatchingKey() throws {
         try withTree { fixture in
             let tree = fixture.tree

@@ -130,13 +130,13 @@ struct CountedTree {
         var nodeID = path.leafID
         var level = path.branches.count
         while node.size > Self.maxNodeBytes {
-            let rightEntries = node.splitOff()
+            var right = node.splitOff()
             let rightID = header.nextNode
             header.nextNode += 1
-            let right: TreeNode
             let fence: [UInt8]
             if node.isLeaf {
-                right = .leaf(previous: nodeID, next: node.next, keys: rightEntries)
+                right.previous = nodeID
+                right.next = node.next
                 if node.next != 0 {
                     var following = try load(node.next, txn)
                     following.previous = rightID
@@ -145,7 +145,6 @@ struct CountedTree {
                 node.next = rightID
                 fence = Self.separator(after: node.entry(node.count - 1), before: right.entry(0))
             } else {
-                right = .branch(children: rightEntries)
                 fence = Array(right.fence(0))
             }
             let leftCount = node.isLeaf ? UInt64(node.count) : node.totalCount

@@ -91,6 +91,12 @@ struct TreeNode {
     func search<K: Collection<UInt8>>(_ key: K, strictly: Bool = false) -> (index: Int, found: Bool) {
         var low = 0
         var high = count
+        // Keys that arrive in order (the creation-order tree, a view sorted by a growing field) go
+        // after the last: one comparison instead of a search.
+        if high > 0 {
+            let order = compareBytes(entry(high - 1), key)
+            if order < 0 || (strictly && order == 0) { return (high, false) }
+        }
         while low < high {
             let middle = (low + high) / 2
             let order = compareBytes(entry(middle), key)
@@ -118,6 +124,8 @@ struct TreeNode {
     func childIndex<K: Collection<UInt8>>(for key: K) -> Int {
         var low = 1
         var high = count
+        // As in `search`: a key past the last fence goes to the last child at once.
+        if high > 1, compareBytes(fence(high - 1), key) <= 0 { return high - 1 }
         while low < high {
             let middle = (low + high) / 2
             if compareBytes(fence(middle), key) <= 0 { low = middle + 1 } else { high = middle }
@@ -167,19 +175,41 @@ struct TreeNode {
         rebuild(entries + other.entries)
     }
 
-    /// Keeps the first half of the entries (by bytes) and returns the rest.
-    mutating func splitOff() -> [[UInt8]] {
-        let all = entries
-        let total = all.reduce(0) { $0 + $1.count }
+    /// Keeps the first half of the entries (by bytes) and returns a node of the same kind holding the
+    /// rest, its links (a leaf's previous and next) zero for the caller to set. Both are the bytes
+    /// that `leaf(previous:next:keys:)` or `branch(children:)` would build from those entries (trees
+    /// are compared byte for byte with their replay), cut from this node's bytes without taking the
+    /// entries apart.
+    mutating func splitOff() -> TreeNode {
+        let n = count
+        let total = offset(n)
         var running = 0
         var middle = 0
-        while middle < all.count - 1 && running < total / 2 {
-            running += all[middle].count
+        while middle < n - 1 && running < total / 2 {
+            running += offset(middle + 1) - offset(middle)
             middle += 1
         }
-        middle = max(1, min(middle, all.count - 1))
-        rebuild(Array(all[..<middle]))
-        return Array(all[middle...])
+        middle = max(1, min(middle, n - 1))
+        let header = headerSize
+        let payload = header + 2 * (n + 1)
+        let cut = offset(middle)
+
+        var right = [UInt8]()
+        right.reserveCapacity(header + 2 * (n - middle + 1) + total - cut)
+        right.append(bytes[0])
+        right.appendLittleEndian(UInt16(n - middle))
+        if isLeaf { right.append(contentsOf: repeatElement(0, count: Self.leafHeaderSize - 3)) }
+        for index in middle...n { right.appendLittleEndian(UInt16(offset(index) - cut)) }
+        right.append(contentsOf: bytes[(payload + cut)..<(payload + total)])
+
+        var left = [UInt8]()
+        left.reserveCapacity(header + 2 * (middle + 1) + cut)
+        left.append(contentsOf: bytes[0..<header])
+        left.storeLittleEndian(UInt16(middle), at: 1)
+        for index in 0...middle { left.appendLittleEndian(UInt16(offset(index))) }
+        left.append(contentsOf: bytes[payload..<(payload + cut)])
+        bytes = left
+        return TreeNode(bytes: right)
     }
 
     private mutating func rebuild(_ all: [[UInt8]]) {
