@@ -24,9 +24,9 @@ public struct Reference: Sendable, Hashable {
     /// Every distinct reference in `data`, in the order first met. Linear in the data's size: a
     /// path is spelled out only for the references found.
     public static func all(in data: JSONObject) -> [Reference] {
-        // Only an object can be a reference: most records hold none below the top level, and
-        // are answered without building a path.
-        guard data.contains(where: { holdsObject($0.value) }) else { return [] }
+        // Only an object can be a reference, and a {"$date"} is none: most records hold no other
+        // object below the top level, and are answered without building a path.
+        guard data.contains(where: { mayHoldReference($0.value) }) else { return [] }
         var found: [Reference] = []
         // Duplicates are looked for in `found` while it is short; a set is made only for long lists.
         var seen: Set<Reference>? = nil
@@ -39,13 +39,16 @@ public struct Reference: Sendable, Hashable {
         return found
     }
 
-    private static func holdsObject(_ value: JSON) -> Bool {
+    /// Whether `value` is or holds an object other than a `{"$date"}`, which `collect` would skip.
+    private static func mayHoldReference(_ value: JSON) -> Bool {
         switch value {
-        case .object: return true
-        case .array(let elements): return elements.contains(where: holdsObject)
+        case .object(let object): return !isDate(object)
+        case .array(let elements): return elements.contains(where: mayHoldReference)
         default: return false
         }
     }
+
+    private static func isDate(_ object: JSONObject) -> Bool { object.count == 1 && object.fields[0].key == "$date" }
 
     private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>?) {
         switch value {
@@ -53,7 +56,7 @@ public struct Reference: Sendable, Hashable {
             for element in elements { collect(element, path: &path, into: &found, &seen) }
         case .object(let object):
             // A {"$date"} is no reference: not parsed to learn that (most records hold dates).
-            if object.count == 1, object.fields[0].key == "$date" { return }
+            if isDate(object) { return }
             let target: (collection: String, id: String)?
             switch TypedValue.recognize(object) {
             case .reference(let collection, let id)?: target = (collection, id)
