@@ -62,10 +62,11 @@ struct EventApplier {
         switch event.change {
         case .created(let collection, let id, _):
             if case .unknown = before {
-                guard try objects.record(collection, id, txn.lmdb) == nil else {
+                let state = try history.createState(collection, id, txn.lmdb)
+                guard !state.exists else {
                     throw StoreError.corrupted("event \(event.sequence) creates \(collection)/\(id), which exists")
                 }
-                try expectVersion(event, after: try history.lastVersion(collection, id, txn.lmdb))
+                try expectVersion(event, after: state.lastVersion)
             }
             guard let object = try applied(event, to: nil, before) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
             return ObjectChange(before: nil, after: (object, try store(object, replacing: nil, event, txn, data: createdData, planned: before.plannedViews)))

@@ -94,6 +94,28 @@ struct HistoryIndex {
         }
     }
 
+    /// For a create: whether `collection/id` has a record now and, when it has none, the last version
+    /// it had (0: it never existed). The record and its history lie together in the objects
+    /// database, the record first, so a new id (the common case) takes one seek: where a record and
+    /// a history lookup took a get and a seek back.
+    func createState(_ collection: String, _ id: String, _ txn: Transaction) throws -> (exists: Bool, lastVersion: UInt64) {
+        enum Found { case nothing, record, history }
+        let key = Keys.object(collection, id)
+        let found: Found = try txn.withCursor(database) { cursor in
+            guard let (first, _) = try cursor.seek(atLeast: key) else { return .nothing }
+            if first.elementsEqual(key) { return .record }
+            // `key 0 sequence`: a history entry of this object (an id holds no 0 byte, so no other
+            // object's key starts so).
+            if first.count == key.count + 9, first.starts(with: key), first[key.count] == 0 { return .history }
+            return .nothing
+        }
+        switch found {
+        case .nothing: return (false, 0)
+        case .record: return (true, 0)
+        case .history: return (false, try lastVersion(collection, id, txn))
+        }
+    }
+
     /// The version after the object's latest event, 0 if it never existed.
     func lastVersion(_ collection: String, _ id: String, _ txn: Transaction) throws -> UInt64 {
         let prefix = Keys.historyPrefix(collection, id)

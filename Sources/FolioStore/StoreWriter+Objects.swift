@@ -16,10 +16,13 @@ extension StoreWriter {
         switch command {
         case .create(let collection, let givenID, let data):
             let id = givenID ?? ids.next(at: acceptance.timestamp)
-            if givenID != nil, try applier.objects.record(collection, id, txn.lmdb) != nil {
+            let state = try applier.history.createState(collection, id, txn.lmdb)
+            if state.exists {
+                // A generated id all but never repeats (time and random bits); if it did, the create
+                // is refused like one with a given id, not stored over the other object.
                 throw StoreError.conflict(Conflict(.exists, "\(collection)/\(id) already exists"))
             }
-            version = try applier.history.lastVersion(collection, id, txn.lmdb) + 1
+            version = state.lastVersion + 1
             change = .created(collection: collection, id: id, data: data)
         case .update(let collection, let id, let patch, let ops, let ifVersion):
             before = try current(collection, id, ifVersion: ifVersion, txn)

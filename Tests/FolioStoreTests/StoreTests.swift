@@ -70,6 +70,17 @@ import Testing
             try writer.execute(.delete(collection: "Student", id: "s-1", ifVersion: 1))
             let again = try writer.create("Student", ["name": "Lee"], id: "s-1")
             #expect(again.version == 3)
+            // An id that extends another's is an object of its own: s-1's record and history
+            // (which sort right before s-10's) are not s-10's.
+            try writer.execute(.delete(collection: "Student", id: "s-1", ifVersion: 3))
+            #expect(try writer.create("Student", ["name": "Ray"], id: "s-10").version == 1)
+            #expect(throws: (any Error).self) { try writer.create("Student", ["name": "Ray"], id: "s-10") }
+            #expect(try writer.create("Student", ["name": "Lee"], id: "s-1").version == 5)
+            #expect(try writer.create("Student", ["name": "Sam"], id: "s-").version == 1)
+            // Replaying the log checks each create against the same record and history.
+            let digest = try store.read { try $0.digest() }
+            try store.rebuild()
+            #expect(try store.read { try $0.digest() } == digest)
         }
     }
 
