@@ -89,21 +89,30 @@ struct TreeNode {
 
     /// The first index whose key is ≥ `key` (or > with `strictly`), and whether that key equals it.
     func search<K: Collection<UInt8>>(_ key: K, strictly: Bool = false) -> (index: Int, found: Bool) {
-        var low = 0
-        var high = count
-        // Keys that arrive in order (the creation-order tree, a view sorted by a growing field) go
-        // after the last: one comparison instead of a search.
-        if high > 0 {
-            let order = compareBytes(entry(high - 1), key)
-            if order < 0 || (strictly && order == 0) { return (high, false) }
+        if let result = key.withContiguousStorageIfAvailable({ searchBytes(UnsafeRawBufferPointer($0), strictly: strictly) }) {
+            return result
         }
-        while low < high {
-            let middle = (low + high) / 2
-            let order = compareBytes(entry(middle), key)
-            if order < 0 || (strictly && order == 0) { low = middle + 1 } else { high = middle }
+        return Array(key).withUnsafeBytes { searchBytes($0, strictly: strictly) }
+    }
+
+    private func searchBytes(_ key: UnsafeRawBufferPointer, strictly: Bool) -> (index: Int, found: Bool) {
+        bytes.withUnsafeBytes { raw in
+            let node = RawNode(raw)
+            var low = 0
+            var high = node.count
+            // Keys that arrive in order (the creation-order tree, a view sorted by a growing field) go
+            // after the last: one comparison instead of a search.
+            if high > 0 {
+                let order = compareBytes(node.entry(high - 1), key)
+                if order < 0 || (strictly && order == 0) { return (high, false) }
+            }
+            while low < high {
+                let middle = (low + high) / 2
+                let order = compareBytes(node.entry(middle), key)
+                if order < 0 || (strictly && order == 0) { low = middle + 1 } else { high = middle }
+            }
+            return (low, low < node.count && compareBytes(node.entry(low), key) == 0)
         }
-        let found = low < count && compareBytes(entry(low), key) == 0
-        return (low, found)
     }
 
     // MARK: Branches
@@ -122,15 +131,25 @@ struct TreeNode {
 
     /// The child to descend into for `key`: the last whose fence is ≤ key, else the first.
     func childIndex<K: Collection<UInt8>>(for key: K) -> Int {
-        var low = 1
-        var high = count
-        // As in `search`: a key past the last fence goes to the last child at once.
-        if high > 1, compareBytes(fence(high - 1), key) <= 0 { return high - 1 }
-        while low < high {
-            let middle = (low + high) / 2
-            if compareBytes(fence(middle), key) <= 0 { low = middle + 1 } else { high = middle }
+        if let result = key.withContiguousStorageIfAvailable({ childIndexBytes(UnsafeRawBufferPointer($0)) }) { return result }
+        return Array(key).withUnsafeBytes { childIndexBytes($0) }
+    }
+
+    private func childIndexBytes(_ key: UnsafeRawBufferPointer) -> Int {
+        bytes.withUnsafeBytes { raw in
+            let node = RawNode(raw)
+            // A branch entry is its child's id and count (16 bytes), then the fence.
+            func fence(_ index: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: node.entry(index).dropFirst(16)) }
+            var low = 1
+            var high = node.count
+            // As in `search`: a key past the last fence goes to the last child at once.
+            if high > 1, compareBytes(fence(high - 1), key) <= 0 { return high - 1 }
+            while low < high {
+                let middle = (low + high) / 2
+                if compareBytes(fence(middle), key) <= 0 { low = middle + 1 } else { high = middle }
+            }
+            return low - 1
         }
-        return low - 1
     }
 
     var totalCount: UInt64 { (0..<count).reduce(0) { $0 + childCount($1) } }
@@ -145,7 +164,13 @@ struct TreeNode {
         let length = entry.count
         let start = offset(index)
         bytes.insert(contentsOf: entry, at: header + 2 * (n + 1) + start)
-        for j in (index + 1)..<(n + 1) { setOffset(j, offset(j) + length) }
+        bytes.withUnsafeMutableBytes { raw in
+            for j in (index + 1)..<(n + 1) {
+                let at = header + 2 * j
+                let old = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt16.self))
+                raw.storeBytes(of: (old + UInt16(length)).littleEndian, toByteOffset: at, as: UInt16.self)
+            }
+        }
         withUnsafeBytes(of: UInt16(start + length).littleEndian) { bytes.insert(contentsOf: $0, at: header + 2 * (index + 1)) }
         bytes.storeLittleEndian(UInt16(n + 1), at: 1)
     }
@@ -218,6 +243,30 @@ struct TreeNode {
         } else {
             self = .branch(children: all)
         }
+    }
+}
+
+/// A node's bytes read in place: its entry count and each entry, without copying or bounds
+/// arithmetic through the array (`TreeNode`'s searches).
+private struct RawNode {
+    let raw: UnsafeRawBufferPointer
+    let count: Int
+    let header: Int
+    let payload: Int
+
+    init(_ raw: UnsafeRawBufferPointer) {
+        self.raw = raw
+        count = Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        header = raw[0] == 0 ? TreeNode.leafHeaderSize : TreeNode.branchHeaderSize
+        payload = header + 2 * (count + 1)
+    }
+
+    private func offset(_ index: Int) -> Int {
+        Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: header + 2 * index, as: UInt16.self)))
+    }
+
+    func entry(_ index: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: raw[(payload + offset(index))..<(payload + offset(index + 1))])
     }
 }
 
