@@ -88,6 +88,37 @@ import Testing
         }
     }
 
+    /// An event that does not apply fails the import with its line, however much of the file is
+    /// still to be read: until 2026-12-03 the reading thread, stopped while it waited to hand over
+    /// its next batch, never said it had finished, and the import waited for it forever.
+    @Test(.timeLimit(.minutes(1))) func anImportWhoseEventDoesNotApplyFailsEvenWithMuchLeftToRead() throws {
+        try withTemporaryDirectory { root in
+            let origin = Origin(uid: 1, gid: 1, pid: 1)
+            var chain = ChainHash.genesis
+            var lines: [[UInt8]] = []
+            let count = Store.replayChunk * 5
+            for sequence in 1...count {
+                // Event 2 creates the object event 1 created.
+                let id = sequence == 2 ? "e1" : "e\(sequence)"
+                let event = Event(
+                    sequence: UInt64(sequence), timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1,
+                    change: .created(collection: "T", id: id, data: [:]))
+                let canonical = event.encoded()
+                chain = chain.next(canonical)
+                var line = JSONWriter()
+                canonical.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: chain, to: &line) }
+                lines.append(line.bytes)
+            }
+            lines.append(JSON.object(["end": true, "lastSeq": .int(Int64(count)), "chainHead": .string(chain.hex)]).serialized())
+            #expect {
+                try importLines(lines, into: root + "/imported")
+            } throws: { error in
+                guard let error = error as? ImportError else { return false }
+                return error.line == 2 && "\(error)".contains("does not apply")
+            }
+        }
+    }
+
     @Test func rebuildAndImportGiveTheOriginalDigest() throws {
         try withTemporaryDirectory { root in
             let store = try Store(directory: root + "/live")

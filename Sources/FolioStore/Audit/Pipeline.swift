@@ -8,7 +8,8 @@ func runPipelined<Batch>(depth: Int = 2, produce: @escaping @Sendable () throws 
     let producer = Thread {
         do {
             while let batch = try produce() {
-                guard channel.put(batch) else { return }
+                // Cancelled: the consumer stopped (it threw) and waits in `cancel` for `finish`.
+                guard channel.put(batch) else { break }
             }
             channel.finish(nil)
         } catch {

@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import FolioStore
+
+/// `runPipelined`, the two stages of rebuild, verify and import.
+@Suite struct PipelineTests {
+    /// Which thread freed each batch.
+    final class Frees: Sendable {
+        let threads = Mutex<[Int: pthread_t]>([:])
+    }
+
+    /// A batch that records which thread let go of it last.
+    final class Batch: Sendable {
+        let number: Int
+        let frees: Frees
+
+        init(number: Int, frees: Frees) {
+            self.number = number
+            self.frees = frees
+        }
+
+        deinit {
+            let number = number
+            frees.threads.withLock { $0[number] = pthread_self() }
+        }
+    }
+
+    @Test func batchesArriveInOrder() throws {
+        let count = 40
+        let frees = Frees()
+        let next = Mutex(0)
+        var consumed: [Int] = []
+        try runPipelined(
+            produce: { () -> Batch? in
+                let number = next.withLock { value -> Int in
+                    defer { value += 1 }
+                    return value
+                }
+                return number < count ? Batch(number: number, frees: frees) : nil
+            },
+            consume: { batch in consumed.append(batch.number) })
+        #expect(consumed == Array(0..<count))
+    }
+
+    struct Stop: Error, Equatable { let stage: String }
+
+    @Test func eitherStagesErrorStopsBothAndIsRethrown() throws {
+        let frees = Frees()
+        let next = Mutex(0)
+        #expect(throws: Stop(stage: "produce")) {
+            try runPipelined(
+                produce: { () throws -> Batch? in
+                    let number = next.withLock { value -> Int in
+                        defer { value += 1 }
+                        return value
+                    }
+                    if number == 5 { throw Stop(stage: "produce") }
+                    return Batch(number: number, frees: frees)
+                },
+                consume: { _ in })
+        }
+        next.withLock { $0 = 0 }
+        var consumed = 0
+        #expect(throws: Stop(stage: "consume")) {
+            try runPipelined(
+                produce: { () -> Batch? in
+                    let number = next.withLock { value -> Int in
+                        defer { value += 1 }
+                        return value
+                    }
+                    return Batch(number: number, frees: frees)
+                },
+                consume: { _ in
+                    consumed += 1
+                    if consumed == 3 { throw Stop(stage: "consume") }
+                })
+        }
+        #expect(consumed == 3)
+    }
+}
