@@ -28,7 +28,7 @@ import Testing
         }
     }
 
-    @Test func batchesArriveInOrder() throws {
+    @Test func batchesArriveInOrderAndTheProducerFreesThem() throws {
         let count = 40
         let frees = Frees()
         let next = Mutex(0)
@@ -43,6 +43,13 @@ import Testing
             },
             consume: { batch in consumed.append(batch.number) })
         #expect(consumed == Array(0..<count))
+        let freed = frees.threads.withLock { $0 }
+        #expect(freed.count == count)
+        // The producer is at most two batches ahead (the depth) and frees what was consumed each
+        // time it hands one over: only the last three can be left to the consuming thread.
+        let consumer = pthread_self()
+        let byProducer = freed.values.filter { pthread_equal($0, consumer) == 0 }.count
+        #expect(byProducer >= count - 3, "freed by the producer: \(byProducer) of \(count)")
     }
 
     struct Stop: Error, Equatable { let stage: String }
