@@ -171,7 +171,12 @@ final class ClusterNode: @unchecked Sendable {
                 defer { log.close() }
                 var position = after
                 while position < last {
-                    let chunk = Result { try log.events(after: position, limit: ClusterNode.chunk) }
+                    let chunk = Result {
+                        var events = try log.events(after: position, limit: ClusterNode.chunk)
+                        // Decoded here, while the cluster thread applies the chunk before.
+                        for index in events.indices { events[index].decodeAhead() }
+                        return events
+                    }
                     let done = lock.withLock { () -> Bool in
                         // Two chunks ahead at most.
                         while ready.count >= 2 && !stopping { lock.wait() }

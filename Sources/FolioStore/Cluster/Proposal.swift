@@ -178,10 +178,14 @@ extension Store {
                             throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
                         }
                         let event: Event
-                        do {
-                            event = try logged.canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
-                        } catch {
-                            throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
+                        if let decoded = logged.decoded {
+                            event = decoded
+                        } else {
+                            do {
+                                event = try logged.canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
+                            } catch {
+                                throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
+                            }
                         }
                         guard event.sequence == logged.sequence else {
                             throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
@@ -215,11 +219,19 @@ public struct LoggedEvent: Sendable {
     public let sequence: UInt64
     public let canonical: [UInt8]
     public let hash: [UInt8]
+    /// `canonical` decoded ahead (`decodeAhead`), by the thread that fetched it while another
+    /// applied the chunk before; nil: `appendLogged` decodes it, and reports it if it does not decode.
+    public private(set) var decoded: Event?
 
     public init(sequence: UInt64, canonical: [UInt8], hash: [UInt8]) {
         self.sequence = sequence
         self.canonical = canonical
         self.hash = hash
+    }
+
+    /// Decodes `canonical` as `appendLogged` would; leaves `decoded` nil if it does not decode.
+    public mutating func decodeAhead() {
+        decoded = try? canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
     }
 }
 
