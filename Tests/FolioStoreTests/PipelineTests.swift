@@ -7,6 +7,18 @@ import Testing
 
 /// `runPipelined`, the two stages of rebuild, verify and import.
 @Suite struct PipelineTests {
+    /// 0, 1, 2, … one a call, from any thread.
+    final class Counter: Sendable {
+        private let value = Mutex(0)
+
+        func next() -> Int {
+            value.withLock { value in
+                defer { value += 1 }
+                return value
+            }
+        }
+    }
+
     /// Which thread freed each batch.
     final class Frees: Sendable {
         let threads = Mutex<[Int: pthread_t]>([:])
@@ -31,14 +43,11 @@ import Testing
     @Test func batchesArriveInOrderAndTheProducerFreesThem() throws {
         let count = 40
         let frees = Frees()
-        let next = Mutex(0)
+        let counter = Counter()
         var consumed: [Int] = []
         try runPipelined(
             produce: { () -> Batch? in
-                let number = next.withLock { value -> Int in
-                    defer { value += 1 }
-                    return value
-                }
+                let number = counter.next()
                 return number < count ? Batch(number: number, frees: frees) : nil
             },
             consume: { batch in consumed.append(batch.number) })
@@ -56,28 +65,21 @@ import Testing
 
     @Test func eitherStagesErrorStopsBothAndIsRethrown() throws {
         let frees = Frees()
-        let next = Mutex(0)
+        let counter = Counter()
         #expect(throws: Stop(stage: "produce")) {
             try runPipelined(
                 produce: { () throws -> Batch? in
-                    let number = next.withLock { value -> Int in
-                        defer { value += 1 }
-                        return value
-                    }
+                    let number = counter.next()
                     if number == 5 { throw Stop(stage: "produce") }
                     return Batch(number: number, frees: frees)
                 },
                 consume: { _ in })
         }
-        next.withLock { $0 = 0 }
         var consumed = 0
         #expect(throws: Stop(stage: "consume")) {
             try runPipelined(
                 produce: { () -> Batch? in
-                    let number = next.withLock { value -> Int in
-                        defer { value += 1 }
-                        return value
-                    }
+                    let number = counter.next()
                     return Batch(number: number, frees: frees)
                 },
                 consume: { _ in

@@ -178,14 +178,10 @@ extension Store {
                             throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
                         }
                         let event: Event
-                        if let decoded = logged.decoded {
-                            event = decoded
-                        } else {
-                            do {
-                                event = try logged.canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
-                            } catch {
-                                throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
-                            }
+                        do {
+                            event = try logged.decoded ?? logged.decode()
+                        } catch {
+                            throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
                         }
                         guard event.sequence == logged.sequence else {
                             throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
@@ -229,10 +225,13 @@ public struct LoggedEvent: Sendable {
         self.hash = hash
     }
 
-    /// Decodes `canonical` as `appendLogged` would; leaves `decoded` nil if it does not decode.
-    public mutating func decodeAhead() {
-        decoded = try? canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
+    /// Decodes `canonical` (whose data a node's applier checks as it applies it).
+    func decode() throws -> Event {
+        try canonical.withUnsafeBytes { try Event(decoding: $0, checkingData: false) }
     }
+
+    /// Sets `decoded`; leaves it nil if `canonical` does not decode (`appendLogged` says why).
+    public mutating func decodeAhead() { decoded = try? decode() }
 }
 
 /// The log holds an event this store cannot take as it is: the node's history and the log's differ.
