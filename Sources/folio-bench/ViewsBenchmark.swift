@@ -165,17 +165,69 @@ struct ViewsBenchmark {
         for (name, sort) in fiveViews {
             _ = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
         }
-        let plain = try writeRate(collection: "Plain")
-        let five = try writeRate(collection: "Five")
+        let plain = try writePhase(collection: "Plain", folio)
+        let five = try writePhase(collection: "Five", folio)
         say(
-            "durable creates, 16 clients, \(Int(writeSeconds)) s each: no views \(Int(plain)) creates/s, five views \(Int(five)) creates/s "
-                + "(\(String(format: "%.2f", five / plain))× the rate, each create \(String(format: "%.0f", (plain / five - 1) * 100))% slower)")
+            "durable creates, 16 clients, \(Int(writeSeconds)) s each: no views \(Int(plain.rate)) creates/s, five views \(Int(five.rate)) creates/s "
+                + "(\(String(format: "%.2f", five.rate / plain.rate))× the rate, each create \(String(format: "%.0f", (plain.rate / five.rate - 1) * 100))% slower)")
+        say("  no views:   \(plain.summary)")
+        say("  five views: \(five.summary)")
 
         if let path = markdownPath {
             let markdown = notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + table.markdown + "\n"
             guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else { throw BenchError.setup("cannot write \(path)") }
         }
         return 0
+    }
+
+    /// What one write phase did: its rate, and per commit the writes and the pages the disks took.
+    private struct WritePhase {
+        var rate: Double
+        var writesPerCommit: Double
+        /// 4 KiB units written to the machine's disks (`/sys/block/*/stat`, every process), per commit.
+        var diskPagesPerCommit: Double
+        /// foliod's CPU time per create, when its pid is known.
+        var cpuMicros: Double?
+
+        var summary: String {
+            let cpu = cpuMicros.map { ", foliod CPU \(String(format: "%.0f", $0)) µs a create" } ?? ""
+            return String(format: "%.1f creates a commit, %.0f disk pages (4 KiB) a commit, %.1f a create", writesPerCommit, diskPagesPerCommit,
+                diskPagesPerCommit / max(writesPerCommit, 1)) + cpu
+        }
+    }
+
+    /// Runs `writeRate` and reads foliod's commit counters, the disks' sectors written and foliod's
+    /// CPU time around it: a view's cost on the write path is mostly pages written, so the phase
+    /// reports how many.
+    private func writePhase(collection: String, _ folio: FolioConnection) throws -> WritePhase {
+        func counters() throws -> (commits: Double, writes: Double) {
+            let stats = try folio.request(["op": "stats"]).objectValue?["result"]?.objectValue
+            return (Double(stats?["commits"]?.integerValue ?? 0), Double(stats?["committedWrites"]?.integerValue ?? 0))
+        }
+        let pid = daemons.first
+        let before = try counters()
+        let sectorsBefore = Self.sectorsWritten()
+        let cpuBefore = pid.flatMap { ProcessCPU.read(pid: $0) }
+        let rate = try writeRate(collection: collection)
+        let after = try counters()
+        let sectors = Self.sectorsWritten() - sectorsBefore
+        let commits = max(after.commits - before.commits, 1)
+        let writes = after.writes - before.writes
+        var cpu: Double?
+        if let pid, let start = cpuBefore, let end = ProcessCPU.read(pid: pid), writes > 0 { cpu = (end.seconds - start.seconds) / writes * 1e6 }
+        return WritePhase(rate: rate, writesPerCommit: writes / commits, diskPagesPerCommit: sectors * 512 / 4096 / commits, cpuMicros: cpu)
+    }
+
+    /// Sectors written to the machine's disks so far: the sum over the block devices backed by
+    /// hardware (`/sys/block/NAME/device` exists, so loop, RAM and device-mapper devices, which
+    /// would count the same writes twice, are left out).
+    private static func sectorsWritten() -> Double {
+        var total = 0.0
+        for name in ProcFile.names(in: "/sys/block") ?? [] where access("/sys/block/\(name)/device", F_OK) == 0 {
+            let fields = ProcFile.read("/sys/block/\(name)/stat")?.split(separator: " ") ?? []
+            if fields.count > 6, let sectors = Double(fields[6]) { total += sectors }
+        }
+        return total
     }
 
     /// Durable creates per second from 16 closed-loop clients.
