@@ -59,9 +59,24 @@ struct StoreTransaction {
         return nodes
     }
 
-    /// A child for a nested LMDB transaction, with a cache layered over this one's.
-    func nested(_ child: Transaction) -> StoreTransaction {
-        StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo)
+    /// A child for a nested LMDB transaction, with a cache layered over this one's. The keys this
+    /// one holds back go into their trees first: a nested cache holds none back, and must find them.
+    func nested(_ child: Transaction) throws -> StoreTransaction {
+        try applyHeldAppends()
+        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo)
+    }
+
+    /// Puts the keys held back for appending (see `CountedTree.insert`) into their trees.
+    func applyHeldAppends() throws {
+        guard let cache else { return }
+        for tree in cache.treesWithAppends { try CountedTree(id: tree).applyHeldAppends(self) }
+        cache.forgetLastKeys()
+    }
+
+    /// Writes the tree nodes changed in this write to LMDB: once, just before the commit.
+    func flushTrees() throws {
+        try applyHeldAppends()
+        try cache?.flush(into: lmdb, trees: trees)
     }
 }
 
@@ -92,6 +107,10 @@ final class TreeNodeCache {
 
     private let parent: TreeNodeCache?
     private var records = NodeTable()
+    /// Per tree, its last key as this write last put it in at the tree's end, and the keys held back
+    /// since to be appended after it (see `CountedTree.insert`), ascending; top level only. A few
+    /// trees at a time: searched in order.
+    private var appends: [(tree: UInt32, last: [UInt8], keys: [[UInt8]])] = []
 
     init(parent: TreeNodeCache?) { self.parent = parent }
 
@@ -127,9 +146,49 @@ final class TreeNodeCache {
         records.forEach { key, bytes in parent.records.set(key, bytes) }
     }
 
+    /// The last key of `tree` as far as this write knows: held back, or put in at the end; nil when
+    /// unknown, and always in a nested cache, which holds nothing back.
+    func lastKey(tree: UInt32) -> [UInt8]? {
+        guard !appends.isEmpty else { return nil }
+        return appends.first { $0.tree == tree }?.last
+    }
+
+    /// `key` went in at the end of `tree`: the next larger key may be held back.
+    func noteLastKey(_ key: [UInt8], tree: UInt32) {
+        guard parent == nil else { return }
+        if let index = appends.firstIndex(where: { $0.tree == tree }) {
+            appends[index].last = key
+        } else {
+            appends.append((tree, key, []))
+        }
+    }
+
+    /// Holds back `key`, which sorts after `lastKey(tree:)`.
+    func hold(_ key: [UInt8], tree: UInt32) {
+        guard let index = appends.firstIndex(where: { $0.tree == tree }) else { preconditionFailure("no last key of tree \(tree)") }
+        appends[index].last = key
+        appends[index].keys.append(key)
+    }
+
+    /// The keys held back for `tree` (nil when none), which the caller puts in; forgets its last key.
+    func takeAppends(tree: UInt32) -> [[UInt8]]? {
+        guard !appends.isEmpty, let index = appends.firstIndex(where: { $0.tree == tree }) else { return nil }
+        let keys = appends.remove(at: index).keys
+        return keys.isEmpty ? nil : keys
+    }
+
+    /// Trees with keys held back.
+    var treesWithAppends: [UInt32] { appends.filter { !$0.keys.isEmpty }.map(\.tree) }
+
+    /// Forgets every last key (nothing may be held back).
+    func forgetLastKeys() {
+        precondition(appends.allSatisfy { $0.keys.isEmpty })
+        appends.removeAll()
+    }
+
     /// Writes every change to LMDB and forgets it. Top level only.
     func flush(into txn: Transaction, trees: Database) throws {
-        precondition(parent == nil)
+        precondition(parent == nil && appends.isEmpty, "tree nodes flushed with keys held back: use StoreTransaction.flushTrees")
         try records.forEach { key, bytes in
             if let bytes { try txn.put(trees, key.bytes, bytes) } else { try txn.delete(trees, key.bytes) }
         }

@@ -38,7 +38,7 @@ public final class StoreWriter {
 
     /// Writes the tree nodes changed in memory; called once, before the transaction commits.
     func finish() throws {
-        try txn.cache?.flush(into: txn.lmdb, trees: store.databases.trees)
+        try txn.flushTrees()
     }
 
     /// The result of one accepted command.
@@ -176,7 +176,7 @@ public final class StoreWriter {
         let headBefore = head
         do {
             return try parent.lmdb.nested { child in
-                let nested = parent.nested(child)
+                let nested = try parent.nested(child)
                 let result = try body(nested)
                 nested.cache?.mergeIntoParent()
                 return result

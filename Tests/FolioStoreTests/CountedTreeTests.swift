@@ -16,7 +16,7 @@ import Testing
             try environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: cached ? TreeNodeCache(parent: nil) : nil)
                 try body(txn)
-                try txn.cache?.flush(into: lmdb, trees: database)
+                try txn.flushTrees()
             }
         }
 
@@ -175,6 +175,99 @@ import Testing
                         return false
                     }
                     #expect(after == last)
+                }
+            }
+        }
+    }
+
+    /// Keys after every key are held back in a cached write and put in together (`insert`,
+    /// `applyAppends`); the nodes must come out byte for byte as inserting each at once gives them
+    /// (trees are compared with their replay), whatever comes between: reads of the tree, which see
+    /// the keys held back, removals of them, keys elsewhere, a nested transaction, other trees.
+    @Test(arguments: [UInt64(41), 42, 43])
+    func appendsHeldBackBuildTheNodesThatInsertsOneByOneBuild(seed: UInt64) throws {
+        try withTemporaryDirectory { path in
+            let environment = try Environment(path: path)
+            let held = try environment.openDatabase("held")
+            let direct = try environment.openDatabase("direct")
+            let trees = try environment.write { lmdb in
+                try (0..<3).map { id in
+                    let tree = try CountedTree.create(id: UInt32(id), StoreTransaction(lmdb: lmdb, trees: held, cache: nil))
+                    _ = try CountedTree.create(id: UInt32(id), StoreTransaction(lmdb: lmdb, trees: direct, cache: nil))
+                    return tree
+                }
+            }
+            var random = SeededGenerator(seed: seed)
+            var models = [[[UInt8]]](repeating: [], count: trees.count)
+            var counters = [UInt32](repeating: 0, count: trees.count)
+            for _ in 0..<6 {
+                try environment.write { lmdb in
+                    let cached = StoreTransaction(lmdb: lmdb, trees: held, cache: TreeNodeCache(parent: nil))
+                    let plain = StoreTransaction(lmdb: lmdb, trees: direct, cache: nil)
+                    for step in 0..<900 {
+                        let which = Int.random(in: 0..<trees.count, using: &random)
+                        let tree = trees[which]
+                        let roll = Int.random(in: 0..<40, using: &random)
+                        if roll == 0, !models[which].isEmpty {
+                            // Often one of the last keys: one still held back.
+                            let index = max(0, models[which].count - Int.random(in: 1...5, using: &random))
+                            let key = models[which].remove(at: index)
+                            let removedHeld = try tree.remove(key, cached)
+                            let removedDirect = try tree.remove(key, plain)
+                            #expect(removedHeld && removedDirect)
+                        } else if roll == 1 {
+                            let count = try tree.count(cached)
+                            let directCount = try tree.count(plain)
+                            #expect(count == models[which].count && count == directCount)
+                            if let last = models[which].last {
+                                #expect(try tree.rank(of: last, cached) == models[which].count - 1)
+                            }
+                        } else if step % 300 == 150 {
+                            // A nested transaction: it must find the keys held back, and what it adds
+                            // stays only if it commits (the direct tree takes the key only then).
+                            let commit = Bool.random(using: &random)
+                            counters[which] += 1
+                            let key = withUnsafeBytes(of: counters[which].bigEndian) { Array($0) }
+                            let (index, found) = models[which].binarySearch(key)
+                            do {
+                                try lmdb.nested { child in
+                                    let inner = try cached.nested(child)
+                                    #expect(try tree.count(inner) == models[which].count)
+                                    #expect(try tree.insert(key, inner) == !found)
+                                    if !commit { throw StoreError.invalid("roll back") }
+                                    inner.cache?.mergeIntoParent()
+                                }
+                            } catch StoreError.invalid {}
+                            if commit {
+                                #expect(try tree.insert(key, plain) == !found)
+                                if !found { models[which].insert(key, at: index) }
+                            }
+                        } else {
+                            var key: [UInt8]
+                            if roll == 3 {
+                                key = randomKey(&random, maxLength: 6)
+                            } else {
+                                counters[which] += UInt32.random(in: 1...3, using: &random)
+                                key = withUnsafeBytes(of: counters[which].bigEndian) { Array($0) }
+                                key += (0..<Int.random(in: 0...30, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                            }
+                            let (index, found) = models[which].binarySearch(key)
+                            #expect(try tree.insert(key, cached) == !found)
+                            #expect(try tree.insert(key, plain) == !found)
+                            if !found { models[which].insert(key, at: index) }
+                        }
+                    }
+                    try cached.flushTrees()
+                }
+                try environment.read { lmdb in
+                    var differences: [StoreDifference] = []
+                    try Store.compare(held, lmdb, direct, lmdb, limit: 5, into: &differences)
+                    #expect(differences.isEmpty, "\(differences)")
+                    let txn = StoreTransaction(lmdb: lmdb, trees: held, cache: nil)
+                    for (which, tree) in trees.enumerated() {
+                        #expect(try tree.structuralProblems(txn) == [])
+                        #expect(try allKeys(tree, txn) == models[which])
+                    }
                 }
             }
         }

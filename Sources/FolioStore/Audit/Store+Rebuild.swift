@@ -47,7 +47,7 @@ extension Store {
                 // By index: taking each element apart into a tuple copied every event (its strings, its
                 // data tree), 6% of the applying thread.
                 for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data) }
-                try txn.cache?.flush(into: lmdb, trees: databases.trees)
+                try txn.flushTrees()
             }
             #if DEBUG
             try Failpoint.rebuildAfterChunk.check()

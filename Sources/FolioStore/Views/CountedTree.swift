@@ -63,7 +63,15 @@ struct CountedTree {
         TreeNodeCache.NodeKey(tree: id, node: node)
     }
 
+    /// The header, after any keys this write holds back for the tree (see `insert`): every
+    /// operation but `insert`'s shortcut starts here, so each sees them, and the write forgets the
+    /// tree's last key (a removal may have taken it).
     private func header(_ txn: StoreTransaction) throws -> Header {
+        if let keys = txn.cache?.takeAppends(tree: id) { try applyAppends(keys, txn) }
+        return try storedHeader(txn)
+    }
+
+    private func storedHeader(_ txn: StoreTransaction) throws -> Header {
         guard let bytes = try txn.treeRecord(recordKey(0)) else { throw StoreError.corrupted("tree \(id) has no header") }
         return Header(bytes)
     }
@@ -99,17 +107,32 @@ struct CountedTree {
 
     /// Deletes every record of the tree.
     func destroy(_ txn: StoreTransaction) throws {
+        _ = txn.cache?.takeAppends(tree: id)
         for node in try txn.treeNodes(id) { try txn.removeTreeRecord(recordKey(node)) }
     }
 
     func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).count) }
 
+    /// Puts in the keys the write holds back for this tree (see `insert`).
+    func applyHeldAppends(_ txn: StoreTransaction) throws { _ = try header(txn) }
+
     // MARK: Changes
 
     /// Adds `key`; returns false if it was already there.
+    ///
+    /// A key after every key of the tree (the creation-order tree's new ids, a view sorted by a
+    /// growing field) is held back in the write's cache once the insert before it went in at the
+    /// tree's end; the keys held back go in together when anything else asks the tree (its header)
+    /// or the write ends (`StoreTransaction.flushTrees`): one pass down the right edge for the lot
+    /// instead of one per key. The nodes come out byte for byte as if each key had gone in at once
+    /// (`applyAppends` makes the same moves in the same order).
     @discardableResult
     func insert(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
+        if let cache = txn.cache, let last = cache.lastKey(tree: id), compareBytes(last, key) < 0 {
+            cache.hold(key, tree: id)
+            return true
+        }
         var header = try header(txn)
         // Every node on the path changes if the key is new: take each on the way down, to change it
         // in place (one lookup per node, not two), and put them back as they were if it is not.
@@ -121,10 +144,38 @@ struct CountedTree {
             for branch in path.branches { try store(branch.node, as: branch.id, txn) }
             return false
         }
+        let atEnd = index == leaf.count && leaf.next == 0
         leaf.insert(key, at: index)
         for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
         header.count += 1
+        try settle(leaf, &path, &header, txn)
+        if atEnd { txn.cache?.noteLastKey(key, tree: id) }
+        return true
+    }
 
+    /// Inserts `keys`, ascending and each after every key of the tree, as `insert` would one by one:
+    /// down the right edge once, and again after each split.
+    private func applyAppends(_ keys: [[UInt8]], _ txn: StoreTransaction) throws {
+        guard let first = keys.first else { return }
+        var header = try storedHeader(txn)
+        var path = try descend(to: first, header, txn, taking: true)
+        var leaf = try take(path.leafID, txn)
+        for (number, key) in keys.enumerated() {
+            leaf.insert(key, at: leaf.count)
+            for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
+            header.count += 1
+            guard leaf.size > Self.maxNodeBytes, number + 1 < keys.count else { continue }
+            try settle(leaf, &path, &header, txn)
+            header = try storedHeader(txn)
+            path = try descend(to: keys[number + 1], header, txn, taking: true)
+            leaf = try take(path.leafID, txn)
+        }
+        try settle(leaf, &path, &header, txn)
+    }
+
+    /// After `leaf` (taken, with every branch of `path`) gained a key: splits upwards while a node
+    /// is too large, and stores the leaf, the branches and the header.
+    private func settle(_ leaf: TreeNode, _ path: inout Path, _ header: inout Header, _ txn: StoreTransaction) throws {
         // Split upwards while a node is too large. `level` is the depth of `node` (leaves are deepest).
         var node = leaf
         var nodeID = path.leafID
@@ -163,7 +214,7 @@ struct CountedTree {
                 header.root = rootID
                 header.height += 1
                 try store(header, txn)
-                return true
+                return
             }
             level -= 1
             let slot = path.branches[level].index
@@ -176,7 +227,6 @@ struct CountedTree {
         // Branches at `level` and above changed (a count, or a new child); deeper ones were split and stored.
         for branch in path.branches.prefix(level + 1) { try store(branch.node, as: branch.id, txn) }
         try store(header, txn)
-        return true
     }
 
     /// Removes `key`; returns false if it was not there.
