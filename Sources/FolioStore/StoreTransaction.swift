@@ -109,8 +109,11 @@ final class TreeNodeCache {
     private var records = NodeTable()
     /// Per tree, its last key as this write last put it in at the tree's end, and the keys held back
     /// since to be appended after it (see `CountedTree.insert`), ascending; top level only. A few
-    /// trees at a time: searched in order.
-    private var appends: [(tree: UInt32, last: [UInt8], keys: [[UInt8]])] = []
+    /// trees at a time, in three arrays so that finding a tree reads only the first (every tree
+    /// insert asks).
+    private var appendTrees: [UInt32] = []
+    private var appendLast: [[UInt8]] = []
+    private var appendKeys: [[[UInt8]]] = []
 
     init(parent: TreeNodeCache?) { self.parent = parent }
 
@@ -149,46 +152,52 @@ final class TreeNodeCache {
     /// The last key of `tree` as far as this write knows: held back, or put in at the end; nil when
     /// unknown, and always in a nested cache, which holds nothing back.
     func lastKey(tree: UInt32) -> [UInt8]? {
-        guard !appends.isEmpty else { return nil }
-        return appends.first { $0.tree == tree }?.last
+        guard !appendTrees.isEmpty, let index = appendTrees.firstIndex(of: tree) else { return nil }
+        return appendLast[index]
     }
 
     /// `key` went in at the end of `tree`: the next larger key may be held back.
     func noteLastKey(_ key: [UInt8], tree: UInt32) {
         guard parent == nil else { return }
-        if let index = appends.firstIndex(where: { $0.tree == tree }) {
-            appends[index].last = key
+        if let index = appendTrees.firstIndex(of: tree) {
+            appendLast[index] = key
         } else {
-            appends.append((tree, key, []))
+            appendTrees.append(tree)
+            appendLast.append(key)
+            appendKeys.append([])
         }
     }
 
     /// Holds back `key`, which sorts after `lastKey(tree:)`.
     func hold(_ key: [UInt8], tree: UInt32) {
-        guard let index = appends.firstIndex(where: { $0.tree == tree }) else { preconditionFailure("no last key of tree \(tree)") }
-        appends[index].last = key
-        appends[index].keys.append(key)
+        guard let index = appendTrees.firstIndex(of: tree) else { preconditionFailure("no last key of tree \(tree)") }
+        appendLast[index] = key
+        appendKeys[index].append(key)
     }
 
     /// The keys held back for `tree` (nil when none), which the caller puts in; forgets its last key.
     func takeAppends(tree: UInt32) -> [[UInt8]]? {
-        guard !appends.isEmpty, let index = appends.firstIndex(where: { $0.tree == tree }) else { return nil }
-        let keys = appends.remove(at: index).keys
+        guard !appendTrees.isEmpty, let index = appendTrees.firstIndex(of: tree) else { return nil }
+        appendTrees.remove(at: index)
+        appendLast.remove(at: index)
+        let keys = appendKeys.remove(at: index)
         return keys.isEmpty ? nil : keys
     }
 
     /// Trees with keys held back.
-    var treesWithAppends: [UInt32] { appends.filter { !$0.keys.isEmpty }.map(\.tree) }
+    var treesWithAppends: [UInt32] { appendTrees.indices.filter { !appendKeys[$0].isEmpty }.map { appendTrees[$0] } }
 
     /// Forgets every last key (nothing may be held back).
     func forgetLastKeys() {
-        precondition(appends.allSatisfy { $0.keys.isEmpty })
-        appends.removeAll()
+        precondition(appendKeys.allSatisfy(\.isEmpty))
+        appendTrees.removeAll()
+        appendLast.removeAll()
+        appendKeys.removeAll()
     }
 
     /// Writes every change to LMDB and forgets it. Top level only.
     func flush(into txn: Transaction, trees: Database) throws {
-        precondition(parent == nil && appends.isEmpty, "tree nodes flushed with keys held back: use StoreTransaction.flushTrees")
+        precondition(parent == nil && appendTrees.isEmpty, "tree nodes flushed with keys held back: use StoreTransaction.flushTrees")
         try records.forEach { key, bytes in
             if let bytes { try txn.put(trees, key.bytes, bytes) } else { try txn.delete(trees, key.bytes) }
         }
