@@ -13,8 +13,8 @@ Needs Python 3.9+ and jsonschema (4.18 or later, which brings referencing).
 import argparse
 import base64
 import json
-import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -631,8 +631,7 @@ def command_validate_log(arguments, schemas):
     global FORKED_SCHEMAS
     FORKED_SCHEMAS = schemas
     jobs = max(1, arguments.jobs or os.cpu_count() or 1)
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        shares = pool.starmap(validate_logs, [(logs, jobs, share) for share in range(jobs)])
+    shares = run_forked(validate_logs, [(logs, jobs, share) for share in range(jobs)])
     for counts, failures in shares:
         for what, number in counts.items():
             tally.count(what, number)
@@ -643,6 +642,51 @@ def command_validate_log(arguments, schemas):
 
 
 FORKED_SCHEMAS = None
+
+
+def run_forked(function, argument_lists):
+    """function(*arguments) for each list, each in a child forked from here (so it has what this process
+    has, the schemas included), their results in order. A plain fork and a pipe per child, nothing
+    shared: a child that ends without a result is an error here, not a wait forever. (With a
+    multiprocessing.Pool, a run once hung in validate-log: one worker had exited, the other waited on
+    a lock of the pool's queues, and the pool on it.)"""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children = []
+    for arguments in argument_lists:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            status = 0
+            try:
+                data = pickle.dumps(("ok", function(*arguments)))
+            except BaseException as error:  # reported by the parent; the child only ends
+                data = pickle.dumps(("error", f"{type(error).__name__}: {error}"))
+                status = 1
+            try:
+                with os.fdopen(write_end, "wb") as out:
+                    out.write(data)
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        children.append((pid, read_end))
+    results, problems = [], []
+    for pid, read_end in children:
+        with os.fdopen(read_end, "rb") as source:
+            data = source.read()
+        _, status = os.waitpid(pid, 0)
+        if not data:
+            problems.append(f"worker {pid} ended without a result (wait status {status})")
+            continue
+        kind, value = pickle.loads(data)
+        if kind == "ok":
+            results.append(value)
+        else:
+            problems.append(f"worker {pid} failed: {value}")
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return results
 
 
 def validate_logs(logs, jobs, share):
