@@ -60,9 +60,11 @@ struct StoreTransaction {
     }
 
     /// A child for a nested LMDB transaction, with a cache layered over this one's. The keys this
-    /// one holds back go into their trees first: a nested cache holds none back, and must find them.
-    func nested(_ child: Transaction) throws -> StoreTransaction {
-        try applyHeldAppends()
+    /// one held back must be in their trees first (`applyHeldAppends`, before the nested LMDB
+    /// transaction begins: LMDB refuses reads through a transaction with a child): a nested cache
+    /// holds none back, and must find them.
+    func nested(_ child: Transaction) -> StoreTransaction {
+        precondition(cache?.holdsNoAppends ?? true, "keys held back when a nested transaction began")
         return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo)
     }
 
@@ -183,6 +185,9 @@ final class TreeNodeCache {
         let keys = appendKeys.remove(at: index)
         return keys.isEmpty ? nil : keys
     }
+
+    /// Whether no key is held back and no tree's last key known.
+    var holdsNoAppends: Bool { appendTrees.isEmpty }
 
     /// Trees with keys held back.
     var treesWithAppends: [UInt32] { appendTrees.indices.filter { !appendKeys[$0].isEmpty }.map { appendTrees[$0] } }

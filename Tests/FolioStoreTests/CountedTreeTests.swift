@@ -229,9 +229,10 @@ import Testing
                             counters[which] += 1
                             let key = withUnsafeBytes(of: counters[which].bigEndian) { Array($0) }
                             let (index, found) = models[which].binarySearch(key)
+                            try cached.applyHeldAppends()
                             do {
                                 try lmdb.nested { child in
-                                    let inner = try cached.nested(child)
+                                    let inner = cached.nested(child)
                                     #expect(try tree.count(inner) == models[which].count)
                                     #expect(try tree.insert(key, inner) == !found)
                                     if !commit { throw StoreError.invalid("roll back") }
