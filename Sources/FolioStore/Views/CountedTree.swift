@@ -165,8 +165,7 @@ struct CountedTree {
             for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
             header.count += 1
             guard leaf.size > Self.maxNodeBytes, number + 1 < keys.count else { continue }
-            try settle(leaf, &path, &header, txn)
-            header = try storedHeader(txn)
+            try settle(leaf, &path, &header, txn)  // leaves `header` as it stored it
             path = try descend(to: keys[number + 1], header, txn, taking: true)
             leaf = try take(path.leafID, txn)
         }
