@@ -126,6 +126,36 @@ extension Environment {
         try flush(file, call: "fdatasync \(path)")
     }
 
+    /// Refuses a `directory/data.mdb` that ends before a root page its current meta page names:
+    /// LMDB would map it and fault (SIGBUS) on the first read of that page, where this names the
+    /// file. Such a file was cut short, or put back from another time than its meta page (or its
+    /// checkpoint's), or lost pages to a power cut that its commits did not sync for. (Only the
+    /// roots: a root is written by the commit that made it, while the last page number counted may
+    /// be a page freed in the transaction that took it and never written.)
+    public static func checkLength(in directory: String) throws(LMDBError) {
+        let path = directory + "/data.mdb"
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else {
+            if errno == ENOENT { return }
+            throw LMDBError(code: .init(rawValue: errno), call: "open \(path)")
+        }
+        defer { Glibc.close(file) }
+        var status = stat()
+        guard fstat(file, &status) == 0 else { throw LMDBError(code: .init(rawValue: errno), call: "fstat \(path)") }
+        let size = Int(getpagesize())
+        // A file too short to hold both meta pages is LMDB's to judge (a fresh file is drafted whole).
+        guard status.st_size >= 2 * size else { return }
+        let pages = [try readPage(file, 0, size: size, call: "read meta page of \(path)"), try readPage(file, 1, size: size, call: "read meta page of \(path)")]
+        guard let current = pages.filter(MetaPage.isMeta).max(by: { MetaPage.transaction($0) < MetaPage.transaction($1) }) else { return }
+        let filePages = Int(status.st_size) / size
+        for root in MetaPage.roots(current) where root >= filePages {
+            throw LMDBError(
+                code: .corrupted,
+                call: "open \(path): its meta page (transaction \(MetaPage.transaction(current))) has a root at page \(root), "
+                    + "past the end of the file (\(filePages) pages): it was cut short or put back from another state; restore a backup")
+        }
+    }
+
     /// The meta slot with the higher transaction id in `directory/data.mdb`: the one LMDB opens.
     public static func currentTransaction(in directory: String) throws(LMDBError) -> Int? {
         let path = directory + "/data.mdb"
@@ -155,6 +185,17 @@ enum MetaPage {
         return page.withUnsafeBytes { bytes in
             UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: magicOffset, as: UInt32.self)) == magic
                 && UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)) & metaFlag != 0
+        }
+    }
+
+    /// The root pages of the free and main databases (`md_root` of each `MDB_db`, at 40 bytes into
+    /// it; `P_INVALID`, all ones, for an empty one).
+    static func roots(_ page: [UInt8]) -> [Int] {
+        page.withUnsafeBytes { bytes in
+            [0, 1].compactMap { index in
+                let root = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16 + 4 + 4 + 8 + 8 + index * 48 + 40, as: UInt64.self))
+                return root == UInt64.max ? nil : Int(root)
+            }
         }
     }
 

@@ -58,6 +58,7 @@ public final class Environment: @unchecked Sendable {
             }
             try Self.prepareLockFile(in: path, maxReaders: Int(options.maxReaders))
         }
+        try Self.checkLength(in: path)
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: .invalid, call: "mdb_env_create") }

@@ -21,6 +21,27 @@ struct EnvironmentTests {
         }
     }
 
+    /// A data.mdb cut short before the pages its meta page names is refused with an error naming it,
+    /// where LMDB would fault (SIGBUS) on the first read past the end.
+    @Test func aFileEndingBeforeItsRootIsRefusedNotMapped() throws {
+        try withTemporaryDirectory { path throws in
+            do {
+                let environment = try Environment(path: path)
+                let db = try environment.openDatabase("things")
+                try environment.write { txn throws in
+                    for index in 0..<3000 { try txn.put(db, bytes("key \(index)"), [UInt8](repeating: 7, count: 100)) }
+                }
+            }
+            #expect(truncate(path + "/data.mdb", off_t(3 * getpagesize())) == 0)
+            #expect {
+                _ = try Environment(path: path)
+            } throws: { error in
+                guard let error = error as? LMDBError else { return false }
+                return error.code == .corrupted && "\(error)".contains("past the end of the file (3 pages)")
+            }
+        }
+    }
+
     @Test func aNewLockFileIsWrittenOutWithLMDBsOwnSize() throws {
         try withTemporaryDirectory { path throws in
             let environment = try Environment(path: path)
