@@ -45,8 +45,8 @@ struct ChaosOptions {
           --power-loss-names-need-dirsync  a file created, renamed or removed survives only once an
                                  fsync of its directory covered it (default: at once)
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
-                                 put back after the kill the data.mdb of before the workload, so that
-                                 acknowledged writes are lost and must be reported
+                                 put back after the kill the data.mdb (and journal) of before the
+                                 workload, so that acknowledged writes are lost and must be reported
           --split-batches        fault injection: send atomic batches without a key as two, as if
                                  foliod applied a batch in two parts, which must be reported
           --double-apply-retries fault injection: send replays without their key, so that foliod writes

@@ -46,11 +46,16 @@ final class Epoch {
             try kill(&tally)
             tally.startupKills += 1
         }
-        let saved = directory + "/saved.mdb"
+        // The store's files as they are before the workload (the journal's two with data.mdb: a
+        // data.mdb put back beside a later checkpoint would not be a store that lost writes).
+        let storeFiles = ["data.mdb", "journal", "checkpoint"]
+        let saved = { [directory] (file: String) in directory + "/saved-" + file }
         let losingWrites = options.loseWrites && index > 0
         if losingWrites {
-            try? FileManager.default.removeItem(atPath: saved)
-            try? FileManager.default.copyItem(atPath: foliod.dataDirectory + "/data.mdb", toPath: saved)
+            for file in storeFiles {
+                try? FileManager.default.removeItem(atPath: saved(file))
+                try? FileManager.default.copyItem(atPath: foliod.dataDirectory + "/" + file, toPath: saved(file))
+            }
         }
         try foliod.spawn()
         startupSeconds = try foliod.waitUntilServing(timeout: 60)
@@ -101,10 +106,12 @@ final class Epoch {
         let aliveAtKill = foliod.isRunning
         try kill(&tally)
         if losingWrites {
-            for file in ["data.mdb", "lock.mdb"] {
+            for file in storeFiles + ["lock.mdb"] {
                 try? FileManager.default.removeItem(atPath: foliod.dataDirectory + "/" + file)
             }
-            try? FileManager.default.copyItem(atPath: saved, toPath: foliod.dataDirectory + "/data.mdb")
+            for file in storeFiles {
+                try? FileManager.default.copyItem(atPath: saved(file), toPath: foliod.dataDirectory + "/" + file)
+            }
         }
         if finished.wait(timeout: .now() + 60) == .timedOut {
             throw Violation("clients still waiting 60 s after foliod was killed")
