@@ -147,7 +147,10 @@ struct JournalRing {
 /// `checkpoint`: the last state of `data.mdb` known to be on disk, in two slots written in turn
 /// (each with its SHA-256, so a torn write leaves the other): LMDB's meta page of that state, its
 /// transaction, the log's head in it, and the journal position from which records may follow it.
-struct CheckpointFile {
+/// Its descriptor is opened by the first write, which `Journal.open` makes at start-up, and kept:
+/// a checkpoint needs no new descriptor, so one due while the process has none left (every client
+/// slot taken) still goes through instead of failing and stopping writes.
+final class CheckpointFile: @unchecked Sendable {
     static let slotSize = 8192
     static let magic: UInt32 = 0x4B43_4F46 // "FOCK"
 
@@ -162,6 +165,12 @@ struct CheckpointFile {
     }
 
     let path: String
+    /// Open from the first `write` on; written under the journal's checkpoint lock only.
+    private var file: Int32 = -1
+
+    init(path: String) { self.path = path }
+
+    deinit { if file >= 0 { close(file) } }
 
     static func read(_ path: String) throws -> Checkpoint? {
         let file = open(path, O_RDONLY | O_CLOEXEC)
@@ -216,18 +225,22 @@ struct CheckpointFile {
         bytes.append(contentsOf: hasher.finalize())
         precondition(bytes.count <= Self.slotSize, "a meta page of \(checkpoint.metaPage.count) bytes does not fit a checkpoint slot")
         bytes.append(contentsOf: repeatElement(0, count: Self.slotSize - bytes.count))
-        let existed = access(path, F_OK) == 0
-        let file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw StoreError.io("open \(path)", errno) }
-        defer { close(file) }
-        if !existed {
-            // Both slots exist from the start, so that a later write never extends the file.
-            let empty = [UInt8](repeating: 0, count: 2 * Self.slotSize)
-            try empty.withUnsafeBytes { try writeFully(file, $0, at: 0, path: path) }
+        var created = false
+        if file < 0 {
+            created = access(path, F_OK) != 0
+            let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard opened >= 0 else { throw StoreError.io("open \(path)", errno) }
+            file = opened
+            if created {
+                // Both slots exist from the start, so that a later write never extends the file.
+                let empty = [UInt8](repeating: 0, count: 2 * Self.slotSize)
+                try empty.withUnsafeBytes { try writeFully(opened, $0, at: 0, path: path) }
+            }
         }
+        let file = self.file
         try bytes.withUnsafeBytes { try writeFully(file, $0, at: Int(checkpoint.generation & 1) * Self.slotSize, path: path) }
         try syncFile(file, path: path)
-        if !existed { try Environment.flushDirectory(directory) }
+        if created { try Environment.flushDirectory(directory) }
     }
 }
 
