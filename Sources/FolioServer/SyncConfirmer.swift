@@ -45,9 +45,38 @@ final class SyncConfirmer: Sendable {
         let outcomes: [Writer.Outcome]
         /// The batch committed data (a batch of failures only waits for its turn).
         let needsSync: Bool
+        /// Bytes of the events it appended, counted by `Backlog`.
+        let bytes: Int
+    }
+
+    /// Bytes of events committed and not yet confirmed. The writer waits in `confirm` while more
+    /// than `limit` are: with the journal, commits do not sync, so without it a writer of large
+    /// batches would run ahead of the journal's syncs (a batch larger than half the ring is made
+    /// durable by a checkpoint, a flush of data.mdb) and hold every batch's events in memory,
+    /// beyond what `--client-memory` counts. Without the journal each commit syncs its pages and
+    /// the writer never gets far ahead.
+    private final class Backlog: @unchecked Sendable {
+        static let limit = 8 << 20
+        private let lock = ConditionLock()
+        private var bytes = 0
+
+        func add(_ count: Int) {
+            lock.withLock {
+                while bytes > 0 && bytes + count > Self.limit { lock.wait() }
+                bytes += count
+            }
+        }
+
+        func remove(_ count: Int) {
+            lock.withLock {
+                bytes -= count
+                lock.broadcast()
+            }
+        }
     }
 
     private let work: WorkThread<Batch>
+    private let backlog = Backlog()
 
     init(
         _ durability: Durability, metrics: Metrics, halt: @escaping (String) -> Void,
@@ -57,7 +86,9 @@ final class SyncConfirmer: Sendable {
         var failure: ProtocolError?
         let name: String
         if case .journal = durability { name = "folio-journal" } else { name = "folio-confirm" }
+        let backlog = backlog
         work = WorkThread(name: name) { batches in
+            defer { backlog.remove(batches.reduce(0) { $0 + $1.bytes }) }
             if failure == nil && batches.contains(where: \.needsSync) {
                 do {
                     #if DEBUG
@@ -84,8 +115,14 @@ final class SyncConfirmer: Sendable {
         }
     }
 
+    /// Hands a committed batch over; waits first while more than `Backlog.limit` bytes of events
+    /// wait to be confirmed.
     func confirm(_ outcomes: [Writer.Outcome], needsSync: Bool) {
-        work.enqueue([Batch(outcomes: outcomes, needsSync: needsSync)])
+        let bytes = outcomes.reduce(0) { total, outcome in
+            total + ((try? outcome.result.get())?.appended ?? []).reduce(0) { $0 + $1.canonicalEvent.count }
+        }
+        backlog.add(bytes)
+        work.enqueue([Batch(outcomes: outcomes, needsSync: needsSync, bytes: bytes)])
     }
 
     /// Answers everything handed over, then ends the thread.

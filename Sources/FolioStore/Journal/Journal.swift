@@ -50,6 +50,8 @@ public final class Journal: @unchecked Sendable {
     /// Checkpoints taken since the journal was opened (for `stats` and tests).
     public var checkpointCount: Int { checkpointing.locked { checkpointsTaken } }
 
+    /// Bytes of records `append` copies before it writes them.
+    private static let runBytes = 1 << 20
     /// A buffer reused by `append`.
     private var buffer: [UInt8] = []
 
@@ -123,9 +125,17 @@ public final class Journal: @unchecked Sendable {
                 transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
                 into: &buffer)
             state.locked { next = at + UInt64(length) }
+            // A run is written once it holds a MiB: the records of a round of large writes are not
+            // all copied into memory at once.
+            if buffer.count >= Self.runBytes {
+                try flushRun()
+                runStart = at + UInt64(length)
+            }
         }
         try flushRun()
         if wrote { try ring.sync() }
+        // One large record (up to half the ring) leaves no buffer of its size behind.
+        if buffer.capacity > Self.runBytes { buffer = [] }
     }
 
     /// Whether a checkpoint is due: the journal is a quarter full, or `interval` has passed since
