@@ -44,7 +44,7 @@ public final class Daemon {
         service.status("opening the store in \(configuration.dataDirectory)")
         var storeOptions = Store.Options()
         storeOptions.sync = unsynced == nil ? configuration.durability.syncMode : .noSync
-        storeOptions.journal = configuration.journal
+        storeOptions.journal = configuration.journaling
         storeOptions.journalSize = configuration.journalSize
         storeOptions.mapSize = configuration.mapSize
         storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
@@ -125,7 +125,7 @@ public final class Daemon {
         log.notice(
             "foliod \(ServerVersion.current) serving \(configuration.dataDirectory) on \(configuration.socketPath)"
                 + "\(listener.inherited ? " (from systemd)" : "") "
-                + "(durability \(configuration.durability.rawValue), \(head.sequence) events, up to \(maxConnections) connections, "
+                + "(durability \(configuration.durability.rawValue)\(store.journal == nil ? "" : " through the journal"), \(head.sequence) events, up to \(maxConnections) connections, "
                 + "pid \(getpid()))")
         service.notify("READY=1", "STATUS=serving \(head.sequence) events, \(objects) objects", "MAINPID=\(getpid())")
 

@@ -30,9 +30,14 @@ public struct ServerConfiguration: Sendable {
     public var socketPath: String
     public var maxLineBytes = 1 << 20
     public var durability = Durability.full
-    /// Full durability through the journal: one sync per group commit (`Journal`).
-    public var journal = false
+    /// Full durability through the journal: one sync per group commit (`Journal`). nil: as
+    /// `journaling` decides.
+    public var journal: Bool?
     public var journalSize = Journal.defaultSize
+    /// Whether writes go through the journal: as `journal` says, and when it says nothing, with
+    /// full durability on a single node (a cluster node's log is PostgreSQL's, and `relaxed` and
+    /// `none` do not sync at every commit anyway).
+    public var journaling: Bool { journal ?? (durability == .full && clusterLog == nil) }
     public var eventLoops = 2
     /// Writes applied in one commit at most, and their request bytes at most.
     public var maxBatchCount = 1024
@@ -146,7 +151,7 @@ extension ServerConfiguration {
         if socketMode != fresh.socketMode { names.append("socket-mode") }
         if socketGroup != fresh.socketGroup { names.append("socket-group") }
         if durability != fresh.durability { names.append("durability") }
-        if journal != fresh.journal { names.append("journal") }
+        if journaling != fresh.journaling { names.append("journal") }
         if journalSize != fresh.journalSize { names.append("journal-size") }
         if eventLoops != fresh.eventLoops { names.append("threads") }
         if workerThreads != fresh.workerThreads { names.append("workers") }

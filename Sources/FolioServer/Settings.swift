@@ -70,7 +70,7 @@ public enum Settings {
             guard let mode = ServerConfiguration.Durability(rawValue: v) else { throw SettingError("durability takes full, relaxed or none, not '\(v)'") }
             c.durability = mode
         },
-        Setting("journal", "on|off", "with durability full: on acknowledges a write after one sync of a journal of foliod's own, with LMDB synced at checkpoints (docs/DURABILITY.md); off syncs LMDB at every commit (default off)") { c, v throws(SettingError) in
+        Setting("journal", "on|off", "with durability full: on acknowledges a write after one sync of a journal of foliod's own, with LMDB synced at checkpoints (docs/DURABILITY.md); off syncs LMDB at every commit (default on with durability full, off with relaxed, none or log postgres:)") { c, v throws(SettingError) in
             switch v {
             case "on": c.journal = true
             case "off": c.journal = false
@@ -216,10 +216,10 @@ public enum Settings {
         for flag in flags {
             do { try apply(flag.name, flag.value, to: &configuration) } catch { throw SettingError("--\(flag.name): \(error.message)") }
         }
-        if configuration.journal && configuration.durability != .full {
+        if configuration.journal == true && configuration.durability != .full {
             throw SettingError("journal on makes full durability cheaper; it does not go with durability \(configuration.durability.rawValue)")
         }
-        if configuration.journal && configuration.clusterLog != nil {
+        if configuration.journal == true && configuration.clusterLog != nil {
             throw SettingError("journal on is for a single node's log; with log postgres: the log's durability is PostgreSQL's")
         }
         if configuration.backupDirectory == nil { configuration.backupDirectory = configuration.dataDirectory + "/backups" }

@@ -48,6 +48,30 @@ import Testing
         }
     }
 
+    /// Full durability goes through the journal unless told otherwise; relaxed and none do not,
+    /// and neither does `journal = off` (`stats.journal` is null without one).
+    @Test(arguments: [
+        ([], true), (["--journal", "on"], true), (["--journal", "off"], false), (["--durability", "full"], true),
+        (["--durability", "relaxed"], false), (["--durability", "none"], false),
+    ])
+    func fullDurabilityJournalsByDefault(arguments: [String], journals: Bool) throws {
+        try withTemporaryDirectory { directory in
+            let daemon = RunningDaemon(directory: directory, arguments: arguments)
+            defer { daemon.shutDown() }
+            try daemon.start()
+            _ = try daemon.request(["op": "create", "collection": "Task", "id": "t1", "data": ["n": 1]])
+            let journal = try daemon.request(["op": "stats"]).result?["journal"]
+            if journals {
+                #expect(journal?["size"] == .int(8_388_608), "\(String(describing: journal))")
+                #expect(FileManager.default.fileExists(atPath: daemon.dataDirectory + "/journal"))
+            } else {
+                #expect(journal == .null, "\(String(describing: journal))")
+                #expect(!FileManager.default.fileExists(atPath: daemon.dataDirectory + "/journal"))
+            }
+            #expect(daemon.log.contains("through the journal") == journals, "\(daemon.log)")
+        }
+    }
+
     @Test func unknownFlagsAndMissingFilesAreRefused() throws {
         try withTemporaryDirectory { directory in
             let unknown = try foliod(["--colour", "blue"])

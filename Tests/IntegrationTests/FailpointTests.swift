@@ -62,7 +62,7 @@ import Testing
     /// A failed flush of the meta page answers its writes `unavailable` (applied, not durable), and
     /// foliod stops with EX_IOERR instead of acknowledging writes built on it.
     @Test func aFailedMetaFlushStopsFoliod() throws {
-        try withFaultyDaemon(failpoints: "confirm.beforeSync=error@30") { daemon in
+        try withFaultyDaemon(arguments: ["--journal", "off"], failpoints: "confirm.beforeSync=error@30") { daemon in
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             load.wait(timeout: 60) { !$0.isRunning }
@@ -74,9 +74,12 @@ import Testing
     }
 
     /// The map fills (1 MiB) and must grow: a failed growth is retried, a crash in it loses nothing.
-    @Test(arguments: ["error@1", "crash@1"])
-    func mapGrowthFailsOrCrashes(action: String) throws {
-        try withFaultyDaemon(arguments: ["--map-size", "1048576"], failpoints: "lmdb.growMap=\(action)") { daemon in
+    /// With the journal (full durability's default) the map fills sooner: the pages of the last
+    /// checkpoint stay pinned until the next, so commits in between cannot reuse them.
+    @Test(arguments: ["error@1", "crash@1"], [false, true])
+    func mapGrowthFailsOrCrashes(action: String, journal: Bool) throws {
+        let arguments = ["--map-size", "1048576", "--journal", journal ? "on" : "off"]
+        try withFaultyDaemon(arguments: arguments, failpoints: "lmdb.growMap=\(action)") { daemon in
             let load = WriteLoad(payloadBytes: 1000)
             load.start(socket: daemon.socketPath)
             if action.hasPrefix("crash") {
@@ -90,7 +93,7 @@ import Testing
                 #expect(daemon.log.contains("map full and could not grow it: mdb_env_set_mapsize (failpoint)"))
                 #expect(load.refused == 0, "a failed growth is retried, not answered")
             }
-            #expect(load.acknowledged > 500, "the map filled: \(load.acknowledged) writes")
+            #expect(load.acknowledged > (journal ? 20 : 500), "the map filled: \(load.acknowledged) writes")
             try expectRecovered(daemon, load)
         }
     }

@@ -54,12 +54,14 @@ import Testing
         }
     }
 
-    /// A failed fdatasync of data.mdb, once, in each durability mode: foliod answers the writes in
-    /// doubt `unavailable`, never acknowledges a later write (a second flush would succeed without
-    /// the lost pages), and stops with EX_IOERR; a restart recovers.
+    /// A failed fdatasync of data.mdb, once, in each durability mode (full without the journal,
+    /// whose commits sync data.mdb): foliod answers the writes in doubt `unavailable`, never
+    /// acknowledges a later write (a second flush would succeed without the lost pages), and stops
+    /// with EX_IOERR; a restart recovers.
     @Test(arguments: ["full", "relaxed", "none"])
     func aFailedFlushStopsFoliod(durability: String) throws {
-        try withShimmedDaemon(arguments: ["--durability", durability]) { daemon, shim in
+        let journal = durability == "full" ? ["--journal", "off"] : []
+        try withShimmedDaemon(arguments: ["--durability", durability] + journal) { daemon, shim in
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             #expect(load.wait { $0.acknowledged > 50 })
@@ -160,7 +162,9 @@ import Testing
     /// page pointing at unwritten pages): a failed flush stops it with an error, the store stays
     /// marked, and a second rebuild finishes.
     @Test func aRebuildStopsAtAFailedFlush() throws {
-        try withShimmedDaemon { daemon, shim in
+        // Without the journal, so that the store the rebuild opens has none to apply and remove
+        // first (which flushes data.mdb too) and the flushes counted are the rebuild's own.
+        try withShimmedDaemon(arguments: ["--journal", "off"]) { daemon, shim in
             for index in 0..<30 {
                 #expect(try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
             }
