@@ -95,10 +95,14 @@ struct OperationKind: Sendable {
         },
         OperationKind(name: "request key reused", weight: 1) { random, ledger in
             let applied = ledger.requestKeys.suffix(100).filter { ledger.keyedRequests[$0]!.isApplied }
-            guard let key = applied.randomElement(using: &random),
+            guard let key = applied.randomElement(using: &random), let entry = ledger.keyedRequests[key],
                 let write = ModelWriteGenerator.write(&random, ledger, form: .single, keyed: false)
             else { return nil }
-            return RetryOperation.reuse(key, for: write)
+            // The same request again (a delete without ifVersion of the same object) is a retry,
+            // which foliod rightly answers as a replay: not a reuse.
+            let reuse = RetryOperation.reuse(key, for: write)
+            guard reuse.request != ModelWrite.request(entry.commands, form: entry.form, requestKey: key) else { return nil }
+            return reuse
         },
     ]
 

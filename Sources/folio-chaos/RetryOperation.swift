@@ -64,7 +64,7 @@ struct RetryOperation: WorkloadOperation {
                 throw Violation("\(label) was refused with \(JSON.object(error)), not a conflict on the key")
             }
         case (.reuse, .acknowledged(let result)):
-            throw Violation("\(label) for a different request was acknowledged: \(JSON.object(result))")
+            throw Violation("\(label) for a different request (\(request)) was acknowledged: \(JSON.object(result))")
         }
     }
 
