@@ -8,7 +8,10 @@
 #
 # Environment: see bench/lib.sh (SCRATCH, BENCH_TMPDIR, SWIFT), and BASELINE: a commit whose foliod
 # (built as bench/lib.sh's build_baseline does) runs as a fourth peer, "Folio BASELINE", so that a
-# change is measured before and after in the same run (`make bench BENCH_BASELINE=5539dd1`).
+# change is measured before and after in the same run (`make bench BENCH_BASELINE=5539dd1`); or
+# PEER_ARGS: this tree's foliod runs a second time as that peer, with these options in place of
+# $FOLIOD_ARGS, so that two configurations meet in one run
+# (`FOLIOD_ARGS="--journal on" PEER_ARGS="--journal off" bench/run.sh ...`).
 source "$(dirname "$0")/lib.sh"
 
 build
@@ -18,6 +21,10 @@ if [ -n "${BASELINE:-}" ]; then
     launch_foliod "$BASELINE_FOLIOD" "$WORK/folio-baseline" "$WORK/baseline.sock"
     BASELINE_PID=$LAUNCHED_PID
     baseline=(--baseline-socket "$WORK/baseline.sock" --baseline-pid "$BASELINE_PID" --baseline-name "Folio $BASELINE")
+elif [ -n "${PEER_ARGS:-}" ]; then
+    FOLIOD_ARGS="$PEER_ARGS" launch_foliod "$BIN/foliod" "$WORK/folio-peer" "$WORK/baseline.sock"
+    BASELINE_PID=$LAUNCHED_PID
+    baseline=(--baseline-socket "$WORK/baseline.sock" --baseline-pid "$BASELINE_PID" --baseline-name "Folio $PEER_ARGS")
 fi
 start_redis
 start_foliod
