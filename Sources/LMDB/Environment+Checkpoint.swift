@@ -155,20 +155,6 @@ extension Environment {
                     + "past the end of the file (\(filePages) pages): it was cut short or put back from another state; restore a backup")
         }
     }
-
-    /// The meta slot with the higher transaction id in `directory/data.mdb`: the one LMDB opens.
-    public static func currentTransaction(in directory: String) throws(LMDBError) -> Int? {
-        let path = directory + "/data.mdb"
-        let file = open(path, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else {
-            if errno == ENOENT { return nil }
-            throw LMDBError(code: .init(rawValue: errno), call: "open \(path)")
-        }
-        defer { Glibc.close(file) }
-        let first = try readPage(file, 0, size: Int(getpagesize()), call: "read meta page of \(path)")
-        let second = try readPage(file, 1, size: Int(getpagesize()), call: "read meta page of \(path)")
-        return max(MetaPage.transaction(first), MetaPage.transaction(second))
-    }
 }
 
 /// The parts of an LMDB 0.9 meta page we read (lmdb's `MDB_page` header of 16 bytes, then `MDB_meta`:
