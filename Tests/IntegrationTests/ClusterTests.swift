@@ -170,7 +170,7 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
     }
 }
 
-@Suite(.serialized) struct ClusterTests {
+@Suite struct ClusterTests {
     @Test func threeNodesUnderConcurrentWritesConvergeToTheLog() throws {
         try withCluster(nodes: 3) { cluster in
             let (acknowledged, errors) = clusterLoad(cluster, nodes: [0, 1, 2], clients: 9, writes: 150, ids: 40, seed: 1)
