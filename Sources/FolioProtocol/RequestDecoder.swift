@@ -5,11 +5,11 @@ import FolioModel
 public enum RequestDecoder {
     /// On failure, the error comes with the tag if the line got far enough to have one.
     public static func decode(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
-        if let request = plainGet(line) { return .success(request) }
+        if let request = plainRequest(line) { return .success(request) }
         return decode(line, owner: nil)
     }
 
-    /// `decode` without its shortcut for plain gets (`plainGet`): what the shortcut must agree with.
+    /// `decode` without its shortcut for plain reads (`plainRequest`): what the shortcut must agree with.
     public static func decodeInGeneral(_ line: UnsafeRawBufferPointer) -> Result<Request, TaggedError> {
         decode(line, owner: nil)
     }

@@ -324,12 +324,21 @@ import Testing
     }
 }
 
-/// `RequestDecoder.plainGet`, the shortcut for plain gets, against the general decoder it stands in for.
-@Suite struct PlainGetTests {
+/// `RequestDecoder.plainRequest`, the shortcut for plain gets and pages, against the general decoder
+/// it stands in for.
+@Suite struct PlainRequestTests {
+    /// A cursor as `list` answers it in `next`.
+    private let cursor = PageCursor(fingerprint: Array(1...8), key: Array("Task\u{0}k1".utf8)).token
+
     private func outcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
         switch result {
         case .success(let request):
             let tag = request.tag.map { "\($0.value) \(String(decoding: $0.text, as: UTF8.self))" } ?? "none"
+            if case .read(.list(let query)) = request.operation {
+                return "list \(query.source) where \(String(describing: query.whereJSON)) sort \(String(describing: query.sort)) "
+                    + "descending \(query.descending) limit \(query.limit) start \(query.start) explain \(query.explain) "
+                    + "include \(query.include.count), tag \(tag), spec \(request.spec.name) \(request.spec.index), minSeq \(String(describing: request.minSeq))"
+            }
             guard case .read(.get(let collection, let id, let point, let include)) = request.operation else {
                 return "op \(request.spec.name), tag \(tag), minSeq \(String(describing: request.minSeq))"
             }
@@ -345,7 +354,7 @@ import Testing
         return bytes.withUnsafeBytes { buffer in
             let general = outcome(RequestDecoder.decodeInGeneral(buffer))
             let decoded = outcome(RequestDecoder.decode(buffer))
-            return (RequestDecoder.plainGet(buffer) != nil, general == decoded, general, decoded)
+            return (RequestDecoder.plainRequest(buffer) != nil, general == decoded, general, decoded)
         }
     }
 
@@ -358,6 +367,12 @@ import Testing
             "{\t\"op\":\"get\",\r\"collection\":\"Task\",\"id\":\"k\",\"tag\":0}",
             #"{"op":"get","collection":"Task","id":"k1","tag":""}"#,
             #"{"op":"get","collection":"Task","id":"k1","tag":999999999999999999}"#,
+            #"{"op":"list","view":"byRank","offset":500000,"limit":20,"explain":true}"#,
+            #"{"limit":20,"op":"list","collection":"Task","tag":"p"}"#,
+            #"{"op":"list","view":"byRank"}"#,
+            #"{"op":"list","collection":"Task","limit":0,"offset":0,"explain":false}"#,
+            #"{"op":"list","view":"v","limit":1000,"offset":999999999999999999,"tag":3}"#,
+            #"{ "op" : "list" , "view" : "byRank" , "after" : "\#(cursor)" , "limit" : 20 }"#,
         ] {
             let result = check(line)
             #expect(result.fast, "not taken: \(line)")
@@ -389,6 +404,36 @@ import Testing
             #"{"op":"get","collection":"Task"}"#,
             #"{"op":"get","id":"k1"}"#,
             #"{"op":"list","collection":"Task","id":"k1"}"#,
+            #"{"op":"list","view":"v","collection":"Task"}"#,
+            #"{"op":"list"}"#,
+            #"{"op":"list","view":"1v"}"#,
+            #"{"op":"list","view":"v","limit":1001}"#,
+            #"{"op":"list","view":"v","limit":-1}"#,
+            #"{"op":"list","view":"v","limit":20.0}"#,
+            #"{"op":"list","view":"v","limit":"20"}"#,
+            #"{"op":"list","view":"v","limit":1e2}"#,
+            #"{"op":"list","view":"v","offset":-1}"#,
+            #"{"op":"list","view":"v","offset":01}"#,
+            #"{"op":"list","view":"v","offset":1234567890123456789}"#,
+            #"{"op":"list","view":"v","offset":0,"after":"\#(cursor)"}"#,
+            #"{"op":"list","view":"v","after":"AAAA"}"#,
+            #"{"op":"list","view":"v","after":""}"#,
+            #"{"op":"list","view":"v","after":7}"#,
+            #"{"op":"list","view":"v","explain":1}"#,
+            #"{"op":"list","view":"v","explain":tru}"#,
+            #"{"op":"list","view":"v","explain":truex}"#,
+            #"{"op":"list","view":"v","explain":null}"#,
+            #"{"op":"list","view":"v","explain":true,"explain":false}"#,
+            #"{"op":"list","view":"v","limit":2,"limit":3}"#,
+            #"{"op":"list","view":"v","where":{"a":1}}"#,
+            #"{"op":"list","collection":"Task","sort":["a"]}"#,
+            #"{"op":"list","view":"v","order":"desc"}"#,
+            #"{"op":"list","view":"v","include":["a"]}"#,
+            #"{"op":"list","view":"v","minSeq":1}"#,
+            #"{"op":"count","view":"v"}"#,
+            #"{"op":"get","collection":"Task","id":"k1","limit":1}"#,
+            #"{"op":"get","collection":"Task","id":"k1","explain":true}"#,
+            #"{"op":"get","view":"v","id":"k1"}"#,
             #"{"op":"gets","collection":"Task","id":"k1"}"#,
             #"{"op":"get","collection":"1Task","id":"k1"}"#,
             #"{"op":"get","collection":"Task","id":"k 1"}"#,
@@ -423,16 +468,28 @@ import Testing
     @Test func randomLinesDecodeTheSameEitherWay() {
         var random = SystemRandomNumberGenerator()
         let values = [#""get""#, #""list""#, #""Task""#, #""k1""#, #""a:b.c-d_e""#, "7", "0", "07", "1.5", "-3", "null", "true", #""""#,
-                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", "9999999999999999999", "999999999999999999", #""1Task""#, #""k 1""#]
-        let keys = ["op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", ""]
+                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", "9999999999999999999", "999999999999999999", #""1Task""#, #""k 1""#,
+                      "20", "1000", "1001", "false", "tru", #""byRank""#, "\"\(cursor)\"", #""AAAA""#]
+        let keys = ["op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", "", "view", "limit", "offset", "after", "explain", "where", "order"]
         let spaces = ["", " ", "  ", "\t", "\r", "\n"]
         var fast = 0
+        var fastPages = 0
         for _ in 0..<20_000 {
             var members: [String] = []
-            if Bool.random(using: &random) {
-                members = [#""op":"get""#, #""collection":"Task""#, #""id":"k\#(Int.random(in: 0..<100, using: &random))""#]
-                if Bool.random(using: &random) { members.append(#""tag":\#(values.randomElement(using: &random)!)"#) }
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0: members = [#""op":"get""#, #""collection":"Task""#, #""id":"k\#(Int.random(in: 0..<100, using: &random))""#]
+            case 1:
+                members = [#""op":"list""#, Bool.random(using: &random) ? #""view":"byRank""# : #""collection":"Task""#]
+                if Bool.random(using: &random) { members.append(#""limit":\#(Int.random(in: 0...1001, using: &random))"#) }
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: members.append(#""offset":\#(Int.random(in: 0...1_000_000, using: &random))"#)
+                case 1: members.append(#""after":"\#(cursor)""#)
+                default: break
+                }
+                if Bool.random(using: &random) { members.append(#""explain":\#(Bool.random(using: &random))"#) }
+            default: break
             }
+            if !members.isEmpty, Bool.random(using: &random) { members.append(#""tag":\#(values.randomElement(using: &random)!)"#) }
             for _ in 0..<Int.random(in: 0...2, using: &random) {
                 members.append("\"\(keys.randomElement(using: &random)!)\":\(values.randomElement(using: &random)!)")
             }
@@ -446,8 +503,10 @@ import Testing
             if Int.random(in: 0..<20, using: &random) == 0 { line.removeLast() }
             let result = check(line)
             if result.fast { fast += 1 }
+            if result.fast, result.decoded.hasPrefix("list") { fastPages += 1 }
             #expect(result.same, "\(line): general \(result.general), decode \(result.decoded)")
         }
         #expect(fast > 1_000, "the shortcut took \(fast) of 20,000 lines")
+        #expect(fastPages > 500, "the shortcut took \(fastPages) pages of 20,000 lines")
     }
 }

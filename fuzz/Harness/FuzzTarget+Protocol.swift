@@ -9,12 +9,13 @@ extension FuzzTarget {
     /// point is the cost of one.
     /// A line the decoder owns (and decodes file content in, in place) gets the same answer as the
     /// line it borrows: the same op and content, or the same error message. The shortcut for plain
-    /// gets gives what the general decoder gives: the same request, tag text included, or the same error.
+    /// gets and pages gives what the general decoder gives: the same request, tag text included, or
+    /// the same error.
     static func requestDecoder(_ line: UnsafeRawBufferPointer) -> String? {
         let first = RequestDecoder.decode(line)
         let general = RequestDecoder.decodeInGeneral(line)
         if getOutcome(first) != getOutcome(general) {
-            return "decoded as \(getOutcome(first)), but as \(getOutcome(general)) without the shortcut for plain gets"
+            return "decoded as \(getOutcome(first)), but as \(getOutcome(general)) without the shortcut for plain reads"
         }
         let owned = RequestDecoder.decode(owning: Array(line))
         if exactOutcome(first) != exactOutcome(owned) {
@@ -47,7 +48,7 @@ extension FuzzTarget {
         }
     }
 
-    /// The outcome with the error's message, and a get's fields and tag text.
+    /// The outcome with the error's message, tag text, and a get's or a page's fields.
     private static func getOutcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
         let tag: Tag?
         switch result {
@@ -58,6 +59,10 @@ extension FuzzTarget {
         if let tag { text += ", tag value \(tag.value)" }
         if case .success(let request) = result, case .read(.get(let collection, let id, let point, let include)) = request.operation {
             text += ", get \(collection)/\(id) \(String(describing: point)) \(include.count) \(String(describing: request.minSeq))"
+        }
+        if case .success(let request) = result, case .read(.list(let query)) = request.operation {
+            text += ", list \(query.source) \(String(describing: query.whereJSON)) \(String(describing: query.sort)) \(query.descending) "
+                + "\(query.limit) \(query.start) \(query.explain) \(query.include.count) \(String(describing: request.minSeq))"
         }
         return text
     }

@@ -1,0 +1,210 @@
+import FolioJSON
+import FolioModel
+
+extension RequestDecoder {
+    /// The reads of almost every client, decoded without building their JSON: a flat object whose
+    /// keys are `op`, an optional `tag` and the op's own, each once, whose strings are plain
+    /// printable ASCII (no escape), whose numbers are non-negative integers of at most 18 digits and
+    /// whose tag is such a string or number:
+    ///
+    /// - a `get` of `collection` and `id`;
+    /// - a `list` of one `view` or `collection`, with optional `limit`, `offset` or `after` (a
+    ///   cursor), and `explain`: a page of a view, or of a collection in creation order.
+    ///
+    /// Nil for any other line, and for one whose values the general decoder would refuse (an invalid
+    /// name, a limit out of range, a damaged cursor), which the general decoder then reads: this
+    /// gives exactly what it would give (`PlainRequestTests` and the request-decoder fuzz target
+    /// compare the two), for a fraction of its instructions. For these requests decoding is a large
+    /// part of the cost (docs/BENCHMARKS.md, "Get and pipelined get" and "Views over 1,000,000 objects").
+    static func plainRequest(_ line: UnsafeRawBufferPointer) -> Request? {
+        var scan = FlatScan(line)
+        scan.skipSpace()
+        guard scan.take(UInt8(ascii: "{")) else { return nil }
+        var op: Range<Int>?
+        var collection: Range<Int>?
+        var id: Range<Int>?
+        var view: Range<Int>?
+        var after: Range<Int>?
+        var limit: Int64?
+        var offset: Int64?
+        var explain: Bool?
+        var tag: Tag?
+        var sawTag = false
+        scan.skipSpace()
+        while true {
+            guard let key = scan.plainString() else { return nil }
+            scan.skipSpace()
+            guard scan.take(UInt8(ascii: ":")) else { return nil }
+            scan.skipSpace()
+            switch scan.key(key) {
+            case .op?: guard op == nil, let value = scan.plainString() else { return nil }; op = value
+            case .collection?: guard collection == nil, let value = scan.plainString() else { return nil }; collection = value
+            case .id?: guard id == nil, let value = scan.plainString() else { return nil }; id = value
+            case .view?: guard view == nil, let value = scan.plainString() else { return nil }; view = value
+            case .after?: guard after == nil, let value = scan.plainString() else { return nil }; after = value
+            case .limit?: guard limit == nil, let value = scan.plainInteger() else { return nil }; limit = value.value
+            case .offset?: guard offset == nil, let value = scan.plainInteger() else { return nil }; offset = value.value
+            case .explain?: guard explain == nil, let value = scan.literalBool() else { return nil }; explain = value
+            case .tag?:
+                guard !sawTag, let value = scan.tag() else { return nil }
+                sawTag = true
+                tag = value
+            case nil: return nil
+            }
+            scan.skipSpace()
+            if scan.take(UInt8(ascii: ",")) {
+                scan.skipSpace()
+                continue
+            }
+            guard scan.take(UInt8(ascii: "}")) else { return nil }
+            break
+        }
+        scan.skipSpace()
+        guard scan.atEnd, let op else { return nil }
+        if scan.equals(op, "get") {
+            guard let collection, let id, view == nil, after == nil, limit == nil, offset == nil, explain == nil,
+                scan.isCollectionName(collection), scan.isID(id)
+            else { return nil }
+            return Request(tag: tag, operation: .read(.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])), spec: getSpec)
+        }
+        guard scan.equals(op, "list"), id == nil, offset == nil || after == nil else { return nil }
+        let source: Query.Source
+        switch (view, collection) {
+        case (let view?, nil) where scan.isCollectionName(view): source = .view(scan.string(view))
+        case (nil, let collection?) where scan.isCollectionName(collection): source = .collection(scan.string(collection))
+        default: return nil
+        }
+        let pageLimit = limit ?? Int64(Query.defaultLimit)
+        guard pageLimit <= Int64(Query.maxLimit) else { return nil }
+        var start = Query.Start.offset(Int(offset ?? 0))
+        if let after {
+            guard let cursor = try? PageCursor(token: scan.string(after)) else { return nil }
+            start = .after(cursor)
+        }
+        guard let query = try? Query(source: source, limit: Int(pageLimit), start: start, explain: explain ?? false) else { return nil }
+        return Request(tag: tag, operation: .read(.list(query)), spec: listSpec)
+    }
+
+    private static let getSpec = OperationTable.spec(named: "get")!
+    private static let listSpec = OperationTable.spec(named: "list")!
+}
+
+/// A cursor over a request line for `RequestDecoder.plainRequest`: it recognizes only the plain
+/// forms, and says nil or false (not an error) to anything else.
+private struct FlatScan {
+    let bytes: UnsafeRawBufferPointer
+    var position = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var atEnd: Bool { position == bytes.count }
+
+    enum Key { case op, collection, id, tag, view, after, limit, offset, explain }
+
+    mutating func skipSpace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x0A, 0x0D, 0x09: position += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func take(_ byte: UInt8) -> Bool {
+        guard position < bytes.count, bytes[position] == byte else { return false }
+        position += 1
+        return true
+    }
+
+    /// A string of printable ASCII without `\`: the range of its characters, past its closing quote.
+    mutating func plainString() -> Range<Int>? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = position
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                position += 1
+                return start..<(position - 1)
+            }
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+            position += 1
+        }
+        return nil
+    }
+
+    /// A non-negative integer of 1 to 18 digits without leading zeros (so that it is an `Int64` and
+    /// its text its one spelling): its value and its text's range.
+    mutating func plainInteger() -> (value: Int64, range: Range<Int>)? {
+        let start = position
+        var value: Int64 = 0
+        while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+            // 18 digits always fit in an Int64; a 19th might not, and is left to the general decoder.
+            if position - start == 18 { return nil }
+            value = value * 10 + Int64(bytes[position] - UInt8(ascii: "0"))
+            position += 1
+        }
+        let digits = position - start
+        guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+        // A number must end here: `1.5`, `1e3` are other numbers.
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") || bytes[position] | 0x20 == UInt8(ascii: "e") { return nil }
+        return (value, start..<position)
+    }
+
+    /// `true` or `false`.
+    mutating func literalBool() -> Bool? {
+        for (text, value) in [("true" as StaticString, true), ("false", false)] {
+            let end = position + text.utf8CodeUnitCount
+            if end <= bytes.count, equals(position..<end, text) {
+                position = end
+                return value
+            }
+        }
+        return nil
+    }
+
+    /// A plain string or a plain integer, as the general decoder's tag.
+    mutating func tag() -> Tag? {
+        let start = position
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+            // A string that is not plain is the general decoder's, whatever follows the byte it stopped at.
+            guard let characters = plainString() else { return nil }
+            return Tag(value: .string(string(characters)), text: Array(UnsafeRawBufferPointer(rebasing: bytes[start..<position])))
+        }
+        guard let number = plainInteger() else { return nil }
+        return Tag(value: .int(number.value), text: Array(UnsafeRawBufferPointer(rebasing: bytes[number.range])))
+    }
+
+    func key(_ range: Range<Int>) -> Key? {
+        switch range.count {
+        case 2:
+            if equals(range, "op") { return .op }
+            if equals(range, "id") { return .id }
+        case 3: if equals(range, "tag") { return .tag }
+        case 4: if equals(range, "view") { return .view }
+        case 5:
+            if equals(range, "after") { return .after }
+            if equals(range, "limit") { return .limit }
+        case 6: if equals(range, "offset") { return .offset }
+        case 7: if equals(range, "explain") { return .explain }
+        case 10: if equals(range, "collection") { return .collection }
+        default: break
+        }
+        return nil
+    }
+
+    func equals(_ range: Range<Int>, _ text: StaticString) -> Bool {
+        guard range.count == text.utf8CodeUnitCount else { return false }
+        let expected = text.utf8Start
+        for offset in 0..<range.count where bytes[range.lowerBound + offset] != expected[offset] { return false }
+        return true
+    }
+
+    func string(_ range: Range<Int>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+
+    /// A collection's or a view's name (they follow one rule), checked on its bytes.
+    func isCollectionName(_ range: Range<Int>) -> Bool { Names.isCollectionName(UnsafeRawBufferPointer(rebasing: bytes[range])) }
+
+    func isID(_ range: Range<Int>) -> Bool { Names.isID(UnsafeRawBufferPointer(rebasing: bytes[range])) }
+}
