@@ -2,14 +2,15 @@ import FolioJSON
 import FolioModel
 
 extension RequestDecoder {
-    /// The reads of almost every client, decoded without building their JSON: a flat object whose
+    /// The commonest reads, decoded without building their JSON: a flat object whose
     /// keys are `op`, an optional `tag` and the op's own, each once, whose strings are plain
     /// printable ASCII (no escape), whose numbers are non-negative integers of at most 18 digits and
     /// whose tag is such a string or number:
     ///
     /// - a `get` of `collection` and `id`;
     /// - a `list` of one `view` or `collection`, with optional `limit`, `offset` or `after` (a
-    ///   cursor), and `explain`: a page of a view, or of a collection in creation order.
+    ///   cursor), and `explain`: a page of a view, or of a collection in creation order;
+    /// - a `count` of one `view` or `collection`, with optional `explain`.
     ///
     /// Nil for any other line, and for one whose values the general decoder would refuse (an invalid
     /// name, a limit out of range, a damaged cursor), which the general decoder then reads: this
@@ -67,7 +68,9 @@ extension RequestDecoder {
             else { return nil }
             return Request(tag: tag, operation: .read(.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])), spec: getSpec)
         }
-        guard scan.equals(op, "list"), id == nil, offset == nil || after == nil else { return nil }
+        let paging = scan.equals(op, "list")
+        guard paging || scan.equals(op, "count"), id == nil, paging || (limit == nil && offset == nil && after == nil), offset == nil || after == nil
+        else { return nil }
         let source: Query.Source
         switch (view, collection) {
         case (let view?, nil) where scan.isCollectionName(view): source = .view(scan.string(view))
@@ -82,11 +85,12 @@ extension RequestDecoder {
             start = .after(cursor)
         }
         guard let query = try? Query(source: source, limit: Int(pageLimit), start: start, explain: explain ?? false) else { return nil }
-        return Request(tag: tag, operation: .read(.list(query)), spec: listSpec)
+        return Request(tag: tag, operation: .read(paging ? .list(query) : .count(query)), spec: paging ? listSpec : countSpec)
     }
 
     private static let getSpec = OperationTable.spec(named: "get")!
     private static let listSpec = OperationTable.spec(named: "list")!
+    private static let countSpec = OperationTable.spec(named: "count")!
 }
 
 /// A cursor over a request line for `RequestDecoder.plainRequest`: it recognizes only the plain

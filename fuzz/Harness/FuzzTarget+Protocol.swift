@@ -9,7 +9,7 @@ extension FuzzTarget {
     /// point is the cost of one.
     /// A line the decoder owns (and decodes file content in, in place) gets the same answer as the
     /// line it borrows: the same op and content, or the same error message. The shortcut for plain
-    /// gets and pages gives what the general decoder gives: the same request, tag text included, or
+    /// gets, pages and counts gives what the general decoder gives: the same request, tag text included, or
     /// the same error.
     static func requestDecoder(_ line: UnsafeRawBufferPointer) -> String? {
         let first = RequestDecoder.decode(line)
@@ -48,7 +48,7 @@ extension FuzzTarget {
         }
     }
 
-    /// The outcome with the error's message, tag text, and a get's or a page's fields.
+    /// The outcome with the error's message, tag text, and a get's, a page's or a count's fields.
     private static func getOutcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
         let tag: Tag?
         switch result {
@@ -60,8 +60,8 @@ extension FuzzTarget {
         if case .success(let request) = result, case .read(.get(let collection, let id, let point, let include)) = request.operation {
             text += ", get \(collection)/\(id) \(String(describing: point)) \(include.count) \(String(describing: request.minSeq))"
         }
-        if case .success(let request) = result, case .read(.list(let query)) = request.operation {
-            text += ", list \(query.source) \(String(describing: query.whereJSON)) \(String(describing: query.sort)) \(query.descending) "
+        if case .success(let request) = result, case .read(let operation) = request.operation, let query = operation.query {
+            text += ", \(request.spec.name) \(query.source) \(String(describing: query.whereJSON)) \(String(describing: query.sort)) \(query.descending) "
                 + "\(query.limit) \(query.start) \(query.explain) \(query.include.count) \(String(describing: request.minSeq))"
         }
         return text
@@ -71,6 +71,16 @@ extension FuzzTarget {
         switch result {
         case .success(let request): return "op \(request.spec.name), tag \(request.tag == nil ? "absent" : "present")"
         case .failure(let failure): return "error \(failure.error.code.rawValue), tag \(failure.tag == nil ? "absent" : "present")"
+        }
+    }
+}
+
+extension Request.ReadOperation {
+    /// The query of a `list` or a `count`.
+    fileprivate var query: Query? {
+        switch self {
+        case .list(let query), .count(let query): return query
+        default: return nil
         }
     }
 }
