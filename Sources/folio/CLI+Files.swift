@@ -210,13 +210,7 @@ extension CLI {
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else { throw FileCommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
             if count == 0 { return }
-            var written = 0
-            while written < count {
-                let wrote = buffer.withUnsafeBytes { write(1, $0.baseAddress! + written, count - written) }
-                if wrote < 0 && errno == EINTR { continue }
-                guard wrote > 0 else { throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
-                written += wrote
-            }
+            try buffer.withUnsafeBytes { try writeToStandardOutput(UnsafeRawBufferPointer(rebasing: $0[..<count]), what: label) }
             offset += off_t(count)
         }
     }

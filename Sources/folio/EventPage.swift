@@ -17,10 +17,11 @@ struct EventPage {
 
     init?(_ line: UnsafeRawBufferPointer) {
         var scanner = Scanner(bytes: line)
-        guard let top = scanner.members(of: 0..<line.count), let ok = top["ok"], line[ok].elementsEqual("true".utf8),
-            let result = top["result"], let fields = scanner.members(of: result),
-            let events = fields["events"], let next = fields["next"], let lastSeq = fields["lastSeq"],
-            let elements = scanner.elements(of: events)
+        // The scan goes down into `result` and cuts its `events` into elements on the way: each
+        // event's bytes are walked once.
+        guard let top = scanner.members(of: 0..<line.count, path: ["result", "events"]), let ok = top["ok"], line[ok].elementsEqual("true".utf8),
+            top["result"] != nil, let fields = scanner.inner, fields["events"] != nil, let next = fields["next"],
+            let lastSeq = fields["lastSeq"], let elements = scanner.cut
         else { return nil }
         guard case .int(let nextValue)? = try? JSONParser.parse(UnsafeRawBufferPointer(rebasing: line[next])),
             case .int(let lastValue)? = try? JSONParser.parse(UnsafeRawBufferPointer(rebasing: line[lastSeq]))
@@ -39,6 +40,10 @@ struct EventPage {
     /// events it finds are checked by `foliod import` (format, sequence, hash chain).
     private struct Scanner {
         let bytes: UnsafeRawBufferPointer
+        /// The members of the object that `members(of:path:)` went down into (the path's first key).
+        var inner: [String: Range<Int>]?
+        /// The elements of the array the path's last key named.
+        var cut: [Range<Int>]?
 
         private func skipSpace(_ index: inout Int, _ end: Int) {
             while index < end, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
@@ -85,47 +90,66 @@ struct EventPage {
         }
 
         /// The members of the object at `range`: each key (unescaped keys only) and its value's range.
-        mutating func members(of range: Range<Int>) -> [String: Range<Int>]? {
-            var index = range.lowerBound
-            skipSpace(&index, range.upperBound)
-            guard index < range.upperBound, bytes[index] == UInt8(ascii: "{") else { return nil }
+        /// On the way, the value of `path`'s first key is read the same way with the rest of the path
+        /// if it is an object (its members in `inner`), or cut into its elements if it is an array and
+        /// the key is the path's last (`cut`), so that no byte is walked twice.
+        mutating func members(of range: Range<Int>, path: ArraySlice<String> = []) -> [String: Range<Int>]? {
+            object(from: range.lowerBound, range.upperBound, path: path)?.members
+        }
+
+        private mutating func object(from start: Int, _ limit: Int, path: ArraySlice<String>) -> (members: [String: Range<Int>], end: Int)? {
+            var index = start
+            skipSpace(&index, limit)
+            guard index < limit, bytes[index] == UInt8(ascii: "{") else { return nil }
             index += 1
             var members: [String: Range<Int>] = [:]
             while true {
-                skipSpace(&index, range.upperBound)
-                guard index < range.upperBound else { return nil }
-                if bytes[index] == UInt8(ascii: "}") { return members }
-                guard bytes[index] == UInt8(ascii: "\""), let keyEnd = valueEnd(index, range.upperBound) else { return nil }
+                skipSpace(&index, limit)
+                guard index < limit else { return nil }
+                if bytes[index] == UInt8(ascii: "}") { return (members, index + 1) }
+                guard bytes[index] == UInt8(ascii: "\""), let keyEnd = valueEnd(index, limit) else { return nil }
                 let key = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[index + 1..<keyEnd - 1]), as: UTF8.self)
                 index = keyEnd
-                skipSpace(&index, range.upperBound)
-                guard index < range.upperBound, bytes[index] == UInt8(ascii: ":") else { return nil }
+                skipSpace(&index, limit)
+                guard index < limit, bytes[index] == UInt8(ascii: ":") else { return nil }
                 index += 1
-                skipSpace(&index, range.upperBound)
-                guard let end = valueEnd(index, range.upperBound) else { return nil }
+                skipSpace(&index, limit)
+                let end: Int
+                if key == path.first, path.count > 1, bytes[index] == UInt8(ascii: "{") {
+                    guard let (inner, objectEnd) = object(from: index, limit, path: path.dropFirst()) else { return nil }
+                    self.inner = inner
+                    end = objectEnd
+                } else if key == path.first, path.count == 1, bytes[index] == UInt8(ascii: "[") {
+                    guard let (elements, arrayEnd) = elements(from: index, limit) else { return nil }
+                    cut = elements
+                    end = arrayEnd
+                } else {
+                    guard let valueEnd = valueEnd(index, limit) else { return nil }
+                    end = valueEnd
+                }
                 members[key] = index..<end
                 index = end
-                skipSpace(&index, range.upperBound)
-                guard index < range.upperBound else { return nil }
+                skipSpace(&index, limit)
+                guard index < limit else { return nil }
                 if bytes[index] == UInt8(ascii: ",") { index += 1 }
             }
         }
 
-        /// The ranges of the elements of the array at `range`.
-        mutating func elements(of range: Range<Int>) -> [Range<Int>]? {
-            var index = range.lowerBound
-            guard index < range.upperBound, bytes[index] == UInt8(ascii: "[") else { return nil }
+        /// The ranges of the elements of the array starting at `start`, and where it ends.
+        func elements(from start: Int, _ limit: Int) -> (elements: [Range<Int>], end: Int)? {
+            var index = start
+            guard index < limit, bytes[index] == UInt8(ascii: "[") else { return nil }
             index += 1
             var elements: [Range<Int>] = []
             while true {
-                skipSpace(&index, range.upperBound)
-                guard index < range.upperBound else { return nil }
-                if bytes[index] == UInt8(ascii: "]") { return elements }
-                guard let end = valueEnd(index, range.upperBound) else { return nil }
+                skipSpace(&index, limit)
+                guard index < limit else { return nil }
+                if bytes[index] == UInt8(ascii: "]") { return (elements, index + 1) }
+                guard let end = valueEnd(index, limit) else { return nil }
                 elements.append(index..<end)
                 index = end
-                skipSpace(&index, range.upperBound)
-                guard index < range.upperBound else { return nil }
+                skipSpace(&index, limit)
+                guard index < limit else { return nil }
                 if bytes[index] == UInt8(ascii: ",") { index += 1 }
             }
         }

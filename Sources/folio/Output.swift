@@ -65,3 +65,15 @@ struct Output {
 
     static var isTerminal: Bool { isatty(1) == 1 }
 }
+
+/// Writes all of `bytes` to stdout, straight from where they are (`FileHandle` wants them copied
+/// into a `Data` first: a whole export, byte by byte, once more).
+func writeToStandardOutput(_ bytes: UnsafeRawBufferPointer, what label: String) throws {
+    var written = 0
+    while written < bytes.count {
+        let wrote = write(1, bytes.baseAddress! + written, bytes.count - written)
+        if wrote < 0 && errno == EINTR { continue }
+        guard wrote > 0 else { throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
+        written += wrote
+    }
+}

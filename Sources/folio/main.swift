@@ -370,7 +370,7 @@ final class CLI {
                     case .object(let put)? = try? JSONParser.parse(Array(line[event])), put["type"] == "file.put",
                     let sha256 = put["sha256"]?.stringValue, exportedContent.insert(sha256).inserted
                 {
-                    FileHandle.standardOutput.write(Data(lines))
+                    try lines.withUnsafeBytes { try writeToStandardOutput($0, what: "the export") }
                     lines = []
                     try exportContent(sha256, connection)
                 }
@@ -386,7 +386,7 @@ final class CLI {
                 after = UInt64(page.next)
                 try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000])
             }
-            FileHandle.standardOutput.write(Data(lines))
+            try lines.withUnsafeBytes { try writeToStandardOutput($0, what: "the export") }
             guard more else { break }
         }
         var end: JSONObject = ["end": true, "lastSeq": .int(Int64(exported)), "chainHead": chainHead]
