@@ -114,6 +114,7 @@ struct EventPage {
                 guard index < limit, bytes[index] == UInt8(ascii: ":") else { return nil }
                 index += 1
                 skipSpace(&index, limit)
+                guard index < limit else { return nil }
                 let end: Int
                 if key == path.first, path.count > 1, bytes[index] == UInt8(ascii: "{") {
                     guard let (inner, objectEnd) = object(from: index, limit, path: path.dropFirst()) else { return nil }
