@@ -19,6 +19,9 @@ import Synchronization
 public enum Failpoint: String, CaseIterable, Sendable {
     /// `Writer`: every command of the batch applied, the transaction not yet committed.
     case writerBeforeCommit = "writer.beforeCommit"
+    /// `Writer` (full durability with the journal): the batch's record handed to the journal, the
+    /// transaction not yet committed. `error` makes the commit fail.
+    case writerAfterJournal = "writer.afterJournal"
     /// `Writer`: after each command of a batch, inside the batch's transaction.
     case writerMidBatch = "writer.midBatch"
     /// `StoreWriter`: an event appended to the log, not yet applied to state and views.

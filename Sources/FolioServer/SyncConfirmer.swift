@@ -13,8 +13,13 @@ import Failpoints
 ///
 /// - `.lmdb`: syncs the environment once (`Environment.sync`), which puts the meta pages the
 ///   commits wrote without syncing (`MDB_NOMETASYNC`) on disk;
-/// - `.journal`: appends the batches' events to the journal and syncs it once (`Journal.append`);
-///   LMDB committed them without syncing, and the `Checkpointer` makes `data.mdb` durable.
+/// - `.journal`: the writer hands each transaction's events over (`journal`) before it commits,
+///   so that the journal's write and sync run while LMDB commits (without syncing; the
+///   `Checkpointer` makes `data.mdb` durable), and a `cancel` if that commit then fails. A round
+///   first answers the batches whose records earlier rounds synced, then appends the records
+///   handed over since and syncs the journal once (`Journal.append`), then answers the batches
+///   those cover: a batch's answer is queued after its record (and after its cancel), so every
+///   batch a round answers was committed (or failed) and its record synced.
 ///
 /// A failure is final. The pages a sync was to flush may be gone from the disk while the page cache
 /// still shows them, and Linux reports the failure only once: a later sync can succeed without
@@ -32,13 +37,14 @@ final class SyncConfirmer: Sendable {
             case .journal: return "a failed write or flush of the journal"
             }
         }
+    }
 
-        func makeDurable(_ batches: [[Writer.Outcome]]) throws {
-            switch self {
-            case .lmdb(let environment): try environment.sync()
-            case .journal(let journal): try journal.append(batches.map { $0.flatMap { (try? $0.result.get())?.appended ?? [] } })
-            }
-        }
+    /// What the writer queues, in its order.
+    private enum Item {
+        /// A committed batch's outcomes, to answer once durable.
+        case batch(Batch)
+        /// With the journal: a transaction's record, before its commit.
+        case record(Journal.Entry)
     }
 
     private struct Batch {
@@ -75,8 +81,10 @@ final class SyncConfirmer: Sendable {
         }
     }
 
-    private let work: WorkThread<Batch>
+    private let work: WorkThread<Item>
     private let backlog = Backlog()
+    /// Whether the writer hands records over (`.journal`).
+    let journals: Bool
 
     init(
         _ durability: Durability, metrics: Metrics, halt: @escaping (String) -> Void,
@@ -84,28 +92,47 @@ final class SyncConfirmer: Sendable {
     ) {
         // Touched by the confirming thread only.
         var failure: ProtocolError?
-        let name: String
-        if case .journal = durability { name = "folio-journal" } else { name = "folio-confirm" }
+        let journaling: Bool
+        if case .journal = durability { journaling = true } else { journaling = false }
+        journals = journaling
         let backlog = backlog
-        work = WorkThread(name: name) { batches in
-            defer { backlog.remove(batches.reduce(0) { $0 + $1.bytes }) }
-            if failure == nil && batches.contains(where: \.needsSync) {
-                do {
-                    #if DEBUG
-                    try Failpoint.confirmBeforeSync.check()
-                    #endif
-                    let started = monotonicMicroseconds()
-                    try durability.makeDurable(batches.filter(\.needsSync).map(\.outcomes))
-                    metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
-                    #if DEBUG
-                    _ = Failpoint.confirmAfterSync.hit()
-                    #endif
-                } catch {
-                    failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
-                    halt("\(durability.what) (\(error))")
+
+        /// Makes durable what the round holds (.lmdb: the batches' commits; .journal: the records).
+        func makeDurable(_ items: ArraySlice<Item>) {
+            guard failure == nil else { return }
+            var entries: [Journal.Entry] = []
+            var syncs = false
+            for item in items {
+                switch item {
+                case .batch(let batch): syncs = syncs || batch.needsSync
+                case .record(let entry): entries.append(entry)
                 }
             }
-            for batch in batches {
+            if case .journal = durability { syncs = !entries.isEmpty }
+            guard syncs else { return }
+            do {
+                #if DEBUG
+                try Failpoint.confirmBeforeSync.check()
+                #endif
+                let started = monotonicMicroseconds()
+                switch durability {
+                case .lmdb(let environment): try environment.sync()
+                case .journal(let journal): try journal.append(entries)
+                }
+                metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
+                #if DEBUG
+                _ = Failpoint.confirmAfterSync.hit()
+                #endif
+            } catch {
+                failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
+                halt("\(durability.what) (\(error))")
+            }
+        }
+
+        /// Answers the batches among `items`, in order.
+        func answer(_ items: ArraySlice<Item>) {
+            for case .batch(let batch) in items {
+                backlog.remove(batch.bytes)
                 guard let failure, batch.needsSync else {
                     release(batch.outcomes)
                     continue
@@ -113,16 +140,32 @@ final class SyncConfirmer: Sendable {
                 release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: (try? $0.result.get()) == nil ? $0.result : .failure(failure)) })
             }
         }
+
+        work = WorkThread(name: journaling ? "folio-journal" : "folio-confirm") { items in
+            // With the journal, the batches before the round's first record were covered by
+            // earlier rounds' syncs: answered before this round's sync, not after it.
+            let covered = journaling ? (items.firstIndex { if case .record = $0 { return true } else { return false } } ?? items.count) : 0
+            answer(items[..<covered])
+            makeDurable(items[covered...])
+            answer(items[covered...])
+        }
+    }
+
+    /// With the journal: the record of the transaction the writer is about to commit (inside it,
+    /// after its last change), or the cancel of that record after its commit failed.
+    func journal(_ entry: Journal.Entry) {
+        work.enqueue([.record(entry)])
     }
 
     /// Hands a committed batch over; waits first while more than `Backlog.limit` bytes of events
-    /// wait to be confirmed.
+    /// wait to be confirmed. Call outside any write transaction: the journal's thread may wait for
+    /// one to end (a checkpoint pins the last commit).
     func confirm(_ outcomes: [Writer.Outcome], needsSync: Bool) {
         let bytes = outcomes.reduce(0) { total, outcome in
             total + ((try? outcome.result.get())?.appended ?? []).reduce(0) { $0 + $1.canonicalEvent.count }
         }
         backlog.add(bytes)
-        work.enqueue([Batch(outcomes: outcomes, needsSync: needsSync, bytes: bytes)])
+        work.enqueue([.batch(Batch(outcomes: outcomes, needsSync: needsSync, bytes: bytes))])
     }
 
     /// Answers everything handed over, then ends the thread.

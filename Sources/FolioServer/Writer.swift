@@ -19,8 +19,10 @@ import Failpoints
 /// the meta page that makes them current without syncing it. The `SyncConfirmer` syncs that meta
 /// page on its own thread and only then lets the batch be answered, while this thread already
 /// applies the next batch: the second sync of every commit leaves the writer's path.
-/// With `--journal on` the same thread appends the batches' events to the journal and syncs that
-/// instead, LMDB commits without syncing, and the `Checkpointer` flushes data.mdb now and then.
+/// With the journal (`--journal on`, the default with full durability) this thread hands each
+/// batch's events to the journal's thread just before the commit, which LMDB makes without
+/// syncing, so the journal's write and sync run while LMDB commits; a commit that fails after that
+/// is followed by a cancel of the record. The `Checkpointer` flushes data.mdb now and then.
 ///
 /// A failed flush of `data.mdb` halts it (`halt`): pages already committed may not be on disk,
 /// and Linux does not report the failure twice, so no later write can be acknowledged safely.
@@ -189,28 +191,49 @@ final class Writer: @unchecked Sendable {
     private func process(_ batch: [Job]) -> (outcomes: [Outcome], committedData: Bool) {
         var attempts = 0
         var isolating = false
+        // With the journal, the batch's record goes to the journal's thread before the commit, so
+        // that its write and sync overlap LMDB's commit; a commit that fails after it is cancelled.
+        let journal = confirmer?.journals == true ? confirmer : nil
         while true {
             let acceptance = nextTimestamp()
             var outcomes: [Outcome] = []
             outcomes.reserveCapacity(batch.count)
             do {
                 let started = monotonicMicroseconds()
-                try store.write { writer in
-                    writer.isolatesEveryCommand = isolating
-                    for job in batch {
-                        do {
-                            let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
-                            outcomes.append(Outcome(job: job, result: .success(outcome)))
-                        } catch let error as StoreError {
-                            outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
+                // The first sequence of the record handed to the journal, until the commit is done.
+                var recorded: UInt64?
+                do {
+                    try store.write({ writer in
+                        writer.isolatesEveryCommand = isolating
+                        for job in batch {
+                            do {
+                                let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
+                                outcomes.append(Outcome(job: job, result: .success(outcome)))
+                            } catch let error as StoreError {
+                                outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
+                            }
+                            #if DEBUG
+                            try Failpoint.writerMidBatch.check()
+                            #endif
                         }
                         #if DEBUG
-                        try Failpoint.writerMidBatch.check()
+                        try Failpoint.writerBeforeCommit.check()
                         #endif
-                    }
-                    #if DEBUG
-                    try Failpoint.writerBeforeCommit.check()
-                    #endif
+                    }, beforeCommit: {
+                        guard let journal else { return }
+                        let events = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
+                        guard let first = events.first else { return }
+                        journal.journal(.events(events))
+                        recorded = first.event.sequence
+                        #if DEBUG
+                        try Failpoint.writerAfterJournal.check()
+                        #endif
+                    })
+                } catch {
+                    // Before anything else reaches the journal: the next attempt or batch reuses
+                    // these sequences, and recovery must not apply the record.
+                    if let recorded { journal?.journal(.cancel(firstSequence: recorded)) }
+                    throw error
                 }
                 #if DEBUG
                 _ = Failpoint.writerAfterCommit.hit()

@@ -106,14 +106,17 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Runs `body` in one write transaction, committed (durably, unless the store was opened with a
-    /// weaker sync mode) when `body` returns. Call from one thread only.
+    /// weaker sync mode) when `body` returns. `beforeCommit` runs last inside the transaction, with
+    /// `body`'s result, just before the commit (the writer hands the journal its record there); if
+    /// it throws, nothing is committed. Call from one thread only.
     @discardableResult
-    public func write<R>(_ body: (StoreWriter) throws -> R) throws -> R {
+    public func write<R>(_ body: (StoreWriter) throws -> R, beforeCommit: (R) throws -> Void = { _ in }) throws -> R {
         clearStaleReadersNowAndThen()
         return try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
             let result = try body(writer)
             try writer.finish()
+            try beforeCommit(result)
             return result
         }
     }

@@ -16,11 +16,14 @@ import Testing
         return try Store(directory: path, options: options)
     }
 
-    /// A write as the server makes it: committed, then its events appended to the journal.
+    /// A write and its record in the journal. (The server hands the record to the journal's thread
+    /// just before the commit; here, on one thread, it is appended after: the same bytes, and a
+    /// checkpoint made by the append, which pins the last commit, cannot wait for this thread's
+    /// own transaction.)
     @discardableResult
     static func write(_ writer: TestWriter, _ command: Command, journal: Bool = true) throws -> WriteOutcome {
         let outcome = try writer.write(command)
-        if journal { try writer.store.journal!.append([outcome.appended]) }
+        if journal { try writer.store.journal!.append([.events(outcome.appended)]) }
         return outcome
     }
 
@@ -161,6 +164,65 @@ import Testing
             defer { reopened.close() }
             #expect(try reopened.read { try $0.head() } == head)
             #expect(try reopened.read { try $0.digest() } == digest)
+        }
+    }
+
+    /// A commit that fails after its record reached the journal (the server writes the record while
+    /// LMDB commits) is followed by a cancel, and the next commit reuses its sequences: recovery
+    /// skips the cancelled record and applies the one after. A record whose cancel never reached
+    /// the disk is applied (none of its writes was answered: their failure waited for the cancel).
+    @Test func aCancelledRecordIsNotReplayed() throws {
+        struct CommitFailed: Error {}
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live")
+            let writer = TestWriter(store)
+            let journal = store.journal!
+            for index in 0..<10 { try Self.create(writer, index) }
+            try journal.checkpoint()
+            for index in 10..<15 { try Self.create(writer, index) }
+            let head = try store.read { try $0.head() }
+            // Two failed commits in a row, each cancelled, then one that commits with the same
+            // sequence; then one more failure whose cancel is lost.
+            var failed: [UInt64] = []
+            for index in 0..<2 {
+                #expect(throws: CommitFailed.self) {
+                    try writer.write(.create(collection: "Task", id: nil, data: ["title": .string("never committed \(index)")])) { outcome in
+                        try journal.append([.events(outcome.appended)])
+                        failed.append(outcome.appended[0].event.sequence)
+                        throw CommitFailed()
+                    }
+                }
+                try journal.append([.cancel(firstSequence: failed.last!)])
+            }
+            #expect(failed == [head.sequence + 1, head.sequence + 1])
+            try Self.create(writer, 15)
+            try Self.create(writer, 16)
+            let digest = try store.read { try $0.digest() }
+            let sequence = try store.read { try $0.head() }.sequence
+            #expect(sequence == head.sequence + 2)
+            try Self.copyAsIs(root + "/live", into: root + "/killed")
+            #expect(throws: CommitFailed.self) {
+                try writer.write(.create(collection: "Task", id: nil, data: ["title": .string("in doubt")])) { outcome in
+                    try journal.append([.events(outcome.appended)])
+                    throw CommitFailed()
+                }
+            }
+            try Self.copyAsIs(root + "/live", into: root + "/doubt")
+            store.close()
+
+            let reopened = try Self.journaled(root + "/killed")
+            #expect(reopened.recovery?.sequence == sequence)
+            #expect(reopened.recovery?.records == 7, "five creates before, two after; the cancelled records skipped")
+            #expect(try reopened.read { try $0.digest() } == digest)
+            try expectVerifyRebuildAndReplayKeepTheDigest(reopened, root)
+            reopened.close()
+
+            // The last failed commit's record, without its cancel: applied, as an unanswered write
+            // may be, after the two that committed.
+            let doubt = try Self.journaled(root + "/doubt")
+            defer { doubt.close() }
+            #expect(doubt.recovery?.sequence == sequence + 1)
+            #expect(try doubt.read { try $0.head() }.sequence == sequence + 1)
         }
     }
 

@@ -25,15 +25,15 @@ final class TestWriter: @unchecked Sendable {
         try write(command).appended[0]
     }
 
-    /// A write in a transaction of its own.
+    /// A write in a transaction of its own; `beforeCommit` runs inside it, just before the commit.
     @discardableResult
-    func write(_ command: Command, requestKey: String? = nil) throws -> WriteOutcome {
+    func write(_ command: Command, requestKey: String? = nil, beforeCommit: (WriteOutcome) throws -> Void = { _ in }) throws -> WriteOutcome {
         clock += 7
-        return try store.write { writer in
+        return try store.write({ writer in
             try writer.execute(
                 WriteRequest(command: command, requestKey: requestKey), Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin),
                 ids: &ids)
-        }
+        }, beforeCommit: beforeCommit)
     }
 
     func create(_ collection: String, _ data: JSON, id: String? = nil) throws -> StoredObject {

@@ -22,6 +22,7 @@ import Testing
 
     static let crashes: [Crash] = [
         Crash(point: "writer.beforeCommit", pass: 40, durability: "full"),
+        Crash(point: "writer.afterJournal", pass: 40, durability: "full"),
         Crash(point: "writer.midBatch", pass: 60, durability: "full"),
         Crash(point: "store.afterLogAppend", pass: 60, durability: "relaxed"),
         Crash(point: "writer.afterCommit", pass: 40, durability: "full"),
@@ -46,7 +47,7 @@ import Testing
 
     /// A failure inside the batch's transaction fails every write of the batch, changes nothing,
     /// and writes go on.
-    @Test(arguments: ["writer.beforeCommit", "writer.midBatch", "store.afterLogAppend"])
+    @Test(arguments: ["writer.beforeCommit", "writer.afterJournal", "writer.midBatch", "store.afterLogAppend"])
     func anErrorInTheTransactionFailsTheBatchAndWritesGoOn(point: String) throws {
         try withFaultyDaemon(failpoints: "\(point)=error@30") { daemon in
             let load = WriteLoad()
@@ -55,6 +56,21 @@ import Testing
             load.stop()
             #expect(load.doubtful == 0)
             #expect(daemon.isRunning)
+            try expectRecovered(daemon, load)
+        }
+    }
+
+    /// A commit that fails after its record went to the journal (the 30th batch), then a crash a
+    /// few commits later (the next record reuses its sequences; the refusal has been answered by
+    /// then), most likely before a checkpoint covered them: the restart skips the cancelled record,
+    /// so the refused writes are not there and nothing after them is lost.
+    @Test func aCommitFailingAfterItsJournalRecordIsCancelled() throws {
+        try withFaultyDaemon(failpoints: "writer.afterJournal=error@30,writer.afterCommit=crash@45") { daemon in
+            let load = WriteLoad()
+            load.start(socket: daemon.socketPath)
+            load.wait(timeout: 60) { !$0.isRunning }
+            #expect(daemon.waitForExit(timeout: 20) == Self.crashStatus, "\(daemon.log)")
+            #expect(load.refused > 0, "the failed commit's writes were refused as not stored")
             try expectRecovered(daemon, load)
         }
     }

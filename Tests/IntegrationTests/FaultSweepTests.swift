@@ -61,10 +61,13 @@ struct FaultSweepTests {
     }
 
     @Test func everyCrashPointAtEveryPass() throws {
-        let points = ["writer.beforeCommit", "writer.midBatch", "store.afterLogAppend", "writer.afterCommit", "confirm.beforeSync", "confirm.afterSync"]
+        let points = [
+            "writer.beforeCommit", "writer.afterJournal", "writer.midBatch", "store.afterLogAppend", "writer.afterCommit", "confirm.beforeSync",
+            "confirm.afterSync",
+        ]
         var table: [String] = []
         for durability in ["full", "relaxed", "none"] {
-            for point in points where durability == "full" || !point.hasPrefix("confirm.") {
+            for point in points where durability == "full" || !(point.hasPrefix("confirm.") || point == "writer.afterJournal") {
                 var outcomes: [Outcome: Int] = [:]
                 for pass in 1...Self.calls {
                     try withFaultyDaemon(arguments: ["--durability", durability], failpoints: "\(point)=crash@\(pass)") { daemon in

@@ -3,12 +3,13 @@ import Glibc
 import LMDB
 
 /// Durable writes after one sync (docs/DURABILITY.md): LMDB commits without syncing
-/// (`MDB_NOSYNC`), and each committed transaction's events are appended to the journal, a ring file
-/// of our own, which is synced once per group of commits before any of them is answered. Now and
-/// then a **checkpoint** makes `data.mdb` itself durable and lets the journal's space be reused:
+/// (`MDB_NOSYNC`), and each write transaction's events are appended to the journal, a ring file
+/// of our own, while it commits (a cancel follows if the commit fails); the journal is synced once
+/// per group of commits before any of them is answered. Now and then a **checkpoint** makes
+/// `data.mdb` itself durable and lets the journal's space be reused:
 ///
-/// 1. note the journal's next free position T (every record before it belongs to a commit that
-///    is already done);
+/// 1. note the journal's next free position T (every record before it belongs to a transaction
+///    that ends before step 2: records are handed over inside their transaction);
 /// 2. pin the last commit S (`Environment.pin`: its pages can no longer be reused) and copy its
 ///    meta page;
 /// 3. flush `data.mdb`: every page of S is on disk, and stays there while the pin holds;
@@ -20,8 +21,9 @@ import LMDB
 /// state LMDB opens, intact because its pages were flushed and none was overwritten since; then it
 /// applies, with the same applier as every write, each whole journal record from T on whose
 /// events follow the log's head, checking each event's chain hash, and stops at the first record
-/// that is not whole. A record is the events of one commit, applied all or nothing, so a batch is
-/// never split. Every answered write was in a synced record, or in `data.mdb` at a checkpoint.
+/// that is not whole; a record followed by its cancel is skipped. A record is the events of one
+/// commit, applied all or nothing, so a batch is never split. Every answered write was in a synced
+/// record, or in `data.mdb` at a checkpoint.
 public final class Journal: @unchecked Sendable {
     public static let journalName = "journal"
     public static let checkpointName = "checkpoint"
@@ -86,11 +88,23 @@ public final class Journal: @unchecked Sendable {
 
     // MARK: Appending
 
-    /// Appends one record per committed transaction (each the events it appended, in order; empty
-    /// ones are skipped) and syncs the journal once. Call from one thread, in commit order, only
-    /// after the transactions committed. A transaction too large for the ring, or one for which the
-    /// ring has no room, is made durable by a checkpoint instead.
-    public func append(_ transactions: [[StoreWriter.Applied]]) throws {
+    /// What `append` writes: the events of a transaction about to commit, or the cancel of the
+    /// last such record, whose commit failed.
+    public enum Entry {
+        /// A transaction's events, in order (none: nothing is written).
+        case events([StoreWriter.Applied])
+        /// The transaction whose record starts at this sequence did not commit.
+        case cancel(firstSequence: UInt64)
+    }
+
+    /// Appends one record per entry and syncs the journal once. Call from one thread, in the
+    /// writer's order: a transaction's record is handed over inside the transaction, after its
+    /// last change and before its commit (so that a checkpoint, which pins the last commit while no
+    /// write transaction runs, finds every record placed before its start committed or cancelled),
+    /// and a cancel right after a failed commit, before anything else. A transaction too large for
+    /// the ring, or one for which the ring has no room, is made durable by a checkpoint instead,
+    /// which waits for its commit.
+    public func append(_ entries: [Entry]) throws {
         buffer.removeAll(keepingCapacity: true)
         var runStart: UInt64 = 0
         var wrote = false
@@ -100,8 +114,15 @@ public final class Journal: @unchecked Sendable {
             buffer.removeAll(keepingCapacity: true)
             wrote = true
         }
-        for transaction in transactions where !transaction.isEmpty {
-            let length = JournalRing.headerSize + transaction.reduce(0) { $0 + 4 + ChainHash.size + $1.canonicalEvent.count }
+        for entry in entries {
+            let length: Int
+            switch entry {
+            case .events(let transaction):
+                if transaction.isEmpty { continue }
+                length = JournalRing.headerSize + transaction.reduce(0) { $0 + 4 + ChainHash.size + $1.canonicalEvent.count }
+            case .cancel:
+                length = JournalRing.headerSize
+            }
             if length > ring.size / 2 {
                 try flushRun()
                 try checkpoint()
@@ -121,9 +142,14 @@ public final class Journal: @unchecked Sendable {
                 try flushRun()
                 runStart = at
             }
-            JournalRing.encode(
-                transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
-                into: &buffer)
+            switch entry {
+            case .events(let transaction):
+                JournalRing.encode(
+                    transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
+                    into: &buffer)
+            case .cancel(let first):
+                JournalRing.encodeCancel(of: first, at: at, into: &buffer)
+            }
             state.locked { next = at + UInt64(length) }
             // A run is written once it holds a MiB: the records of a round of large writes are not
             // all copied into memory at once.
@@ -245,17 +271,21 @@ public final class Journal: @unchecked Sendable {
         var position = start
         var head = head
         var applied = 0
+        /// The whole record at `position`, or at the start of the next lap (where a record that did
+        /// not fit before the end went).
+        func wholeRecord(at position: UInt64) throws -> JournalRing.Record? {
+            if let record = try ring.record(at: position) { return record }
+            guard position % UInt64(ring.size) != 0 else { return nil }
+            return try ring.record(at: ring.nextLap(position))
+        }
         while true {
-            var found = try ring.record(at: position)
-            if found == nil && position % UInt64(ring.size) != 0 {
-                // A record that did not fit before the end went to the start of the next lap.
-                let lap = ring.nextLap(position)
-                if let there = try ring.record(at: lap) {
-                    found = there
-                    position = lap
-                }
+            guard let record = try wholeRecord(at: position) else { break }
+            if record.cancels {
+                // Its record lay before the checkpoint's start, or was skipped below.
+                guard record.firstSequence <= head.sequence + 1 else { break }
+                position = record.end
+                continue
             }
-            guard let record = found else { break }
             let last = record.firstSequence + UInt64(record.events.count) - 1
             if last <= head.sequence {
                 position = record.end
@@ -263,6 +293,13 @@ public final class Journal: @unchecked Sendable {
             }
             // Whole, and following the log: every event's hash must chain from the head.
             guard record.firstSequence == head.sequence + 1 else { break }
+            // Its transaction's commit failed: the writer wrote a cancel next, before anything else,
+            // and reused the sequences. (Without a whole cancel it is applied: none of its writes
+            // was answered, since their failure waited for the cancel's sync.)
+            if let next = try wholeRecord(at: record.end), next.cancels, next.firstSequence == record.firstSequence {
+                position = next.end
+                continue
+            }
             var chain = head.hash
             var events: [(Event, [UInt8])] = []
             var intact = true

@@ -4,13 +4,17 @@ import LMDB
 /// The two files of the journal (docs/DURABILITY.md), each written in place so that a sync of it
 /// is one data flush, never a file-system metadata write.
 ///
-/// `journal`: a ring of records, one per committed write transaction, each its events as the log
-/// stores them. Positions are virtual (they only grow); a record lies at `virtual % size`, or at
-/// the start of the next lap when it would run past the end. Its header names its own virtual
-/// position, so a stale record of an earlier lap, or a torn one, never passes for the next.
+/// `journal`: a ring of records, one per write transaction, each its events as the log stores them,
+/// written before the transaction commits; a **cancel** (a header alone, naming the first
+/// sequence of the record before it) follows a record whose commit then failed. Positions are
+/// virtual (they only grow); a record lies at `virtual % size`, or at the start of the next lap
+/// when it would run past the end. Its header names its own virtual position, so a stale record
+/// of an earlier lap, or a torn one, never passes for the next.
 ///
 ///     record: magic u32 | payload bytes u32 | virtual position u64 | first sequence u64
-///             | events u32 | 0 u32 | events: (bytes u32 | chain hash 32 | canonical event)…
+///             | events u32 | kind u32 | events: (bytes u32 | chain hash 32 | canonical event)…
+///
+/// `kind` is 0 for events (at least one) and 1 for a cancel (no events, no payload).
 struct JournalRing {
     static let headerSize = 32
     static let magic: UInt32 = 0x4A52_4F46 // "FORJ"
@@ -78,20 +82,26 @@ struct JournalRing {
 
     /// Reads the record at `virtual`, or nil if what lies there is not a whole record written for
     /// that position: the header's magic and position, and the events' lengths, must agree.
-    func record(at virtual: UInt64) throws -> (firstSequence: UInt64, events: [(hash: [UInt8], canonical: [UInt8])], end: UInt64)? {
+    func record(at virtual: UInt64) throws -> Record? {
         let offset = Int(virtual % UInt64(size))
         guard offset + Self.headerSize <= size else { return nil }
         let header = try read(Self.headerSize, at: offset)
-        let (magic, length, position, first, count) = header.withUnsafeBytes { bytes in
+        let (magic, length, position, first, count, kind) = header.withUnsafeBytes { bytes in
             (
                 UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt32.self)),
                 Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self))),
                 UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
                 UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
-                Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt32.self)))
+                Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt32.self))),
+                UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 28, as: UInt32.self))
             )
         }
-        guard magic == Self.magic, position == virtual, offset + Self.headerSize + length <= size, count > 0 else { return nil }
+        guard magic == Self.magic, position == virtual, first > 0 else { return nil }
+        if kind == Self.cancelKind {
+            guard length == 0, count == 0 else { return nil }
+            return Record(firstSequence: first, events: [], cancels: true, end: virtual + UInt64(Self.headerSize))
+        }
+        guard kind == 0, offset + Self.headerSize + length <= size, count > 0 else { return nil }
         let payload = try read(length, at: offset + Self.headerSize)
         var events: [(hash: [UInt8], canonical: [UInt8])] = []
         var cursor = 0
@@ -104,7 +114,31 @@ struct JournalRing {
             cursor += 4 + bytes
         }
         guard cursor == payload.count else { return nil }
-        return (first, events, virtual + UInt64(Self.headerSize + length))
+        return Record(firstSequence: first, events: events, cancels: false, end: virtual + UInt64(Self.headerSize + length))
+    }
+
+    /// A whole record as read back.
+    struct Record {
+        let firstSequence: UInt64
+        /// Each event's chain hash and canonical bytes; none for a cancel.
+        let events: [(hash: [UInt8], canonical: [UInt8])]
+        /// A cancel: the record before it, which starts at `firstSequence`, never committed.
+        let cancels: Bool
+        /// The virtual position after it.
+        let end: UInt64
+    }
+
+    static let cancelKind: UInt32 = 1
+
+    /// Appends a cancel of the record that starts at `first` to `buffer`, for the virtual position
+    /// `virtual`: that record's transaction did not commit.
+    static func encodeCancel(of first: UInt64, at virtual: UInt64, into buffer: inout [UInt8]) {
+        buffer.appendLittleEndian(magic)
+        buffer.appendLittleEndian(UInt32(0))
+        buffer.appendLittleEndian(virtual)
+        buffer.appendLittleEndian(first)
+        buffer.appendLittleEndian(UInt32(0))
+        buffer.appendLittleEndian(cancelKind)
     }
 
     private func read(_ count: Int, at offset: Int) throws -> [UInt8] {
