@@ -52,7 +52,8 @@ public final class Daemon {
         try store.checkUsable()
         if let recovery = store.recovery {
             log.notice(
-                "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied, "
+                "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied"
+                    + (recovery.cancelled > 0 ? " (\(recovery.cancelled) skipped: their commit had failed)" : "") + ", "
                     + "the log ends at event \(recovery.sequence)")
         }
         // Puts that a crash interrupted left their content half-way; none can be running now.

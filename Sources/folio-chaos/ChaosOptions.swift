@@ -8,7 +8,8 @@ struct ChaosOptions {
                            [--map-size BYTES] [--durability MODE] [--foliod PATH] [--directory DIR]
                            [--foliod-arg ARG ...] [--keep] [--verbose]
                            [--power-loss SHIM.so [--power-loss-image PATH] [--power-loss-unit BYTES]
-                            [--power-loss-style STYLE] [--power-loss-names-need-dirsync]]
+                            [--power-loss-style STYLE] [--power-loss-names-need-dirsync]
+                            [--power-loss-fail-writev N]]
                            [--lose-writes | --split-batches | --double-apply-retries]
 
         The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
@@ -44,6 +45,9 @@ struct ChaosOptions {
                                  them), coin (each page none or its last), latest (all: a plain kill)
           --power-loss-names-need-dirsync  a file created, renamed or removed survives only once an
                                  fsync of its directory covered it (default: at once)
+          --power-loss-fail-writev N  fault injection: about one in N of LMDB's writes of a commit's
+                                 pages fails with ENOSPC (from 0.2 s after each start), so that commits
+                                 fail after the journal got their record and must be cancelled
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
                                  put back after the kill the data.mdb (and journal) of before the
                                  workload, so that acknowledged writes are lost and must be reported
@@ -81,7 +85,7 @@ struct ChaosOptions {
             valued: [
                 "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
                 "--foliod", "--directory", "--foliod-arg", "--power-loss", "--power-loss-image", "--power-loss-unit",
-                "--power-loss-style",
+                "--power-loss-style", "--power-loss-fail-writev",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -130,9 +134,12 @@ struct ChaosOptions {
         let unit = try arguments.integer("--power-loss-unit")
         let style = arguments.value("--power-loss-style")
         let namesNeedDirectorySync = try arguments.flag("--power-loss-names-need-dirsync")
+        let failWritev = try arguments.integer("--power-loss-fail-writev")
         guard let shim = arguments.value("--power-loss") else {
-            guard image == nil && unit == nil && style == nil && !namesNeedDirectorySync else {
-                throw UsageError("--power-loss-image, --power-loss-unit, --power-loss-style and --power-loss-names-need-dirsync need --power-loss")
+            guard image == nil && unit == nil && style == nil && !namesNeedDirectorySync && failWritev == nil else {
+                throw UsageError(
+                    "--power-loss-image, --power-loss-unit, --power-loss-style, --power-loss-names-need-dirsync and "
+                        + "--power-loss-fail-writev need --power-loss")
             }
             return nil
         }
@@ -152,6 +159,10 @@ struct ChaosOptions {
             options.style = style
         }
         options.namesNeedDirectorySync = namesNeedDirectorySync
+        if let failWritev {
+            guard failWritev >= 2 else { throw UsageError("--power-loss-fail-writev must be 2 or more") }
+            options.failWritev = failWritev
+        }
         return options
     }
 
@@ -168,6 +179,7 @@ struct ChaosOptions {
                 "--power-loss-unit", "\(powerLoss.unit)", "--power-loss-style", powerLoss.style,
             ]
             if powerLoss.namesNeedDirectorySync { words.append("--power-loss-names-need-dirsync") }
+            if let every = powerLoss.failWritev { words += ["--power-loss-fail-writev", "\(every)"] }
         }
         return words.joined(separator: " ")
     }

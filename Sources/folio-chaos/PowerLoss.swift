@@ -22,6 +22,8 @@ final class PowerLoss {
         var style = "mixed"
         /// Changes of names are durable only once an fsync of their directory covered them.
         var namesNeedDirectorySync = false
+        /// The shim fails about one in this many writev calls to data.mdb (POWERLOSS_FAIL_WRITEV).
+        var failWritev: Int?
     }
 
     /// powerloss_image's styles.
@@ -108,12 +110,18 @@ final class PowerLoss {
 
     /// What foliod's environment needs for the shim to log.
     var environment: [String: String] {
-        [
+        var environment = [
             "LD_PRELOAD": options.shim, "POWERLOSS_LOG": logPath,
             // Absolute, as the shim makes the paths foliod opens.
             "POWERLOSS_PREFIX": URL(fileURLWithPath: dataDirectory).standardizedFileURL.path + "/",
             "POWERLOSS_EXCLUDE": Self.excluded.joined(separator: ":"),
         ]
+        if let every = options.failWritev {
+            environment["POWERLOSS_FAIL_WRITEV"] = "\(every)"
+            // Past start-up and recovery (tens of ms for these stores), into the workload.
+            environment["POWERLOSS_FAIL_AFTER_MS"] = "200"
+        }
+        return environment
     }
 
     /// Before foliod starts: the tracked files as they are, and an empty log.

@@ -21,6 +21,12 @@
 // corrected by a PL_RESULT after it. A flush is logged after the real call succeeded, with the
 // calls under way when it began: only what had returned by then is sure to be on disk.
 //
+// POWERLOSS_FAIL_WRITEV=N (optional): about one in N writev(2) calls to `data.mdb` (LMDB writes a
+// commit's runs of pages with it, never its meta page) fails with ENOSPC without writing or being
+// logged, from POWERLOSS_FAIL_AFTER_MS (default 1000) after start-up on, so that commits fail
+// after the journal got their record (docs/DURABILITY.md: the cancel) while start-up and recovery
+// go through.
+//
 // Seen: write, pwrite, writev, pwritev, pwritev2 (and 64-bit forms), O_DSYNC/O_SYNC/RWF_DSYNC
 // writes, fsync, fdatasync (of files, and of tracked directories), sync, syncfs, msync(MS_SYNC) of
 // a mapped tracked file, ftruncate, truncate, fallocate, posix_fallocate, rename, renameat,
@@ -44,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "powerloss.h"
@@ -183,7 +190,40 @@ static int normalize(const char *base, const char *path, char *out) {
     return 1;
 }
 
+// POWERLOSS_FAIL_WRITEV: one in `fail_every` writev calls to data.mdb fails, after `fail_from`
+// (CLOCK_MONOTONIC nanoseconds); 0 for never.
+static uint64_t fail_every;
+static uint64_t fail_from;
+static uint64_t fail_state;
+
+static uint64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+// Whether this writev to `file` is to fail (POWERLOSS_FAIL_WRITEV).
+static int injected_failure(const struct descriptor *file) {
+    if (!fail_every || monotonic_ns() < fail_from) return 0;
+    const char *name = strrchr(file->path, '/');
+    if (!name || strcmp(name, "/data.mdb") != 0) return 0;
+    pthread_mutex_lock(&lock);
+    fail_state ^= fail_state << 13;
+    fail_state ^= fail_state >> 7;
+    fail_state ^= fail_state << 17;
+    int fail = fail_state % fail_every == 0;
+    pthread_mutex_unlock(&lock);
+    return fail;
+}
+
 __attribute__((constructor)) static void setup(void) {
+    const char *every = getenv("POWERLOSS_FAIL_WRITEV");
+    if (every && *every) {
+        const char *after = getenv("POWERLOSS_FAIL_AFTER_MS");
+        fail_every = strtoull(every, NULL, 10);
+        fail_from = monotonic_ns() + (after && *after ? strtoull(after, NULL, 10) : 1000) * 1000000u;
+        fail_state = 0x9E3779B97F4A7C15u ^ (uint64_t)getpid();
+    }
     const char *log_path = getenv("POWERLOSS_LOG");
     const char *tracked = getenv("POWERLOSS_PREFIX");
     if (!log_path || !*log_path || !tracked || !*tracked) return;
@@ -643,6 +683,10 @@ ssize_t pwrite64(int fd, const void *buffer, size_t count, off64_t offset) {
 ssize_t writev(int fd, const struct iovec *vector, int count) {
     struct descriptor *file = tracked_file(fd);
     if (!file) return REAL(writev)(fd, vector, count);
+    if (injected_failure(file)) {
+        errno = ENOSPC;
+        return -1;
+    }
     struct write_call call;
     begin_write(&call, file, fd, vector, count, -1, 0);
     return finish_write(&call, REAL(writev)(fd, vector, count));

@@ -213,6 +213,7 @@ import Testing
             let reopened = try Self.journaled(root + "/killed")
             #expect(reopened.recovery?.sequence == sequence)
             #expect(reopened.recovery?.records == 7, "five creates before, two after; the cancelled records skipped")
+            #expect(reopened.recovery?.cancelled == 2)
             #expect(try reopened.read { try $0.digest() } == digest)
             try expectVerifyRebuildAndReplayKeepTheDigest(reopened, root)
             reopened.close()

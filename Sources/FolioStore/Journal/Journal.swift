@@ -212,6 +212,8 @@ public final class Journal: @unchecked Sendable {
         public let checkpointSequence: UInt64
         public let sequence: UInt64
         public let records: Int
+        /// Records skipped because a cancel followed them (their commit had failed).
+        public let cancelled: Int
     }
 
     /// Run by `Store.init` after the environment is open (and, if there was a checkpoint, its meta
@@ -233,13 +235,14 @@ public final class Journal: @unchecked Sendable {
             }
             end = checkpoint.journalStart
             var records = 0
+            var cancelled = 0
             var sequence = head.sequence
             if access(journalPath, F_OK) == 0 {
                 let ring = try JournalRing.open(journalPath, size: size, directory: directory)
                 defer { ring.close() }
-                (end, records, sequence) = try replay(ring, from: checkpoint.journalStart, into: store, after: head)
+                (end, records, cancelled, sequence) = try replay(ring, from: checkpoint.journalStart, into: store, after: head)
             }
-            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: sequence, records: records)
+            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: sequence, records: records, cancelled: cancelled)
         } else if access(journalPath, F_OK) == 0 {
             // Left by a journal being turned off: the checkpoint went first, so data.mdb is durable.
             unlink(journalPath)
@@ -266,11 +269,15 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// Applies the whole records from `start` on whose events follow `head`; returns the position
-    /// after the last record read, how many were applied, and the log's last sequence.
-    private static func replay(_ ring: JournalRing, from start: UInt64, into store: Store, after head: EventLog.Head) throws -> (UInt64, Int, UInt64) {
+    /// after the last record read, how many were applied, how many were skipped for a cancel, and
+    /// the log's last sequence.
+    private static func replay(
+        _ ring: JournalRing, from start: UInt64, into store: Store, after head: EventLog.Head
+    ) throws -> (UInt64, Int, Int, UInt64) {
         var position = start
         var head = head
         var applied = 0
+        var cancelled = 0
         /// The whole record at `position`, or at the start of the next lap (where a record that did
         /// not fit before the end went).
         func wholeRecord(at position: UInt64) throws -> JournalRing.Record? {
@@ -298,6 +305,7 @@ public final class Journal: @unchecked Sendable {
             // was answered, since their failure waited for the cancel's sync.)
             if let next = try wholeRecord(at: record.end), next.cancels, next.firstSequence == record.firstSequence {
                 position = next.end
+                cancelled += 1
                 continue
             }
             var chain = head.hash
@@ -338,7 +346,7 @@ public final class Journal: @unchecked Sendable {
             applied += 1
             position = record.end
         }
-        return (position, applied, head.sequence)
+        return (position, applied, cancelled, head.sequence)
     }
 }
 
