@@ -66,10 +66,12 @@ extension RequestDecoder {
             guard let collection, let id, view == nil, after == nil, limit == nil, offset == nil, explain == nil,
                 scan.isCollectionName(collection), scan.isID(id)
             else { return nil }
-            return Request(tag: tag, operation: .read(.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])), spec: getSpec)
+            let get = Request.ReadOperation.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])
+            return Request(tag: tag, operation: .read(get), spec: getSpec)
         }
         let paging = scan.equals(op, "list")
-        guard paging || scan.equals(op, "count"), id == nil, paging || (limit == nil && offset == nil && after == nil), offset == nil || after == nil
+        guard paging || scan.equals(op, "count"), id == nil, paging || (limit == nil && offset == nil && after == nil),
+            offset == nil || after == nil
         else { return nil }
         let source: Query.Source
         switch (view, collection) {
@@ -156,14 +158,17 @@ private struct FlatScan {
 
     /// `true` or `false`.
     mutating func literalBool() -> Bool? {
-        for (text, value) in [("true" as StaticString, true), ("false", false)] {
-            let end = position + text.utf8CodeUnitCount
-            if end <= bytes.count, equals(position..<end, text) {
-                position = end
-                return value
-            }
-        }
+        if literal("true") { return true }
+        if literal("false") { return false }
         return nil
+    }
+
+    /// Steps past `text` if it comes next.
+    private mutating func literal(_ text: StaticString) -> Bool {
+        let end = position + text.utf8CodeUnitCount
+        guard end <= bytes.count, equals(position..<end, text) else { return false }
+        position = end
+        return true
     }
 
     /// A plain string or a plain integer, as the general decoder's tag.

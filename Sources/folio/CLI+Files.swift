@@ -89,7 +89,7 @@ extension CLI {
         let inPieces = try arguments.flag("--pieces")
         try finishArguments()
         let fd = path == "-" ? dup(0) : open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileCommandError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw CommandError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var status = stat()
         let isRegular = fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
@@ -136,7 +136,7 @@ extension CLI {
                 while filled < pieceSize {
                     let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, pieceSize - filled) }
                     if count < 0 && errno == EINTR { continue }
-                    guard count >= 0 else { throw FileCommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
+                    guard count >= 0 else { throw CommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
                     if count == 0 { break }
                     filled += count
                 }
@@ -202,13 +202,13 @@ extension CLI {
             if count == 0 { return }
             if errno == EINTR { continue }
             if errno == EINVAL || errno == ENOSYS { break }
-            throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))")
+            throw CommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))")
         }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, $0.count, offset) }
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw FileCommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
+            guard count >= 0 else { throw CommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
             if count == 0 { return }
             try buffer.withUnsafeBytes { try writeToStandardOutput(UnsafeRawBufferPointer(rebasing: $0[..<count]), what: label) }
             offset += off_t(count)
@@ -244,8 +244,9 @@ extension CLI {
     }
 }
 
-/// A file command that cannot proceed on this side of the socket: printed, exit status 1.
-struct FileCommandError: Error, CustomStringConvertible {
+/// A command (a file command, an export) that cannot proceed on this side of the socket: printed,
+/// exit status 1.
+struct CommandError: Error, CustomStringConvertible {
     let description: String
 
     init(_ description: String) { self.description = description }

@@ -73,7 +73,7 @@ func writeToStandardOutput(_ bytes: UnsafeRawBufferPointer, what label: String) 
     while written < bytes.count {
         let wrote = write(1, bytes.baseAddress! + written, bytes.count - written)
         if wrote < 0 && errno == EINTR { continue }
-        guard wrote > 0 else { throw FileCommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
+        guard wrote > 0 else { throw CommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
         written += wrote
     }
 }
