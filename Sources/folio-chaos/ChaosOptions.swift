@@ -46,7 +46,7 @@ struct ChaosOptions {
           --power-loss-names-need-dirsync  a file created, renamed or removed survives only once an
                                  fsync of its directory covered it (default: at once)
           --power-loss-fail-writev N  fault injection: about one in N of LMDB's writes of a commit's
-                                 pages fails with ENOSPC (from 0.2 s after each start), so that commits
+                                 pages by foliod's writer thread fails with ENOSPC, so that commits
                                  fail after the journal got their record and must be cancelled
           --lose-writes          fault injection, to test the checks: from a store's second cycle on,
                                  put back after the kill the data.mdb (and journal) of before the

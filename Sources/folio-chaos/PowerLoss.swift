@@ -116,11 +116,7 @@ final class PowerLoss {
             "POWERLOSS_PREFIX": URL(fileURLWithPath: dataDirectory).standardizedFileURL.path + "/",
             "POWERLOSS_EXCLUDE": Self.excluded.joined(separator: ":"),
         ]
-        if let every = options.failWritev {
-            environment["POWERLOSS_FAIL_WRITEV"] = "\(every)"
-            // Past start-up and recovery (tens of ms for these stores), into the workload.
-            environment["POWERLOSS_FAIL_AFTER_MS"] = "200"
-        }
+        if let every = options.failWritev { environment["POWERLOSS_FAIL_WRITEV"] = "\(every)" }
         return environment
     }
 

@@ -21,11 +21,12 @@
 // corrected by a PL_RESULT after it. A flush is logged after the real call succeeded, with the
 // calls under way when it began: only what had returned by then is sure to be on disk.
 //
-// POWERLOSS_FAIL_WRITEV=N (optional): about one in N writev(2) calls to `data.mdb` (LMDB writes a
-// commit's runs of pages with it, never its meta page) fails with ENOSPC without writing or being
-// logged, from POWERLOSS_FAIL_AFTER_MS (default 1000) after start-up on, so that commits fail
-// after the journal got their record (docs/DURABILITY.md: the cancel) while start-up and recovery
-// go through.
+// POWERLOSS_FAIL_WRITEV=N (optional): about one in N writev(2) calls to `data.mdb` made by foliod's
+// writer thread (`folio-writer`; LMDB writes a commit's runs of pages with writev, never its meta
+// page) fails with ENOSPC without writing or being logged, so that commits fail after the journal
+// got their record (docs/DURABILITY.md: the cancel), while start-up and recovery, which run on
+// other threads, go through. The writer's first 64 such calls in a process are spared, for the
+// crash loop's set-up of a store (schemas, views), which must succeed.
 //
 // Seen: write, pwrite, writev, pwritev, pwritev2 (and 64-bit forms), O_DSYNC/O_SYNC/RWF_DSYNC
 // writes, fsync, fdatasync (of files, and of tracked directories), sync, syncfs, msync(MS_SYNC) of
@@ -46,11 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "powerloss.h"
@@ -190,24 +191,25 @@ static int normalize(const char *base, const char *path, char *out) {
     return 1;
 }
 
-// POWERLOSS_FAIL_WRITEV: one in `fail_every` writev calls to data.mdb fails, after `fail_from`
-// (CLOCK_MONOTONIC nanoseconds); 0 for never.
+// POWERLOSS_FAIL_WRITEV: one in `fail_every` writev calls of the writer thread to data.mdb fails;
+// 0 for never.
 static uint64_t fail_every;
-static uint64_t fail_from;
 static uint64_t fail_state;
-
-static uint64_t monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+static uint64_t fail_spared = 64;
 
 // Whether this writev to `file` is to fail (POWERLOSS_FAIL_WRITEV).
 static int injected_failure(const struct descriptor *file) {
-    if (!fail_every || monotonic_ns() < fail_from) return 0;
+    if (!fail_every) return 0;
     const char *name = strrchr(file->path, '/');
     if (!name || strcmp(name, "/data.mdb") != 0) return 0;
+    char thread[16] = "";
+    if (prctl(PR_GET_NAME, thread, 0, 0, 0) != 0 || strcmp(thread, "folio-writer") != 0) return 0;
     pthread_mutex_lock(&lock);
+    if (fail_spared > 0) {
+        fail_spared--;
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
     fail_state ^= fail_state << 13;
     fail_state ^= fail_state >> 7;
     fail_state ^= fail_state << 17;
@@ -219,9 +221,7 @@ static int injected_failure(const struct descriptor *file) {
 __attribute__((constructor)) static void setup(void) {
     const char *every = getenv("POWERLOSS_FAIL_WRITEV");
     if (every && *every) {
-        const char *after = getenv("POWERLOSS_FAIL_AFTER_MS");
         fail_every = strtoull(every, NULL, 10);
-        fail_from = monotonic_ns() + (after && *after ? strtoull(after, NULL, 10) : 1000) * 1000000u;
         fail_state = 0x9E3779B97F4A7C15u ^ (uint64_t)getpid();
     }
     const char *log_path = getenv("POWERLOSS_LOG");
