@@ -51,6 +51,10 @@ final class SyncConfirmer: Sendable {
         let outcomes: [Writer.Outcome]
         /// The batch committed data (a batch of failures only waits for its turn).
         let needsSync: Bool
+        /// With the journal: its commit failed after its record was handed over, and a cancel of
+        /// the record is queued before it. If the journal's sync fails, the cancel may not be on
+        /// disk, and a restart may apply the record: its writes are then in doubt, not refused.
+        let cancelled: Bool
         /// Bytes of the events it appended, counted by `Backlog`.
         let bytes: Int
     }
@@ -92,6 +96,7 @@ final class SyncConfirmer: Sendable {
     ) {
         // Touched by the confirming thread only.
         var failure: ProtocolError?
+        var failedSync: (any Error)?
         let journaling: Bool
         if case .journal = durability { journaling = true } else { journaling = false }
         journals = journaling
@@ -125,6 +130,7 @@ final class SyncConfirmer: Sendable {
                 #endif
             } catch {
                 failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
+                failedSync = error
                 halt("\(durability.what) (\(error))")
             }
         }
@@ -133,6 +139,12 @@ final class SyncConfirmer: Sendable {
         func answer(_ items: ArraySlice<Item>) {
             for case .batch(let batch) in items {
                 backlog.remove(batch.bytes)
+                if batch.cancelled, let failedSync {
+                    let doubt = ProtocolError(
+                        .unavailable, "the write's commit failed, and the journal could not be flushed after it: it may be stored or not (\(failedSync))")
+                    release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: .failure(doubt)) })
+                    continue
+                }
                 guard let failure, batch.needsSync else {
                     release(batch.outcomes)
                     continue
@@ -160,12 +172,12 @@ final class SyncConfirmer: Sendable {
     /// Hands a committed batch over; waits first while more than `Backlog.limit` bytes of events
     /// wait to be confirmed. Call outside any write transaction: the journal's thread may wait for
     /// one to end (a checkpoint pins the last commit).
-    func confirm(_ outcomes: [Writer.Outcome], needsSync: Bool) {
+    func confirm(_ outcomes: [Writer.Outcome], needsSync: Bool, cancelled: Bool = false) {
         let bytes = outcomes.reduce(0) { total, outcome in
             total + ((try? outcome.result.get())?.appended ?? []).reduce(0) { $0 + $1.canonicalEvent.count }
         }
         backlog.add(bytes)
-        work.enqueue([.batch(Batch(outcomes: outcomes, needsSync: needsSync, bytes: bytes))])
+        work.enqueue([.batch(Batch(outcomes: outcomes, needsSync: needsSync, cancelled: cancelled, bytes: bytes))])
     }
 
     /// Answers everything handed over, then ends the thread.

@@ -131,12 +131,12 @@ final class Writer: @unchecked Sendable {
             statistics.writerQueue.subtract(count, ordering: .relaxed)
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
-            let (outcomes, committedData) = halted.map { refuse(batch, because: $0) } ?? process(batch)
+            let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
             reserve?.topUpIfLow()
             if let confirmer {
-                confirmer.confirm(outcomes, needsSync: committedData)
+                confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
             } else {
-                release(outcomes)
+                release(processed.outcomes)
             }
         })
     }
@@ -186,11 +186,20 @@ final class Writer: @unchecked Sendable {
         Self.deliver(outcomes)
     }
 
+    /// What became of a batch.
+    private struct Processed {
+        let outcomes: [Outcome]
+        /// The commit stored at least one write.
+        let committedData: Bool
+        /// A record of it went to the journal and was cancelled (its commit failed).
+        var cancelled = false
+    }
+
     /// Applies the batch in one transaction; grows the map and retries when it is full.
-    /// `committedData`: the commit stored at least one write.
-    private func process(_ batch: [Job]) -> (outcomes: [Outcome], committedData: Bool) {
+    private func process(_ batch: [Job]) -> Processed {
         var attempts = 0
         var isolating = false
+        var cancelled = false
         // With the journal, the batch's record goes to the journal's thread before the commit, so
         // that its write and sync overlap LMDB's commit; a commit that fails after it is cancelled.
         let journal = confirmer?.journals == true ? confirmer : nil
@@ -232,7 +241,10 @@ final class Writer: @unchecked Sendable {
                 } catch {
                     // Before anything else reaches the journal: the next attempt or batch reuses
                     // these sequences, and recovery must not apply the record.
-                    if let recorded { journal?.journal(.cancel(firstSequence: recorded)) }
+                    if let recorded, let journal {
+                        journal.journal(.cancel(firstSequence: recorded))
+                        cancelled = true
+                    }
                     throw error
                 }
                 #if DEBUG
@@ -243,7 +255,7 @@ final class Writer: @unchecked Sendable {
                 statistics.metrics.batchWrites.record(Double(batch.count))
                 if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
                 statistics.committedWrites.add(appended, ordering: .relaxed)
-                return (outcomes, appended > 0)
+                return Processed(outcomes: outcomes, committedData: appended > 0)
             } catch let error as StoreWriter.SpoiledTransaction where !isolating {
                 // A command failed halfway; run the batch again with every command isolated.
                 log.error("\(error); retrying \(batch.count) writes one nested transaction each")
@@ -267,15 +279,15 @@ final class Writer: @unchecked Sendable {
                     halt(check.code == .panic ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
                     failure = ProtocolError(.unavailable, "the write was not stored: \(error); foliod is stopping after \(halted ?? "\(check)")")
                 }
-                return (batch.map { Outcome(job: $0, result: .failure(failure)) }, false)
+                return Processed(outcomes: batch.map { Outcome(job: $0, result: .failure(failure)) }, committedData: false, cancelled: cancelled)
             }
         }
     }
 
     /// Answers for a batch once writes have halted: nothing of it touches LMDB.
-    private func refuse(_ batch: [Job], because reason: String) -> (outcomes: [Outcome], committedData: Bool) {
+    private func refuse(_ batch: [Job], because reason: String) -> Processed {
         let refusal = ProtocolError(.unavailable, "the write was not stored: foliod is stopping after \(reason)")
-        return (batch.map { Outcome(job: $0, result: .failure(refusal)) }, false)
+        return Processed(outcomes: batch.map { Outcome(job: $0, result: .failure(refusal)) }, committedData: false)
     }
 
     /// Acceptance time: the wall clock in ms, never before the last event's.
