@@ -51,6 +51,9 @@ struct CreateOperation: WorkloadOperation {
             }
             try ledger.objects[ObjectKey(collection: collection, id: id)]!.refuse(
                 code: code, byConstraint: error["view"] != nil, by: transition, label)
+        case .notStored:
+            // Nothing changed: nothing to learn or check here (the restart finds no event of it).
+            return
         case .uncertain:
             if let id {
                 ledger.objects[ObjectKey(collection: collection, id: id)]!.widen(by: transition)
@@ -64,7 +67,7 @@ struct CreateOperation: WorkloadOperation {
         let key: ObjectKey
         var version: Int64?
         switch outcome {
-        case .refused: return []
+        case .refused, .notStored: return []
         case .acknowledged(let result):
             key = ObjectKey(collection: collection, id: result["id"]?.stringValue ?? "")
             version = result["version"]?.integerValue

@@ -36,6 +36,8 @@ struct DeleteOperation: WorkloadOperation {
             try ledger.objects[key]!.refuse(
                 code: code, byConstraint: false, fits: { current == nil || $0.version == current }, by: transition,
                 label)
+        case .notStored:
+            return
         case .uncertain:
             ledger.objects[key]!.widen(by: transition)
         }
@@ -44,7 +46,7 @@ struct DeleteOperation: WorkloadOperation {
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
         var version: Int64?
         switch outcome {
-        case .refused: return []
+        case .refused, .notStored: return []
         case .acknowledged(let result): version = result["version"]?.integerValue
         case .uncertain: break
         }

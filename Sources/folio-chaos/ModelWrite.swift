@@ -98,6 +98,9 @@ struct ModelWrite: WorkloadOperation {
                 throw Violation("\(label) was refused with \(code) \(JSON.object(error)): \(problem)")
             }
             ledger.remember(self, .notApplied)
+        case .notStored:
+            // Nothing changed, its request key included: a retry runs as new.
+            ledger.remember(self, .notApplied)
         case .uncertain:
             ledger.remember(self, .unanswered)
             guard effect.refusal == nil else { return }
@@ -204,7 +207,7 @@ struct ModelWrite: WorkloadOperation {
         guard effect.refusal == nil else { return [] }
         var answerItems: [JSONObject]?
         switch outcome {
-        case .refused: return []
+        case .refused, .notStored: return []
         case .acknowledged(let result): answerItems = try? self.answerItems(result)
         case .uncertain: break
         }

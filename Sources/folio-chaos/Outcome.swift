@@ -14,6 +14,9 @@ enum Outcome {
         /// No answer, or `unavailable` (which may also mean "applied, but the flush failed"): it may
         /// or may not be applied.
         case uncertain(String)
+        /// `unavailable` with "the write was not stored" (its commit failed, or writes had stopped):
+        /// nothing changed, whatever the state, and the connection goes on.
+        case notStored(String)
     }
 
     /// Throws for an answer no write of the workload may get (malformed, `bad_request`, `internal`).
@@ -34,7 +37,9 @@ enum Outcome {
             }
             switch code {
             case "conflict", "not_found": return .refused(code: code, error: error)
-            case "unavailable": return .uncertain("unavailable: \(error["message"]?.stringValue ?? "")")
+            case "unavailable":
+                let message = error["message"]?.stringValue ?? ""
+                return message.hasPrefix("the write was not stored") ? .notStored(message) : .uncertain("unavailable: \(message)")
             default: throw Violation("\(request): unexpected error answer \(response)")
             }
         }

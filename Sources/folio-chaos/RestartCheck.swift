@@ -33,7 +33,7 @@ struct RestartCheck {
             case .acknowledged:
                 acknowledged += 1
                 figures[1] += 1
-            case .refused:
+            case .refused, .notStored:
                 refused += 1
                 figures[2] += 1
             case .uncertain:
@@ -103,7 +103,8 @@ struct RestartCheck {
                                 + (index < queue.count ? "\(queue[index])" : "no further event of \(missing.subject)")
                                 + "\n  answer: \(record.outcome)")
                     }
-                case .refused:
+                case .refused, .notStored:
+                    // Its events, if the log held any, are left for the check below: unexplained.
                     break
                 case .uncertain:
                     guard found.isEmpty || missing == nil else {

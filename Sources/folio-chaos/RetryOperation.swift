@@ -51,7 +51,7 @@ struct RetryOperation: WorkloadOperation {
 
     func record(_ outcome: Outcome.Kind, in ledger: ClientLedger) throws(Violation) {
         switch (mode, outcome) {
-        case (_, .uncertain):
+        case (_, .uncertain), (_, .notStored):
             return
         case (.replay(let expectation), .acknowledged(let result)):
             if let problem = expectation.problem(result) {

@@ -56,6 +56,8 @@ struct UpdateOperation: WorkloadOperation {
             try ledger.objects[key]!.refuse(
                 code: code, byConstraint: error["view"] != nil, fits: { current == nil || $0.version == current },
                 by: transition, label)
+        case .notStored:
+            return
         case .uncertain:
             ledger.objects[key]!.widen(by: transition)
         }
@@ -64,7 +66,7 @@ struct UpdateOperation: WorkloadOperation {
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
         var version: Int64?
         switch outcome {
-        case .refused: return []
+        case .refused, .notStored: return []
         case .acknowledged(let result): version = result["version"]?.integerValue
         case .uncertain: break
         }

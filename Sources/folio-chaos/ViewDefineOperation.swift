@@ -25,13 +25,18 @@ struct ViewDefineOperation: WorkloadOperation {
             // A unique view over data with duplicates is refused with the groups of ids.
             try ledger.views[definition.name]!.refuse(
                 code: code, byConstraint: error["duplicates"] != nil, by: transition, label)
+        case .notStored:
+            return
         case .uncertain:
             ledger.views[definition.name]!.widen(by: transition)
         }
     }
 
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
-        if case .refused = outcome { return [] }
+        switch outcome {
+        case .refused, .notStored: return []
+        case .acknowledged, .uncertain: break
+        }
         return [
             ExpectedEvent(subject: .view(definition.name), write: label) {
                 $0.type == "view.defined" && $0.view == definition

@@ -23,13 +23,18 @@ struct ViewDropOperation: WorkloadOperation {
             try ledger.views[name]!.acknowledge(.absent, by: transition, label)
         case .refused(let code, _):
             try ledger.views[name]!.refuse(code: code, byConstraint: false, by: transition, label)
+        case .notStored:
+            return
         case .uncertain:
             ledger.views[name]!.widen(by: transition)
         }
     }
 
     func expectedEvents(_ outcome: Outcome.Kind, in log: LoggedState) -> [ExpectedEvent] {
-        if case .refused = outcome { return [] }
+        switch outcome {
+        case .refused, .notStored: return []
+        case .acknowledged, .uncertain: break
+        }
         return [
             ExpectedEvent(subject: .view(name), write: label) { $0.type == "view.dropped" && $0.droppedView == name }
         ]
