@@ -75,6 +75,31 @@ import Testing
         }
     }
 
+    /// The commit of the 5th write fails after its record went to the journal, and the journal's
+    /// sync that was to cover the record or its cancel fails too: the cancel may not be on disk, so
+    /// the write is answered in doubt, not as refused; foliod stops, and a restart holds the four
+    /// writes before it. (One client, one write at a time: the n-th write's record is the n-th sync.)
+    @Test func aFailedCommitWhoseCancelWasNotFlushedIsInDoubt() throws {
+        try withFaultyDaemon(failpoints: "writer.afterJournal=error@5,confirm.beforeSync=error@5") { daemon in
+            let connection = try daemon.connect()
+            var answers: [JSON] = []
+            for index in 1...5 {
+                answers.append(try connection.request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["n": .int(Int64(index))]]))
+            }
+            let firstFour = answers.prefix(4).allSatisfy { $0.isOK }
+            #expect(firstFour, "\(answers)")
+            #expect(answers[4].errorCode == "unavailable", "\(answers[4])")
+            #expect(answers[4].errorMessage?.contains("it may be stored or not") == true, "\(answers[4])")
+            #expect(daemon.waitForExit(timeout: 20) == Self.ioErrorStatus, "\(daemon.log)")
+            daemon.environment = [:]
+            try daemon.start()
+            for index in 1...4 {
+                #expect(try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK)
+            }
+            #expect(try daemon.request(["op": "verify"]).result?["ok"] == .bool(true))
+        }
+    }
+
     /// A failed flush of the meta page answers its writes `unavailable` (applied, not durable), and
     /// foliod stops with EX_IOERR instead of acknowledging writes built on it.
     @Test func aFailedMetaFlushStopsFoliod() throws {
