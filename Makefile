@@ -127,6 +127,11 @@ relations: deps
 bench: deps
 	SWIFT="$(SWIFT)" BASELINE="$(BENCH_BASELINE)" bench/run.sh $(BENCH_ARGS)
 
+# What the hand-overs between foliod's threads on a write's path cost without any work (bench/handoff.c).
+.PHONY: bench-handoff
+bench-handoff:
+	@dir="$$(mktemp -d /tmp/folio-handoff.XXXXXX)"; $(CC) -O2 -Wall -o "$$dir/handoff" bench/handoff.c -lpthread && "$$dir/handoff" $(BENCH_ARGS); status=$$?; rm -rf "$$dir"; exit $$status
+
 # Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
 bench-views: deps
 	SWIFT="$(SWIFT)" bench/views.sh $(BENCH_ARGS)
