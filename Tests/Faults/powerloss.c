@@ -25,8 +25,7 @@
 // writer thread (`folio-writer`; LMDB writes a commit's runs of pages with writev, never its meta
 // page) fails with ENOSPC without writing or being logged, so that commits fail after the journal
 // got their record (docs/DURABILITY.md: the cancel), while start-up and recovery, which run on
-// other threads, go through. The writer's first 64 such calls in a process are spared, for the
-// crash loop's set-up of a store (schemas, views), which must succeed.
+// other threads, go through.
 //
 // Seen: write, pwrite, writev, pwritev, pwritev2 (and 64-bit forms), O_DSYNC/O_SYNC/RWF_DSYNC
 // writes, fsync, fdatasync (of files, and of tracked directories), sync, syncfs, msync(MS_SYNC) of
@@ -195,7 +194,6 @@ static int normalize(const char *base, const char *path, char *out) {
 // 0 for never.
 static uint64_t fail_every;
 static uint64_t fail_state;
-static uint64_t fail_spared = 64;
 
 // Whether this writev to `file` is to fail (POWERLOSS_FAIL_WRITEV).
 static int injected_failure(const struct descriptor *file) {
@@ -205,11 +203,6 @@ static int injected_failure(const struct descriptor *file) {
     char thread[16] = "";
     if (prctl(PR_GET_NAME, thread, 0, 0, 0) != 0 || strcmp(thread, "folio-writer") != 0) return 0;
     pthread_mutex_lock(&lock);
-    if (fail_spared > 0) {
-        fail_spared--;
-        pthread_mutex_unlock(&lock);
-        return 0;
-    }
     fail_state ^= fail_state << 13;
     fail_state ^= fail_state >> 7;
     fail_state ^= fail_state << 17;
