@@ -100,11 +100,6 @@ final class Metrics: Sendable {
     let batchWrites = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
     let commitSeconds = Histogram.seconds()
     let syncSeconds = Histogram.seconds()
-    /// Flushes that confirmed writes, by the thread that made them: the confirming thread (the
-    /// journal's, or data.mdb's second sync), or the writer itself (with the journal, when that
-    /// thread had nothing in hand and no other write waited).
-    let syncsByConfirmer = Counter()
-    let syncsByWriter = Counter()
 
     enum Refusal: String, CaseIterable {
         case maxConnections = "max-connections"

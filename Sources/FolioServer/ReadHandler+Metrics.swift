@@ -28,12 +28,8 @@ extension ReadHandler {
         text.histogram("folio_writer_batch_writes", [], metrics.batchWrites)
         text.family("folio_commit_duration_seconds", "histogram", "An LMDB write transaction's commit, data pages flushed included.")
         text.histogram("folio_commit_duration_seconds", [], metrics.commitSeconds)
-        text.family(
-            "folio_sync_duration_seconds", "histogram", "A flush that confirms commits (full durability): of the journal, or of data.mdb without it.")
+        text.family("folio_sync_duration_seconds", "histogram", "A flush of data.mdb that confirms commits (full durability).")
         text.histogram("folio_sync_duration_seconds", [], metrics.syncSeconds)
-        text.family("folio_syncs_total", "counter", "Flushes that confirmed commits, by the thread that made them: the confirming one, or the writer.")
-        text.sample("folio_syncs_total", [("thread", "confirmer")], Double(metrics.syncsByConfirmer.current))
-        text.sample("folio_syncs_total", [("thread", "writer")], Double(metrics.syncsByWriter.current))
         let gauges: [(String, String, Double)] = [
             ("folio_connections", "Client connections open.", Double(statistics.connections.load(ordering: .relaxed))),
             ("folio_watches", "Watches running.", Double(statistics.watches.load(ordering: .relaxed))),

@@ -21,12 +21,6 @@ import Failpoints
 ///   those cover: a batch's answer is queued after its record (and after its cancel), so every
 ///   batch a round answers was committed (or failed) and its record synced.
 ///
-///   When this thread has nothing in hand and no other write waits (one client writing, or a lull),
-///   the writer makes its batch durable itself instead, saving two wake-ups of a sleeping thread:
-///   it writes the record inside the transaction as it would have handed it over (`writeHere`),
-///   commits, then syncs the journal and answers (`answerHere`). The journal sees the same records
-///   in the same order either way; only which thread writes them differs.
-///
 /// A failure is final. The pages a sync was to flush may be gone from the disk while the page cache
 /// still shows them, and Linux reports the failure only once: a later sync can succeed without
 /// writing them. So the batches it covered, and every batch after it, are answered `unavailable`
@@ -91,56 +85,26 @@ final class SyncConfirmer: Sendable {
         }
     }
 
-    /// What a round touches: the journal's thread's, or the writer's while that thread is idle
-    /// (`isIdle`: only the writer hands it work, so the two never run a round at once).
-    private final class Rounds: @unchecked Sendable {
-        let durability: Durability
-        let metrics: Metrics
-        let halt: (String) -> Void
-        let release: ([Writer.Outcome]) -> Void
-        let backlog: Backlog
+    private let work: WorkThread<Item>
+    private let backlog = Backlog()
+    /// Whether the writer hands records over (`.journal`).
+    let journals: Bool
+
+    init(
+        _ durability: Durability, metrics: Metrics, halt: @escaping (String) -> Void,
+        release: @escaping ([Writer.Outcome]) -> Void
+    ) {
+        // Touched by the confirming thread only.
         var failure: ProtocolError?
         var failedSync: (any Error)?
-
-        init(
-            _ durability: Durability, metrics: Metrics, halt: @escaping (String) -> Void, release: @escaping ([Writer.Outcome]) -> Void,
-            backlog: Backlog
-        ) {
-            self.durability = durability
-            self.metrics = metrics
-            self.halt = halt
-            self.release = release
-            self.backlog = backlog
-        }
-
-        /// Runs `flush` (a sync of data.mdb, or the journal's append or sync) unless an earlier one
-        /// failed; a failure is final (see the type).
-        func flush(byWriter: Bool = false, _ flush: () throws -> Void) {
-            guard failure == nil else { return }
-            (byWriter ? metrics.syncsByWriter : metrics.syncsByConfirmer).bump()
-            do {
-                #if DEBUG
-                try Failpoint.confirmBeforeSync.check()
-                #endif
-                let started = monotonicMicroseconds()
-                try flush()
-                metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
-                #if DEBUG
-                _ = Failpoint.confirmAfterSync.hit()
-                #endif
-            } catch {
-                fail(error)
-            }
-        }
-
-        func fail(_ error: any Error) {
-            failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
-            failedSync = error
-            halt("\(durability.what) (\(error))")
-        }
+        let journaling: Bool
+        if case .journal = durability { journaling = true } else { journaling = false }
+        journals = journaling
+        let backlog = backlog
 
         /// Makes durable what the round holds (.lmdb: the batches' commits; .journal: the records).
         func makeDurable(_ items: ArraySlice<Item>) {
+            guard failure == nil else { return }
             var entries: [Journal.Entry] = []
             var syncs = false
             for item in items {
@@ -149,11 +113,25 @@ final class SyncConfirmer: Sendable {
                 case .record(let entry): entries.append(entry)
                 }
             }
-            switch durability {
-            case .lmdb(let environment):
-                if syncs { flush { try environment.sync() } }
-            case .journal(let journal):
-                if !entries.isEmpty { flush { try journal.append(entries) } }
+            if case .journal = durability { syncs = !entries.isEmpty }
+            guard syncs else { return }
+            do {
+                #if DEBUG
+                try Failpoint.confirmBeforeSync.check()
+                #endif
+                let started = monotonicMicroseconds()
+                switch durability {
+                case .lmdb(let environment): try environment.sync()
+                case .journal(let journal): try journal.append(entries)
+                }
+                metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
+                #if DEBUG
+                _ = Failpoint.confirmAfterSync.hit()
+                #endif
+            } catch {
+                failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
+                failedSync = error
+                halt("\(durability.what) (\(error))")
             }
         }
 
@@ -174,63 +152,15 @@ final class SyncConfirmer: Sendable {
                 release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: (try? $0.result.get()) == nil ? $0.result : .failure(failure)) })
             }
         }
-    }
 
-    private let work: WorkThread<Item>
-    private let backlog: Backlog
-    private let rounds: Rounds
-    /// Whether the writer hands records over (`.journal`).
-    let journals: Bool
-
-    init(
-        _ durability: Durability, metrics: Metrics, halt: @escaping (String) -> Void,
-        release: @escaping ([Writer.Outcome]) -> Void
-    ) {
-        let journaling: Bool
-        if case .journal = durability { journaling = true } else { journaling = false }
-        journals = journaling
-        let backlog = Backlog()
-        self.backlog = backlog
-        let rounds = Rounds(durability, metrics: metrics, halt: halt, release: release, backlog: backlog)
-        self.rounds = rounds
         work = WorkThread(name: journaling ? "folio-journal" : "folio-confirm") { items in
             // With the journal, the batches before the round's first record were covered by
             // earlier rounds' syncs: answered before this round's sync, not after it.
             let covered = journaling ? (items.firstIndex { if case .record = $0 { return true } else { return false } } ?? items.count) : 0
-            rounds.answer(items[..<covered])
-            rounds.makeDurable(items[covered...])
-            rounds.answer(items[covered...])
+            answer(items[..<covered])
+            makeDurable(items[covered...])
+            answer(items[covered...])
         }
-    }
-
-    // MARK: The writer's own rounds
-
-    /// With the journal: whether the writer may make a batch durable itself, on its own thread,
-    /// saving the hand-over to the journal's thread and back (`write`, `syncHere`, `answerHere`):
-    /// that thread has nothing queued and no round in hand, so every batch handed to it is
-    /// answered. Stays true until the writer hands something over.
-    var isIdle: Bool { journals && work.isIdle }
-
-    /// While `isIdle`, inside the transaction: writes the record (or, after a failed commit, its
-    /// cancel) on the writer's thread, not yet synced. False: the record needs a checkpoint first
-    /// (`Journal.write`), nothing was written; hand it over (`journal`) and confirm as usual. A
-    /// failure to write is final, as a failed sync (the batch is answered `unavailable`): true.
-    func writeHere(_ entry: Journal.Entry, mayCheckpoint: Bool) -> Bool {
-        guard case .journal(let journal) = rounds.durability, rounds.failure == nil else { return true }
-        do {
-            return try journal.write(entry, mayCheckpoint: mayCheckpoint)
-        } catch {
-            rounds.fail(error)
-            return true
-        }
-    }
-
-    /// While `isIdle`, after the batch's commit (or its failure): syncs what `writeHere` wrote, if
-    /// it `wrote` anything, and answers the batch, on the writer's thread.
-    func answerHere(_ outcomes: [Writer.Outcome], wrote: Bool, needsSync: Bool, cancelled: Bool) {
-        guard case .journal(let journal) = rounds.durability else { return }
-        if wrote { rounds.flush(byWriter: true) { try journal.sync() } }
-        rounds.answer([.batch(Batch(outcomes: outcomes, needsSync: needsSync, cancelled: cancelled, bytes: 0))])
     }
 
     /// With the journal: the record of the transaction the writer is about to commit (inside it,

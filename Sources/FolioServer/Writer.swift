@@ -134,12 +134,7 @@ final class Writer: @unchecked Sendable {
             let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
             reserve?.topUpIfLow()
             if let confirmer {
-                if processed.wroteHere && !processed.handedOver {
-                    confirmer.answerHere(
-                        processed.outcomes, wrote: processed.wroteHere, needsSync: processed.committedData, cancelled: processed.cancelled)
-                } else {
-                    confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
-                }
+                confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
             } else {
                 release(processed.outcomes)
             }
@@ -198,10 +193,6 @@ final class Writer: @unchecked Sendable {
         let committedData: Bool
         /// A record of it went to the journal and was cancelled (its commit failed).
         var cancelled = false
-        /// The writer wrote a record or a cancel of it to the journal itself (`SyncConfirmer.writeHere`).
-        var wroteHere = false
-        /// It handed a record or a cancel to the journal's thread.
-        var handedOver = false
     }
 
     /// Applies the batch in one transaction; grows the map and retries when it is full.
@@ -209,37 +200,17 @@ final class Writer: @unchecked Sendable {
         var attempts = 0
         var isolating = false
         var cancelled = false
-        var wroteHere = false
-        var handedOver = false
         // With the journal, the batch's record goes to the journal's thread before the commit, so
-        // that its write and sync overlap LMDB's commit while this thread goes on to the next
-        // batch. But if no write waits for this thread and the journal's thread has nothing in
-        // hand, this thread writes the record itself and syncs it after the commit (`answerHere`),
-        // which spares the write two wake-ups of a sleeping thread: one client's writes, or a lull.
-        // A commit that fails after its record is cancelled, the same way.
+        // that its write and sync overlap LMDB's commit; a commit that fails after it is cancelled.
         let journal = confirmer?.journals == true ? confirmer : nil
-        /// Writes the record here if it may, or hands it over; says which.
-        func record(_ events: [StoreWriter.Applied], journal: SyncConfirmer) -> Bool {
-            if !handedOver && statistics.writerQueue.load(ordering: .relaxed) == 0 && journal.isIdle
-                && journal.writeHere(.events(events), mayCheckpoint: false)
-            {
-                wroteHere = true
-                return true
-            }
-            journal.journal(.events(events))
-            handedOver = true
-            return false
-        }
         while true {
             let acceptance = nextTimestamp()
             var outcomes: [Outcome] = []
             outcomes.reserveCapacity(batch.count)
             do {
                 let started = monotonicMicroseconds()
-                // The first sequence of the record given to the journal, until the commit is done.
+                // The first sequence of the record handed to the journal, until the commit is done.
                 var recorded: UInt64?
-                // Whether this thread wrote that record itself.
-                var recordedHere = false
                 do {
                     try store.write({ writer in
                         writer.isolatesEveryCommand = isolating
@@ -261,7 +232,7 @@ final class Writer: @unchecked Sendable {
                         guard let journal else { return }
                         let events = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
                         guard let first = events.first else { return }
-                        recordedHere = record(events, journal: journal)
+                        journal.journal(.events(events))
                         recorded = first.event.sequence
                         #if DEBUG
                         try Failpoint.writerAfterJournal.check()
@@ -271,14 +242,7 @@ final class Writer: @unchecked Sendable {
                     // Before anything else reaches the journal: the next attempt or batch reuses
                     // these sequences, and recovery must not apply the record.
                     if let recorded, let journal {
-                        // Where its record went: a cancel written here is synced with it in
-                        // `answerHere`; one handed over follows its record on the journal's thread.
-                        if recordedHere {
-                            _ = journal.writeHere(.cancel(firstSequence: recorded), mayCheckpoint: true)
-                        } else {
-                            journal.journal(.cancel(firstSequence: recorded))
-                            handedOver = true
-                        }
+                        journal.journal(.cancel(firstSequence: recorded))
                         cancelled = true
                     }
                     throw error
@@ -291,7 +255,7 @@ final class Writer: @unchecked Sendable {
                 statistics.metrics.batchWrites.record(Double(batch.count))
                 if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
                 statistics.committedWrites.add(appended, ordering: .relaxed)
-                return Processed(outcomes: outcomes, committedData: appended > 0, wroteHere: wroteHere, handedOver: handedOver)
+                return Processed(outcomes: outcomes, committedData: appended > 0)
             } catch let error as StoreWriter.SpoiledTransaction where !isolating {
                 // A command failed halfway; run the batch again with every command isolated.
                 log.error("\(error); retrying \(batch.count) writes one nested transaction each")
@@ -315,9 +279,7 @@ final class Writer: @unchecked Sendable {
                     halt(check.code == .panic ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
                     failure = ProtocolError(.unavailable, "the write was not stored: \(error); foliod is stopping after \(halted ?? "\(check)")")
                 }
-                return Processed(
-                    outcomes: batch.map { Outcome(job: $0, result: .failure(failure)) }, committedData: false, cancelled: cancelled,
-                    wroteHere: wroteHere, handedOver: handedOver)
+                return Processed(outcomes: batch.map { Outcome(job: $0, result: .failure(failure)) }, committedData: false, cancelled: cancelled)
             }
         }
     }

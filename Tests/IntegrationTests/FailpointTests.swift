@@ -63,12 +63,10 @@ import Testing
     /// A commit that fails after its record went to the journal (the 30th batch), then a crash a
     /// few commits later (the next record reuses its sequences; the refusal has been answered by
     /// then), most likely before a checkpoint covered them: the restart skips the cancelled record,
-    /// so the refused writes are not there and nothing after them is lost. With one client the
-    /// writer writes the record and its cancel itself; with four, mostly the journal's thread does.
-    @Test(arguments: [1, 4])
-    func aCommitFailingAfterItsJournalRecordIsCancelled(clients: Int) throws {
+    /// so the refused writes are not there and nothing after them is lost.
+    @Test func aCommitFailingAfterItsJournalRecordIsCancelled() throws {
         try withFaultyDaemon(failpoints: "writer.afterJournal=error@30,writer.afterCommit=crash@45") { daemon in
-            let load = WriteLoad(clients: clients)
+            let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             load.wait(timeout: 60) { !$0.isRunning }
             #expect(daemon.waitForExit(timeout: 20) == Self.crashStatus, "\(daemon.log)")

@@ -7,8 +7,6 @@ final class WorkThread<Item>: @unchecked Sendable {
     private let lock = ConditionLock()
     private var queue: [Item] = []
     private var stopping = false
-    /// A round is in `handle`.
-    private var working = false
     private var thread: pthread_t?
     private let take: (inout [Item]) -> [Item]
     private let handle: ([Item]) -> Void
@@ -31,10 +29,6 @@ final class WorkThread<Item>: @unchecked Sendable {
         }
     }
 
-    /// Nothing is queued and no round is being handled. Only the threads that enqueue can make it
-    /// false again: one that is the only one to enqueue may rely on it until it enqueues.
-    var isIdle: Bool { lock.withLock { queue.isEmpty && !working } }
-
     func stop() {
         lock.withLock {
             stopping = true
@@ -47,9 +41,7 @@ final class WorkThread<Item>: @unchecked Sendable {
     private func run() {
         while true {
             let items: [Item] = lock.withLock {
-                working = false
                 while queue.isEmpty && !stopping { lock.wait() }
-                working = !queue.isEmpty
                 return queue.isEmpty ? [] : take(&queue)
             }
             if items.isEmpty { return }

@@ -105,22 +105,6 @@ public final class Journal: @unchecked Sendable {
     /// the ring, or one for which the ring has no room, is made durable by a checkpoint instead,
     /// which waits for its commit.
     public func append(_ entries: [Entry]) throws {
-        _ = try append(entries, syncing: true, mayCheckpoint: true)
-    }
-
-    /// `append` for the writer's own thread, when it makes its batch durable itself (the journal's
-    /// thread idle): inside the transaction, with `mayCheckpoint` false, it writes the record
-    /// without syncing it (the writer syncs it with `sync` after LMDB's commit), and writes
-    /// nothing and returns false if the record needs a checkpoint first (a checkpoint pins the last
-    /// commit, and would wait for the very transaction that called it): hand it over instead.
-    public func write(_ entry: Entry, mayCheckpoint: Bool) throws -> Bool {
-        try append([entry], syncing: false, mayCheckpoint: mayCheckpoint)
-    }
-
-    /// Flushes every record written so far.
-    public func sync() throws { try ring.sync() }
-
-    private func append(_ entries: [Entry], syncing: Bool, mayCheckpoint: Bool) throws -> Bool {
         buffer.removeAll(keepingCapacity: true)
         var runStart: UInt64 = 0
         var wrote = false
@@ -140,7 +124,6 @@ public final class Journal: @unchecked Sendable {
                 length = JournalRing.headerSize
             }
             if length > ring.size / 2 {
-                guard mayCheckpoint else { return false }
                 try flushRun()
                 try checkpoint()
                 continue
@@ -150,7 +133,6 @@ public final class Journal: @unchecked Sendable {
                 return (at, at + UInt64(length) - tail <= UInt64(ring.size))
             }
             if !room {
-                guard mayCheckpoint else { return false }
                 // What this call placed so far lies before the checkpoint's start: it is covered.
                 try flushRun()
                 try checkpoint()
@@ -177,10 +159,9 @@ public final class Journal: @unchecked Sendable {
             }
         }
         try flushRun()
-        if wrote && syncing { try ring.sync() }
+        if wrote { try ring.sync() }
         // One large record (up to half the ring) leaves no buffer of its size behind.
         if buffer.capacity > Self.runBytes { buffer = [] }
-        return true
     }
 
     /// Whether a checkpoint is due: the journal is a quarter full, or `interval` has passed since
