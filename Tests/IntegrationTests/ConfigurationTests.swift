@@ -95,7 +95,7 @@ import Testing
             try "max-connections = 2\nmax-line = 4096\nlog-level = info\n".write(toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             var reloaded = false
-            for _ in 0..<100 where !reloaded {
+            for _ in 0..<600 where !reloaded {
                 usleep(50_000)
                 reloaded = daemon.log.contains("SIGHUP: configuration reloaded")
             }
@@ -112,7 +112,7 @@ import Testing
             try "max-connections = many\n".write(toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             var refused = false
-            for _ in 0..<100 where !refused {
+            for _ in 0..<600 where !refused {
                 usleep(50_000)
                 refused = daemon.log.contains("keeping the running one")
             }
@@ -171,7 +171,7 @@ import Testing
                 environment: ["HOME": "/"], stdin: null, stdout: output, stderr: errors)
             defer { _ = watcher.killAndWait() }
             var started = false
-            for _ in 0..<200 where !started {
+            for _ in 0..<1500 where !started {
                 usleep(20_000)
                 started = fileText(outputPath).contains("\"watching\":true")
             }
@@ -259,7 +259,7 @@ import Testing
             try "access.uid.65534 = read Task Note\n".write(toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             var reloaded = false
-            for _ in 0..<100 where !reloaded {
+            for _ in 0..<600 where !reloaded {
                 usleep(50_000)
                 reloaded = daemon.log.contains("applied access")
             }
