@@ -511,12 +511,36 @@ static void duplicated(int fd, int copy) {
 
 typedef int (*open_function)(int, const char *, int, ...);
 
+static uint64_t begin_size(uint32_t kind, const struct descriptor *file, int mode, long long offset, long long length);
+static int tracked_path(const char *path, struct descriptor *file);
+
 static int opened(int dirfd, const char *path, int flags, mode_t mode, open_function real) {
     char full[PATH_MAX];
     int known = log_fd >= 0 && path && full_path(dirfd, path, full);
     // Whether this open makes the file: it did not exist just before (the process is the only writer).
     int creating = known && (flags & O_CREAT) && relative(full) && faccessat(dirfd, path, F_OK, AT_EACCESS) != 0;
+    // An open that truncates a tracked file empties it before track() can log the open: log the
+    // file's open as it is and its truncation first, as truncate() does, so that a kill between
+    // the two leaves a size the log gives (a crash loop found a 0-byte journal.new the log had
+    // never emptied).
+    struct descriptor existing;
+    int truncating = known && !creating && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && tracked_path(full, &existing);
+    uint64_t truncation = 0;
+    if (truncating) {
+        struct stat status;
+        if (stat(full, &status) == 0) {
+            const char *name = relative(full);
+            struct powerloss_record record = {
+                .kind = PL_OPEN, .dev = status.st_dev, .ino = status.st_ino, .offset = (uint64_t)status.st_size};
+            struct iovec payload = {(void *)name, strlen(name) + 1};
+            pthread_mutex_lock(&lock);
+            append(&record, &payload, 1);
+            pthread_mutex_unlock(&lock);
+        }
+        truncation = begin_size(PL_TRUNCATE, &existing, 0, 0, 0);
+    }
     int fd = real(dirfd, path, flags, mode);
+    if (truncating) finish(truncation, 1, fd >= 0);
     if (fd >= 0 && known) {
         int saved = errno;
         track(fd, full, flags, creating);

@@ -259,6 +259,29 @@ import Testing
         }
     }
 
+    /// An open with O_TRUNC empties the file before the shim can log the open: the shim logs the
+    /// truncation first, so a kill between the two (here: the log without the open's record) leaves
+    /// a size the log gives. (A crash loop's check once failed on a 0-byte journal.new.)
+    @Test func anOpenThatTruncatesIsLoggedBeforeItEmptiesTheFile() throws {
+        try withTemporaryDirectory { directory in
+            let tools = try PowerLossTools(in: directory, files: ["f": Self.bytes("O", 4096)])
+            try tools.run(#"os.open(D + "/f", os.O_WRONLY | os.O_TRUNC)"#)
+            let whole = [UInt8](try Data(contentsOf: URL(fileURLWithPath: tools.log)))
+            // The records' sizes (u64 at byte 8 of each): drop the last one, the open's.
+            var starts: [Int] = []
+            var at = 0
+            while at + 16 <= whole.count {
+                starts.append(at)
+                at += Int(whole[(at + 8)..<(at + 16)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+            }
+            #expect(starts.count >= 2, "a truncation before the open: \(starts.count) records")
+            let last = try #require(starts.last)
+            try Data(whole[..<last]).write(to: URL(fileURLWithPath: tools.log))
+            let run = try tools.imageRun(seed: 1)
+            #expect(run.status == 0, "\(run)")
+        }
+    }
+
     /// The check against the files the process left fails when they changed where the shim did not
     /// see: here a write by a process without it.
     @Test func theCheckFindsAWriteTheShimMissed() throws {
