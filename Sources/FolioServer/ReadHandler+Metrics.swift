@@ -28,7 +28,8 @@ extension ReadHandler {
         text.histogram("folio_writer_batch_writes", [], metrics.batchWrites)
         text.family("folio_commit_duration_seconds", "histogram", "An LMDB write transaction's commit, data pages flushed included.")
         text.histogram("folio_commit_duration_seconds", [], metrics.commitSeconds)
-        text.family("folio_sync_duration_seconds", "histogram", "A flush of data.mdb that confirms commits (full durability).")
+        text.family(
+            "folio_sync_duration_seconds", "histogram", "A flush that confirms commits (full durability): the journal's write and sync, or data.mdb's without it.")
         text.histogram("folio_sync_duration_seconds", [], metrics.syncSeconds)
         let gauges: [(String, String, Double)] = [
             ("folio_connections", "Client connections open.", Double(statistics.connections.load(ordering: .relaxed))),
