@@ -114,8 +114,23 @@ public struct PageCursor: Sendable, Equatable {
 
     /// base64url of: format (2), fingerprint (8 bytes), key, check (8 bytes over everything before).
     public var token: String {
-        let body = [Self.format] + fingerprint + key
-        return Base64URL.encode(body + Self.check(body))
+        var text: [UInt8] = []
+        appendToken(to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends `token`'s characters (which need no escaping in JSON) to `text`, composing the bytes
+    /// on the stack: a page's `next` is written once per page.
+    public func appendToken(to text: inout [UInt8]) {
+        let checked = 9 + key.count
+        withUnsafeTemporaryAllocation(byteCount: checked + 8, alignment: 8) { body in
+            body[0] = Self.format
+            fingerprint.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: body[1..<9]).copyMemory(from: $0) }
+            key.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: body[9..<checked]).copyMemory(from: $0) }
+            let check = Self.checkValue(UnsafeRawBufferPointer(rebasing: body[..<checked]))
+            body.storeBytes(of: check.bigEndian, toByteOffset: checked, as: UInt64.self)
+            Base64URL.encode(UnsafeRawBufferPointer(body), appendingTo: &text)
+        }
     }
 
     /// Refuses anything `token` did not write: a changed byte fails the check (but for a chance of
@@ -138,14 +153,18 @@ public struct PageCursor: Sendable, Equatable {
     /// FNV-1a with a final avalanche (SplitMix64's mixer), so that every changed bit of the body
     /// changes about half the check's bits.
     static func check(_ bytes: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: bytes.withUnsafeBytes { checkValue($0) }.bigEndian) { Array($0) }
+    }
+
+    private static func checkValue(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var hash = fnv1a(bytes) ^ 0x9E37_79B9_7F4A_7C15
         hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
         hash = (hash ^ (hash >> 27)) &* 0x94D0_49BB_1331_11EB
         hash ^= hash >> 31
-        return withUnsafeBytes(of: hash.bigEndian) { Array($0) }
+        return hash
     }
 
-    private static func fnv1a(_ bytes: [UInt8]) -> UInt64 {
+    private static func fnv1a(_ bytes: some Sequence<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash ^= UInt64(byte)
@@ -162,16 +181,24 @@ public enum Base64URL {
     /// Base64's digits with `-` and `_` for `+` and `/`, and no padding.
     public static func encode(_ bytes: [UInt8]) -> String {
         var text: [UInt8] = []
-        bytes.withUnsafeBytes { Base64.encode($0, appendingTo: &text) }
-        while text.last == UInt8(ascii: "=") { text.removeLast() }
-        for index in text.indices {
-            if text[index] == UInt8(ascii: "+") {
-                text[index] = UInt8(ascii: "-")
-            } else if text[index] == UInt8(ascii: "/") {
-                text[index] = UInt8(ascii: "_")
+        bytes.withUnsafeBytes { encode($0, appendingTo: &text) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends `encode`'s characters for `bytes` to `text`.
+    public static func encode(_ bytes: UnsafeRawBufferPointer, appendingTo text: inout [UInt8]) {
+        let start = text.count
+        Base64.encode(bytes, appendingTo: &text)
+        while text.count > start && text.last == UInt8(ascii: "=") { text.removeLast() }
+        text.withUnsafeMutableBufferPointer { buffer in
+            for index in start..<buffer.count {
+                if buffer[index] == UInt8(ascii: "+") {
+                    buffer[index] = UInt8(ascii: "-")
+                } else if buffer[index] == UInt8(ascii: "/") {
+                    buffer[index] = UInt8(ascii: "_")
+                }
             }
         }
-        return String(decoding: text, as: UTF8.self)
     }
 
     private static let digits: [Int8] = {

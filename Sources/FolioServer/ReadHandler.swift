@@ -153,7 +153,14 @@ final class ReadHandler: Sendable {
                 writer.writeRaw("{\"items\":[")
                 writer.writeRaw(result.items)
                 writer.writeRaw("],\"next\":")
-                if let next = result.next { writer.write(next.token) } else { writer.writeRaw("null") }
+                if let next = result.next {
+                    // base64url: nothing to escape.
+                    writer.bytes.append(UInt8(ascii: "\""))
+                    next.appendToken(to: &writer.bytes)
+                    writer.bytes.append(UInt8(ascii: "\""))
+                } else {
+                    writer.writeRaw("null")
+                }
                 writer.writeKey("total")
                 writer.write(result.total)
                 if result.includeTruncated {

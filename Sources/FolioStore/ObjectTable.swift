@@ -23,7 +23,7 @@ struct ObjectTable {
     }
 
     /// The record under a key `Keys.object` made (a page reuses one buffer for its keys).
-    func record(key: [UInt8], _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
+    func record(key: UnsafeRawBufferPointer, _ txn: Transaction) throws -> UnsafeRawBufferPointer? {
         try txn.get(database, key)
     }
 

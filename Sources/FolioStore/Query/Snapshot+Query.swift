@@ -172,7 +172,8 @@ extension Snapshot {
         _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, countOnly: Bool
     ) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
-        let (lower, upper) = try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), storeTxn) } ?? (0, tree.count(storeTxn))
+        let top = try tree.top(storeTxn)
+        let (lower, upper) = try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), from: top, storeTxn) } ?? (0, top.count)
         result.total = upper - lower
         if countOnly { return result }
         let forward = !query.descending
@@ -187,11 +188,11 @@ extension Snapshot {
             if let range, !cursor.key.starts(with: range.prefix) {
                 throw StoreError.invalid("after: the cursor is not within the range the where selects")
             }
-            let rank = try tree.rank(of: cursor.key, inclusive: true, storeTxn)
+            let rank = try tree.rank(of: cursor.key, inclusive: true, from: top, storeTxn)
             start = forward ? max(0, rank - lower) : max(0, upper - rank + 1)
         }
         guard start < result.total else { return result }
-        let position = try tree.position(atRank: forward ? lower + start : upper - start, storeTxn)
+        let position = try tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
         var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
         try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
         result.plan.examined = page.examined
@@ -315,13 +316,8 @@ private struct PageWriter {
     private var lastKey: ArraySlice<UInt8>?
     private var hasMore = false
     private(set) var examined = 0
-    /// `collection 0 id` of the last object read, and the collection it is of: one buffer for
-    /// every key of the page, not an array and an id string per object.
-    private var objectKey: [UInt8] = []
-    private var objectKeyCollection: String?
-    private var objectKeyPrefix = 0
-    /// `{"collection":"<collection>","id":` as JSON, for `objectKeyCollection`.
-    private var itemHead: [UInt8] = []
+    /// The object keys' and items' heads for the collection of the last object read.
+    private let heads = ObjectHeads()
 
     init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int) {
         self.query = query
@@ -340,37 +336,28 @@ private struct PageWriter {
         }
         examined += 1
         let collection = keyCollection ?? self.collection!
-        if collection != objectKeyCollection {
-            objectKey = Keys.collectionPrefix(collection)
-            objectKeyPrefix = objectKey.count
-            objectKeyCollection = collection
-            var head = JSONWriter(capacity: collection.utf8.count + 24)
-            head.writeRaw("{\"collection\":")
-            head.write(collection)
-            head.writeRaw(",\"id\":")
-            itemHead = head.bytes
-        }
-        let idIsPlain = key.withUnsafeBytes { sortKey in
+        let heads = heads
+        if collection != heads.collection { try heads.set(collection) }
+        // The object's key, `collection 0 id`: the id copied after the prefix, which stays.
+        let (record, idCount, idIsPlain) = try key.withUnsafeBytes { sortKey in
             let id = UnsafeRawBufferPointer(rebasing: sortKey[SortKey.idRange(in: sortKey)])
-            objectKey.removeSubrange(objectKeyPrefix...)
-            objectKey.append(contentsOf: id)
-            return id.allSatisfy(Names.isIDByte)
+            let end = heads.keyPrefix + id.count
+            UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
+            let record = try objects.record(key: UnsafeRawBufferPointer(rebasing: heads.key[..<end]), txn)
+            return (record, id.count, id.allSatisfy(Names.isIDByte))
         }
-        guard let record = try objects.record(key: objectKey, txn) else {
+        guard let record else {
             let id = key.withUnsafeBytes { SortKey.id(in: $0) }
             throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+        let head = UnsafeRawBufferPointer(rebasing: heads.item[..<heads.itemCount])
         if idIsPlain {
             // A valid id needs no escaping (Names.validateID): its bytes are its JSON string.
-            try itemHead.withUnsafeBytes { head in
-                try objectKey.withUnsafeBytes { objectKey in
-                    let id = UnsafeRawBufferPointer(rebasing: objectKey[objectKeyPrefix...])
-                    try ObjectTable.writeWireForm(record, head: head, plainID: id, to: &writer)
-                }
-            }
+            let id = UnsafeRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<(heads.keyPrefix + idCount)])
+            try ObjectTable.writeWireForm(record, head: head, plainID: id, to: &writer)
         } else {
-            writer.bytes.append(contentsOf: itemHead)
+            writer.bytes.append(contentsOf: head)
             writer.write(key.withUnsafeBytes { SortKey.id(in: $0) })
             try ObjectTable.writeWireForm(record, head: UnsafeRawBufferPointer(start: nil, count: 0), plainID: nil, to: &writer)
         }
@@ -388,6 +375,41 @@ private struct PageWriter {
         result.items = writer.bytes
         result.itemCount = itemCount
         if hasMore, let lastKey { result.next = PageCursor(fingerprint: query.fingerprint, key: Array(lastKey)) }
+    }
+}
+
+/// A page's object key (`collection 0 id`) and item head (`{"collection":"<collection>","id":` as
+/// JSON) for one collection, in buffers of their largest size: one allocation a page, not an array
+/// and its reference counting per object.
+private final class ObjectHeads {
+    /// `collection 0`, then the id of the object being read.
+    let key = UnsafeMutableRawBufferPointer.allocate(byteCount: Names.maxCollectionLength * 4 + 1 + 255, alignment: 1)
+    private(set) var keyPrefix = 0
+    /// Sized for a name whose every character needs a `\uXXXX` escape (names are plain; a
+    /// collection from a stored key is not trusted to be).
+    let item = UnsafeMutableRawBufferPointer.allocate(byteCount: Names.maxCollectionLength * 4 * 6 + 32, alignment: 1)
+    private(set) var itemCount = 0
+    private(set) var collection: String?
+
+    func set(_ collection: String) throws {
+        let prefix = Keys.collectionPrefix(collection)
+        var head = JSONWriter(capacity: collection.utf8.count + 24)
+        head.writeRaw("{\"collection\":")
+        head.write(collection)
+        head.writeRaw(",\"id\":")
+        guard prefix.count <= key.count - 255 && head.bytes.count <= item.count else {
+            throw StoreError.corrupted("an index lists an object of a collection whose name is not valid")
+        }
+        prefix.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: key[..<prefix.count]).copyMemory(from: $0) }
+        head.bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: item[..<head.bytes.count]).copyMemory(from: $0) }
+        keyPrefix = prefix.count
+        itemCount = head.bytes.count
+        self.collection = collection
+    }
+
+    deinit {
+        key.deallocate()
+        item.deallocate()
     }
 }
 

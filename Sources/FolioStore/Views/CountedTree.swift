@@ -23,7 +23,7 @@ struct CountedTree {
         var index: Int
     }
 
-    private struct Header {
+    fileprivate struct Header {
         var root: UInt64
         /// Branch levels above the leaves: 0 when the root is a leaf.
         var height: Int
@@ -112,6 +112,15 @@ struct CountedTree {
     }
 
     func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).count) }
+
+    /// The tree's header as read once, for the descents of one read (a page's count and its first
+    /// position): each descent would otherwise read it again. Valid while the tree does not change.
+    struct Top {
+        fileprivate let header: Header
+        var count: Int { Int(header.count) }
+    }
+
+    func top(_ txn: StoreTransaction) throws -> Top { Top(header: try header(txn)) }
 
     /// Puts in the keys the write holds back for this tree (see `insert`).
     func applyHeldAppends(_ txn: StoreTransaction) throws { _ = try header(txn) }
@@ -356,7 +365,11 @@ struct CountedTree {
     /// How many keys are less than `key` (less than or equal, with `inclusive`): the rank of the
     /// first key after them. O(log n).
     func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ txn: StoreTransaction) throws -> Int {
-        let header = try header(txn)
+        try rank(of: key, inclusive: inclusive, from: top(txn), txn)
+    }
+
+    func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, from top: Top, _ txn: StoreTransaction) throws -> Int {
+        let header = top.header
         var step = Descent(node: header.root, total: header.count)
         for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
         return Int(step.rank) + (try load(step.node, txn)).search(key, strictly: inclusive).index
@@ -365,7 +378,13 @@ struct CountedTree {
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
     /// under the same nodes: the bounds of a range and its size, for little more than one descent.
     func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, _ txn: StoreTransaction) throws -> (low: Int, high: Int) {
-        let header = try header(txn)
+        try ranks(of: low, and: high, from: top(txn), txn)
+    }
+
+    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, from top: Top, _ txn: StoreTransaction) throws
+        -> (low: Int, high: Int)
+    {
+        let header = top.header
         var lower = Descent(node: header.root, total: header.count)
         var upper = lower
         for _ in 0..<header.height {
@@ -415,7 +434,11 @@ struct CountedTree {
 
     /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
     func position(atRank rank: Int, _ txn: StoreTransaction) throws -> Position {
-        let header = try header(txn)
+        try position(atRank: rank, from: top(txn), txn)
+    }
+
+    func position(atRank rank: Int, from top: Top, _ txn: StoreTransaction) throws -> Position {
+        let header = top.header
         var remaining = UInt64(max(0, rank))
         var total = header.count
         var nodeID = header.root
