@@ -512,7 +512,7 @@ static void duplicated(int fd, int copy) {
 typedef int (*open_function)(int, const char *, int, ...);
 
 static uint64_t begin_size(uint32_t kind, const struct descriptor *file, int mode, long long offset, long long length);
-static int tracked_path(const char *path, struct descriptor *file);
+static int tracked_path(const char *path, struct descriptor *file, struct stat *status);
 
 static int opened(int dirfd, const char *path, int flags, mode_t mode, open_function real) {
     char full[PATH_MAX];
@@ -524,19 +524,18 @@ static int opened(int dirfd, const char *path, int flags, mode_t mode, open_func
     // the two leaves a size the log gives (a crash loop found a 0-byte journal.new the log had
     // never emptied).
     struct descriptor existing;
-    int truncating = known && !creating && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && tracked_path(full, &existing);
+    struct stat status;
+    int truncating =
+        known && !creating && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && tracked_path(full, &existing, &status);
     uint64_t truncation = 0;
     if (truncating) {
-        struct stat status;
-        if (stat(full, &status) == 0) {
-            const char *name = relative(full);
-            struct powerloss_record record = {
-                .kind = PL_OPEN, .dev = status.st_dev, .ino = status.st_ino, .offset = (uint64_t)status.st_size};
-            struct iovec payload = {(void *)name, strlen(name) + 1};
-            pthread_mutex_lock(&lock);
-            append(&record, &payload, 1);
-            pthread_mutex_unlock(&lock);
-        }
+        const char *name = relative(full);
+        struct powerloss_record record = {
+            .kind = PL_OPEN, .dev = status.st_dev, .ino = status.st_ino, .offset = (uint64_t)status.st_size};
+        struct iovec payload = {(void *)name, strlen(name) + 1};
+        pthread_mutex_lock(&lock);
+        append(&record, &payload, 1);
+        pthread_mutex_unlock(&lock);
         truncation = begin_size(PL_TRUNCATE, &existing, 0, 0, 0);
     }
     int fd = real(dirfd, path, flags, mode);
@@ -901,19 +900,21 @@ int ftruncate64(int fd, off64_t length) {
 }
 
 // The tracked file at `path`, as a descriptor that is not one (for truncate by name).
-static int tracked_path(const char *path, struct descriptor *file) {
+// Whether `path` is a tracked regular file: then `file` names it, and `status` (if given) is its stat.
+static int tracked_path(const char *path, struct descriptor *file, struct stat *status) {
     char full[PATH_MAX];
-    struct stat status;
-    if (log_fd < 0 || !full_path(AT_FDCWD, path, full) || !relative(full) || stat(path, &status) != 0 ||
-        !S_ISREG(status.st_mode))
+    struct stat own;
+    if (!status) status = &own;
+    if (log_fd < 0 || !full_path(AT_FDCWD, path, full) || !relative(full) || stat(path, status) != 0 ||
+        !S_ISREG(status->st_mode))
         return 0;
-    *file = (struct descriptor){.dev = status.st_dev, .ino = status.st_ino};
+    *file = (struct descriptor){.dev = status->st_dev, .ino = status->st_ino};
     return 1;
 }
 
 int truncate(const char *path, off_t length) {
     struct descriptor file;
-    if (!tracked_path(path, &file)) return REAL(truncate)(path, length);
+    if (!tracked_path(path, &file, NULL)) return REAL(truncate)(path, length);
     uint64_t seq = begin_size(PL_TRUNCATE, &file, 0, length, 0);
     int result = REAL(truncate)(path, length);
     finish(seq, 1, result == 0);
@@ -922,7 +923,7 @@ int truncate(const char *path, off_t length) {
 
 int truncate64(const char *path, off64_t length) {
     struct descriptor file;
-    if (!tracked_path(path, &file)) return REAL(truncate64)(path, length);
+    if (!tracked_path(path, &file, NULL)) return REAL(truncate64)(path, length);
     uint64_t seq = begin_size(PL_TRUNCATE, &file, 0, length, 0);
     int result = REAL(truncate64)(path, length);
     finish(seq, 1, result == 0);
