@@ -50,7 +50,7 @@ PYTEST_ARGS ?=
 test-python:
 	$(SWIFT) build --product foliod
 	python3 -m pip install -q ./clients/python pytest
-	FOLIOD="$$($(SWIFT) build --show-bin-path)/foliod" python3 -m pytest -q clients/python/tests $(PYTEST_ARGS)
+	FOLIOD="$$($(SWIFT) build --show-bin-path)/foliod" python3 -m pytest -q clients/python/tests Tests/VM $(PYTEST_ARGS)
 
 # The protocol against its schema and examples (proto/examples/README.md): every example replayed
 # against a fresh debug foliod, PROTOCOL.md's examples and schema-cases.jsonl (what no replay shows:
@@ -86,8 +86,9 @@ power-loss: deps power-loss-tools
 	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cycles $(CYCLES) --power-loss $(POWERLOSS_TOOLS)/powerloss.so $(POWERLOSS_ARGS)
 
 # Power cuts of a real VM (docs/POWERLOSS.md, "Power cuts of a VM"): VM_CYCLES times, a Debian VM
-# under qemu writing through foliod is killed at a random moment and booted again, and every write
-# acknowledged so far is checked, with verify. Root, qemu and debootstrap (installed when missing);
+# under qemu writing through foliod is killed at a random moment, its disk's write cache lost
+# (Tests/VM/volatile_disk.py), and booted again, and every write acknowledged so far is checked,
+# with verify. Root, qemu and debootstrap (installed when missing);
 # the VM's root file system is made once in .build/vm (a few minutes); about 3 minutes a cycle under
 # software emulation. VM_ARGS go to Tests/VM/vm_power_cut.py, e.g. VM_ARGS='--accel kvm --seed 7'
 # or the control VM_ARGS='--durability none', which must report lost writes.

@@ -4,7 +4,10 @@
 A Debian VM under qemu (software emulation by default, KVM with --accel kvm) runs a release foliod
 on its defaults (durability full, through the journal) on ext4 on a virtio disk, with four writers that report each acknowledged write on a serial port. At a random moment
 the host kills the VM's qemu with SIGKILL: the guest's memory, its page cache included, is gone at
-once, as in a power cut. The VM then boots again on the same disk, foliod opens what the disk held,
+once, as in a power cut. The disk is served by Tests/VM/volatile_disk.py, whose write cache the cut
+loses too: of what the guest wrote since its last flush, each sector keeps its flushed content or
+any one of the writes since (`--disk kept` serves the image file instead, where every write that
+reached qemu stays). The VM then boots again on the same disk, foliod opens what the disk held,
 and the check reports `verify`'s answer and every object. Each cycle checks every write
 acknowledged in every cycle so far:
 
@@ -14,7 +17,8 @@ acknowledged in every cycle so far:
 - `verify` (hash chain, replay of the whole log, comparison with the live state) finds nothing.
 
     Tests/VM/vm_power_cut.py [--cycles N] [--seed S] [--work DIR] [--up-min S] [--up-max S]
-                             [--accel tcg|kvm] [--durability full|relaxed|none] [--foliod PATH]
+                             [--accel tcg|kvm] [--durability full|relaxed|none] [--disk volatile|kept]
+                             [--foliod PATH]
 
 `--durability none` is the control: foliod then answers before anything is flushed, and a cut
 within ext4's write-back delay (30 s) must lose acknowledged writes, which this reports (exit 1).
@@ -77,14 +81,40 @@ def prepare(work, foliod):
     return os.path.join(rootfs, "boot", kernel), os.path.join(rootfs, "boot", initrd), image
 
 
-def qemu(accel, durability, kernel, initrd, image, mode, cycle, console, acks):
+class VolatileDisk:
+    """Tests/VM/volatile_disk.py serving the image to qemu, with a write cache a cut loses."""
+
+    def __init__(self, image, socket_path, seed):
+        self.socket = socket_path
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "volatile_disk.py"), image, socket_path, str(seed)],
+            stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "listening":
+            sys.exit("vm: the volatile disk did not start")
+
+    def cut(self):
+        """The power goes: what the guest did not flush is partly lost. Returns the disk's report."""
+        self.process.send_signal(signal.SIGUSR1)
+        report = self.process.stdout.read().strip()
+        self.process.wait()
+        return report
+
+    def stop(self):
+        """A clean shutdown: everything the guest wrote is kept."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.stdout.read()
+        self.process.wait()
+
+
+def qemu(accel, durability, kernel, initrd, image, mode, cycle, console, acks, disk=None):
+    drive = f"file=nbd:unix:{disk.socket},format=raw,if=virtio" if disk else f"file={image},format=raw,if=virtio,cache=none,aio=threads"
     return subprocess.Popen([
         "qemu-system-x86_64", "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi", "-cpu", "host" if accel == "kvm" else "max",
         "-smp", "2", "-m", "1024",
         "-display", "none", "-monitor", "none", "-no-reboot",
         "-kernel", kernel, "-initrd", initrd,
         "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/folio-init folio.mode={mode} folio.cycle={cycle} folio.durability={durability}",
-        "-drive", f"file={image},format=raw,if=virtio,cache=none,aio=threads",
+        "-drive", drive,
         "-serial", f"file:{console}", "-serial", f"file:{acks}",
     ], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -117,6 +147,8 @@ def main():
                         help="tcg (software emulation, works everywhere) or kvm (much faster where KVM works)")
     parser.add_argument("--foliod", default=None)
     parser.add_argument("--durability", choices=["full", "relaxed", "none"], default="full")
+    parser.add_argument("--disk", choices=["volatile", "kept"], default="volatile",
+                        help="volatile: a write cache the cut loses (Tests/VM/volatile_disk.py); kept: every write that reached qemu stays")
     options = parser.parse_args()
     os.makedirs(options.work, exist_ok=True)
     foliod = options.foliod or os.path.join(
@@ -133,15 +165,19 @@ def main():
     started = time.monotonic()
     for cycle in range(1, options.cycles + 1):
         console, acks = os.path.join(logs, f"write-{cycle}.console"), os.path.join(logs, f"write-{cycle}.acks")
-        vm = qemu(options.accel, options.durability, kernel, initrd, image, "write", cycle, console, acks)
+        disk = VolatileDisk(image, os.path.join(options.work, "disk.sock"), options.seed * 100000 + cycle) if options.disk == "volatile" else None
+        vm = qemu(options.accel, options.durability, kernel, initrd, image, "write", cycle, console, acks, disk)
         if not wait_for(acks, "READY", vm, 600):
             vm.kill()
             vm.wait()
+            if disk:
+                disk.stop()
             sys.exit(f"vm: cycle {cycle}: the writers did not start (see {console})")
         up = randomness.uniform(options.up_min, options.up_max)
         time.sleep(up)
         vm.send_signal(signal.SIGKILL)
         vm.wait()
+        lost = f", {disk.cut().removeprefix('cut: ')}" if disk else ""
         acknowledged = 0
         for line in complete_lines(acks):
             fields = line.split()
@@ -152,13 +188,17 @@ def main():
                 updated[fields[1]] = (int(fields[2]), int(fields[3]))
                 acknowledged += 1
         console, report = os.path.join(logs, f"check-{cycle}.console"), os.path.join(logs, f"check-{cycle}.report")
-        vm = qemu(options.accel, options.durability, kernel, initrd, image, "check", cycle, console, report)
+        disk = VolatileDisk(image, os.path.join(options.work, "disk.sock"), 0) if options.disk == "volatile" else None
+        vm = qemu(options.accel, options.durability, kernel, initrd, image, "check", cycle, console, report, disk)
         try:
             vm.wait(timeout=600)
         except subprocess.TimeoutExpired:
             vm.kill()
             vm.wait()
             sys.exit(f"vm: cycle {cycle}: the check did not finish (see {console})")
+        finally:
+            if disk:
+                disk.stop()
         lines = complete_lines(report)
         if not any(line.startswith("DONE ") for line in lines):
             sys.exit(f"vm: cycle {cycle}: the check did not report (see {console} and {report})")
@@ -182,7 +222,7 @@ def main():
             elif held[id][0] == version and held[id][1] != n:
                 problems.append(f"{id} at version {version} holds n {held[id][1]}, acknowledged {n}")
         acknowledged_total += acknowledged
-        print(f"vm: cycle {cycle}: cut after {up:.2f} s, {acknowledged} writes acknowledged in it "
+        print(f"vm: cycle {cycle}: cut after {up:.2f} s{lost}, {acknowledged} writes acknowledged in it "
               f"({acknowledged_total} in all), {len(held)} objects held, {len(created)} acknowledged creates and the last "
               f"acknowledged update of {len(updated)} objects checked, {len(problems)} problems "
               f"({time.monotonic() - started:.0f} s)", flush=True)
