@@ -18,7 +18,7 @@ acknowledged in every cycle so far:
 
     Tests/VM/vm_power_cut.py [--cycles N] [--seed S] [--work DIR] [--up-min S] [--up-max S]
                              [--accel tcg|kvm] [--durability full|relaxed|none] [--disk volatile|kept]
-                             [--foliod PATH]
+                             [--foliod-arg ARG]... [--foliod PATH]
 
 `--durability none` is the control: foliod then answers before anything is flushed, and a cut
 within ext4's write-back delay (30 s) must lose acknowledged writes, which this reports (exit 1).
@@ -106,14 +106,15 @@ class VolatileDisk:
         self.process.wait()
 
 
-def qemu(accel, durability, kernel, initrd, image, mode, cycle, console, acks, disk=None):
+def qemu(accel, durability, foliod_args, kernel, initrd, image, mode, cycle, console, acks, disk=None):
     drive = f"file=nbd:unix:{disk.socket},format=raw,if=virtio" if disk else f"file={image},format=raw,if=virtio,cache=none,aio=threads"
     return subprocess.Popen([
         "qemu-system-x86_64", "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi", "-cpu", "host" if accel == "kvm" else "max",
         "-smp", "2", "-m", "1024",
         "-display", "none", "-monitor", "none", "-no-reboot",
         "-kernel", kernel, "-initrd", initrd,
-        "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/folio-init folio.mode={mode} folio.cycle={cycle} folio.durability={durability}",
+        "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/folio-init folio.mode={mode} folio.cycle={cycle} folio.durability={durability}"
+        + (f" folio.args={','.join(foliod_args)}" if foliod_args else ""),
         "-drive", drive,
         "-serial", f"file:{console}", "-serial", f"file:{acks}",
     ], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -147,6 +148,8 @@ def main():
                         help="tcg (software emulation, works everywhere) or kvm (much faster where KVM works)")
     parser.add_argument("--foliod", default=None)
     parser.add_argument("--durability", choices=["full", "relaxed", "none"], default="full")
+    parser.add_argument("--foliod-arg", action="append", default=[],
+                        help="one more argument for foliod in the VM, e.g. --foliod-arg=--journal --foliod-arg=off (no spaces or commas)")
     parser.add_argument("--disk", choices=["volatile", "kept"], default="volatile",
                         help="volatile: a write cache the cut loses (Tests/VM/volatile_disk.py); kept: every write that reached qemu stays")
     options = parser.parse_args()
@@ -166,7 +169,7 @@ def main():
     for cycle in range(1, options.cycles + 1):
         console, acks = os.path.join(logs, f"write-{cycle}.console"), os.path.join(logs, f"write-{cycle}.acks")
         disk = VolatileDisk(image, os.path.join(options.work, "disk.sock"), options.seed * 100000 + cycle) if options.disk == "volatile" else None
-        vm = qemu(options.accel, options.durability, kernel, initrd, image, "write", cycle, console, acks, disk)
+        vm = qemu(options.accel, options.durability, options.foliod_arg, kernel, initrd, image, "write", cycle, console, acks, disk)
         if not wait_for(acks, "READY", vm, 600):
             vm.kill()
             vm.wait()
@@ -189,7 +192,7 @@ def main():
                 acknowledged += 1
         console, report = os.path.join(logs, f"check-{cycle}.console"), os.path.join(logs, f"check-{cycle}.report")
         disk = VolatileDisk(image, os.path.join(options.work, "disk.sock"), 0) if options.disk == "volatile" else None
-        vm = qemu(options.accel, options.durability, kernel, initrd, image, "check", cycle, console, report, disk)
+        vm = qemu(options.accel, options.durability, options.foliod_arg, kernel, initrd, image, "check", cycle, console, report, disk)
         try:
             vm.wait(timeout=600)
         except subprocess.TimeoutExpired:
