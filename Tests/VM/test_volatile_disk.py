@@ -82,11 +82,19 @@ def disk():
                 return file.read(SECTOR)
 
         def stop(how):
-            server.send_signal(how)
+            if how is not None:
+                server.send_signal(how)
             report = server.stdout.read()
             assert server.wait(timeout=30) == 0
             return report
 
+        def arm(writes):
+            with open(image + ".arm", "w") as file:
+                file.write(str(writes))
+            server.send_signal(signal.SIGUSR2)
+            assert server.stdout.readline().strip() == "armed"
+
+        client.arm = arm
         yield client, on_disk, stop
     finally:
         if server.poll() is None:
@@ -149,3 +157,17 @@ def test_requests_past_the_end_are_refused(disk):
     client, _, _ = disk
     assert client.request(0, SECTORS * SECTOR, length=SECTOR)[0] != 0
     assert client.request(1, SECTORS * SECTOR, sector(1))[0] != 0
+
+
+def test_an_armed_disk_cuts_the_power_on_the_nth_write_without_answering_it(disk):
+    client, on_disk, stop = disk
+    client.write(0, sector(1) + sector(1))
+    client.flush()
+    client.arm(2)
+    client.write(0, sector(2))
+    client.handle += 1
+    client.sock.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, client.handle, SECTOR, SECTOR) + sector(3))
+    assert client.sock.recv(16) == b""  # no answer: the power is gone
+    assert "cut: 2 sectors unflushed" in stop(None)
+    assert on_disk(0) in (sector(1), sector(2))
+    assert on_disk(1) in (sector(1), sector(3))

@@ -92,9 +92,22 @@ class VolatileDisk:
         if self.process.stdout.readline().strip() != "listening":
             sys.exit("vm: the volatile disk did not start")
 
+    def arm(self, image, writes):
+        """The disk cuts the power itself when the `writes`-th write from now arrives."""
+        with open(image + ".arm", "w") as file:
+            file.write(str(writes))
+        self.process.send_signal(signal.SIGUSR2)
+        if self.process.stdout.readline().strip() != "armed":
+            sys.exit("vm: the volatile disk did not arm")
+
+    def has_cut(self):
+        return self.process.poll() is not None
+
     def cut(self):
-        """The power goes: what the guest did not flush is partly lost. Returns the disk's report."""
-        self.process.send_signal(signal.SIGUSR1)
+        """The power goes (unless the armed disk cut it already): what the guest did not flush is
+        partly lost. Returns the disk's report."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
         report = self.process.stdout.read().strip()
         self.process.wait()
         return report
@@ -150,6 +163,8 @@ def main():
     parser.add_argument("--durability", choices=["full", "relaxed", "none"], default="full")
     parser.add_argument("--foliod-arg", action="append", default=[],
                         help="one more argument for foliod in the VM, e.g. --foliod-arg=--journal --foliod-arg=off (no spaces or commas)")
+    parser.add_argument("--arm-max", type=int, default=3000,
+                        help="half the cuts fall on the N-th write the disk receives after the writers start, N up to this")
     parser.add_argument("--disk", choices=["volatile", "kept"], default="volatile",
                         help="volatile: a write cache the cut loses (Tests/VM/volatile_disk.py); kept: every write that reached qemu stays")
     options = parser.parse_args()
@@ -177,10 +192,22 @@ def main():
                 disk.stop()
             sys.exit(f"vm: cycle {cycle}: the writers did not start (see {console})")
         up = randomness.uniform(options.up_min, options.up_max)
-        time.sleep(up)
+        armed = disk is not None and randomness.random() < 0.5
+        if armed:
+            # Half the cuts fall on a write the disk receives, among the guest's writes and
+            # flushes; the others at a moment, when the cache is most often empty.
+            writes = randomness.randint(1, options.arm_max)
+            disk.arm(image, writes)
+            deadline = time.monotonic() + options.up_max
+            while time.monotonic() < deadline and not disk.has_cut():
+                time.sleep(0.005)
+            up = options.up_max - (deadline - time.monotonic())
+        else:
+            time.sleep(up)
         vm.send_signal(signal.SIGKILL)
         vm.wait()
-        lost = f", {disk.cut().removeprefix('cut: ')}" if disk else ""
+        how = "" if not armed else f" at write {writes}" if disk.has_cut() else f" (write {writes} not reached)"
+        lost = f"{how}, {disk.cut().removeprefix('cut: ')}" if disk else ""
         acknowledged = 0
         for line in complete_lines(acks):
             fields = line.split()

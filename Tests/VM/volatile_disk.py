@@ -7,7 +7,10 @@ written through): reads see them, the image file does not. On SIGUSR1 the power 
 writes since the last flush, each 512-byte sector keeps its flushed content or the content of any
 one of the writes to it since, chosen at random and independently of every other sector, as a
 drive whose cache is lost may leave it; that is written to the image and the server exits.
-SIGTERM (or the client's disconnect) keeps everything, as a clean shutdown does.
+SIGTERM keeps everything, as a clean shutdown does. SIGUSR2 arms the disk: it reads a count N from
+IMAGE.arm, prints `armed`, and cuts the power itself when the N-th write from then on arrives,
+before answering it, so that the cut falls among the guest's writes and flushes rather than at a
+moment the cache is likely empty.
 
     volatile_disk.py IMAGE SOCKET SEED
 
@@ -43,6 +46,8 @@ class Disk:
         self.pending = {}
         self.lock = threading.Lock()
         self.random = random.Random(seed)
+        # Writes left before the disk cuts the power itself (see `arm`); None: only on SIGUSR1.
+        self.writes_left = None
 
     def read(self, offset, length):
         with self.lock:
@@ -56,24 +61,37 @@ class Disk:
                         versions[-1][max(start, offset) - start:min(start + SECTOR, offset + length) - start]
             return bytes(data)
 
+    def arm(self, writes):
+        """Cut the power when the `writes`-th write from now has been received, before it is answered."""
+        with self.lock:
+            self.writes_left = writes
+
     def write(self, offset, data, through):
         with self.lock:
-            if through:
-                self._flush()
-                os.pwrite(self.file.fileno(), data, offset)
-                return
-            first, last = offset // SECTOR, (offset + len(data) - 1) // SECTOR
-            for sector in range(first, last + 1):
-                start = sector * SECTOR
-                if start >= offset and start + SECTOR <= offset + len(data):
-                    content = data[start - offset:start - offset + SECTOR]
-                else:  # a part of a sector: the rest as the guest would read it
-                    versions = self.pending.get(sector)
-                    current = bytearray(versions[-1] if versions else os.pread(self.file.fileno(), SECTOR, start))
-                    low, high = max(start, offset), min(start + SECTOR, offset + len(data))
-                    current[low - start:high - start] = data[low - offset:high - offset]
-                    content = bytes(current)
-                self.pending.setdefault(sector, []).append(content)
+            self._write(offset, data, through)
+            if self.writes_left is not None:
+                self.writes_left -= 1
+                if self.writes_left == 0:
+                    self._cut()
+                    os._exit(0)
+
+    def _write(self, offset, data, through):
+        if through:
+            self._flush()
+            os.pwrite(self.file.fileno(), data, offset)
+            return
+        first, last = offset // SECTOR, (offset + len(data) - 1) // SECTOR
+        for sector in range(first, last + 1):
+            start = sector * SECTOR
+            if start >= offset and start + SECTOR <= offset + len(data):
+                content = data[start - offset:start - offset + SECTOR]
+            else:  # a part of a sector: the rest as the guest would read it
+                versions = self.pending.get(sector)
+                current = bytearray(versions[-1] if versions else os.pread(self.file.fileno(), SECTOR, start))
+                low, high = max(start, offset), min(start + SECTOR, offset + len(data))
+                current[low - start:high - start] = data[low - offset:high - offset]
+                content = bytes(current)
+            self.pending.setdefault(sector, []).append(content)
 
     def _flush(self):
         for sector, versions in self.pending.items():
@@ -86,16 +104,19 @@ class Disk:
 
     def cut(self):
         with self.lock:
-            kept = 0
-            for sector, versions in self.pending.items():
-                choice = self.random.randrange(len(versions) + 1)
-                if choice:
-                    os.pwrite(self.file.fileno(), versions[choice - 1], sector * SECTOR)
-                    kept += 1
-            print(f"cut: {len(self.pending)} sectors unflushed, {kept} kept some write", flush=True)
-            self.pending.clear()
-            self.file.flush()
-            os.fsync(self.file.fileno())
+            self._cut()
+
+    def _cut(self):
+        kept = 0
+        for sector, versions in self.pending.items():
+            choice = self.random.randrange(len(versions) + 1)
+            if choice:
+                os.pwrite(self.file.fileno(), versions[choice - 1], sector * SECTOR)
+                kept += 1
+        print(f"cut: {len(self.pending)} sectors unflushed, {kept} kept some write", flush=True)
+        self.pending.clear()
+        self.file.flush()
+        os.fsync(self.file.fileno())
 
 
 def receive(connection, length):
@@ -170,11 +191,17 @@ def main():
         disk.cut()
         os._exit(0)
 
+    def arm(*_):
+        with open(image + ".arm") as file:
+            disk.arm(int(file.read()))
+        print("armed", flush=True)
+
     def stop(*_):
         disk.flush()
         os._exit(0)
 
     signal.signal(signal.SIGUSR1, cut)
+    signal.signal(signal.SIGUSR2, arm)
     signal.signal(signal.SIGTERM, stop)
     if os.path.exists(path):
         os.remove(path)
