@@ -1,6 +1,7 @@
 import FolioJSON
 import FolioModel
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FolioStore
@@ -270,6 +271,38 @@ import Testing
             defer { reopened.close() }
             #expect(try reopened.read { try $0.digest() } == digest)
             #expect(reopened.recovery?.records == 5)
+        }
+    }
+
+    /// The checkpointer asks whether a checkpoint is due while appends make room with checkpoints
+    /// of their own: asking must not fail while another thread's checkpoint ends (it once read the
+    /// clock, waited for that checkpoint's lock, and subtracted the later time: an overflow, which
+    /// stopped foliod in a storm of large writes).
+    @Test func askingForACheckpointWhileAnotherEndsIsSafe() throws {
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live", size: 1 << 20)
+            defer { store.close() }
+            let writer = TestWriter(store)
+            let journal = store.journal!
+            try Self.create(writer, 0)
+            let done = Atomic(false)
+            let asked = Atomic(0)
+            let asker = Thread {
+                while !done.load(ordering: .relaxed) {
+                    _ = journal.wantsCheckpoint(interval: 1)
+                    asked.add(1, ordering: .relaxed)
+                }
+            }
+            asker.start()
+            let before = journal.checkpointCount
+            for index in 1...200 {
+                try Self.create(writer, index)
+                try journal.checkpoint()
+            }
+            done.store(true, ordering: .relaxed)
+            while !asker.isFinished { usleep(1000) }
+            #expect(journal.checkpointCount == before + 200)
+            #expect(asked.load(ordering: .relaxed) > 0)
         }
     }
 

@@ -165,11 +165,17 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// Whether a checkpoint is due: the journal is a quarter full, or `interval` has passed since
-    /// the last one and something was appended.
+    /// the last one and something was appended. The last one's time is read before the clock: a
+    /// checkpoint another thread (an append making room) ends while this waits for its lock is
+    /// later than a clock read before it, and the difference would overflow (a crash of foliod
+    /// under a storm of writes near `--max-line`).
     public func wantsCheckpoint(interval: UInt64) -> Bool {
         let live = liveBytes
         if live > ring.size / 4 { return true }
-        return live > 0 && monotonicNanoseconds() - checkpointing.locked({ lastCheckpointTime }) >= interval
+        guard live > 0 else { return false }
+        let last = checkpointing.locked { lastCheckpointTime }
+        let now = monotonicNanoseconds()
+        return now >= last && now - last >= interval
     }
 
     // MARK: Checkpoints
