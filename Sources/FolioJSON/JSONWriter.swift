@@ -10,6 +10,20 @@ public struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// The bytes written, in an allocation of their size when growing by doubling left more than
+    /// 64 KiB and a quarter of them unused: for bytes that are kept (an event held until its
+    /// commit is durable and its watchers have it), a 1 MiB event would otherwise hold 2 MiB.
+    public var compactBytes: [UInt8] {
+        let unused = bytes.capacity - bytes.count
+        guard unused > 64 << 10 && unused > bytes.count / 4 else { return bytes }
+        return Array(unsafeUninitializedCapacity: bytes.count) { buffer, count in
+            count = bytes.withUnsafeBufferPointer { source in
+                buffer.baseAddress!.initialize(from: source.baseAddress!, count: source.count)
+                return source.count
+            }
+        }
+    }
+
     public mutating func write(_ value: JSON) {
         switch value {
         case .null: writeRaw("null")

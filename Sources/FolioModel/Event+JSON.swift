@@ -6,7 +6,7 @@ extension Event {
     public func encoded() -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         write(to: &writer)
-        return writer.bytes
+        return writer.compactBytes
     }
 
     /// The canonical bytes, and where in them a created object's data lies (its canonical JSON,
@@ -15,7 +15,7 @@ extension Event {
         var writer = JSONWriter(capacity: 256)
         var data: Range<Int>?
         write(to: &writer, dataRange: &data)
-        return (writer.bytes, data)
+        return (writer.compactBytes, data)
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -117,7 +117,7 @@ public final class Daemon {
                 unsynced?.markInDoubt(reason)
                 writer.halt(reason)
             } : nil
-        let trimmer = MemoryTrimmer(lineBuffers: lineBuffers)
+        let trimmer = MemoryTrimmer(lineBuffers: lineBuffers, pressureBytes: configuration.clientMemoryBytes)
         let sweeper = BlobSweeper(
             store: store, uploads: uploads, graceSeconds: Double(configuration.fileGraceSeconds),
             uploadTimeoutSeconds: Double(configuration.uploadTimeoutSeconds), log: log)
@@ -135,7 +135,7 @@ public final class Daemon {
             sigwait(&stopSignals, &received)
             guard received == SIGHUP else { break }
             service.notify("RELOADING=1", "MONOTONIC_USEC=\(monotonicMicroseconds())")
-            applyReload(to: loops)
+            applyReload(to: loops, trimmer: trimmer)
             service.notify("READY=1", "STATUS=serving, configuration reloaded")
         }
         if let reason = writer.halted {
@@ -182,7 +182,7 @@ public final class Daemon {
 extension Daemon {
     /// SIGHUP: reads the configuration again and hands what may change live to the event loops;
     /// logs what only a restart applies. A configuration that does not read keeps the running one.
-    private func applyReload(to loops: [EventLoop]) {
+    private func applyReload(to loops: [EventLoop], trimmer: MemoryTrimmer) {
         let fresh: ServerConfiguration
         do {
             fresh = try reload()
@@ -196,6 +196,7 @@ extension Daemon {
         configuration = applied
         log.setLevel(applied.logLevel)
         for loop in loops { loop.post(.reconfigure(applied)) }
+        trimmer.pressureBytes.store(applied.clientMemoryBytes, ordering: .relaxed)
         log.notice(
             "SIGHUP: configuration reloaded\(changed.isEmpty ? " (no live setting changed)" : "; applied " + changed.joined(separator: ", "))"
                 + (needRestart.isEmpty ? "" : "; a restart is needed for " + needRestart.joined(separator: ", ")))

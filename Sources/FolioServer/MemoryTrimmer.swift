@@ -1,5 +1,6 @@
 import CFolioSystem
 import Glibc
+import Synchronization
 
 /// Gives the memory clients no longer hold back to the system, not only to the allocator.
 ///
@@ -21,15 +22,24 @@ import Glibc
 /// glibc's mmap threshold at 256 KiB instead (every large block mapped and unmapped on its own)
 /// kept it at 300 MiB, but every over-long line then cost fresh pages: foliod refused 2.4× fewer
 /// of them and served the other clients at a quarter of the rate during a storm of them.
+///
+/// Under pressure, once the resident heap reaches `--client-memory`, it looks every 100 ms instead
+/// of every second: in a storm of abandoned lines near `--max-line` the decoders and the writer
+/// free 100–150 MiB a second, and a second's worth kept in the arenas took the debug build's heap
+/// to 415–445 MiB (526 MiB once, beside the whole test suite), past what PROTOCOL §1 allows;
+/// looking every 100 ms, 350–370 MiB. Below that mark the cost stays one look a second.
 final class MemoryTrimmer: @unchecked Sendable {
     static let trimAfterBytes = 16 << 20
 
+    /// Resident heap from which it looks every 100 ms: `--client-memory`, changed by a reload.
+    let pressureBytes: Atomic<Int>
     private let lock = ConditionLock()
     private var stopping = false
     private var thread: pthread_t?
 
     /// `lineBuffers`: told once a second, so that buffers no long line took for a second are freed.
-    init(lineBuffers: LineBuffers? = nil) {
+    init(lineBuffers: LineBuffers? = nil, pressureBytes: Int = .max) {
+        self.pressureBytes = Atomic(pressureBytes)
         thread = startThread(name: "folio-trim") { [self] in
             var residentLow = Self.residentHeapBytes() ?? 0
             var freeLow = Int(folio_malloc_free_bytes())
@@ -37,10 +47,14 @@ final class MemoryTrimmer: @unchecked Sendable {
             while !lock.withLock({ stopping }) {
                 usleep(100_000)
                 tenths += 1
-                guard tenths >= 10 else { continue }
-                tenths = 0
-                lineBuffers?.releaseIdle()
-                guard let resident = Self.residentHeapBytes() else { continue }
+                let resident = Self.residentHeapBytes()
+                let pressed = (resident ?? 0) >= self.pressureBytes.load(ordering: .relaxed)
+                guard tenths >= 10 || pressed else { continue }
+                if tenths >= 10 {
+                    tenths = 0
+                    lineBuffers?.releaseIdle()
+                }
+                guard let resident else { continue }
                 let free = Int(folio_malloc_free_bytes())
                 residentLow = min(residentLow, resident)
                 freeLow = min(freeLow, free)
