@@ -27,7 +27,8 @@ import Synchronization
 /// of every second: in a storm of abandoned lines near `--max-line` the decoders and the writer
 /// free 100–150 MiB a second, and a second's worth kept in the arenas took the debug build's heap
 /// to 415–445 MiB (526 MiB once, beside the whole test suite), past what PROTOCOL §1 allows;
-/// looking every 100 ms, 350–370 MiB. Below that mark the cost stays one look a second.
+/// looking every 100 ms, 350–370 MiB. While the heap is below half the mark it reads /proc once a
+/// second, as before (ten reads a second cost 340 instructions a create in callgrind's count).
 final class MemoryTrimmer: @unchecked Sendable {
     static let trimAfterBytes = 16 << 20
 
@@ -44,17 +45,21 @@ final class MemoryTrimmer: @unchecked Sendable {
             var residentLow = Self.residentHeapBytes() ?? 0
             var freeLow = Int(folio_malloc_free_bytes())
             var tenths = 0
+            // The heap at the last look: below half the mark, the next look is a second away
+            // (reading /proc ten times a second would cost an idle foliod for nothing).
+            var lastResident = residentLow
             while !lock.withLock({ stopping }) {
                 usleep(100_000)
                 tenths += 1
-                let resident = Self.residentHeapBytes()
-                let pressed = (resident ?? 0) >= self.pressureBytes.load(ordering: .relaxed)
-                guard tenths >= 10 || pressed else { continue }
+                let pressure = self.pressureBytes.load(ordering: .relaxed)
+                guard tenths >= 10 || lastResident >= pressure / 2 else { continue }
+                guard let resident = Self.residentHeapBytes() else { continue }
+                lastResident = resident
+                guard tenths >= 10 || resident >= pressure else { continue }
                 if tenths >= 10 {
                     tenths = 0
                     lineBuffers?.releaseIdle()
                 }
-                guard let resident else { continue }
                 let free = Int(folio_malloc_free_bytes())
                 residentLow = min(residentLow, resident)
                 freeLow = min(freeLow, free)
@@ -62,6 +67,7 @@ final class MemoryTrimmer: @unchecked Sendable {
                 guard grown >= Self.trimAfterBytes && free >= Self.trimAfterBytes else { continue }
                 _ = folio_malloc_trim()
                 residentLow = Self.residentHeapBytes() ?? resident
+                lastResident = residentLow
                 freeLow = Int(folio_malloc_free_bytes())
             }
         }
