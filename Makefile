@@ -146,6 +146,12 @@ bench: deps
 bench-handoff:
 	@dir="$$(mktemp -d /tmp/folio-handoff.XXXXXX)"; $(CC) -O2 -Wall -o "$$dir/handoff" bench/handoff.c -lpthread && "$$dir/handoff" $(BENCH_ARGS); status=$$?; rm -rf "$$dir"; exit $$status
 
+# Which LMDB pages a durable create writes, by database, from 1 and 16 clients (bench/page_writes.sh,
+# with the pwrite/writev shim bench/page_writes.c preloaded into foliod).
+.PHONY: bench-page-writes
+bench-page-writes: deps
+	SWIFT="$(SWIFT)" bench/page_writes.sh $(BENCH_ARGS)
+
 # Views over 1,000,000 objects against a Redis sorted set (bench/views.sh).
 bench-views: deps
 	SWIFT="$(SWIFT)" bench/views.sh $(BENCH_ARGS)
