@@ -14,8 +14,9 @@ import LMDB
 /// | `files`   | `n` name / `b` sha256 / `t`          | the file index (`FileIndex`)                 |
 struct StoreDatabases: Sendable {
     /// 2: history entries hold checkpoints (`HistoryIndex`). 3: the file totals count orphans
-    /// (`FileIndex`). A store of an earlier format is upgraded by deriving its state again from the log.
-    static let formatVersion: UInt32 = 3
+    /// (`FileIndex`). 4: a tree's branch stores its last child's count as 0 (`CountedTree`). A store
+    /// of an earlier format is upgraded by deriving its state again from the log.
+    static let formatVersion: UInt32 = 4
 
     let meta: Database
     let events: Database

@@ -36,6 +36,13 @@ struct StoreTransaction {
         return try treeRecord(key)
     }
 
+    /// As `takeTreeRecord`, and whether the record was taken out of the cache: such a record must
+    /// be stored again even if unchanged, while one read from LMDB (or a parent cache) need not be.
+    func takeTreeRecordNotingCache(_ key: TreeNodeCache.NodeKey) throws -> (bytes: [UInt8], taken: Bool)? {
+        if let taken = cache?.take(key) { return (taken, true) }
+        return try treeRecord(key).map { ($0, false) }
+    }
+
     func setTreeRecord(_ key: TreeNodeCache.NodeKey, _ bytes: [UInt8]) throws {
         if let cache { cache.set(key, bytes) } else { try lmdb.put(trees, key.bytes, bytes) }
     }

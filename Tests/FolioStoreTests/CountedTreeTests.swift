@@ -276,6 +276,60 @@ import Testing
 
     /// Trees are compared byte for byte with their replay, so a split must give exactly the nodes that
     /// building each half from its entries gives.
+    /// A branch stores its last child's count as 0, so an append, which goes down the right edge,
+    /// rewrites only the header and the last leaf unless a node splits: the records LMDB copies a
+    /// commit (docs/BENCHMARKS.md, "What a durable create writes"). Each append in a write of its
+    /// own, cached or not; the tree grows to three levels of branches.
+    @Test(arguments: [false, true])
+    func anAppendRewritesOnlyTheHeaderAndTheLastLeafUnlessANodeSplits(cached: Bool) throws {
+        try withTree(cached: cached) { fixture in
+            let tree = fixture.tree
+            func records() throws -> [UInt64: [UInt8]] {
+                var records: [UInt64: [UInt8]] = [:]
+                try fixture.read { txn throws in
+                    for node in try txn.treeNodes(tree.id) {
+                        records[node] = try txn.treeRecord(TreeNodeCache.NodeKey(tree: tree.id, node: node))
+                    }
+                }
+                return records
+            }
+            // Keys of 180 bytes that differ only at their end: ten a leaf, and fences as long, ten a
+            // branch, so that 2,000 of them stand on three levels of branches.
+            func key(_ number: Int) -> [UInt8] { [UInt8](repeating: 7, count: 176) + withUnsafeBytes(of: UInt32(number).bigEndian) { Array($0) } }
+            var before = try records()
+            var withoutSplit = 0
+            for number in 0..<2_000 {
+                try fixture.write { txn throws in #expect(try tree.insert(key(number), txn)) }
+                let after = try records()
+                let changed = Set(after.keys.filter { after[$0] != before[$0] })
+                if after.count == before.count {
+                    // No split: the header and one leaf, the last.
+                    withoutSplit += 1
+                    #expect(changed.count == 2 && changed.contains(CountedTree.headerNode), "append \(number) changed nodes \(changed.sorted())")
+                    for node in changed where node != CountedTree.headerNode {
+                        #expect(TreeNode(bytes: after[node]!).isLeaf && TreeNode(bytes: after[node]!).next == 0)
+                    }
+                }
+                before = after
+            }
+            try fixture.read { txn throws in
+                #expect(try tree.structuralProblems(txn) == [])
+                #expect(try tree.count(txn) == 2_000)
+                for rank in stride(from: 0, to: 2_000, by: 37) {
+                    var found: [UInt8]?
+                    try tree.scan(from: try tree.position(atRank: rank, txn), forward: true, txn) { entry in
+                        found = Array(entry)
+                        return false
+                    }
+                    #expect(found == key(rank))
+                    #expect(try tree.rank(of: key(rank), txn) == rank)
+                }
+            }
+            #expect(withoutSplit > 1_500)
+            #expect(before.filter { $0.key != CountedTree.headerNode && !TreeNode(bytes: $0.value).isLeaf }.count >= 20)
+        }
+    }
+
     @Test func aSplitCutsTheBytesThatItsEntriesWouldBuild() {
         var random = SeededGenerator(seed: 31)
         for trial in 0..<400 {

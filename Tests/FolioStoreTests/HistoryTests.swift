@@ -132,6 +132,72 @@ import Testing
         }
     }
 
+    /// Marks the store as written in `format`.
+    private func setFormat(_ format: UInt32, of store: Store, _ txn: Transaction) throws {
+        var value: [UInt8] = []
+        value.appendLittleEndian(format)
+        try txn.put(store.databases.meta, Array("format".utf8), value)
+    }
+
+    /// Opens the store at `path`, written in an earlier format, and expects it upgraded: of this
+    /// format, consistent with its log, and with the state digest it had.
+    private func openUpgraded(_ path: String, digest: ChainHash) throws -> Store {
+        let store = try Store(directory: path)
+        let report = try store.verify(scratchDirectory: path + "/scratch")
+        #expect(report.isConsistent, "\(report.mismatches)")
+        #expect(try store.read { try $0.digest() } == digest)
+        let format = try store.environment.read { txn in try txn.get(store.databases.meta, Array("format".utf8)).map { Array($0) } }
+        #expect(format == withUnsafeBytes(of: StoreDatabases.formatVersion.littleEndian) { Array($0) })
+        return store
+    }
+
+    /// A store of format 3, whose tree branches stored their last child's count and whose trees'
+    /// headers were node 0, is upgraded when opened: its trees are built again from the log. The
+    /// store here is made format 3 by hand: its marker set back, each header moved to node 0 and a
+    /// count put into each branch's last child, as 3 had them; without the rebuild this format
+    /// would find no header, and its check of a tree would report the counts.
+    @Test func aFormatThreeStoreIsUpgradedOnOpen() throws {
+        try withTemporaryDirectory { path in
+            let digest: ChainHash
+            do {
+                let store = try Store(directory: path)
+                let writer = TestWriter(store)
+                try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+                for number in 0..<800 { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % 800))], id: "t\(number)") }
+                digest = try store.read { try $0.digest() }
+                var branches = 0
+                try store.environment.write { txn in
+                    try setFormat(3, of: store, txn)
+                    var records: [([UInt8], [UInt8])] = []
+                    try txn.withCursor(store.databases.trees) { cursor in
+                        var entry = try cursor.seek(atLeast: [0])
+                        while let (key, value) = entry {
+                            records.append((Array(key), Array(value)))
+                            entry = try cursor.next()
+                        }
+                    }
+                    for (key, bytes) in records {
+                        // Format 3 kept a tree's header as node 0.
+                        if key.suffix(8).allSatisfy({ $0 == 0xFF }) {
+                            try txn.delete(store.databases.trees, key)
+                            try txn.put(store.databases.trees, Array(key.prefix(4)) + [UInt8](repeating: 0, count: 8), bytes)
+                            continue
+                        }
+                        var node = TreeNode(bytes: bytes)
+                        guard !node.isLeaf, node.count > 0 else { continue }
+                        node.setChildCount(node.count - 1, 100)
+                        try txn.put(store.databases.trees, key, node.bytes)
+                        branches += 1
+                    }
+                }
+                #expect(branches >= 2)
+                store.close()
+            }
+            let store = try openUpgraded(path, digest: digest)
+            store.close()
+        }
+    }
+
     /// A store of format 1 (history without checkpoints) is upgraded when opened: its derived state
     /// is built again from the log, and it verifies.
     @Test func aFormatOneStoreIsUpgradedOnOpen() throws {
@@ -146,9 +212,7 @@ import Testing
                 }
                 digest = try store.read { try $0.digest() }
                 try store.environment.write { txn in
-                    var value: [UInt8] = []
-                    value.appendLittleEndian(UInt32(1))
-                    try txn.put(store.databases.meta, Array("format".utf8), value)
+                    try setFormat(1, of: store, txn)
                     // As format 1 wrote them: the version alone.
                     let prefix = Keys.historyPrefix("Doc", "d")
                     var keys: [([UInt8], UInt64)] = []
@@ -168,11 +232,8 @@ import Testing
                 }
                 store.close()
             }
-            let store = try Store(directory: path)
+            let store = try openUpgraded(path, digest: digest)
             defer { store.close() }
-            let report = try store.verify(scratchDirectory: path + "/scratch")
-            #expect(report.isConsistent, "\(report.mismatches)")
-            #expect(try store.read { try $0.digest() } == digest)
             #expect(try store.read { try $0.object("Doc", "d", at: .sequence(35)) }?.version == 35)
         }
     }

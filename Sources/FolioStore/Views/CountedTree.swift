@@ -6,9 +6,17 @@ import LMDB
 /// of keys below it, which makes `count` O(1), and finding the key at any rank, or the rank of any
 /// key, O(log n). Leaves are linked both ways, so a page is read by walking from one position.
 ///
+/// A branch stores the count of every child but its last as 0: the last child holds what the
+/// branch holds (its parent's count for it, the header's for the root) less what the others hold.
+/// So a key added or removed under a branch's last child leaves that branch's record as it was,
+/// and an append (the creation-order tree's new ids, a view sorted by a growing field), which goes
+/// down the right edge, rewrites only its leaf and the header: one LMDB page or two a commit
+/// instead of one per level (docs/BENCHMARKS.md, "What a durable create writes"). A branch about
+/// to split or to lose a child has its last count filled in (`fillLastCount`); `store` zeroes it.
+///
 /// Records of the `trees` database: key = tree id (u32 big-endian) + node id (u64 big-endian),
-/// read and written through `StoreTransaction` (which caches them in a write); node 0 is the header
-/// (root id, height, next node id, key count). Every change happens in the caller's write
+/// read and written through `StoreTransaction` (which caches them in a write); node `UInt64.max` is
+/// the header (root id, height, next node id, key count). Every change happens in the caller's write
 /// transaction and is a pure function of the tree and the call, so replaying the same calls yields
 /// the same bytes.
 struct CountedTree {
@@ -59,6 +67,10 @@ struct CountedTree {
 
     // MARK: Records
 
+    /// The header's record: after every node's, beside the newest nodes (an append's leaf, the
+    /// last to be made), so that the two records an append rewrites tend to share an LMDB page.
+    static let headerNode = UInt64.max
+
     private func recordKey(_ node: UInt64) -> TreeNodeCache.NodeKey {
         TreeNodeCache.NodeKey(tree: id, node: node)
     }
@@ -72,7 +84,7 @@ struct CountedTree {
     }
 
     private func storedHeader(_ txn: StoreTransaction) throws -> Header {
-        guard let bytes = try txn.treeRecord(recordKey(0)) else { throw StoreError.corrupted("tree \(id) has no header") }
+        guard let bytes = try txn.treeRecord(recordKey(Self.headerNode)) else { throw StoreError.corrupted("tree \(id) has no header") }
         return Header(bytes)
     }
 
@@ -83,7 +95,7 @@ struct CountedTree {
     }
 
     private func store(_ header: Header, _ txn: StoreTransaction) throws {
-        try txn.setTreeRecord(recordKey(0), header.bytes)
+        try txn.setTreeRecord(recordKey(Self.headerNode), header.bytes)
     }
 
     func load(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
@@ -91,8 +103,32 @@ struct CountedTree {
         return TreeNode(bytes: bytes)
     }
 
-    private func store(_ node: TreeNode, as nodeID: UInt64, _ txn: StoreTransaction) throws {
+    /// Stores `node`, a branch with its last count zeroed (in place: the caller is done with it).
+    private func store(_ node: inout TreeNode, as nodeID: UInt64, _ txn: StoreTransaction) throws {
+        if !node.isLeaf && node.count > 0 { node.setChildCount(node.count - 1, 0) }
         try txn.setTreeRecord(recordKey(nodeID), node.bytes)
+    }
+
+    /// Fills in a branch's last count, which is stored as 0, from `total`, what the branch holds.
+    private static func fillLastCount(_ node: inout TreeNode, total: UInt64) {
+        guard !node.isLeaf, node.count > 0 else { return }
+        node.setChildCount(node.count - 1, total &- keys(before: node.count - 1, in: node))
+    }
+
+    /// A branch that may be changed, and whether it was taken out of the write's cache (then it
+    /// must be stored again, changed or not).
+    private func takeBranch(_ node: UInt64, _ txn: StoreTransaction) throws -> (node: TreeNode, taken: Bool) {
+        guard let (bytes, taken) = try txn.takeTreeRecordNotingCache(recordKey(node)) else {
+            throw StoreError.corrupted("tree \(id) lacks node \(node)")
+        }
+        return (TreeNode(bytes: bytes), taken)
+    }
+
+    /// A node read for a change that is stored only if it changes: its last count filled in.
+    private func loadFilled(_ node: UInt64, total: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
+        var loaded = try load(node, txn)
+        Self.fillLastCount(&loaded, total: total)
+        return loaded
     }
 
     // MARK: Life cycle
@@ -101,7 +137,8 @@ struct CountedTree {
     static func create(id: UInt32, _ txn: StoreTransaction) throws -> CountedTree {
         let tree = CountedTree(id: id)
         try tree.store(Header(root: 1, height: 0, nextNode: 2, count: 0), txn)
-        try tree.store(TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]()), as: 1, txn)
+        var root = TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]())
+        try tree.store(&root, as: 1, txn)
         return tree
     }
 
@@ -149,13 +186,15 @@ struct CountedTree {
         var leaf = try take(path.leafID, txn)
         let (index, found) = leaf.search(key)
         if found {
-            try store(leaf, as: path.leafID, txn)
-            for branch in path.branches { try store(branch.node, as: branch.id, txn) }
+            try store(&leaf, as: path.leafID, txn)
+            for depth in path.branches.indices where path.branches[depth].taken {
+                try store(&path.branches[depth].node, as: path.branches[depth].id, txn)
+            }
             return false
         }
         let atEnd = index == leaf.count && leaf.next == 0
         leaf.insert(key, at: index)
-        for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
+        path.addToCounts(1)
         header.count += 1
         try settle(leaf, &path, &header, txn)
         if atEnd { txn.cache?.noteLastKey(key, tree: id) }
@@ -171,7 +210,7 @@ struct CountedTree {
         var leaf = try take(path.leafID, txn)
         for (number, key) in keys.enumerated() {
             leaf.insert(key, at: leaf.count)
-            for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, 1) }
+            path.addToCounts(1)
             header.count += 1
             guard leaf.size > Self.maxNodeBytes, number + 1 < keys.count else { continue }
             try settle(leaf, &path, &header, txn)  // leaves `header` as it stored it
@@ -184,6 +223,7 @@ struct CountedTree {
     /// After `leaf` (taken, with every branch of `path`) gained a key: splits upwards while a node
     /// is too large, and stores the leaf, the branches and the header.
     private func settle(_ leaf: TreeNode, _ path: inout Path, _ header: inout Header, _ txn: StoreTransaction) throws {
+        var leaf = leaf
         // Split upwards while a node is too large. `level` is the depth of `node` (leaves are deepest).
         var node = leaf
         var nodeID = path.leafID
@@ -199,7 +239,7 @@ struct CountedTree {
                 if node.next != 0 {
                     var following = try load(node.next, txn)
                     following.previous = rightID
-                    try store(following, as: node.next, txn)
+                    try store(&following, as: node.next, txn)
                 }
                 node.next = rightID
                 fence = Self.separator(after: node.entry(node.count - 1), before: right.entry(0))
@@ -208,17 +248,17 @@ struct CountedTree {
             }
             let leftCount = node.isLeaf ? UInt64(node.count) : node.totalCount
             let rightCount = right.isLeaf ? UInt64(right.count) : right.totalCount
-            try store(node, as: nodeID, txn)
-            try store(right, as: rightID, txn)
+            try store(&node, as: nodeID, txn)
+            try store(&right, as: rightID, txn)
             if level == 0 {
                 // The root split: a new root above both halves.
                 let rootID = header.nextNode
                 header.nextNode += 1
-                let root = TreeNode.branch(children: [
+                var root = TreeNode.branch(children: [
                     TreeNode.child(nodeID, count: leftCount, fence: []),
                     TreeNode.child(rightID, count: rightCount, fence: fence),
                 ])
-                try store(root, as: rootID, txn)
+                try store(&root, as: rootID, txn)
                 header.root = rootID
                 header.height += 1
                 try store(header, txn)
@@ -228,12 +268,19 @@ struct CountedTree {
             let slot = path.branches[level].index
             path.branches[level].node.setChildCount(slot, leftCount)
             path.branches[level].node.insert(TreeNode.child(rightID, count: rightCount, fence: fence), at: slot + 1)
+            path.branches[level].changed = true
             node = path.branches[level].node
+            // Its halves' counts are what their children hold, the last one's too.
+            Self.fillLastCount(&node, total: path.branches[level].total)
             nodeID = path.branches[level].id
         }
-        if level == path.branches.count { try store(leaf, as: path.leafID, txn) }
-        // Branches at `level` and above changed (a count, or a new child); deeper ones were split and stored.
-        for branch in path.branches.prefix(level + 1) { try store(branch.node, as: branch.id, txn) }
+        if level == path.branches.count { try store(&leaf, as: path.leafID, txn) }
+        // Branches above `level` may have changed (a count of a child not the last), the one at
+        // `level` too (a new child); deeper ones were split and stored. One taken out of the
+        // write's cache goes back, changed or not.
+        for depth in path.branches.indices.prefix(level + 1) where path.branches[depth].changed || path.branches[depth].taken {
+            try store(&path.branches[depth].node, as: path.branches[depth].id, txn)
+        }
         try store(header, txn)
     }
 
@@ -246,25 +293,31 @@ struct CountedTree {
         let (index, found) = leaf.search(key)
         if !found { return false }
         leaf.remove(at: index)
-        for depth in path.branches.indices { path.branches[depth].node.addToChildCount(path.branches[depth].index, -1) }
+        path.addToCounts(-1)
         header.count -= 1
 
-        // From the leaf up: drop an empty node, merge a small one into a neighbour, else store it.
+        // From the leaf up: drop an empty node, merge a small one into a neighbour, else store it
+        // if it changed (a branch changes when a child goes, or the count of a child not its last).
         var node = leaf
         var nodeID = path.leafID
+        var changed = true
         for depth in stride(from: path.branches.count - 1, through: 0, by: -1) {
             var parent = path.branches[depth].node
+            // Its children's counts, the last one's too: a merge adds two of them.
+            Self.fillLastCount(&parent, total: path.branches[depth].total)
             let slot = path.branches[depth].index
+            var parentChanged = path.branches[depth].changed
             if node.count == 0 {
                 if node.isLeaf { try unlink(node, txn) }
                 try txn.removeTreeRecord(recordKey(nodeID))
                 parent.remove(at: slot)
+                parentChanged = true
             } else if node.size < Self.maxNodeBytes / 4 && parent.count > 1 {
                 let leftSlot = slot + 1 < parent.count ? slot : slot - 1
                 let leftID = parent.childID(leftSlot)
                 let rightID = parent.childID(leftSlot + 1)
-                var left = leftSlot == slot ? node : try load(leftID, txn)
-                var right = leftSlot == slot ? try load(rightID, txn) : node
+                var left = leftSlot == slot ? node : try loadFilled(leftID, total: parent.childCount(leftSlot), txn)
+                var right = leftSlot == slot ? try loadFilled(rightID, total: parent.childCount(leftSlot + 1), txn) : node
                 if left.size + right.size <= Self.maxNodeBytes * 3 / 4 {
                     if right.isLeaf {
                         try unlink(right, txn)
@@ -278,18 +331,20 @@ struct CountedTree {
                     left.append(contentsOf: right)
                     parent.setChildCount(leftSlot, parent.childCount(leftSlot) + parent.childCount(leftSlot + 1))
                     parent.remove(at: leftSlot + 1)
+                    parentChanged = true
                     try txn.removeTreeRecord(recordKey(rightID))
-                    try store(left, as: leftID, txn)
-                } else {
-                    try store(node, as: nodeID, txn)
+                    try store(&left, as: leftID, txn)
+                } else if changed {
+                    try store(&node, as: nodeID, txn)
                 }
-            } else {
-                try store(node, as: nodeID, txn)
+            } else if changed {
+                try store(&node, as: nodeID, txn)
             }
             node = parent
             nodeID = path.branches[depth].id
+            changed = parentChanged
         }
-        try store(node, as: nodeID, txn)
+        if changed { try store(&node, as: nodeID, txn) }
 
         // A root branch with a single child hands the root down.
         while header.height > 0 {
@@ -300,7 +355,8 @@ struct CountedTree {
                 header.root = header.nextNode
                 header.nextNode += 1
                 header.height = 0
-                try store(TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]()), as: header.root, txn)
+                var leaf = TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]())
+                try store(&leaf, as: header.root, txn)
                 break
             }
             header.root = root.childID(0)
@@ -315,12 +371,12 @@ struct CountedTree {
         if leaf.previous != 0 {
             var previous = try load(leaf.previous, txn)
             previous.next = leaf.next
-            try store(previous, as: leaf.previous, txn)
+            try store(&previous, as: leaf.previous, txn)
         }
         if leaf.next != 0 {
             var next = try load(leaf.next, txn)
             next.previous = leaf.previous
-            try store(next, as: leaf.next, txn)
+            try store(&next, as: leaf.next, txn)
         }
     }
 
@@ -336,20 +392,39 @@ struct CountedTree {
     // MARK: Lookups
 
     private struct Path {
-        var branches: [(id: UInt64, node: TreeNode, index: Int)]
+        /// `index`: the child the path goes down to; `total`: the keys under the branch;
+        /// `changed`: a count stored in it changed, or a child came or went (it must be stored);
+        /// `taken`: it was taken out of the write's cache (it must be stored, changed or not).
+        var branches: [(id: UInt64, node: TreeNode, index: Int, total: UInt64, changed: Bool, taken: Bool)]
         var leafID: UInt64
+
+        /// A key added (1) or removed (-1) under the path: each branch's total, and its count for
+        /// the child on the path unless that child is its last (whose count is not stored).
+        mutating func addToCounts(_ delta: Int) {
+            for depth in branches.indices {
+                branches[depth].total = UInt64(bitPattern: Int64(bitPattern: branches[depth].total) &+ Int64(delta))
+                let index = branches[depth].index
+                guard index != branches[depth].node.count - 1 else { continue }
+                branches[depth].node.addToChildCount(index, delta)
+                branches[depth].changed = true
+            }
+        }
     }
 
-    /// The branches from the root down to `key`'s leaf; with `taking`, each is taken out of the
-    /// write's cache (see `take`) and must be stored again.
+    /// The branches from the root down to `key`'s leaf, each with what it holds; with `taking`,
+    /// each is taken out of the write's cache (see `take`) to be changed in place, and must be
+    /// stored again if it was in the cache (`taken`).
     private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: StoreTransaction, taking: Bool = false) throws -> Path {
-        var branches: [(id: UInt64, node: TreeNode, index: Int)] = []
+        var branches: [(id: UInt64, node: TreeNode, index: Int, total: UInt64, changed: Bool, taken: Bool)] = []
         branches.reserveCapacity(header.height)
         var nodeID = header.root
+        var total = header.count
         for _ in 0..<header.height {
-            let node = taking ? try take(nodeID, txn) : try load(nodeID, txn)
+            let (node, taken) = taking ? try takeBranch(nodeID, txn) : (try load(nodeID, txn), false)
             let index = node.childIndex(for: key)
-            branches.append((nodeID, node, index))
+            branches.append((nodeID, node, index, total, false, taken))
+            // The others' counts are summed only for the last child, whose count is not stored.
+            total = Self.count(of: index, in: node, total: total, before: index == node.count - 1 ? Self.keys(before: index, in: node) : 0)
             nodeID = node.childID(index)
         }
         return Path(branches: branches, leafID: nodeID)
@@ -412,24 +487,23 @@ struct CountedTree {
 
         mutating func enter<K: Collection<UInt8>>(_ branch: TreeNode, toward key: K) {
             let index = branch.childIndex(for: key)
-            rank += CountedTree.keys(before: index, in: branch, total: total)
-            total = branch.childCount(index)
+            let before = CountedTree.keys(before: index, in: branch)
+            rank &+= before
+            total = CountedTree.count(of: index, in: branch, total: total, before: before)
             node = branch.childID(index)
         }
     }
 
-    /// How many keys the children before `index` hold: summed from whichever end is nearer, since
-    /// `total` (what the whole branch holds) gives the one from the other. A branch whose counts do
-    /// not add up to `total` (a damaged tree: `verify` reports it) is summed from the start.
-    private static func keys(before index: Int, in branch: TreeNode, total: UInt64) -> UInt64 {
-        if index > branch.count / 2 {
-            var after: UInt64 = 0
-            for later in index..<branch.count { after &+= branch.childCount(later) }
-            if after <= total { return total - after }
-        }
-        var before: UInt64 = 0
-        for earlier in 0..<index { before &+= branch.childCount(earlier) }
-        return before
+    /// How many keys the children before `index` hold, from their stored counts (every child's is
+    /// stored but the last's, which is never before another).
+    private static func keys(before index: Int, in branch: TreeNode) -> UInt64 {
+        branch.childCounts(before: index)
+    }
+
+    /// The keys under child `index` of a branch that holds `total`, the children before it `before`:
+    /// its stored count, or for the last child (stored as 0) what the others leave.
+    private static func count(of index: Int, in branch: TreeNode, total: UInt64, before: UInt64) -> UInt64 {
+        index == branch.count - 1 ? total &- before : branch.childCount(index)
     }
 
     /// The position of the key at `rank` (0-based); past the end if rank ≥ count.
@@ -444,39 +518,22 @@ struct CountedTree {
         var nodeID = header.root
         for _ in 0..<header.height {
             let node = try load(nodeID, txn)
+            // The last child (whose count is not stored) unless an earlier one holds the rank.
             var chosen = node.count - 1
             var before: UInt64 = 0
-            if remaining >= total / 2, let found = Self.child(holdingRank: remaining, in: node, total: total) {
-                // In the second half: counted from the end.
-                (chosen, before) = found
-            } else {
-                for index in 0..<node.count {
-                    let count = node.childCount(index)
-                    if remaining < before &+ count || index == node.count - 1 {
-                        chosen = index
-                        break
-                    }
-                    before &+= count
+            for index in 0..<max(0, node.count - 1) {
+                let count = node.childCount(index)
+                if remaining < before &+ count {
+                    chosen = index
+                    break
                 }
+                before &+= count
             }
             remaining &-= before
-            total = node.childCount(chosen)
+            total = Self.count(of: chosen, in: node, total: total, before: before)
             nodeID = node.childID(chosen)
         }
         return Position(leaf: nodeID, index: Int(remaining))
-    }
-
-    /// The child whose keys include rank `rank` (the last child past the end), and how many keys
-    /// the children before it hold, walking back from the end; nil when the counts do not add up.
-    private static func child(holdingRank rank: UInt64, in branch: TreeNode, total: UInt64) -> (index: Int, before: UInt64)? {
-        var before = total
-        for index in stride(from: branch.count - 1, through: 0, by: -1) {
-            let count = branch.childCount(index)
-            guard count <= before else { return nil }
-            before -= count
-            if rank >= before || index == 0 { return index == 0 && before != 0 ? nil : (index, before) }
-        }
-        return nil
     }
 
     /// The first key ≥ `key`, if any.
@@ -561,12 +618,17 @@ extension CountedTree {
                 problems.append("branch \(nodeID) is a leaf or empty")
                 return 0
             }
+            // Every count but the last child's, which is stored as 0: the branch's own count (its
+            // parent's, checked there, or the header's) less the others is what that child holds.
             var total: UInt64 = 0
             for index in 0..<node.count {
                 let bound = index == 0 ? lowerBound : Array(node.fence(index))
                 let below = try walk(node.childID(index), depth: depth + 1, lowerBound: bound)
-                if below != node.childCount(index) {
-                    problems.append("branch \(nodeID) child \(index) counts \(node.childCount(index)), holds \(below)")
+                let stored = node.childCount(index)
+                if index == node.count - 1 {
+                    if stored != 0 { problems.append("branch \(nodeID) stores \(stored) as its last child's count, not 0") }
+                } else if below != stored {
+                    problems.append("branch \(nodeID) child \(index) counts \(stored), holds \(below)")
                 }
                 total += below
             }

@@ -152,7 +152,18 @@ struct TreeNode {
         }
     }
 
-    var totalCount: UInt64 { (0..<count).reduce(0) { $0 + childCount($1) } }
+    var totalCount: UInt64 { childCounts(before: count) }
+
+    /// The counts of the children before `index`, summed in one pass over the bytes (a branch's
+    /// counts are read on every descent that changes it).
+    func childCounts(before index: Int) -> UInt64 {
+        bytes.withUnsafeBytes { raw in
+            let node = RawNode(raw)
+            var sum: UInt64 = 0
+            for child in 0..<min(index, node.count) { sum &+= UInt64(littleEndian: node.entry(child).loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+            return sum
+        }
+    }
 
     // MARK: Edits
 
