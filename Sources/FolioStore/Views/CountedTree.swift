@@ -519,16 +519,7 @@ struct CountedTree {
         for _ in 0..<header.height {
             let node = try load(nodeID, txn)
             // The last child (whose count is not stored) unless an earlier one holds the rank.
-            var chosen = node.count - 1
-            var before: UInt64 = 0
-            for index in 0..<max(0, node.count - 1) {
-                let count = node.childCount(index)
-                if remaining < before &+ count {
-                    chosen = index
-                    break
-                }
-                before &+= count
-            }
+            let (chosen, before) = node.child(holdingRank: remaining)
             remaining &-= before
             total = Self.count(of: chosen, in: node, total: total, before: before)
             nodeID = node.childID(chosen)

@@ -154,13 +154,29 @@ struct TreeNode {
 
     var totalCount: UInt64 { childCounts(before: count) }
 
+    /// The first child, among all but the last, whose keys include rank `rank` counted from the
+    /// branch's first key, and the keys of the children before it; the last child (whose count is
+    /// not stored) when none of the others does. One pass over the bytes.
+    func child(holdingRank rank: UInt64) -> (index: Int, before: UInt64) {
+        bytes.withUnsafeBytes { raw in
+            let node = RawNode(raw)
+            var before: UInt64 = 0
+            for child in 0..<max(0, node.count - 1) {
+                let count = node.childCount(child)
+                if rank < before &+ count { return (child, before) }
+                before &+= count
+            }
+            return (node.count - 1, before)
+        }
+    }
+
     /// The counts of the children before `index`, summed in one pass over the bytes (a branch's
     /// counts are read on every descent that changes it).
     func childCounts(before index: Int) -> UInt64 {
         bytes.withUnsafeBytes { raw in
             let node = RawNode(raw)
             var sum: UInt64 = 0
-            for child in 0..<min(index, node.count) { sum &+= UInt64(littleEndian: node.entry(child).loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+            for child in 0..<min(index, node.count) { sum &+= node.childCount(child) }
             return sum
         }
     }
@@ -278,6 +294,11 @@ private struct RawNode {
 
     func entry(_ index: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: raw[(payload + offset(index))..<(payload + offset(index + 1))])
+    }
+
+    /// A branch entry's count (its bytes 8..<16), read at its start: no slice of the entry made.
+    func childCount(_ index: Int) -> UInt64 {
+        UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: payload + offset(index) + 8, as: UInt64.self))
     }
 }
 
