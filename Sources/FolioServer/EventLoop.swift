@@ -135,7 +135,8 @@ final class EventLoop: @unchecked Sendable {
         self.liveQueries = liveQueries
         loopCount = loops
         reads = ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests)
-        reader = try store.makeReader()
+        // Kept open through an iteration while nothing is committed: pipelined reads share it.
+        reader = try store.makeReader(keepingSnapshot: true)
         epoll = try Epoll()
         wake = try WakeSignal()
         readBuffer = [UInt8](repeating: 0, count: Self.readChunk)
@@ -166,7 +167,9 @@ final class EventLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 256)
         var tokens = [UInt64](repeating: 0, count: 256)
         var drainDeadline: UInt64 = 0
+        defer { reader.releaseSnapshot() }
         while true {
+            reader.releaseSnapshot()
             // Wake at least once a second for the line timeout, paused accepts and draining, and as
             // often as the watchdog needs a beat.
             var timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1

@@ -5,7 +5,9 @@ import FolioStore
 import Foundation
 import Glibc
 
-/// Answers requests that only read: each in its own snapshot, never held across socket I/O. The
+/// Answers requests that only read: each in a snapshot holding every commit made before it arrived
+/// (an event loop's reader keeps one through an iteration while nothing commits, and never while the
+/// loop waits; see `Environment.makeReader(keepingSnapshot:)`). The
 /// same code runs on an event loop or a worker; which one is the op's cost class (`OperationTable`).
 /// A class, not a struct: an event loop calls it for every read, and a struct held in the loop's
 /// `var` was copied (its configuration's every reference retained and released) at each call.

@@ -88,8 +88,11 @@ public final class Store: @unchecked Sendable {
         try environment.read { txn in try body(Snapshot(store: self, txn: txn)) }
     }
 
-    /// A reusable snapshot source for one thread.
-    public func makeReader() throws -> Reader { Reader(store: self, reader: try environment.makeReader()) }
+    /// A reusable snapshot source for one thread. `keepingSnapshot`: see
+    /// `Environment.makeReader(keepingSnapshot:)`; the owner calls `releaseSnapshot()` before it waits.
+    public func makeReader(keepingSnapshot: Bool = false) throws -> Reader {
+        Reader(store: self, reader: try environment.makeReader(keepingSnapshot: keepingSnapshot))
+    }
 
     public final class Reader: @unchecked Sendable {
         let store: Store
@@ -103,6 +106,9 @@ public final class Store: @unchecked Sendable {
         public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
             try reader.read { txn in try body(Snapshot(store: store, txn: txn)) }
         }
+
+        /// Ends the snapshot a reader made with `keepingSnapshot` holds between reads, if any.
+        public func releaseSnapshot() { reader.releaseSnapshot() }
     }
 
     /// Runs `body` in one write transaction, committed (durably, unless the store was opened with a

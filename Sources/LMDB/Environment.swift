@@ -1,5 +1,6 @@
 import CLMDB
 import Glibc
+import Synchronization
 
 #if DEBUG
 import Failpoints
@@ -41,6 +42,14 @@ public final class Environment: @unchecked Sendable {
     /// The transactions of every `Reader` not yet released, which `close` aborts first.
     let readerRegistry: UnsafeMutablePointer<pthread_mutex_t>
     var liveReaders: Set<OpaquePointer> = []
+    /// Guards `heldSnapshots`, and the setting of `exclusiveWanted`; `holdsChanged` is signalled
+    /// when `heldSnapshots` falls to 0.
+    let holds: UnsafeMutablePointer<pthread_mutex_t>
+    let holdsChanged: UnsafeMutablePointer<pthread_cond_t>
+    /// Readers that keep a snapshot open between their reads (`makeReader(keepingSnapshot:)`).
+    var heldSnapshots = 0
+    /// Set while `grow(to:)` waits for held snapshots to end or resizes the map: none may start.
+    let exclusiveWanted = Atomic<Bool>(false)
     /// `data.mdb` opened once more, for `sync()` alone. Linux reports a failed write-back once to
     /// each open descriptor of the file (at its next `fsync`/`fdatasync`), so flushing through a
     /// descriptor of our own sees every failure since our last flush, and never takes the report
@@ -102,6 +111,10 @@ public final class Environment: @unchecked Sendable {
         pthread_mutex_init(fileWrites, nil)
         readerRegistry = .allocate(capacity: 1)
         pthread_mutex_init(readerRegistry, nil)
+        holds = .allocate(capacity: 1)
+        pthread_mutex_init(holds, nil)
+        holdsChanged = .allocate(capacity: 1)
+        pthread_cond_init(holdsChanged, nil)
     }
 
     private(set) var isClosed = false
@@ -186,6 +199,10 @@ public final class Environment: @unchecked Sendable {
         fileWrites.deallocate()
         pthread_mutex_destroy(readerRegistry)
         readerRegistry.deallocate()
+        pthread_mutex_destroy(holds)
+        holds.deallocate()
+        pthread_cond_destroy(holdsChanged)
+        holdsChanged.deallocate()
     }
 
     /// Closes the environment (`mdb_env_close`). Every transaction must have ended, and every
@@ -248,7 +265,15 @@ public final class Environment: @unchecked Sendable {
 
     /// A read transaction kept between uses (`mdb_txn_reset` / `mdb_txn_renew`), for a thread that reads
     /// often: renewing skips finding a reader slot. Use it from one thread at a time.
-    public func makeReader() throws(LMDBError) -> Reader {
+    ///
+    /// `keepingSnapshot`: the transaction stays open after a `read`, and the next `read` runs in it
+    /// again, without LMDB's renewal and the look-up of each database's root that follows one, as long
+    /// as nothing has been committed since (`read` compares the snapshot with the newer meta page, so
+    /// a read never misses a commit made before it started). The owner calls `releaseSnapshot()`
+    /// before it waits for anything (an event loop: before `epoll_wait`), so that the snapshot pins
+    /// old pages only briefly, and so that `grow(to:)`, which waits until no snapshot is held, is not
+    /// kept waiting.
+    public func makeReader(keepingSnapshot: Bool = false) throws(LMDBError) -> Reader {
         var txn: OpaquePointer?
         pthread_rwlock_rdlock(activity)
         defer { pthread_rwlock_unlock(activity) }
@@ -257,16 +282,20 @@ public final class Environment: @unchecked Sendable {
         pthread_mutex_lock(readerRegistry)
         liveReaders.insert(txn!)
         pthread_mutex_unlock(readerRegistry)
-        return Reader(environment: self, handle: txn!)
+        return Reader(environment: self, handle: txn!, keepsSnapshot: keepingSnapshot)
     }
 
     public final class Reader: @unchecked Sendable {
         let environment: Environment
         let handle: OpaquePointer
+        let keepsSnapshot: Bool
+        /// The transaction is open between reads, counted in `environment.heldSnapshots`.
+        private var holding = false
 
-        init(environment: Environment, handle: OpaquePointer) {
+        init(environment: Environment, handle: OpaquePointer, keepsSnapshot: Bool) {
             self.environment = environment
             self.handle = handle
+            self.keepsSnapshot = keepsSnapshot
         }
 
         /// A reader released after its environment was closed was aborted by `close`, while the
@@ -274,6 +303,7 @@ public final class Environment: @unchecked Sendable {
         deinit {
             pthread_rwlock_rdlock(environment.activity)
             defer { pthread_rwlock_unlock(environment.activity) }
+            if holding { environment.endHold() }
             guard !environment.isClosed else { return }
             pthread_mutex_lock(environment.readerRegistry)
             environment.liveReaders.remove(handle)
@@ -281,15 +311,91 @@ public final class Environment: @unchecked Sendable {
             mdb_txn_abort(handle)
         }
 
-        /// Runs `body` in a fresh snapshot; the snapshot is released when `body` returns.
+        /// Runs `body` in a snapshot that holds every commit made before the call: without
+        /// `keepsSnapshot` a fresh one, released when `body` returns.
         public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
             pthread_rwlock_rdlock(environment.activity)
             defer { pthread_rwlock_unlock(environment.activity) }
             guard !environment.isClosed else { throw LMDBError(code: .init(rawValue: EINVAL), call: "mdb_txn_renew on a closed environment") }
+            if holding {
+                if !environment.exclusiveWanted.load(ordering: .relaxed) {
+                    if mdb_txn_id(handle) != environment.lastCommittedTransaction {
+                        mdb_txn_reset(handle)
+                        do { try check(mdb_txn_renew(handle), "mdb_txn_renew") } catch {
+                            holding = false
+                            environment.endHold()
+                            throw error
+                        }
+                    }
+                    return try body(Transaction(handle: handle))
+                }
+                dropSnapshot()
+            } else if keepsSnapshot && environment.startHold() {
+                do { try check(mdb_txn_renew(handle), "mdb_txn_renew") } catch {
+                    environment.endHold()
+                    throw error
+                }
+                holding = true
+                return try body(Transaction(handle: handle))
+            }
             try check(mdb_txn_renew(handle), "mdb_txn_renew")
             defer { mdb_txn_reset(handle) }
             return try body(Transaction(handle: handle))
         }
+
+        /// Ends the snapshot kept since the last `read`, if any (see `makeReader(keepingSnapshot:)`).
+        public func releaseSnapshot() {
+            guard holding else { return }
+            pthread_rwlock_rdlock(environment.activity)
+            defer { pthread_rwlock_unlock(environment.activity) }
+            dropSnapshot()
+        }
+
+        /// Under the activity lock.
+        private func dropSnapshot() {
+            holding = false
+            if !environment.isClosed { mdb_txn_reset(handle) }
+            environment.endHold()
+        }
+    }
+
+    /// The transaction of the last commit, from the newer meta page (LMDB writes it before it
+    /// publishes the commit to new readers): call it under the activity lock.
+    var lastCommittedTransaction: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        return info.me_last_txnid
+    }
+
+    /// Counts a snapshot about to be kept open between reads, unless `grow(to:)` wants the map.
+    func startHold() -> Bool {
+        pthread_mutex_lock(holds)
+        defer { pthread_mutex_unlock(holds) }
+        guard !exclusiveWanted.load(ordering: .relaxed) else { return false }
+        heldSnapshots += 1
+        return true
+    }
+
+    func endHold() {
+        pthread_mutex_lock(holds)
+        defer { pthread_mutex_unlock(holds) }
+        heldSnapshots -= 1
+        if heldSnapshots == 0 { pthread_cond_broadcast(holdsChanged) }
+    }
+
+    /// Keeps new snapshots from being held, and waits until the held ones end: each ends at its
+    /// reader's next `read` or `releaseSnapshot()`.
+    private func endHeldSnapshots() {
+        pthread_mutex_lock(holds)
+        defer { pthread_mutex_unlock(holds) }
+        exclusiveWanted.store(true, ordering: .relaxed)
+        while heldSnapshots > 0 { pthread_cond_wait(holdsChanged, holds) }
+    }
+
+    private func allowHeldSnapshots() {
+        pthread_mutex_lock(holds)
+        defer { pthread_mutex_unlock(holds) }
+        exclusiveWanted.store(false, ordering: .relaxed)
     }
 
     /// Runs `body` while no write transaction runs, so that LMDB writes nothing to `data.mdb` meanwhile,
@@ -311,6 +417,8 @@ public final class Environment: @unchecked Sendable {
     /// Grows the map to `size` bytes, waiting until no transaction of this process is active
     /// (`mdb_env_set_mapsize`). Call it from the writer's thread, outside any transaction.
     public func grow(to size: Int) throws(LMDBError) {
+        endHeldSnapshots()
+        defer { allowHeldSnapshots() }
         pthread_rwlock_wrlock(activity)
         defer { pthread_rwlock_unlock(activity) }
         #if DEBUG

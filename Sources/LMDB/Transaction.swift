@@ -16,6 +16,9 @@ public struct Transaction {
         public static let append = PutFlags(rawValue: UInt32(MDB_APPEND))
     }
 
+    /// LMDB's number for the transaction: for a read, that of the commit it sees.
+    public var id: Int { Int(mdb_txn_id(handle)) }
+
     /// Runs `body` in a child transaction (`mdb_txn_begin` with this one as parent): committed into this
     /// transaction if `body` returns, aborted, leaving this one unchanged, if it throws.
     public func nested<R>(_ body: (Transaction) throws -> R) throws -> R {

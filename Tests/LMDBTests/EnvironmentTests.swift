@@ -157,6 +157,82 @@ struct EnvironmentTests {
         }
     }
 
+    /// A reader keeping its snapshot reads in the same transaction while nothing is committed, and
+    /// in a new one, holding the commit, as soon as something is: from this thread or another.
+    @Test func aReaderKeepingItsSnapshotSeesEveryCommitMadeBeforeARead() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+            let reader = try environment.makeReader(keepingSnapshot: true)
+            let first = try reader.read { txn throws in (txn.id, text(try txn.get(db, bytes("a")))) }
+            #expect(first.1 == "one")
+            #expect(try reader.read { txn throws in txn.id } == first.0)
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("two")) }
+            let second = try reader.read { txn throws in (txn.id, text(try txn.get(db, bytes("a")))) }
+            #expect(second.0 == first.0 + 1)
+            #expect(second.1 == "two")
+            let committed = DispatchSemaphore(value: 0)
+            Thread {
+                #expect(throws: Never.self) { try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("three")) } }
+                committed.signal()
+            }.start()
+            committed.wait()
+            #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "three")
+            // A new database's first read in a kept transaction finds it too.
+            let other = try environment.openDatabase("others")
+            try environment.write { txn throws in try txn.put(other, bytes("b"), bytes("bee")) }
+            #expect(try reader.read { txn throws in text(try txn.get(other, bytes("b"))) } == "bee")
+            reader.releaseSnapshot()
+            #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "three")
+        }
+    }
+
+    /// Growing the map waits until no snapshot is kept between reads: a kept one ends at its reader's
+    /// next read (which then reads in a snapshot of its own, as before) or `releaseSnapshot()`.
+    @Test func growingTheMapWaitsForAKeptSnapshotToEnd() throws {
+        try withTemporaryDirectory { path throws in
+            var options = Environment.Options()
+            options.mapSize = 1 << 20
+            let environment = try Environment(path: path, options: options)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+            let reader = try environment.makeReader(keepingSnapshot: true)
+            for round in 1...2 {
+                #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+                let grown = DispatchSemaphore(value: 0)
+                Thread {
+                    #expect(throws: Never.self) { try environment.grow(to: (1 << 20) << round) }
+                    grown.signal()
+                }.start()
+                #expect(grown.wait(timeout: .now() + 0.3) == .timedOut, "the map was resized under a kept snapshot")
+                if round == 1 {
+                    #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+                } else {
+                    reader.releaseSnapshot()
+                }
+                #expect(grown.wait(timeout: .now() + 10) == .success)
+                #expect(environment.currentInfo.mapSize == (1 << 20) << round)
+            }
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("two")) }
+            #expect(try reader.read { txn throws in text(try txn.get(db, bytes("a"))) } == "two")
+        }
+    }
+
+    @Test func aKeptSnapshotEndsWithItsEnvironment() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+            var reader: Environment.Reader? = try environment.makeReader(keepingSnapshot: true)
+            #expect(try reader?.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
+            environment.close()
+            #expect(throws: LMDBError.self) { try reader?.read { _ in () } }
+            reader?.releaseSnapshot()
+            reader = nil
+        }
+    }
+
     /// foliod's metrics endpoint held a reader until after the store closed; releasing it then
     /// aborted a transaction in the unmapped reader table (SIGSEGV at every shutdown).
     @Test func aReaderOutlivingItsEnvironmentIsReleasedSafelyAndRefusesToRead() throws {
