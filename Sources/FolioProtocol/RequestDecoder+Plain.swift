@@ -1,7 +1,53 @@
 import FolioJSON
 import FolioModel
 
+/// A `get` of the plain form (`RequestDecoder.decodeLine`), its collection and id still bytes of the
+/// line, and valid names (so their bytes are their JSON): what an event loop answers without making
+/// a `Request` or a `String`. Valid only while the line is.
+public struct PlainGet {
+    public let collection: UnsafeRawBufferPointer
+    public let id: UnsafeRawBufferPointer
+    public let tag: Tag?
+
+    public static let spec = OperationTable.spec(named: "get")!
+
+    /// What the general decoder gives for the same line.
+    public var request: Request {
+        let get = Request.ReadOperation.get(
+            collection: String(decoding: collection, as: UTF8.self), id: String(decoding: id, as: UTF8.self), at: nil, include: [])
+        return Request(tag: tag, operation: .read(get), spec: Self.spec)
+    }
+}
+
 extension RequestDecoder {
+    /// A decoded line: a plain `get`, left in the line, or any other request (or the error).
+    public enum LineDecoding {
+        case plainGet(PlainGet)
+        case request(Result<Request, TaggedError>)
+    }
+
+    /// `decode`, with a plain `get` left as a `PlainGet`.
+    public static func decodeLine(_ line: UnsafeRawBufferPointer) -> LineDecoding {
+        switch plain(line) {
+        case .get(let get)?: return .plainGet(get)
+        case .request(let request)?: return .request(.success(request))
+        case nil: return .request(decodeInGeneral(line))
+        }
+    }
+
+    static func plainRequest(_ line: UnsafeRawBufferPointer) -> Request? {
+        switch plain(line) {
+        case .get(let get)?: return get.request
+        case .request(let request)?: return request
+        case nil: return nil
+        }
+    }
+
+    private enum Plain {
+        case get(PlainGet)
+        case request(Request)
+    }
+
     /// The commonest reads, decoded without building their JSON: a flat object whose
     /// keys are `op`, an optional `tag` and the op's own, each once, whose strings are plain
     /// printable ASCII (no escape), whose numbers are non-negative integers of at most 18 digits and
@@ -17,7 +63,7 @@ extension RequestDecoder {
     /// gives exactly what it would give (`PlainRequestTests` and the request-decoder fuzz target
     /// compare the two), for a fraction of its instructions. For these requests decoding is a large
     /// part of the cost (docs/BENCHMARKS.md, "Get and pipelined get" and "Views over 1,000,000 objects").
-    static func plainRequest(_ line: UnsafeRawBufferPointer) -> Request? {
+    private static func plain(_ line: UnsafeRawBufferPointer) -> Plain? {
         var scan = FlatScan(line)
         scan.skipSpace()
         guard scan.take(UInt8(ascii: "{")) else { return nil }
@@ -66,8 +112,7 @@ extension RequestDecoder {
             guard let collection, let id, view == nil, after == nil, limit == nil, offset == nil, explain == nil,
                 scan.isCollectionName(collection), scan.isID(id)
             else { return nil }
-            let get = Request.ReadOperation.get(collection: scan.string(collection), id: scan.string(id), at: nil, include: [])
-            return Request(tag: tag, operation: .read(get), spec: getSpec)
+            return .get(PlainGet(collection: scan.bytes(collection), id: scan.bytes(id), tag: tag))
         }
         let paging = scan.equals(op, "list")
         guard paging || scan.equals(op, "count"), id == nil, paging || (limit == nil && offset == nil && after == nil),
@@ -87,10 +132,9 @@ extension RequestDecoder {
             start = .after(cursor)
         }
         guard let query = try? Query(source: source, limit: Int(pageLimit), start: start, explain: explain ?? false) else { return nil }
-        return Request(tag: tag, operation: .read(paging ? .list(query) : .count(query)), spec: paging ? listSpec : countSpec)
+        return .request(Request(tag: tag, operation: .read(paging ? .list(query) : .count(query)), spec: paging ? listSpec : countSpec))
     }
 
-    private static let getSpec = OperationTable.spec(named: "get")!
     private static let listSpec = OperationTable.spec(named: "list")!
     private static let countSpec = OperationTable.spec(named: "count")!
 }
@@ -207,6 +251,8 @@ private struct FlatScan {
         for offset in 0..<range.count where bytes[range.lowerBound + offset] != expected[offset] { return false }
         return true
     }
+
+    func bytes(_ range: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[range]) }
 
     func string(_ range: Range<Int>) -> String {
         String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)

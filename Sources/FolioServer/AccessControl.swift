@@ -114,6 +114,15 @@ enum AccessControl {
         return nil
     }
 
+    /// `denial` for a plain `get`, left in its line: a `String` of its collection for a peer whose
+    /// role is looked up, a `Request` only for a refusal.
+    static func denial(_ get: PlainGet, _ access: AccessView, reader: Store.Reader) -> ProtocolError? {
+        let needed = PlainGet.spec.role
+        guard needed > .any, !access.isAdmin else { return nil }
+        if access.role(for: String(decoding: get.collection, as: UTF8.self)).rawValue >= needed.rawValue { return nil }
+        return denial(get.request, access, reader: reader)
+    }
+
     private static func quoted(_ text: String) -> String { String(decoding: JSONWriterBox.string(text), as: UTF8.self) }
 
     /// The one collection that a request on a single collection names, found without a lookup;

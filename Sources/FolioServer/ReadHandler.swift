@@ -58,6 +58,23 @@ final class ReadHandler: Sendable {
         }
     }
 
+    /// Answers a plain `get` on the event loop, as `respondOnLoop` answers the same `get` as a
+    /// `Request`, with the same bytes.
+    func respondToPlainGet(_ get: PlainGet, reader: Store.Reader, into output: inout [UInt8]) -> ErrorCode? {
+        do {
+            try reader.read { snapshot in
+                try Response.appendSuccess(tag: get.tag, to: &output) { writer in
+                    guard try snapshot.writeObject(plainCollection: get.collection, plainID: get.id, to: &writer) else {
+                        throw StoreError.notFound(collection: String(decoding: get.collection, as: UTF8.self), id: String(decoding: get.id, as: UTF8.self))
+                    }
+                }
+            }
+            return nil
+        } catch {
+            return fail(error, tag: get.tag, into: &output)
+        }
+    }
+
     /// Thrown, before anything is written, by a read on the loop that would scan.
     private struct NeedsScan: Error {}
 

@@ -118,30 +118,39 @@ struct ObjectTable {
     /// Writes the object's wire form straight from its record, without parsing the data or formatting
     /// its timestamps.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
-        let header = try header(of: record)
         var collectionText = collection
         var idText = id
-        let plain = collectionText.withUTF8 { collection in
-            idText.withUTF8 { id in
+        let plain = try collectionText.withUTF8 { collection in
+            try idText.withUTF8 { id in
                 // Valid names need no escaping (Names.validateCollection, validateID): their bytes are their JSON.
                 guard collection.allSatisfy(Names.isIDByte), id.allSatisfy(Names.isIDByte) else { return false }
-                writer.appendChunk(capacity: collection.count + id.count + 24 + systemFieldsCapacity) { chunk in
-                    chunk.put("{\"collection\":\"")
-                    chunk.put(UnsafeRawBufferPointer(collection))
-                    chunk.put("\",\"id\":\"")
-                    chunk.put(UnsafeRawBufferPointer(id))
-                    chunk.put(UInt8(ascii: "\""))
-                    putSystemFields(record, header, into: &chunk)
-                }
+                try writeWireForm(record, plainCollection: UnsafeRawBufferPointer(collection), plainID: UnsafeRawBufferPointer(id), to: &writer)
                 return true
             }
         }
-        if !plain {
-            writer.writeRaw("{\"collection\":")
-            writer.write(collection)
-            writer.writeRaw(",\"id\":")
-            writer.write(id)
-            writer.appendChunk(capacity: systemFieldsCapacity) { putSystemFields(record, header, into: &$0) }
+        guard !plain else { return }
+        let header = try header(of: record)
+        writer.writeRaw("{\"collection\":")
+        writer.write(collection)
+        writer.writeRaw(",\"id\":")
+        writer.write(id)
+        writer.appendChunk(capacity: systemFieldsCapacity) { putSystemFields(record, header, into: &$0) }
+        appendData(record, to: &writer)
+    }
+
+    /// The wire form of an object whose collection and id need no escaping: their bytes are their JSON.
+    static func writeWireForm(
+        _ record: UnsafeRawBufferPointer, plainCollection collection: UnsafeRawBufferPointer, plainID id: UnsafeRawBufferPointer,
+        to writer: inout JSONWriter
+    ) throws {
+        let header = try header(of: record)
+        writer.appendChunk(capacity: collection.count + id.count + 24 + systemFieldsCapacity) { chunk in
+            chunk.put("{\"collection\":\"")
+            chunk.put(collection)
+            chunk.put("\",\"id\":\"")
+            chunk.put(id)
+            chunk.put(UInt8(ascii: "\""))
+            putSystemFields(record, header, into: &chunk)
         }
         appendData(record, to: &writer)
     }

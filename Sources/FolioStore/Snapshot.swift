@@ -32,6 +32,17 @@ public struct Snapshot {
         return true
     }
 
+    /// `writeObject` for a collection and an id given as valid names' bytes (a plain `get`'s, read
+    /// from its line), which are their JSON.
+    public func writeObject(plainCollection collection: UnsafeRawBufferPointer, plainID id: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws
+        -> Bool
+    {
+        let found = try Keys.withObjectKey(collection, id) { key in try objects.record(key: key, txn) }
+        guard let record = found else { return false }
+        try ObjectTable.writeWireForm(record, plainCollection: collection, plainID: id, to: &writer)
+        return true
+    }
+
     /// A page ends early once its items take this many bytes, so no answer grows with what is
     /// stored beyond its documented limits: at least one item is always written.
     public static let pageByteBudget = 8 << 20

@@ -67,6 +67,18 @@ enum Keys {
         }
     }
 
+    /// `withObjectKey` for names given as bytes.
+    static func withObjectKey<R>(
+        _ collection: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: collection.count + 1 + id.count, alignment: 1) { buffer in
+            buffer.copyMemory(from: collection)
+            buffer[collection.count] = 0
+            UnsafeMutableRawBufferPointer(rebasing: buffer[(collection.count + 1)...]).copyMemory(from: id)
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
     private static func writeObjectKey(_ collection: String, _ id: String, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         var collection = collection
         var id = id

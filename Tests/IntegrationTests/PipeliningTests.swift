@@ -3,6 +3,42 @@ import Testing
 
 /// Many requests on one connection, written before any answer is read.
 @Suite struct PipeliningTests {
+    /// A plain `get` with nothing before it on its connection is answered from its line (no
+    /// `Request`, no `String`); the same line behind a write waits in the queue and is answered as
+    /// any other request. Both answers must be the same bytes: found, not found, tags of each kind,
+    /// data with escapes and non-ASCII text, every character an id may hold.
+    @Test func aGetAnsweredFromItsLineIsTheQueuedGetByteForByte() throws {
+        try withRunningDaemon { daemon in
+            let connection = try daemon.connect()
+            let data: [(String, JSON)] = [
+                ("a-1", ["title": "plain"]),
+                ("B_2.c:3", ["title": "tab\tquote\"back\\slash", "n": 1.5, "list": [1, "é", .null]]),
+                ("x", [:]),
+            ]
+            for (id, fields) in data {
+                #expect(try connection.request(["op": "create", "collection": "Item", "id": .string(id), "data": fields]).isOK)
+            }
+            let lines = [
+                #"{"op":"get","collection":"Item","id":"a-1"}"#,
+                #"{"op":"get","collection":"Item","id":"B_2.c:3","tag":"t"}"#,
+                #"{"tag":17,"id":"x","collection":"Item","op":"get"}"#,
+                #" { "op" : "get" , "collection" : "Item" , "id" : "a-1" , "tag" : 0 } "#,
+                #"{"op":"get","collection":"Item","id":"missing","tag":"m"}"#,
+                #"{"op":"get","collection":"Nothing","id":"a-1"}"#,
+                #"{"op":"get","collection":"Item","id":"x","tag":123456789012345678}"#,
+            ]
+            for (index, line) in lines.enumerated() {
+                try connection.send(line: line)
+                let alone = try #require(try connection.readLine())
+                let write = #"{"op":"create","collection":"Other","id":"w\#(index)","data":{}}"#
+                try connection.send(bytes: Array((write + "\n" + line + "\n").utf8))
+                #expect(try connection.readResponse().isOK)
+                let queued = try #require(try connection.readLine())
+                #expect(String(decoding: alone, as: UTF8.self) == String(decoding: queued, as: UTF8.self), "\(line)")
+            }
+        }
+    }
+
     /// 1,000 requests in one write: per object a create with a client-given id, a get of it (it must
     /// see the create: read-your-writes), and a get of the next id, not created yet (not_found: it must
     /// not see a later write) or a filtered count. The last is a hello. Answers come back in request
