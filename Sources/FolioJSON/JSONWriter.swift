@@ -186,7 +186,7 @@ public struct ByteChunk {
 
     @inlinable init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func put(_ bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count <= buffer.count - used, "chunk overflow")
         guard let source = bytes.baseAddress, let base = buffer.baseAddress else { return }
@@ -194,12 +194,12 @@ public struct ByteChunk {
         used += bytes.count
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func put(_ text: StaticString) {
         put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func put(_ byte: UInt8) {
         precondition(used < buffer.count, "chunk overflow")
         buffer[used] = byte
