@@ -1,4 +1,5 @@
 import FolioJSON
+import Foundation
 import Testing
 
 /// Many requests on one connection, written before any answer is read.
@@ -36,6 +37,63 @@ import Testing
                 let queued = try #require(try connection.readLine())
                 #expect(String(decoding: alone, as: UTF8.self) == String(decoding: queued, as: UTF8.self), "\(line)")
             }
+        }
+    }
+
+    /// An event loop keeps its read snapshot through an iteration, and growing the map waits for
+    /// kept snapshots to end: the map (1 MiB) must grow again and again while four connections
+    /// pipeline gets without pause, and no get may fail or wait for long.
+    @Test func theMapGrowsUnderPipelinedGets() throws {
+        try withRunningDaemon(arguments: ["--map-size", "1048576"]) { daemon in
+            let writer = try daemon.connect()
+            for index in 0..<50 {
+                #expect(try writer.request(["op": "create", "collection": "Item", "id": .string("k\(index)"), "data": ["n": .int(Int64(index))]]).isOK)
+            }
+            let stop = Locked(false)
+            let failures = Locked<[String]>([])
+            let gets = Locked(0)
+            let finished = DispatchSemaphore(value: 0)
+            for _ in 0..<4 {
+                nonisolated(unsafe) let connection = try daemon.connect()
+                let batch: [UInt8] = (0..<32).flatMap { index -> [UInt8] in Array(#"{"op":"get","collection":"Item","id":"k\#(index % 50)"}"#.utf8) + [0x0A] }
+                Thread {
+                    defer { finished.signal() }
+                    do {
+                        while !stop.current {
+                            try connection.send(bytes: batch)
+                            for _ in 0..<32 {
+                                let answer = try connection.readResponse()
+                                if !answer.isOK { failures.withLock { $0.append("\(answer)") } }
+                            }
+                            gets.withLock { $0 += 32 }
+                        }
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }.start()
+            }
+            defer { stop.withLock { $0 = true } }
+            let payload = JSON.string(String(repeating: "z", count: 1000))
+            let started = Date()
+            while daemon.log.components(separatedBy: "map full: grew it").count - 1 < 3 && Date().timeIntervalSince(started) < 60 {
+                let create: JSON = ["op": "create", "collection": "Filler", "data": ["p": payload]]
+                try writer.send(bytes: (0..<16).flatMap { _ in create.serialized() + [0x0A] })
+                for _ in 0..<16 { #expect(try writer.readResponse().isOK) }
+            }
+            stop.withLock { $0 = true }
+            for _ in 0..<4 { #expect(finished.wait(timeout: .now() + 30) == .success, "a reader did not stop") }
+            let grown = daemon.log.components(separatedBy: "map full: grew it").count - 1
+            #expect(grown >= 3, "\(daemon.log)")
+            #expect(failures.current.isEmpty, "\(failures.current.prefix(3))")
+            #expect(gets.current > 1000)
+            // The loops, idle now, must have ended the snapshots of their last gets before waiting:
+            // the map grows once more with no read to end them.
+            while daemon.log.components(separatedBy: "map full: grew it").count - 1 == grown && Date().timeIntervalSince(started) < 120 {
+                let create: JSON = ["op": "create", "collection": "Filler", "data": ["p": payload]]
+                try writer.send(bytes: (0..<16).flatMap { _ in create.serialized() + [0x0A] })
+                for _ in 0..<16 { #expect(try writer.readResponse().isOK) }
+            }
+            #expect(daemon.log.components(separatedBy: "map full: grew it").count - 1 > grown, "\(daemon.log)")
         }
     }
 
