@@ -35,6 +35,7 @@ extension RequestDecoder {
         }
     }
 
+    /// `plain`'s request, a get too as a `Request`: what `decode` tries before the general decoder.
     static func plainRequest(_ line: UnsafeRawBufferPointer) -> Request? {
         switch plain(line) {
         case .get(let get)?: return get.request
