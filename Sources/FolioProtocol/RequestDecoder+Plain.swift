@@ -168,9 +168,28 @@ private struct FlatScan {
     }
 
     /// A string of printable ASCII without `\`: the range of its characters, past its closing quote.
+    /// Eight bytes at a time while eight remain: the first byte that is a quote, a backslash, a
+    /// control byte, DEL or not ASCII ends the string or rules it out.
     mutating func plainString() -> Range<Int>? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = position
+        if let base = bytes.baseAddress {
+            while position + 8 <= bytes.count {
+                let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+                let stops = Self.zeroBytes(word ^ Self.eachByte(0x22)) | Self.zeroBytes(word ^ Self.eachByte(0x5C))
+                    | Self.zeroBytes(word ^ Self.eachByte(0x7F)) | Self.bytesBelow(0x20, in: word) | (word & Self.eachByte(0x80))
+                if stops == 0 {
+                    position += 8
+                    continue
+                }
+                // Each term's lowest flag marks a byte that matches it (a flag above one may be a
+                // borrow's), so the lowest flag of all is the first byte that stops the string.
+                let end = position + stops.trailingZeroBitCount / 8
+                guard bytes[end] == UInt8(ascii: "\"") else { return nil }
+                position = end + 1
+                return start..<end
+            }
+        }
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
@@ -182,6 +201,14 @@ private struct FlatScan {
         }
         return nil
     }
+
+    private static func eachByte(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
+
+    /// The high bit of each byte of `word` that is zero, and perhaps of bytes after one that is.
+    private static func zeroBytes(_ word: UInt64) -> UInt64 { (word &- eachByte(1)) & ~word & eachByte(0x80) }
+
+    /// The high bit of each byte of `word` below `limit` (at most 0x80), and perhaps of bytes after one that is.
+    private static func bytesBelow(_ limit: UInt8, in word: UInt64) -> UInt64 { (word &- eachByte(limit)) & ~word & eachByte(0x80) }
 
     /// A non-negative integer of 1 to 18 digits without leading zeros (so that it is an `Int64` and
     /// its text its one spelling): its value and its text's range.

@@ -480,6 +480,45 @@ import Testing
         }
     }
 
+    /// The shortcut scans strings eight bytes at a time while eight remain, then byte by byte: every
+    /// kind of byte that ends a string or rules it out, at every place of strings up to 24 bytes, in
+    /// a value, a key and a tag, with the line ending anywhere after it, decodes as in general.
+    @Test func everyByteThatEndsAStringEndsItAtEveryPlace() {
+        // A printable byte, a space, `~`, then what ends a plain string or leaves the line to the
+        // general decoder: a backslash (escapes), control bytes, DEL and the bytes of a non-ASCII letter.
+        let kinds: [[UInt8]] = [[0x61], [0x20], [0x7E], [0x5C, 0x6E], [0x5C, 0x22], [0x01], [0x1F], [0x09], [0x7F], Array("é".utf8), [0xFF]]
+        var lines = 0
+        var fast = 0
+        for length in 0...24 {
+            for place in 0...length {
+                for kind in kinds {
+                    var text = Array(repeating: UInt8(ascii: "k"), count: length)
+                    if place < length { text.replaceSubrange(place..<(place + 1), with: kind) }
+                    for form in 0..<3 {
+                        var line: [UInt8]
+                        switch form {
+                        case 0: line = Array(#"{"op":"get","collection":"Task","id":""#.utf8) + text + Array(#""}"#.utf8)
+                        case 1: line = Array(#"{"op":"get",""#.utf8) + text + Array(#"":1,"collection":"Task","id":"k"}"#.utf8)
+                        default: line = Array(#"{"op":"get","collection":"Task","id":"k","tag":""#.utf8) + text + Array(#""}"#.utf8)
+                        }
+                        // The whole line, then cut after the string's text (no closing quote) and after its quote.
+                        let textEnd = line.count - (form == 1 ? #"":1,"collection":"Task","id":"k"}"#.utf8.count : 2)
+                        for cut in [line.count, textEnd, textEnd + 1] {
+                            let bytes = Array(line[..<cut])
+                            let (taken, general, decoded) = bytes.withUnsafeBytes { buffer in
+                                (RequestDecoder.plainRequest(buffer) != nil, outcome(RequestDecoder.decodeInGeneral(buffer)), outcome(RequestDecoder.decode(buffer)))
+                            }
+                            lines += 1
+                            if taken { fast += 1 }
+                            #expect(general == decoded, "\(bytes): general \(general), decode \(decoded)")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(fast > 300, "the shortcut took \(fast) of \(lines) lines")
+    }
+
     /// Lines made of the pieces the shortcut looks at, shuffled, spaced and mangled at random: both
     /// decoders give the same request or the same error for each.
     @Test func randomLinesDecodeTheSameEitherWay() {
