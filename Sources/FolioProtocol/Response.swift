@@ -9,21 +9,47 @@ public enum Response {
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }
         let start = writer.bytes.count
-        writeTag(tag, to: &writer)
-        if let seq {
-            writer.writeRaw("\"ok\":true,\"seq\":")
-            writer.write(seq)
-            writer.writeRaw(",\"result\":")
-        } else {
-            writer.writeRaw("\"ok\":true,\"result\":")
-        }
+        writeSuccessHead(tag: tag, seq: seq, to: &writer)
         do {
             try result(&writer)
         } catch {
             writer.bytes.removeSubrange(start...)
             throw error
         }
-        writer.writeRaw("}\n")
+        writer.bytes.append(UInt8(ascii: "}"))
+        writer.bytes.append(0x0A)
+    }
+
+    /// `{"tag":…,"ok":true,"seq":N,"result":` as one append when the tag is short, as tags are: an
+    /// append of a few bytes costs about a hundred instructions, a get a few thousand.
+    private static func writeSuccessHead(tag: Tag?, seq: UInt64?, to writer: inout JSONWriter) {
+        let tagBytes = tag?.text.count ?? 0
+        guard tagBytes <= 64 else {
+            writeTag(tag, to: &writer)
+            if let seq {
+                writer.writeRaw("\"ok\":true,\"seq\":")
+                writer.write(seq)
+                writer.writeRaw(",\"result\":")
+            } else {
+                writer.writeRaw("\"ok\":true,\"result\":")
+            }
+            return
+        }
+        writer.appendChunk(capacity: 128) { chunk in
+            chunk.put(UInt8(ascii: "{"))
+            if let tag {
+                chunk.put("\"tag\":")
+                tag.text.withUnsafeBytes { chunk.put($0) }
+                chunk.put(UInt8(ascii: ","))
+            }
+            if let seq {
+                chunk.put("\"ok\":true,\"seq\":")
+                chunk.put(decimal: seq)
+                chunk.put(",\"result\":")
+            } else {
+                chunk.put("\"ok\":true,\"result\":")
+            }
+        }
     }
 
     public static func appendFailure(tag: Tag?, error: ProtocolError, to bytes: inout [UInt8]) {

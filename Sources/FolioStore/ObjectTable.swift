@@ -144,15 +144,17 @@ struct ObjectTable {
         to writer: inout JSONWriter
     ) throws {
         let header = try header(of: record)
-        writer.appendChunk(capacity: collection.count + id.count + 24 + systemFieldsCapacity) { chunk in
+        let fields = inlineFields(of: record)
+        writer.appendChunk(capacity: collection.count + id.count + 24 + systemFieldsCapacity + fields.count) { chunk in
             chunk.put("{\"collection\":\"")
             chunk.put(collection)
             chunk.put("\",\"id\":\"")
             chunk.put(id)
             chunk.put(UInt8(ascii: "\""))
             putSystemFields(record, header, into: &chunk)
+            chunk.put(fields)
         }
-        appendData(record, to: &writer)
+        if fields.isEmpty { appendData(record, to: &writer) }
     }
 
     /// The wire form after `head`, the object's `{"collection":...,"id":` as JSON, and `plainID`, its id
@@ -162,7 +164,8 @@ struct ObjectTable {
         _ record: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, plainID: UnsafeRawBufferPointer?, to writer: inout JSONWriter
     ) throws {
         let header = try header(of: record)
-        writer.appendChunk(capacity: head.count + (plainID?.count ?? 0) + 2 + systemFieldsCapacity) { chunk in
+        let fields = inlineFields(of: record)
+        writer.appendChunk(capacity: head.count + (plainID?.count ?? 0) + 2 + systemFieldsCapacity + fields.count) { chunk in
             chunk.put(head)
             if let plainID {
                 chunk.put(UInt8(ascii: "\""))
@@ -170,8 +173,18 @@ struct ObjectTable {
                 chunk.put(UInt8(ascii: "\""))
             }
             putSystemFields(record, header, into: &chunk)
+            chunk.put(fields)
         }
-        appendData(record, to: &writer)
+        if fields.isEmpty { appendData(record, to: &writer) }
+    }
+
+    /// What `appendData` appends, when it is small enough to go into the chunk of the fields before
+    /// it (one append of the whole wire form instead of two, which a get and each object of a page
+    /// notice); empty when it is not, or when there is nothing to append.
+    private static func inlineFields(of record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        let data = data(of: record)
+        guard data.count > 2, data.count <= 512 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(rebasing: data[1...])
     }
 
     /// `,"version":N,"createdAt":"…","updatedAt":"…"` and the `,` before the data's fields (or the

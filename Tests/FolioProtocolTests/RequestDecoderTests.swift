@@ -42,6 +42,28 @@ import Testing
         #expect(String(decoding: line, as: UTF8.self) == "{\"tag\":1.50,\"ok\":true,\"result\":true}\n")
     }
 
+    /// A success line's head is written in one piece for short tags and piece by piece for long ones:
+    /// the same line either way, with and without `seq`, after what the output already held, and
+    /// nothing of it left when the result throws.
+    @Test func successLinesAreTheSameForTagsOfEveryLength() throws {
+        struct Failed: Error {}
+        for length in [0, 1, 2, 30, 61, 62, 63, 64, 65, 66, 200] {
+            let tags: [FolioProtocol.Tag?] = length == 0 ? [nil, FolioProtocol.Tag(.int(7)), FolioProtocol.Tag(.int(Int64.max))] : [FolioProtocol.Tag(.string(String(repeating: "t", count: length)))]
+            for tag in tags {
+                let tagText = tag.map { "\"tag\":" + String(decoding: $0.text, as: UTF8.self) + "," } ?? ""
+                for seq: UInt64? in [nil, 0, 42, UInt64.max] {
+                    var line = Array("before\n".utf8)
+                    Response.appendSuccess(tag: tag, seq: seq, to: &line) { $0.write(true) }
+                    let seqText = seq.map { "\"seq\":\($0)," } ?? ""
+                    #expect(String(decoding: line, as: UTF8.self) == "before\n{\(tagText)\"ok\":true,\(seqText)\"result\":true}\n")
+                    var kept = Array("before\n".utf8)
+                    #expect(throws: Failed.self) { try Response.appendSuccess(tag: tag, seq: seq, to: &kept) { _ in throw Failed() } }
+                    #expect(kept == Array("before\n".utf8))
+                }
+            }
+        }
+    }
+
     @Test(arguments: [
         (#"{"op":"get","collection":"Task","id":"a","extra":1}"#, ErrorCode.badRequest, "extra"),
         (#"{"op":"get","collection":"Task"}"#, .badRequest, "\"id\""),
