@@ -57,9 +57,7 @@ struct EnvironmentTests {
     }
 
     @Test func aThrowingWriteLeavesNothingBehind() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             #expect(throws: Refused.self) {
                 try environment.write { txn throws in
                     try txn.put(db, bytes("a"), bytes("one"))
@@ -71,9 +69,7 @@ struct EnvironmentTests {
     }
 
     @Test func aFailedChildTransactionLeavesItsParentAsItWas() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in
                 try txn.put(db, bytes("kept"), bytes("1"))
                 #expect(throws: Refused.self) {
@@ -94,9 +90,7 @@ struct EnvironmentTests {
     }
 
     @Test func noOverwriteRefusesAnExistingKeyAndDeleteReportsAMissingOne() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in
                 try txn.put(db, bytes("a"), bytes("first"), flags: .noOverwrite)
                 do {
@@ -114,9 +108,7 @@ struct EnvironmentTests {
     }
 
     @Test func cursorsWalkAndSeekInKeyOrder() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in
                 for key in ["d", "b", "f"] { try txn.put(db, bytes(key), bytes(key.uppercased())) }
             }
@@ -137,9 +129,7 @@ struct EnvironmentTests {
     }
 
     @Test func aReaderKeepsItsSnapshotWhileAnotherThreadCommits() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("old")) }
             let reader = try environment.makeReader()
             try reader.read { txn throws in
@@ -160,9 +150,7 @@ struct EnvironmentTests {
     /// A reader keeping its snapshot reads in the same transaction while nothing is committed, and
     /// in a new one, holding the commit, as soon as something is: from this thread or another.
     @Test func aReaderKeepingItsSnapshotSeesEveryCommitMadeBeforeARead() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
             let reader = try environment.makeReader(keepingSnapshot: true)
             let first = try reader.read { txn throws in (txn.id, text(try txn.get(db, bytes("a")))) }
@@ -220,9 +208,7 @@ struct EnvironmentTests {
     }
 
     @Test func aKeptSnapshotEndsWithItsEnvironment() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
             var reader: Environment.Reader? = try environment.makeReader(keepingSnapshot: true)
             #expect(try reader?.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
@@ -236,9 +222,7 @@ struct EnvironmentTests {
     /// foliod's metrics endpoint held a reader until after the store closed; releasing it then
     /// aborted a transaction in the unmapped reader table (SIGSEGV at every shutdown).
     @Test func aReaderOutlivingItsEnvironmentIsReleasedSafelyAndRefusesToRead() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
             var reader: Environment.Reader? = try environment.makeReader()
             #expect(try reader?.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one")
@@ -301,15 +285,22 @@ struct EnvironmentTests {
     }
 
     @Test func emptyingADatabaseKeepsItOpen() throws {
-        try withTemporaryDirectory { path throws in
-            let environment = try Environment(path: path)
-            let db = try environment.openDatabase("things")
+        try withThings { environment, db throws in
             try environment.write { txn throws in
                 try txn.put(db, bytes("a"), bytes("1"))
                 try txn.empty(db)
                 try txn.put(db, bytes("b"), bytes("2"))
             }
             #expect(try keys(in: db, of: environment) == ["b"])
+        }
+    }
+
+    /// A fresh environment in a temporary directory with the database "things" open: what most of
+    /// these tests start from.
+    private func withThings(_ body: (Environment, Database) throws -> Void) throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            try body(environment, try environment.openDatabase("things"))
         }
     }
 }
