@@ -141,6 +141,12 @@ relations: deps
 bench: deps
 	SWIFT="$(SWIFT)" BASELINE="$(BENCH_BASELINE)" bench/run.sh $(BENCH_ARGS)
 
+# Context switches and system calls a get at 16 clients: foliod with two event loops, with one, and
+# Redis (bench/switches.sh).
+.PHONY: bench-switches
+bench-switches: deps
+	SWIFT="$(SWIFT)" bench/switches.sh $(BENCH_ARGS)
+
 # What the hand-overs between foliod's threads on a write's path cost without any work (bench/handoff.c).
 .PHONY: bench-handoff
 bench-handoff:
