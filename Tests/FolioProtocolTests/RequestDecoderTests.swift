@@ -541,6 +541,44 @@ import Testing
         #expect(fast > 300, "the shortcut took \(fast) of \(lines) lines")
     }
 
+    /// The compact get our clients send (tag first, after `op`, last or none) is matched by its fixed
+    /// pieces: with every kind of tag, good and bad names, cut at every byte and with bytes after it,
+    /// it decodes as in general, and the good ones take the shortcut.
+    @Test func compactGetsDecodeAsInGeneralWhereverTheTagIs() {
+        // The first five are tags the shortcut reads; the others it leaves to the general decoder.
+        let tags = ["7", "0", "999999999999999999", #""t 1""#, #""""#, "1.5", "-1", "01", "1e3", #""x\"y""#, "null", "1234567890123456789"]
+        let plainTags = Set(tags.prefix(5))
+        let names = [("Task", "k1", true), ("T_2", "a-b.c:d_9", true), ("1Task", "k1", false), ("Task", "k 1", false), ("Task", "", false)]
+        var taken = 0
+        for (collection, id, valid) in names {
+            let body = #""collection":"\#(collection)","id":"\#(id)""#
+            // Each line, and whether the shortcut must take it whole.
+            var lines = [(#"{"op":"get",\#(body)}"#, valid)]
+            for tag in tags {
+                for line in [#"{"tag":\#(tag),"op":"get",\#(body)}"#, #"{"op":"get","tag":\#(tag),\#(body)}"#, #"{"op":"get",\#(body),"tag":\#(tag)}"#] {
+                    lines.append((line, valid && plainTags.contains(tag)))
+                }
+            }
+            // Two tags, a space, another key, a byte after the end: the general scan's or the general decoder's.
+            for line in [#"{"tag":1,"op":"get","tag":2,\#(body)}"#, #"{"op":"get","tag":1,\#(body),"tag":2}"#, #"{"op":"get", \#(body)}"#,
+                         #"{"op":"get",\#(body),"include":["a"]}"#, #"{"op":"get",\#(body)} "#, #"{"op":"get",\#(body)}}"#] {
+                lines.append((line, false))
+            }
+            for (line, mustTake) in lines {
+                let bytes = Array(line.utf8)
+                for cut in 0...bytes.count {
+                    let (fast, general, decoded) = bytes[..<cut].withUnsafeBytes { buffer in
+                        (RequestDecoder.plainRequest(buffer) != nil, outcome(RequestDecoder.decodeInGeneral(buffer)), outcome(RequestDecoder.decode(buffer)))
+                    }
+                    #expect(general == decoded, "\(String(decoding: bytes[..<cut], as: UTF8.self)): general \(general), decode \(decoded)")
+                    if cut == bytes.count, fast { taken += 1 }
+                    if cut == bytes.count, mustTake { #expect(fast, "not taken: \(line)") }
+                }
+            }
+        }
+        #expect(taken >= 2 * (1 + 3 * 5), "the shortcut took \(taken) lines")
+    }
+
     /// Lines made of the pieces the shortcut looks at, shuffled, spaced and mangled at random: both
     /// decoders give the same request or the same error for each.
     @Test func randomLinesDecodeTheSameEitherWay() {
