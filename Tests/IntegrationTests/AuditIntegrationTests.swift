@@ -54,12 +54,14 @@ import Testing
                 #expect(try connection.request(["op": "create", "collection": "Photo", "id": .string("p\(index)"), "data": ["jpeg": .string(text)]]).isOK)
             }
             let original = try digest(daemon)
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            // 11 MB of events each way: under AddressSanitizer, beside every other suite on two
+            // cores, the import took over 30 s once (CI, 2026-12-04); the timeouts only guard hangs.
+            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath], timeout: 120)
             #expect(export.status == 0 && export.jsonLines.count == 13, "\(export.stderr) \(export.jsonLines.count) lines")
             #expect(export.jsonLines.last?.contains(#""lastSeq":12"#) == true)
             let exportFile = daemon.directory + "/events.jsonl"
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
-            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
+            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile], timeout: 120)
             #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
         }
     }
