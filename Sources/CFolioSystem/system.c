@@ -150,7 +150,9 @@ int folio_set_nonblocking_cloexec(int fd) {
     return 0;
 }
 
-ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int capacity, int *received) {
+/// recvmsg with `flags`, taking up to `capacity` passed descriptors into `fds` (their count into
+/// `*received`) and closing the rest; `*carried` is set when any came or the control data was cut.
+static ssize_t recv_taking_fds(int fd, void *buffer, size_t length, int flags, int *fds, int capacity, int *received, int *carried) {
     union {
         char space[CMSG_SPACE(sizeof(int) * 8)];
         struct cmsghdr align;
@@ -162,10 +164,13 @@ ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int c
     message.msg_control = control.space;
     message.msg_controllen = sizeof(control.space);
     *received = 0;
-    ssize_t count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    *carried = 0;
+    ssize_t count = recvmsg(fd, &message, flags | MSG_CMSG_CLOEXEC);
     if (count < 0) return count;
+    if (message.msg_flags & MSG_CTRUNC) *carried = 1;
     for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        *carried = 1;
         size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         int *passed = (int *)CMSG_DATA(header);
         for (size_t k = 0; k < n; k++) {
@@ -179,6 +184,17 @@ ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int c
         }
     }
     return count;
+}
+
+ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int capacity, int *received) {
+    int carried;
+    return recv_taking_fds(fd, buffer, length, 0, fds, capacity, received, &carried);
+}
+
+ssize_t folio_peek(int fd, void *buffer, size_t length) {
+    int received, carried;
+    ssize_t count = recv_taking_fds(fd, buffer, length, MSG_PEEK, NULL, 0, &received, &carried);
+    return count >= 0 && carried ? -2 : count;
 }
 
 ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed, int flags) {

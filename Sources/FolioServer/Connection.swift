@@ -57,6 +57,12 @@ final class Connection: @unchecked Sendable {
     var lastActivity: UInt64
 
     var framer: LineFramer
+    /// Bytes the loop took from the socket with MSG_PEEK and has handled, still in the socket until
+    /// the loop consumes them after writing the answers it could give (`EventLoop.consumePeeked`).
+    var peekedBytes = 0
+    /// Whether the requests of its last read were all answered when read (gets, pages, counts):
+    /// only then does the loop peek at its next ones, since a write's answer comes later anyway.
+    var answeredAtOnce = true
     /// When the line the framer holds began to arrive (monotonic ms); 0 while it holds none.
     var partialSince: UInt64 = 0
     /// Requests received and not yet started, in order.

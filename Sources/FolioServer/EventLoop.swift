@@ -93,6 +93,11 @@ final class EventLoop: @unchecked Sendable {
     /// Connections whose next read waits for `minSeq`, by descriptor.
     var waitingForSequence: [Int32: Connection] = [:]
     private var readBuffer: [UInt8]
+    /// Whether this iteration reads requests with `peekRequests`: only when several connections
+    /// were ready at once. With one, the machine is idle, and the wake-up the read gives its client
+    /// is not wasted: it brings the client's CPU out of idle before its answer comes (one client's
+    /// gets took 4–8 µs longer at p50 when every read peeked).
+    private var peeking = false
     var draining = false
     private var thread: pthread_t?
     /// Memory held for this loop's clients (the sum of their `accountedBytes`), and its share of
@@ -185,6 +190,7 @@ final class EventLoop: @unchecked Sendable {
                 log.error("event loop \(index): \(error)")
                 return
             }
+            peeking = count >= 2
             for slot in 0..<count {
                 switch tokens[slot] {
                 case Self.wakeToken:
@@ -338,6 +344,17 @@ final class EventLoop: @unchecked Sendable {
     private func readRequests(_ connection: Connection) {
         guard !connection.isClosed, !connection.inputFinished else { return }
         var total = 0
+        if peeking && connection.answeredAtOnce && connection.peekedBytes == 0 && !connection.framer.hasPartialLine && !isCongested(connection) && !isOverSharedBound {
+            switch peekRequests(connection) {
+            case .handled:
+                dispatchPending(connection)
+                connection.answeredAtOnce = connection.isIdle
+                markForFlush(connection)
+                return
+            case .more(let count): total = count
+            case .readInstead: break
+            }
+        }
         while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection)
             && !isOverSharedBound
         {
@@ -370,7 +387,65 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         dispatchPending(connection)
+        connection.answeredAtOnce = connection.isIdle
         markForFlush(connection)
+    }
+
+    private enum Peeked {
+        /// Lines handled; the bytes stay in the socket until `consumePeeked`.
+        case handled
+        /// A whole chunk handled and consumed: more may wait, read on.
+        case more(Int)
+        /// Nothing taken: read with `folio_recv_with_fds` (descriptors came, or EINTR).
+        case readInstead
+    }
+
+    /// Reads what waits with MSG_PEEK and handles its lines, leaving the bytes in the socket until
+    /// the answers that can be given at once are written (`flush`, then `consumePeeked`). A client
+    /// blocked in `recv` for its answer is otherwise woken twice a request: once when the loop's
+    /// read frees its request's buffer (the kernel wakes a sleeper on the client's socket whenever
+    /// write space returns, whatever it waits for) and once by the answer. Consumed after the
+    /// answer, the request's buffer frees no wake-up: the answer already woke the client.
+    private func peekRequests(_ connection: Connection) -> Peeked {
+        let count = readBuffer.withUnsafeMutableBytes { folio_peek(connection.fd, $0.baseAddress, $0.count) }
+        if count == -2 { return .readInstead }
+        if count < 0 {
+            switch errno {
+            case EINTR: return .readInstead
+            case EAGAIN, EWOULDBLOCK: return .handled
+            default:
+                close(connection)
+                return .handled
+            }
+        }
+        if count == 0 {
+            finishInput(connection)
+            return .handled
+        }
+        let received = monotonicMicroseconds()
+        connection.lastActivity = received / 1000
+        readBuffer.withUnsafeBytes { takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection) }
+        connection.peekedBytes = count
+        guard count == Self.readChunk else { return .handled }
+        consumePeeked(connection)
+        return .more(count)
+    }
+
+    /// Takes the bytes `peekRequests` handled out of the socket. They are there: only this loop reads
+    /// the socket, a stream socket keeps what it holds, and no descriptor came with them.
+    private func consumePeeked(_ connection: Connection) {
+        while connection.peekedBytes > 0 && !connection.isClosed {
+            let length = connection.peekedBytes
+            let count = readBuffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, length, 0) }
+            if count > 0 {
+                connection.peekedBytes -= count
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                connection.peekedBytes = 0
+                close(connection)
+            }
+        }
     }
 
     /// Keeps descriptors the peer passed for the `file.put {fd: true}` lines that will take them;
@@ -807,6 +882,10 @@ final class EventLoop: @unchecked Sendable {
                 close(connection)
                 return
             }
+        }
+        if connection.peekedBytes > 0 {
+            consumePeeked(connection)
+            if connection.isClosed { return }
         }
         if connection.unsentBytes == 0 {
             connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptOutputCapacity)

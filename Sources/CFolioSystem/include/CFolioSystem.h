@@ -64,6 +64,10 @@ int folio_set_nonblocking_cloexec(int fd);
 /// up to `capacity` into `fds`, their count into `*received`; more are closed. Returns the bytes read,
 /// 0 at end of stream, -1 with errno.
 ssize_t folio_recv_with_fds(int fd, void *buffer, size_t length, int *fds, int capacity, int *received);
+/// recvmsg with MSG_PEEK: copies up to `length` waiting bytes into `buffer` and leaves them in the
+/// socket. Returns the bytes copied, 0 at end of stream, -1 with errno, or -2 when descriptors came
+/// with them (the copies this made of them are closed: read those bytes with folio_recv_with_fds).
+ssize_t folio_peek(int fd, void *buffer, size_t length);
 /// sendmsg of `buffer` with the descriptor `passed` attached (SCM_RIGHTS), MSG_NOSIGNAL, plus `flags`.
 ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed, int flags);
 
