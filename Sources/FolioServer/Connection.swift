@@ -60,10 +60,9 @@ final class Connection: @unchecked Sendable {
     /// Bytes the loop took from the socket with MSG_PEEK and has handled, still in the socket until
     /// the loop consumes them after writing the answers it could give (`EventLoop.consumePeeked`).
     var peekedBytes = 0
-    /// Whether the loop reads its next request by peeking (`EventLoop.peekRequests`): its last read
-    /// held one request, answered at once (a get, a page, a count). A write's answer comes later
-    /// and a pipelining client is woken once for many answers, so neither gains from it.
-    var peeksNext = true
+    /// Whether the requests of its last read were all answered when read (gets, pages, counts):
+    /// only then does the loop peek at its next ones, since a write's answer comes later anyway.
+    var answeredAtOnce = true
     /// When the line the framer holds began to arrive (monotonic ms); 0 while it holds none.
     var partialSince: UInt64 = 0
     /// Requests received and not yet started, in order.

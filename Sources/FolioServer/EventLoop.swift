@@ -98,8 +98,6 @@ final class EventLoop: @unchecked Sendable {
     /// is not wasted: it brings the client's CPU out of idle before its answer comes (one client's
     /// gets took 4–8 µs longer at p50 when every read peeked).
     private var peeking = false
-    /// Request lines taken so far, to tell how many a read held.
-    private var linesTaken = 0
     var draining = false
     private var thread: pthread_t?
     /// Memory held for this loop's clients (the sum of their `accountedBytes`), and its share of
@@ -346,12 +344,11 @@ final class EventLoop: @unchecked Sendable {
     private func readRequests(_ connection: Connection) {
         guard !connection.isClosed, !connection.inputFinished else { return }
         var total = 0
-        let linesBefore = linesTaken
-        if peeking && connection.peeksNext && connection.peekedBytes == 0 && !connection.framer.hasPartialLine && !isCongested(connection) && !isOverSharedBound {
+        if peeking && connection.answeredAtOnce && connection.peekedBytes == 0 && !connection.framer.hasPartialLine && !isCongested(connection) && !isOverSharedBound {
             switch peekRequests(connection) {
             case .handled:
                 dispatchPending(connection)
-                connection.peeksNext = connection.isIdle && linesTaken - linesBefore == 1
+                connection.answeredAtOnce = connection.isIdle
                 markForFlush(connection)
                 return
             case .more(let count): total = count
@@ -390,7 +387,7 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         dispatchPending(connection)
-        connection.peeksNext = connection.isIdle && linesTaken - linesBefore == 1
+        connection.answeredAtOnce = connection.isIdle
         markForFlush(connection)
     }
 
@@ -511,7 +508,6 @@ final class EventLoop: @unchecked Sendable {
         let size = line.count
         connection.requestBytes += size
         connection.requestCount += 1
-        linesTaken &+= 1
         pendingDelta += 1
         guard size >= Self.offloadedLineBytes else {
             let decoded: Result<Request, RequestDecoder.TaggedError>
