@@ -131,7 +131,7 @@ struct Catalog {
 
     func addView(_ definition: ViewDefinition, _ txn: StoreTransaction) throws -> CountedTree {
         txn.catalogMemo?.forget()
-        let tree = try CountedTree.create(id: try allocateTreeID(txn), txn)
+        let tree = try CountedTree.create(id: try allocateTreeID(txn), buffered: true, txn)
         var value: [UInt8] = []
         value.appendLittleEndian(tree.id)
         value.append(contentsOf: definition.json.serialized())

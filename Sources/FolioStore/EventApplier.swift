@@ -196,9 +196,12 @@ struct EventApplier {
                     return true
                 }
             }
-            try view.tree.insert(key, txn)
+            try view.tree.insert(key, direct: true, txn)
             return true
         }
+        // The keys held back for appending go in now, and the tree's last key is forgotten: its
+        // next change is an op.
+        try view.tree.applyHeldAppends(txn)
         if !order.isEmpty {
             let groups = order.map { duplicates[$0]! }
             let shown = try groups.prefix(10).map { group in

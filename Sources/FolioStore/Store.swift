@@ -65,7 +65,7 @@ public final class Store: @unchecked Sendable {
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
-        case 1?, 2?, 3?:
+        case 1?, 2?, 3?, 4?:
             // The log is the same; only derived state changed shape.
             try environment.write { txn in
                 var value: [UInt8] = []

@@ -9,14 +9,16 @@ import LMDB
 /// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
 /// | `objects` | collection 0 id 0 sequence           | history: version after that event, or a checkpoint |
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
-/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references) |
+/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references); a view's pending ops (node id ≥ 2⁶³, `ViewBuffer`) |
 /// | `requests` | `k` key / `t` time key              | request keys of recent writes (`RequestIndex`) |
 /// | `files`   | `n` name / `b` sha256 / `t`          | the file index (`FileIndex`)                 |
 struct StoreDatabases: Sendable {
     /// 2: history entries hold checkpoints (`HistoryIndex`). 3: the file totals count orphans
-    /// (`FileIndex`). 4: a tree's branch stores its last child's count as 0 (`CountedTree`). A store
-    /// of an earlier format is upgraded by deriving its state again from the log.
-    static let formatVersion: UInt32 = 4
+    /// (`FileIndex`). 4: a tree's branch stores its last child's count as 0 (`CountedTree`). 5: a
+    /// view's tree takes its changes as ops, merged into it many at a time (`ViewBuffer`): a foliod
+    /// of format 4 would not see them. A store of an earlier format is upgraded by deriving its
+    /// state again from the log.
+    static let formatVersion: UInt32 = 5
 
     let meta: Database
     let events: Database
@@ -27,6 +29,8 @@ struct StoreDatabases: Sendable {
     let trees: Database
     let requests: Database
     let files: Database
+    /// Resolutions of buffered view trees, shared by the store's read snapshots (`ViewBuffer`).
+    let deltas = ViewDeltaCache()
 
     init(_ environment: Environment) throws {
         meta = try environment.openDatabase("meta")

@@ -9,19 +9,43 @@ struct StoreTransaction {
     let cache: TreeNodeCache?
     /// The catalog as this write transaction last read it; nil in read snapshots.
     let catalogMemo: CatalogMemo?
+    /// The store's resolutions of buffered trees (`ViewBuffer`), shared by its read snapshots.
+    let deltas: ViewDeltaCache?
 
-    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?) {
+    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
+        self.deltas = deltas
         catalogMemo = cache == nil ? nil : CatalogMemo()
     }
 
-    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?) {
+    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
         self.catalogMemo = catalogMemo
+        self.deltas = deltas
+    }
+
+    /// The resolution of `tree`'s ops that this transaction can build on: its write's own (or a
+    /// parent write's), else the store's latest, if of epoch `epoch` and at most `nextOp` ops.
+    func bufferBase(tree: UInt32, epoch: UInt64, nextOp: UInt64) -> BufferedDelta? {
+        func usable(_ delta: BufferedDelta?) -> BufferedDelta? {
+            guard let delta, delta.epoch == epoch, delta.nextOp <= nextOp else { return nil }
+            return delta
+        }
+        let own = usable(cache?.bufferMemo(tree: tree))
+        let shared = usable(deltas?.lookup(tree))
+        guard let own else { return shared }
+        guard let shared else { return own }
+        return shared.nextOp > own.nextOp ? shared : own
+    }
+
+    /// Keeps a resolution for the next lookups: a write's in its cache (its ops may not commit), a
+    /// snapshot's in the store's.
+    func keepBuffer(_ delta: BufferedDelta, tree: UInt32) {
+        if let cache { cache.setBufferMemo(delta, tree: tree) } else { deltas?.install(delta, tree: tree) }
     }
 
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
@@ -72,7 +96,7 @@ struct StoreTransaction {
     /// holds none back, and must find them.
     func nested(_ child: Transaction) -> StoreTransaction {
         precondition(cache?.holdsNoAppends ?? true, "keys held back when a nested transaction began")
-        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo)
+        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas)
     }
 
     /// Puts the keys held back for appending (see `CountedTree.insert`) into their trees.
@@ -116,6 +140,8 @@ final class TreeNodeCache {
 
     private let parent: TreeNodeCache?
     private var records = NodeTable()
+    /// Resolutions of buffered trees' ops as this write (or its parent) last worked them out.
+    private var bufferMemos: [UInt32: BufferedDelta] = [:]
     /// Per tree, its last key as this write last put it in at the tree's end, and the keys held back
     /// since to be appended after it (see `CountedTree.insert`), ascending; top level only. A few
     /// trees at a time, in three arrays so that finding a tree reads only the first (every tree
@@ -156,7 +182,12 @@ final class TreeNodeCache {
     func mergeIntoParent() {
         guard let parent else { return }
         records.forEach { key, bytes in parent.records.set(key, bytes) }
+        for (tree, memo) in bufferMemos { parent.bufferMemos[tree] = memo }
     }
+
+    func bufferMemo(tree: UInt32) -> BufferedDelta? { bufferMemos[tree] ?? parent?.bufferMemo(tree: tree) }
+
+    func setBufferMemo(_ delta: BufferedDelta, tree: UInt32) { bufferMemos[tree] = delta }
 
     /// The last key of `tree` as far as this write knows: held back, or put in at the end; nil when
     /// unknown, and always in a nested cache, which holds nothing back.

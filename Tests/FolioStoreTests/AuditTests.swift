@@ -186,6 +186,7 @@ import Testing
             try store.environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil)
                 let view = try #require(try store.applier.catalog.view("byN", txn))
+                try view.tree.merge(txn)  // the entries into the nodes, out of the view's pending ops
                 let position = try view.tree.position(atRank: 100, txn)
                 var leaf = try view.tree.load(position.leaf, txn)
                 leaf.remove(at: position.index)

@@ -167,6 +167,9 @@ import Testing
                 digest = try store.read { try $0.digest() }
                 var branches = 0
                 try store.environment.write { txn in
+                    // The view's pending ops into its nodes, for branches to damage.
+                    let storeTxn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil)
+                    try #require(try store.applier.catalog.view("byN", storeTxn)).tree.merge(storeTxn)
                     try setFormat(3, of: store, txn)
                     var records: [([UInt8], [UInt8])] = []
                     try txn.withCursor(store.databases.trees) { cursor in
@@ -183,6 +186,7 @@ import Testing
                             try txn.put(store.databases.trees, Array(key.prefix(4)) + [UInt8](repeating: 0, count: 8), bytes)
                             continue
                         }
+                        if key[4] & 0x80 != 0 { continue }  // a view's pending op, not a node
                         var node = TreeNode(bytes: bytes)
                         guard !node.isLeaf, node.count > 0 else { continue }
                         node.setChildCount(node.count - 1, 100)

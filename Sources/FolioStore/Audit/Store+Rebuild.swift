@@ -25,6 +25,7 @@ extension Store {
             try txn.delete(databases.meta, Array("nextTree".utf8))
             try txn.put(databases.meta, Self.rebuildingKey, [1])
         }
+        databases.deltas.removeAll()
         // Reading and decoding the log overlaps with applying it.
         let log = EventLog(database: databases.events)
         let reader = try environment.makeReader()
@@ -43,7 +44,7 @@ extension Store {
             return batch.isEmpty ? nil : batch
         }, consume: { batch in
             try environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil))
+                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas)
                 // By index: taking each element apart into a tuple copied every event (its strings, its
                 // data tree), 6% of the applying thread.
                 for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data) }
@@ -55,6 +56,7 @@ extension Store {
             progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
         })
         try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) }
+        databases.deltas.removeAll()
         if environment.syncMode != .full { try environment.sync() }
     }
 

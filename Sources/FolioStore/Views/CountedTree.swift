@@ -14,9 +14,16 @@ import LMDB
 /// instead of one per level (docs/BENCHMARKS.md, "What a durable create writes"). A branch about
 /// to split or to lose a child has its last count filled in (`fillLastCount`); `store` zeroes it.
 ///
+/// A view's tree is *buffered*: its inserts and removals are appended as op records and merged into
+/// the nodes `ViewBuffer.limit` at a time, in key order, so that a commit rewrites the few records
+/// at the end of the tree's range instead of a leaf and its branches per insert; every read sees the
+/// ops as if merged (`BufferedDelta`: the ops key by key, with each change's rank in the nodes), and
+/// between merges the nodes do not change. Collections' and references' trees are not buffered.
+///
 /// Records of the `trees` database: key = tree id (u32 big-endian) + node id (u64 big-endian),
 /// read and written through `StoreTransaction` (which caches them in a write); node `UInt64.max` is
-/// the header (root id, height, next node id, key count). Every change happens in the caller's write
+/// the header (root id, height, next node id, key count; a buffered tree's also its merges, its
+/// pending ops' range and its count with them). Every change happens in the caller's write
 /// transaction and is a pure function of the tree and the call, so replaying the same calls yields
 /// the same bytes.
 struct CountedTree {
@@ -26,9 +33,24 @@ struct CountedTree {
 
     let id: UInt32
 
+    /// A place between two keys: in the nodes (`leaf`, `index`), and in a buffered tree's
+    /// pending changes (`change`: the first change after the place, in `changes`).
     struct Position: Equatable {
         var leaf: UInt64
         var index: Int
+        var change = 0
+        var changes: BufferedDelta?
+
+        init(leaf: UInt64, index: Int, change: Int = 0, changes: BufferedDelta? = nil) {
+            self.leaf = leaf
+            self.index = index
+            self.change = change
+            self.changes = changes
+        }
+
+        static func == (left: Position, right: Position) -> Bool {
+            left.leaf == right.leaf && left.index == right.index && left.change == right.change && left.changes === right.changes
+        }
     }
 
     fileprivate struct Header {
@@ -36,25 +58,47 @@ struct CountedTree {
         /// Branch levels above the leaves: 0 when the root is a leaf.
         var height: Int
         var nextNode: UInt64
+        /// The keys in the tree's nodes.
         var count: UInt64
+        /// A buffered tree (a view's) takes its changes as op records, merged into the nodes many
+        /// at a time (`ViewBuffer`); its header is 64 bytes, an unbuffered tree's 32.
+        var buffered = false
+        /// Merges so far.
+        var epoch: UInt64 = 0
+        /// The ops not yet merged: `firstOp ..< nextOp`.
+        var firstOp: UInt64 = 0
+        var nextOp: UInt64 = 0
+        /// The keys with the ops: what the tree holds for its readers.
+        var logicalCount: UInt64 = 0
+
+        var visibleCount: UInt64 { buffered ? logicalCount : count }
+        var pending: Int { Int(nextOp - firstOp) }
 
         /// Written once per change of the tree: one allocation of the final size.
         var bytes: [UInt8] {
-            [UInt8](unsafeUninitializedCapacity: 32) { buffer, initialized in
+            let size = buffered ? 64 : 32
+            return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
                 let raw = UnsafeMutableRawBufferPointer(buffer)
                 raw.storeBytes(of: root.littleEndian, toByteOffset: 0, as: UInt64.self)
                 raw.storeBytes(of: UInt64(height).littleEndian, toByteOffset: 8, as: UInt64.self)
                 raw.storeBytes(of: nextNode.littleEndian, toByteOffset: 16, as: UInt64.self)
                 raw.storeBytes(of: count.littleEndian, toByteOffset: 24, as: UInt64.self)
-                initialized = 32
+                if buffered {
+                    raw.storeBytes(of: epoch.littleEndian, toByteOffset: 32, as: UInt64.self)
+                    raw.storeBytes(of: firstOp.littleEndian, toByteOffset: 40, as: UInt64.self)
+                    raw.storeBytes(of: nextOp.littleEndian, toByteOffset: 48, as: UInt64.self)
+                    raw.storeBytes(of: logicalCount.littleEndian, toByteOffset: 56, as: UInt64.self)
+                }
+                initialized = size
             }
         }
 
-        init(root: UInt64, height: Int, nextNode: UInt64, count: UInt64) {
+        init(root: UInt64, height: Int, nextNode: UInt64, count: UInt64, buffered: Bool = false) {
             self.root = root
             self.height = height
             self.nextNode = nextNode
             self.count = count
+            self.buffered = buffered
         }
 
         init(_ bytes: [UInt8]) {
@@ -62,6 +106,13 @@ struct CountedTree {
             height = Int(bytes.loadLittleEndian(UInt64.self, at: 8))
             nextNode = bytes.loadLittleEndian(UInt64.self, at: 16)
             count = bytes.loadLittleEndian(UInt64.self, at: 24)
+            if bytes.count >= 64 {
+                buffered = true
+                epoch = bytes.loadLittleEndian(UInt64.self, at: 32)
+                firstOp = bytes.loadLittleEndian(UInt64.self, at: 40)
+                nextOp = bytes.loadLittleEndian(UInt64.self, at: 48)
+                logicalCount = bytes.loadLittleEndian(UInt64.self, at: 56)
+            }
         }
     }
 
@@ -133,10 +184,10 @@ struct CountedTree {
 
     // MARK: Life cycle
 
-    /// Writes an empty tree.
-    static func create(id: UInt32, _ txn: StoreTransaction) throws -> CountedTree {
+    /// Writes an empty tree; a `buffered` one takes its changes as ops (`ViewBuffer`).
+    static func create(id: UInt32, buffered: Bool = false, _ txn: StoreTransaction) throws -> CountedTree {
         let tree = CountedTree(id: id)
-        try tree.store(Header(root: 1, height: 0, nextNode: 2, count: 0), txn)
+        try tree.store(Header(root: 1, height: 0, nextNode: 2, count: 0, buffered: buffered), txn)
         var root = TreeNode.leaf(previous: 0, next: 0, keys: [[UInt8]]())
         try tree.store(&root, as: 1, txn)
         return tree
@@ -145,19 +196,25 @@ struct CountedTree {
     /// Deletes every record of the tree.
     func destroy(_ txn: StoreTransaction) throws {
         _ = txn.cache?.takeAppends(tree: id)
+        txn.deltas?.forget(id)
         for node in try txn.treeNodes(id) { try txn.removeTreeRecord(recordKey(node)) }
     }
 
-    func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).count) }
+    func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).visibleCount) }
 
     /// The tree's header as read once, for the descents of one read (a page's count and its first
-    /// position): each descent would otherwise read it again. Valid while the tree does not change.
+    /// position): each descent would otherwise read it again; with the ops not yet merged, as
+    /// resolved for this state. Valid while the tree does not change.
     struct Top {
         fileprivate let header: Header
-        var count: Int { Int(header.count) }
+        let delta: BufferedDelta?
+        var count: Int { Int(header.visibleCount) }
     }
 
-    func top(_ txn: StoreTransaction) throws -> Top { Top(header: try header(txn)) }
+    func top(_ txn: StoreTransaction) throws -> Top {
+        let header = try header(txn)
+        return Top(header: header, delta: try resolved(header, txn))
+    }
 
     /// Puts in the keys the write holds back for this tree (see `insert`).
     func applyHeldAppends(_ txn: StoreTransaction) throws { _ = try header(txn) }
@@ -172,14 +229,33 @@ struct CountedTree {
     /// or the write ends (`StoreTransaction.flushTrees`): one pass down the right edge for the lot
     /// instead of one per key. The nodes come out byte for byte as if each key had gone in at once
     /// (`applyAppends` makes the same moves in the same order).
+    ///
+    /// A buffered tree takes the key as an op (it must not hold it), unless `direct` and no op is
+    /// pending (a view being filled as it is defined): then into its nodes at once.
     @discardableResult
-    func insert(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
+    func insert(_ key: [UInt8], direct: Bool = false, _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
         if let cache = txn.cache, let last = cache.lastKey(tree: id), compareBytes(last, key) < 0 {
             cache.hold(key, tree: id)
             return true
         }
         var header = try header(txn)
+        if header.buffered {
+            if !direct || header.pending > 0 {
+                try buffer(insert: true, key, &header, txn)
+                return true
+            }
+            header.logicalCount += 1
+            let inserted = try insertIntoNodes(key, header, txn)
+            if !inserted { throw StoreError.corrupted("tree \(id) already holds a key filled into it") }
+            return true
+        }
+        return try insertIntoNodes(key, header, txn)
+    }
+
+    /// `insert` into the nodes, `header` as read (a buffered tree's merge and fill come here).
+    private func insertIntoNodes(_ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws -> Bool {
+        var header = header
         // Every node on the path changes if the key is new: take each on the way down, to change it
         // in place (one lookup per node, not two), and put them back as they were if it is not.
         var path = try descend(to: key, header, txn, taking: true)
@@ -212,6 +288,7 @@ struct CountedTree {
             leaf.insert(key, at: leaf.count)
             path.addToCounts(1)
             header.count += 1
+            if header.buffered { header.logicalCount += 1 }  // a view's fill (`insert(direct:)`)
             guard leaf.size > Self.maxNodeBytes, number + 1 < keys.count else { continue }
             try settle(leaf, &path, &header, txn)  // leaves `header` as it stored it
             path = try descend(to: keys[number + 1], header, txn, taking: true)
@@ -285,9 +362,20 @@ struct CountedTree {
     }
 
     /// Removes `key`; returns false if it was not there.
+    /// A buffered tree takes the removal as an op (it must hold the key).
     @discardableResult
     func remove(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
         var header = try header(txn)
+        if header.buffered {
+            try buffer(insert: false, key, &header, txn)
+            return true
+        }
+        return try removeFromNodes(key, header, txn)
+    }
+
+    /// `remove` from the nodes, `header` as read.
+    private func removeFromNodes(_ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws -> Bool {
+        var header = header
         var path = try descend(to: key, header, txn)
         var leaf = try load(path.leafID, txn)
         let (index, found) = leaf.search(key)
@@ -389,6 +477,73 @@ struct CountedTree {
         return Array(nextBytes.prefix(common + 1))
     }
 
+    // MARK: Buffered changes
+
+    /// Appends an op to a buffered tree, and merges the tree's ops once there are
+    /// `ViewBuffer.limit` of them: at the same op whatever the commits, so that replaying the log
+    /// gives the same nodes.
+    private func buffer(insert: Bool, _ key: [UInt8], _ header: inout Header, _ txn: StoreTransaction) throws {
+        try txn.setTreeRecord(recordKey(ViewBuffer.opBase | header.nextOp), ViewBuffer.record(insert: insert, key: key))
+        header.nextOp += 1
+        header.logicalCount = insert ? header.logicalCount + 1 : header.logicalCount - 1
+        try store(header, txn)
+        if header.pending >= ViewBuffer.limit { try merge(txn) }
+    }
+
+    /// Puts every pending op of a buffered tree into its nodes, in key order, and starts an epoch.
+    func merge(_ txn: StoreTransaction) throws {
+        var header = try header(txn)
+        guard header.buffered, header.pending > 0 else { return }
+        let delta = try resolved(header, txn, ranked: false)
+        for op in header.firstOp..<header.nextOp { try txn.removeTreeRecord(recordKey(ViewBuffer.opBase | op)) }
+        header.firstOp = header.nextOp
+        header.epoch += 1
+        try store(header, txn)
+        for entry in delta?.entries ?? [] where entry.inTree != entry.present {
+            let header = try self.header(txn)
+            let done = entry.present ? try insertIntoNodes(entry.key, header, txn) : try removeFromNodes(entry.key, header, txn)
+            if !done { throw StoreError.corrupted("tree \(id): a merged op \(entry.present ? "adds a key it holds" : "removes a key it lacks")") }
+        }
+        // Puts in any keys held back for appending, and forgets the tree's last key: the next
+        // insert must be an op.
+        _ = try self.header(txn)
+    }
+
+    /// The pending ops of a buffered tree as of `header`, key by key; nil when none. Built on the
+    /// resolution of fewer ops of the same epoch that this write or the store's snapshots kept,
+    /// reading only the ops after it; a snapshot's works out every change's rank in the tree too.
+    private func resolved(_ header: Header, _ txn: StoreTransaction, ranked: Bool? = nil) throws -> BufferedDelta? {
+        guard header.buffered, header.pending > 0 else { return nil }
+        let ranked = ranked ?? (txn.cache == nil)
+        let base = txn.bufferBase(tree: id, epoch: header.epoch, nextOp: header.nextOp)
+        if let base, base.nextOp == header.nextOp, base.ranked || !ranked { return base }
+        let from = max(base?.nextOp ?? header.firstOp, header.firstOp)
+        var ops: [(insert: Bool, key: [UInt8])] = []
+        ops.reserveCapacity(Int(header.nextOp - from))
+        for op in from..<header.nextOp {
+            guard let record = try txn.treeRecord(recordKey(ViewBuffer.opBase | op)), let kind = record.first else {
+                throw StoreError.corrupted("tree \(id) lacks op \(op)")
+            }
+            ops.append((kind == 1, Array(record.dropFirst())))
+        }
+        let rank: (([UInt8]) throws -> Int)? = ranked ? { key in try self.nodeRank(of: key, header, txn) } : nil
+        let delta = try BufferedDelta.building(on: base, epoch: header.epoch, nextOp: header.nextOp, ops: ops, rank: rank)
+        txn.keepBuffer(delta, tree: id)
+        return delta
+    }
+
+    /// The rank of `key` among the keys in the nodes (not the ops).
+    private func nodeRank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ header: Header, _ txn: StoreTransaction) throws -> Int {
+        var step = Descent(node: header.root, total: header.count)
+        for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
+        return Int(step.rank) + (try load(step.node, txn)).search(key, strictly: inclusive).index
+    }
+
+    /// A change's rank in the nodes, worked out if the resolution lacks it.
+    private func treeRank(_ change: BufferedDelta.Change, _ header: Header, _ txn: StoreTransaction) throws -> Int {
+        change.treeRank >= 0 ? change.treeRank : try nodeRank(of: change.key, header, txn)
+    }
+
     // MARK: Lookups
 
     private struct Path {
@@ -432,7 +587,17 @@ struct CountedTree {
 
     /// The position of the first key ≥ `key` (> with `strictly`); past the end if none.
     func position<K: Collection<UInt8>>(of key: K, strictly: Bool = false, _ txn: StoreTransaction) throws -> Position {
-        let path = try descend(to: key, try header(txn), txn)
+        let header = try header(txn)
+        var position = try nodePosition(of: key, strictly: strictly, header, txn)
+        if let delta = try resolved(header, txn), !delta.changes.isEmpty {
+            position.changes = delta
+            position.change = delta.lowerBound(key, strictly: strictly)
+        }
+        return position
+    }
+
+    private func nodePosition<K: Collection<UInt8>>(of key: K, strictly: Bool, _ header: Header, _ txn: StoreTransaction) throws -> Position {
+        let path = try descend(to: key, header, txn)
         let leaf = try load(path.leafID, txn)
         return Position(leaf: path.leafID, index: leaf.search(key, strictly: strictly).index)
     }
@@ -444,10 +609,10 @@ struct CountedTree {
     }
 
     func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, from top: Top, _ txn: StoreTransaction) throws -> Int {
-        let header = top.header
-        var step = Descent(node: header.root, total: header.count)
-        for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
-        return Int(step.rank) + (try load(step.node, txn)).search(key, strictly: inclusive).index
+        let inNodes = try nodeRank(of: key, inclusive: inclusive, top.header, txn)
+        guard let delta = top.delta else { return inNodes }
+        let before = delta.lowerBound(key, strictly: inclusive)
+        return inNodes + delta.addedBefore[before] - delta.removedBefore[before]
     }
 
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
@@ -470,7 +635,14 @@ struct CountedTree {
         }
         let leaf = try load(lower.node, txn)
         let otherLeaf = upper.node == lower.node ? leaf : try load(upper.node, txn)
-        return (Int(lower.rank) + leaf.search(low).index, Int(upper.rank) + otherLeaf.search(high).index)
+        var ranks = (low: Int(lower.rank) + leaf.search(low).index, high: Int(upper.rank) + otherLeaf.search(high).index)
+        if let delta = top.delta {
+            let beforeLow = delta.lowerBound(low)
+            let beforeHigh = delta.lowerBound(high)
+            ranks.low += delta.addedBefore[beforeLow] - delta.removedBefore[beforeLow]
+            ranks.high += delta.addedBefore[beforeHigh] - delta.removedBefore[beforeHigh]
+        }
+        return ranks
     }
 
     /// A descent by key, counting the keys left behind.
@@ -512,7 +684,43 @@ struct CountedTree {
     }
 
     func position(atRank rank: Int, from top: Top, _ txn: StoreTransaction) throws -> Position {
+        guard let delta = top.delta, !delta.changes.isEmpty else { return try nodePosition(atRank: rank, top.header, txn) }
         let header = top.header
+        let rank = max(0, rank)
+        // The keys before change i number mergedBefore(i): the nodes' keys below it, plus the
+        // changes before it that add, less those that remove. Find the last change at or before `rank`.
+        func mergedBefore(_ index: Int) throws -> Int {
+            try treeRank(delta.changes[index], header, txn) + delta.addedBefore[index] - delta.removedBefore[index]
+        }
+        var low = 0
+        var high = delta.changes.count
+        while low < high {
+            let middle = (low + high) / 2
+            if try mergedBefore(middle) <= rank { low = middle + 1 } else { high = middle }
+        }
+        var position: Position
+        if low == 0 {
+            position = try nodePosition(atRank: rank, header, txn)
+            position.change = 0
+        } else {
+            let index = low - 1
+            let change = delta.changes[index]
+            let before = try mergedBefore(index)
+            if change.added && before == rank {
+                position = try nodePosition(of: change.key, strictly: false, header, txn)
+                position.change = index
+            } else {
+                // The nodes' keys after the change (a removed key is in the nodes: skip it).
+                let nodeRank = try treeRank(change, header, txn) + (change.added ? 0 : 1) + rank - before - (change.added ? 1 : 0)
+                position = try nodePosition(atRank: min(nodeRank, Int(header.count)), header, txn)
+                position.change = index + 1
+            }
+        }
+        position.changes = delta
+        return position
+    }
+
+    private func nodePosition(atRank rank: Int, _ header: Header, _ txn: StoreTransaction) throws -> Position {
         var remaining = UInt64(max(0, rank))
         var total = header.count
         var nodeID = header.root
@@ -550,9 +758,41 @@ struct CountedTree {
     /// Calls `body` with each key from `position` on, ascending or descending, until it returns
     /// false or the keys run out. Descending starts at the key just before `position`.
     func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
+        guard let delta = position.changes else { return try scanNodes(from: position, forward: forward, txn, body) }
+        // The nodes' keys, with the changes' added keys put in between and removed keys left out.
+        let changes = delta.changes
+        var next = forward ? position.change : position.change - 1
+        var stopped = false
+        try scanNodes(from: position, forward: forward, txn) { key in
+            while forward ? next < changes.count : next >= 0 {
+                let order = compareBytes(changes[next].key, key)
+                if forward ? order > 0 : order < 0 { break }
+                let change = changes[next]
+                next += forward ? 1 : -1
+                if order == 0 { return true }  // removed
+                if change.added, try !body(change.key[...]) {
+                    stopped = true
+                    return false
+                }
+            }
+            if try !body(key) {
+                stopped = true
+                return false
+            }
+            return true
+        }
+        if stopped { return }
+        while forward ? next < changes.count : next >= 0 {
+            let change = changes[next]
+            next += forward ? 1 : -1
+            if change.added, try !body(change.key[...]) { return }
+        }
+    }
+
+    private func scanNodes(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
         var leafID = position.leaf
         var leaf = try load(leafID, txn)
-        var index = forward ? position.index : position.index - 1
+        var index = forward ? position.index : min(position.index, leaf.count) - 1
         while true {
             if forward {
                 while index < leaf.count {
@@ -627,6 +867,19 @@ extension CountedTree {
         }
         let total = try walk(header.root, depth: 0, lowerBound: nil)
         if total != header.count { problems.append("header counts \(header.count), tree holds \(total)") }
+        if header.buffered {
+            let delta = try resolved(header, txn, ranked: false)
+            let net = delta?.netChange ?? 0
+            if Int64(bitPattern: header.logicalCount) != Int64(bitPattern: header.count) + Int64(net) {
+                problems.append("header counts \(header.logicalCount) keys with its ops, the nodes hold \(header.count) and the ops change \(net)")
+            }
+            for change in delta?.changes ?? [] {
+                let position = try nodePosition(of: change.key, strictly: false, header, txn)
+                let leaf = try load(position.leaf, txn)
+                let held = position.index < leaf.count && leaf.entry(position.index).elementsEqual(change.key)
+                if held == change.added { problems.append("an op \(change.added ? "adds a key the nodes hold" : "removes a key the nodes lack")") }
+            }
+        }
         var previousKey: [UInt8]?
         var previousLeaf: UInt64 = 0
         for leafID in leaves {
@@ -645,30 +898,53 @@ extension CountedTree {
 }
 
 extension CountedTree {
-    /// Walks the keys in order, one at a time (for merging two trees).
+    /// Walks the keys in order, one at a time (for merging two trees), a buffered tree's pending
+    /// changes included.
     struct KeyIterator {
         let tree: CountedTree
         let txn: StoreTransaction
         private var leaf: TreeNode?
         private var index = 0
+        private let changes: [BufferedDelta.Change]
+        private var change = 0
 
         init(_ tree: CountedTree, _ txn: StoreTransaction) throws {
             self.tree = tree
             self.txn = txn
             let start = try tree.position(atRank: 0, txn)
             leaf = try tree.load(start.leaf, txn)
+            index = start.index
+            changes = start.changes?.changes ?? []
+            change = start.change
         }
 
-        mutating func next() throws -> [UInt8]? {
+        /// The next key in the nodes, without moving past it.
+        private mutating func peekNode() throws -> [UInt8]? {
             while let current = leaf {
-                if index < current.count {
-                    index += 1
-                    return Array(current.entry(index - 1))
-                }
+                if index < current.count { return Array(current.entry(index)) }
                 leaf = current.next == 0 ? nil : try tree.load(current.next, txn)
                 index = 0
             }
             return nil
+        }
+
+        mutating func next() throws -> [UInt8]? {
+            while true {
+                let node = try peekNode()
+                if change < changes.count, node.map({ compareBytes(changes[change].key, $0) <= 0 }) ?? true {
+                    let pending = changes[change]
+                    change += 1
+                    if let node, pending.key == node {
+                        index += 1  // removed
+                        continue
+                    }
+                    if pending.added { return pending.key }
+                    continue
+                }
+                guard let node else { return nil }
+                index += 1
+                return node
+            }
         }
     }
 }
