@@ -8,8 +8,8 @@ import Testing
 /// resolves its own, uncommitted ops) and in snapshots (which share resolutions through the store's
 /// `ViewDeltaCache`, built on each other), before and after merges.
 @Suite struct BufferedTreeTests {
-    private func randomKey(_ random: inout SeededGenerator) -> [UInt8] {
-        (0..<Int.random(in: 1...12, using: &random)).map { _ in UInt8.random(in: 0...5, using: &random) }
+    private func randomKey(_ random: inout SeededGenerator, maxLength: Int = 12) -> [UInt8] {
+        (0..<Int.random(in: 1...maxLength, using: &random)).map { _ in UInt8.random(in: 0...5, using: &random) }
     }
 
     /// Everything a reader asks a tree, against the sorted array it should equal.
@@ -22,7 +22,7 @@ import Testing
         var iterated: [[UInt8]] = []
         while let key = try iterator.next() { iterated.append(key) }
         #expect(iterated == model)
-        for rank in 0...model.count {
+        for rank in Set((0..<40).map { _ in Int.random(in: 0...model.count, using: &random) } + [0, model.count]) {
             var page: [[UInt8]] = []
             try tree.scan(from: try tree.position(atRank: rank, txn), forward: true, txn) {
                 page.append(Array($0))
@@ -72,63 +72,97 @@ import Testing
             let environment = try Environment(path: path)
             let database = try environment.openDatabase("trees")
             let deltas = ViewDeltaCache()
-            let tree = try environment.write { lmdb in
-                try CountedTree.create(id: 3, buffered: true, StoreTransaction(lmdb: lmdb, trees: database, cache: nil))
+            // Two views' trees, whose ops share the stream.
+            let trees = try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil)
+                return [try CountedTree.create(id: 3, buffered: true, txn), try CountedTree.create(id: 4, buffered: true, txn)]
             }
             var random = SeededGenerator(seed: seed)
-            var model: [[UInt8]] = []
+            var models: [[[UInt8]]] = [[], []]
             var merges = 0
+            func checkAll(_ expected: [[[UInt8]]], _ txn: StoreTransaction) throws {
+                for (tree, model) in zip(trees, expected) { try check(tree, model, txn, &random) }
+            }
             for round in 0..<30 {
                 // Some rounds' writes fail after their ops: nothing of them may remain, in the
                 // nodes, the ops or the resolutions.
                 let failing = Int.random(in: 0..<6, using: &random) == 0
-                var written = model
+                var written = models
                 do {
                     try environment.write { lmdb in
                         let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas)
-                        for _ in 0..<Int.random(in: 1...60, using: &random) {
+                        for _ in 0..<Int.random(in: 1...250, using: &random) {
+                            let which = Int.random(in: 0..<10, using: &random) < 7 ? 0 : 1
+                            let tree = trees[which]
                             let removing = round >= 22 ? Int.random(in: 0..<10, using: &random) < 7 : Int.random(in: 0..<10, using: &random) < 4
-                            if removing, !written.isEmpty {
-                                try tree.remove(written.remove(at: Int.random(in: 0..<written.count, using: &random)), txn)
+                            if removing, !written[which].isEmpty {
+                                try tree.remove(written[which].remove(at: Int.random(in: 0..<written[which].count, using: &random)), txn)
                             } else {
-                                let key = randomKey(&random)
-                                let (index, found) = written.binarySearch(key)
+                                let key = randomKey(&random, maxLength: 40)
+                                let (index, found) = written[which].binarySearch(key)
                                 if !found {
                                     try tree.insert(key, txn)
-                                    written.insert(key, at: index)
+                                    written[which].insert(key, at: index)
                                 }
                             }
-                            if Int.random(in: 0..<40, using: &random) == 0 {
+                            if Int.random(in: 0..<300, using: &random) == 0 {
                                 try tree.merge(txn)
                                 merges += 1
                             }
-                            if Int.random(in: 0..<8, using: &random) == 0 { try check(tree, written, txn, &random) }
+                            if Int.random(in: 0..<100, using: &random) == 0 { try checkAll(written, txn) }
                         }
                         try txn.flushTrees()
                         if failing { throw StoreError.invalid("this write fails") }
                     }
-                    model = written
+                    models = written
                 } catch StoreError.invalid {
                     #expect(failing)
                 }
                 // Two snapshots in turn: the second builds on what the first kept.
                 for _ in 0..<2 {
-                    try environment.read { lmdb in try check(tree, model, StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas), &random) }
+                    try environment.read { lmdb in try checkAll(models, StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas)) }
                 }
                 // And one that shares nothing.
-                try environment.read { lmdb in try check(tree, model, StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: ViewDeltaCache()), &random) }
+                try environment.read { lmdb in try checkAll(models, StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: ViewDeltaCache())) }
             }
-            #expect(merges > 0)
+            #expect(merges > 3)
             try environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas)
-                try tree.merge(txn)
+                try trees[0].merge(txn)
                 try txn.flushTrees()
             }
             try environment.read { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas)
-                try check(tree, model, txn, &random)
-                // Merged: no op records are left, only nodes and the header.
-                #expect(try txn.treeNodes(tree.id).allSatisfy { $0 < ViewBuffer.opBase || $0 == UInt64.max })
+                try checkAll(models, txn)
+                // Merged: no op is left in the stream, only its state.
+                #expect(try txn.treeNodes(ViewBuffer.streamTree) == [ViewBuffer.stateNode])
+                #expect(try ViewBuffer.state(txn).pending == 0)
+            }
+        }
+    }
+
+    /// A dropped view's ops stay in the stream until the next merge, which leaves them out; the
+    /// other views' ops are merged as ever.
+    @Test func aDroppedTreesOpsAreLeftOutOfTheMerge() throws {
+        try withTemporaryDirectory { path in
+            let environment = try Environment(path: path)
+            let database = try environment.openDatabase("trees")
+            try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil))
+                let kept = try CountedTree.create(id: 1, buffered: true, txn)
+                let dropped = try CountedTree.create(id: 2, buffered: true, txn)
+                for key: UInt8 in 0..<10 {
+                    try kept.insert([key], txn)
+                    try dropped.insert([key], txn)
+                }
+                try dropped.destroy(txn)
+                #expect(try ViewBuffer.state(txn).counts.map(\.tree) == [1])
+                try kept.merge(txn)
+                #expect(try kept.count(txn) == 10)
+                #expect(try txn.treeNodes(2).isEmpty)
+                #expect(try txn.treeNodes(ViewBuffer.streamTree) == [ViewBuffer.stateNode])
+                #expect(try kept.structuralProblems(txn) == [])
+                try txn.flushTrees()
             }
         }
     }

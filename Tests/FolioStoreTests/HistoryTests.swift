@@ -179,14 +179,13 @@ import Testing
                             entry = try cursor.next()
                         }
                     }
-                    for (key, bytes) in records {
+                    for (key, bytes) in records where !key.prefix(4).allSatisfy({ $0 == 0xFF }) {  // not the view ops' stream
                         // Format 3 kept a tree's header as node 0.
                         if key.suffix(8).allSatisfy({ $0 == 0xFF }) {
                             try txn.delete(store.databases.trees, key)
                             try txn.put(store.databases.trees, Array(key.prefix(4)) + [UInt8](repeating: 0, count: 8), bytes)
                             continue
                         }
-                        if key[4] & 0x80 != 0 { continue }  // a view's pending op, not a node
                         var node = TreeNode(bytes: bytes)
                         guard !node.isLeaf, node.count > 0 else { continue }
                         node.setChildCount(node.count - 1, 100)

@@ -14,16 +14,17 @@ import LMDB
 /// instead of one per level (docs/BENCHMARKS.md, "What a durable create writes"). A branch about
 /// to split or to lose a child has its last count filled in (`fillLastCount`); `store` zeroes it.
 ///
-/// A view's tree is *buffered*: its inserts and removals are appended as op records and merged into
-/// the nodes `ViewBuffer.limit` at a time, in key order, so that a commit rewrites the few records
-/// at the end of the tree's range instead of a leaf and its branches per insert; every read sees the
+/// A view's tree is *buffered*: its inserts and removals are appended as op records to a stream
+/// shared by every view and merged into the nodes `ViewBuffer.limit` at a time, in key order, so
+/// that a commit rewrites the page at the stream's end instead of a leaf and its branches per
+/// insert; every read sees the
 /// ops as if merged (`BufferedDelta`: the ops key by key, with each change's rank in the nodes), and
 /// between merges the nodes do not change. Collections' and references' trees are not buffered.
 ///
 /// Records of the `trees` database: key = tree id (u32 big-endian) + node id (u64 big-endian),
 /// read and written through `StoreTransaction` (which caches them in a write); node `UInt64.max` is
-/// the header (root id, height, next node id, key count; a buffered tree's also its merges, its
-/// pending ops' range and its count with them). Every change happens in the caller's write
+/// the header (root id, height, next node id, key count in the nodes, and whether it is buffered).
+/// Every change happens in the caller's write
 /// transaction and is a pure function of the tree and the call, so replaying the same calls yields
 /// the same bytes.
 struct CountedTree {
@@ -60,35 +61,20 @@ struct CountedTree {
         var nextNode: UInt64
         /// The keys in the tree's nodes.
         var count: UInt64
-        /// A buffered tree (a view's) takes its changes as op records, merged into the nodes many
-        /// at a time (`ViewBuffer`); its header is 64 bytes, an unbuffered tree's 32.
+        /// A buffered tree (a view's) takes its changes as ops, merged into its nodes many at a
+        /// time (`ViewBuffer`); its header is 40 bytes (the last 8 flags), an unbuffered tree's 32.
         var buffered = false
-        /// Merges so far.
-        var epoch: UInt64 = 0
-        /// The ops not yet merged: `firstOp ..< nextOp`.
-        var firstOp: UInt64 = 0
-        var nextOp: UInt64 = 0
-        /// The keys with the ops: what the tree holds for its readers.
-        var logicalCount: UInt64 = 0
-
-        var visibleCount: UInt64 { buffered ? logicalCount : count }
-        var pending: Int { Int(nextOp - firstOp) }
 
         /// Written once per change of the tree: one allocation of the final size.
         var bytes: [UInt8] {
-            let size = buffered ? 64 : 32
+            let size = buffered ? 40 : 32
             return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
                 let raw = UnsafeMutableRawBufferPointer(buffer)
                 raw.storeBytes(of: root.littleEndian, toByteOffset: 0, as: UInt64.self)
                 raw.storeBytes(of: UInt64(height).littleEndian, toByteOffset: 8, as: UInt64.self)
                 raw.storeBytes(of: nextNode.littleEndian, toByteOffset: 16, as: UInt64.self)
                 raw.storeBytes(of: count.littleEndian, toByteOffset: 24, as: UInt64.self)
-                if buffered {
-                    raw.storeBytes(of: epoch.littleEndian, toByteOffset: 32, as: UInt64.self)
-                    raw.storeBytes(of: firstOp.littleEndian, toByteOffset: 40, as: UInt64.self)
-                    raw.storeBytes(of: nextOp.littleEndian, toByteOffset: 48, as: UInt64.self)
-                    raw.storeBytes(of: logicalCount.littleEndian, toByteOffset: 56, as: UInt64.self)
-                }
+                if buffered { raw.storeBytes(of: UInt64(1).littleEndian, toByteOffset: 32, as: UInt64.self) }
                 initialized = size
             }
         }
@@ -106,13 +92,7 @@ struct CountedTree {
             height = Int(bytes.loadLittleEndian(UInt64.self, at: 8))
             nextNode = bytes.loadLittleEndian(UInt64.self, at: 16)
             count = bytes.loadLittleEndian(UInt64.self, at: 24)
-            if bytes.count >= 64 {
-                buffered = true
-                epoch = bytes.loadLittleEndian(UInt64.self, at: 32)
-                firstOp = bytes.loadLittleEndian(UInt64.self, at: 40)
-                nextOp = bytes.loadLittleEndian(UInt64.self, at: 48)
-                logicalCount = bytes.loadLittleEndian(UInt64.self, at: 56)
-            }
+            buffered = bytes.count >= 40 && bytes.loadLittleEndian(UInt64.self, at: 32) & 1 != 0
         }
     }
 
@@ -197,10 +177,20 @@ struct CountedTree {
     func destroy(_ txn: StoreTransaction) throws {
         _ = txn.cache?.takeAppends(tree: id)
         txn.deltas?.forget(id)
+        // Its ops stay in the stream until the next merge, which skips them.
+        var state = try ViewBuffer.state(txn)
+        if state.count(of: id) != nil {
+            state.setCount(nil, of: id)
+            try ViewBuffer.store(state, txn)
+        }
         for node in try txn.treeNodes(id) { try txn.removeTreeRecord(recordKey(node)) }
     }
 
-    func count(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).visibleCount) }
+    func count(_ txn: StoreTransaction) throws -> Int {
+        let header = try header(txn)
+        guard header.buffered else { return Int(header.count) }
+        return Int(try ViewBuffer.state(txn).count(of: id) ?? header.count)
+    }
 
     /// The tree's header as read once, for the descents of one read (a page's count and its first
     /// position): each descent would otherwise read it again; with the ops not yet merged, as
@@ -208,7 +198,7 @@ struct CountedTree {
     struct Top {
         fileprivate let header: Header
         let delta: BufferedDelta?
-        var count: Int { Int(header.visibleCount) }
+        var count: Int { Int(header.count) + (delta?.netChange ?? 0) }
     }
 
     func top(_ txn: StoreTransaction) throws -> Top {
@@ -230,8 +220,8 @@ struct CountedTree {
     /// instead of one per key. The nodes come out byte for byte as if each key had gone in at once
     /// (`applyAppends` makes the same moves in the same order).
     ///
-    /// A buffered tree takes the key as an op (it must not hold it), unless `direct` and no op is
-    /// pending (a view being filled as it is defined): then into its nodes at once.
+    /// A buffered tree takes the key as an op (it must not hold it), unless `direct` and none of
+    /// its ops is pending (a view being filled as it is defined): then into its nodes at once.
     @discardableResult
     func insert(_ key: [UInt8], direct: Bool = false, _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
@@ -239,15 +229,13 @@ struct CountedTree {
             cache.hold(key, tree: id)
             return true
         }
-        var header = try header(txn)
+        let header = try header(txn)
         if header.buffered {
-            if !direct || header.pending > 0 {
-                try buffer(insert: true, key, &header, txn)
+            if try !direct || ViewBuffer.state(txn).count(of: id) != nil {
+                try buffer(insert: true, key, header, txn)
                 return true
             }
-            header.logicalCount += 1
-            let inserted = try insertIntoNodes(key, header, txn)
-            if !inserted { throw StoreError.corrupted("tree \(id) already holds a key filled into it") }
+            if try !insertIntoNodes(key, header, txn) { throw StoreError.corrupted("tree \(id) already holds a key filled into it") }
             return true
         }
         return try insertIntoNodes(key, header, txn)
@@ -288,7 +276,6 @@ struct CountedTree {
             leaf.insert(key, at: leaf.count)
             path.addToCounts(1)
             header.count += 1
-            if header.buffered { header.logicalCount += 1 }  // a view's fill (`insert(direct:)`)
             guard leaf.size > Self.maxNodeBytes, number + 1 < keys.count else { continue }
             try settle(leaf, &path, &header, txn)  // leaves `header` as it stored it
             path = try descend(to: keys[number + 1], header, txn, taking: true)
@@ -365,9 +352,9 @@ struct CountedTree {
     /// A buffered tree takes the removal as an op (it must hold the key).
     @discardableResult
     func remove(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
-        var header = try header(txn)
+        let header = try header(txn)
         if header.buffered {
-            try buffer(insert: false, key, &header, txn)
+            try buffer(insert: false, key, header, txn)
             return true
         }
         return try removeFromNodes(key, header, txn)
@@ -479,55 +466,146 @@ struct CountedTree {
 
     // MARK: Buffered changes
 
-    /// Appends an op to a buffered tree, and merges the tree's ops once there are
+    /// Appends an op to the stream, and merges every tree's ops once there are
     /// `ViewBuffer.limit` of them: at the same op whatever the commits, so that replaying the log
     /// gives the same nodes.
-    private func buffer(insert: Bool, _ key: [UInt8], _ header: inout Header, _ txn: StoreTransaction) throws {
-        try txn.setTreeRecord(recordKey(ViewBuffer.opBase | header.nextOp), ViewBuffer.record(insert: insert, key: key))
-        header.nextOp += 1
-        header.logicalCount = insert ? header.logicalCount + 1 : header.logicalCount - 1
-        try store(header, txn)
-        if header.pending >= ViewBuffer.limit { try merge(txn) }
+    private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
+        var state = try ViewBuffer.state(txn)
+        try txn.setTreeRecord(ViewBuffer.opKey(state.nextOp), ViewBuffer.record(tree: id, insert: insert, key: key))
+        state.nextOp += 1
+        let count = state.count(of: id) ?? header.count
+        state.setCount(insert ? count + 1 : count - 1, of: id)
+        try ViewBuffer.store(state, txn)
+        if state.pending >= ViewBuffer.limit { try Self.mergeAll(txn) }
     }
 
-    /// Puts every pending op of a buffered tree into its nodes, in key order, and starts an epoch.
-    func merge(_ txn: StoreTransaction) throws {
-        var header = try header(txn)
-        guard header.buffered, header.pending > 0 else { return }
-        let delta = try resolved(header, txn, ranked: false)
-        for op in header.firstOp..<header.nextOp { try txn.removeTreeRecord(recordKey(ViewBuffer.opBase | op)) }
-        header.firstOp = header.nextOp
-        header.epoch += 1
-        try store(header, txn)
-        for entry in delta?.entries ?? [] where entry.inTree != entry.present {
-            let header = try self.header(txn)
-            let done = entry.present ? try insertIntoNodes(entry.key, header, txn) : try removeFromNodes(entry.key, header, txn)
-            if !done { throw StoreError.corrupted("tree \(id): a merged op \(entry.present ? "adds a key it holds" : "removes a key it lacks")") }
+    /// Puts every pending op into its tree's nodes: tree by tree, key by key; empties the stream
+    /// and starts an epoch.
+    func merge(_ txn: StoreTransaction) throws { try Self.mergeAll(txn) }
+
+    static func mergeAll(_ txn: StoreTransaction) throws {
+        var state = try ViewBuffer.state(txn)
+        guard state.pending > 0 else { return }
+        var opsByTree: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
+        try forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in opsByTree[tree, default: []].append((insert, key)) }
+        for op in state.firstOp..<state.nextOp { try txn.removeTreeRecord(ViewBuffer.opKey(op)) }
+        state.firstOp = state.nextOp
+        state.epoch += 1
+        state.counts = []
+        try ViewBuffer.store(state, txn)
+        for tree in opsByTree.keys.sorted() {
+            let tree = CountedTree(id: tree)
+            // A dropped view's ops go with it.
+            guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
+            let delta = try BufferedDelta.building(on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: opsByTree[tree.id]!, rank: nil)
+            try tree.applyChanges(delta.changes, txn)
+            // Puts in any keys held back for appending, and forgets the tree's last key: its next
+            // insert must be an op.
+            _ = try tree.header(txn)
         }
-        // Puts in any keys held back for appending, and forgets the tree's last key: the next
-        // insert must be an op.
-        _ = try self.header(txn)
     }
 
-    /// The pending ops of a buffered tree as of `header`, key by key; nil when none. Built on the
-    /// resolution of fewer ops of the same epoch that this write or the store's snapshots kept,
-    /// reading only the ops after it; a snapshot's works out every change's rank in the tree too.
-    private func resolved(_ header: Header, _ txn: StoreTransaction, ranked: Bool? = nil) throws -> BufferedDelta? {
-        guard header.buffered, header.pending > 0 else { return nil }
-        let ranked = ranked ?? (txn.cache == nil)
-        let base = txn.bufferBase(tree: id, epoch: header.epoch, nextOp: header.nextOp)
-        if let base, base.nextOp == header.nextOp, base.ranked || !ranked { return base }
-        let from = max(base?.nextOp ?? header.firstOp, header.firstOp)
-        var ops: [(insert: Bool, key: [UInt8])] = []
-        ops.reserveCapacity(Int(header.nextOp - from))
-        for op in from..<header.nextOp {
-            guard let record = try txn.treeRecord(recordKey(ViewBuffer.opBase | op)), let kind = record.first else {
-                throw StoreError.corrupted("tree \(id) lacks op \(op)")
+    /// Puts `changes` (ascending) into the nodes a leaf at a time: one descent, one leaf changed in
+    /// place and one `settle` for all the changes that land in a leaf, until it must split. A
+    /// removal that would leave its leaf under a quarter full goes through `removeFromNodes`,
+    /// which merges leaves.
+    private func applyChanges(_ changes: [BufferedDelta.Change], _ txn: StoreTransaction) throws {
+        var next = 0
+        while next < changes.count {
+            var header = try header(txn)
+            var path = try descend(to: changes[next].key, header, txn, taking: true)
+            var leaf = try take(path.leafID, txn)
+            // The leaf holds the keys below the fence of the first branch on the way up with a child after the path's.
+            var bound: ArraySlice<UInt8>?
+            for branch in path.branches.reversed() where branch.index + 1 < branch.node.count {
+                bound = branch.node.fence(branch.index + 1)
+                break
             }
-            ops.append((kind == 1, Array(record.dropFirst())))
+            var net = 0
+            var applied = 0
+            while next < changes.count {
+                let change = changes[next]
+                if let bound, compareBytes(change.key, bound) >= 0 { break }
+                let (index, found) = leaf.search(change.key)
+                guard found != change.added else {
+                    throw StoreError.corrupted("tree \(id): a merged op \(change.added ? "adds a key it holds" : "removes a key it lacks")")
+                }
+                if change.added {
+                    leaf.insert(change.key, at: index)
+                    net += 1
+                } else {
+                    var trial = leaf
+                    trial.remove(at: index)
+                    if trial.count == 0 || trial.size < Self.maxNodeBytes / 4 { break }
+                    leaf = trial
+                    net -= 1
+                }
+                next += 1
+                applied += 1
+                if leaf.size > Self.maxNodeBytes { break }
+            }
+            if applied == 0 {
+                // A removal that needs the general path: the taken nodes go back as they were.
+                try store(&leaf, as: path.leafID, txn)
+                for depth in path.branches.indices where path.branches[depth].taken {
+                    try store(&path.branches[depth].node, as: path.branches[depth].id, txn)
+                }
+                if try !removeFromNodes(changes[next].key, try self.header(txn), txn) {
+                    throw StoreError.corrupted("tree \(id): a merged op removes a key it lacks")
+                }
+                next += 1
+                continue
+            }
+            path.addToCounts(net)
+            header.count = UInt64(Int(header.count) + net)
+            try settle(leaf, &path, &header, txn)
+        }
+    }
+
+    /// Calls `body` with each op of `range`, in order: from the write's cache and LMDB in a write,
+    /// with one cursor in a snapshot.
+    private static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt32, Bool, [UInt8]) throws -> Void) throws {
+        guard !range.isEmpty else { return }
+        if txn.cache != nil {
+            for number in range {
+                guard let record = try txn.treeRecord(ViewBuffer.opKey(number)) else { throw StoreError.corrupted("the view ops lack op \(number)") }
+                let (tree, insert, key) = try record.withUnsafeBytes { try ViewBuffer.op($0) }
+                try body(tree, insert, key)
+            }
+            return
+        }
+        var expected = range.lowerBound
+        try txn.lmdb.withCursor(txn.trees) { cursor in
+            var entry = try cursor.seek(atLeast: ViewBuffer.opKey(range.lowerBound).bytes)
+            while expected < range.upperBound, let (key, value) = entry {
+                guard key.count == 12, key.loadUnaligned(as: UInt32.self) == ViewBuffer.streamTree.bigEndian,
+                    UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 4, as: UInt64.self)) == expected
+                else { break }
+                let (tree, insert, opKey) = try ViewBuffer.op(value)
+                try body(tree, insert, opKey)
+                expected += 1
+                entry = try cursor.next()
+            }
+        }
+        if expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
+    }
+
+    /// This tree's pending ops as of now, key by key; nil when none. Built on the resolution of
+    /// fewer ops of the same epoch that this write or the store's snapshots kept, reading only the
+    /// ops after it; a snapshot's works out every change's rank in the nodes too.
+    private func resolved(_ header: Header, _ txn: StoreTransaction, ranked: Bool? = nil) throws -> BufferedDelta? {
+        guard header.buffered else { return nil }
+        let state = try ViewBuffer.state(txn)
+        guard state.count(of: id) != nil else { return nil }
+        let ranked = ranked ?? (txn.cache == nil)
+        let base = txn.bufferBase(tree: id, epoch: state.epoch, nextOp: state.nextOp)
+        if let base, base.nextOp == state.nextOp, base.ranked || !ranked { return base }
+        var ops: [(insert: Bool, key: [UInt8])] = []
+        try Self.forEachOp(max(base?.nextOp ?? state.firstOp, state.firstOp)..<state.nextOp, txn) { tree, insert, key in
+            if tree == id { ops.append((insert, key)) }
         }
         let rank: (([UInt8]) throws -> Int)? = ranked ? { key in try self.nodeRank(of: key, header, txn) } : nil
-        let delta = try BufferedDelta.building(on: base, epoch: header.epoch, nextOp: header.nextOp, ops: ops, rank: rank)
+        let delta = try BufferedDelta.building(on: base, epoch: state.epoch, nextOp: state.nextOp, ops: ops, rank: rank)
         txn.keepBuffer(delta, tree: id)
         return delta
     }
@@ -870,8 +948,9 @@ extension CountedTree {
         if header.buffered {
             let delta = try resolved(header, txn, ranked: false)
             let net = delta?.netChange ?? 0
-            if Int64(bitPattern: header.logicalCount) != Int64(bitPattern: header.count) + Int64(net) {
-                problems.append("header counts \(header.logicalCount) keys with its ops, the nodes hold \(header.count) and the ops change \(net)")
+            let counted = try count(txn)
+            if counted != Int(header.count) + net {
+                problems.append("the view ops count \(counted) keys, the nodes hold \(header.count) and the ops change \(net)")
             }
             for change in delta?.changes ?? [] {
                 let position = try nodePosition(of: change.key, strictly: false, header, txn)

@@ -1,33 +1,105 @@
 import Foundation
 import Synchronization
 
-/// The changes of a view's tree not yet merged into it: a view's inserts and removals are appended
-/// to its tree as op records (`CountedTree`'s buffered mode) and merged into the tree many at a
-/// time, so that a commit writes the few pages at the end of the tree's records instead of a leaf
-/// and its branches for every insert (docs/BENCHMARKS.md, "Buffered view inserts").
+/// The changes of views' trees not yet merged into them: a view's inserts and removals are
+/// appended as op records to one stream shared by every view, and merged into the trees many at a
+/// time, so that a commit writes the page at the stream's end instead of a leaf and its branches for
+/// every insert (docs/BENCHMARKS.md, "Buffered view inserts").
 ///
-/// Op record: key = tree id + node id `opBase | number`, value = kind (1 insert, 0 remove) + the
-/// view key. Ops are numbered from the tree's header (`firstOp ..< nextOp`), and `epoch` counts the
-/// merges: between two merges the tree's nodes do not change, so a resolution of the ops of one
-/// epoch stays right for every snapshot of that epoch with at least those ops.
+/// The stream lives in the `trees` database under tree id `streamTree`, which no tree gets: op
+/// record = node id `number`, value = tree id (u32 little-endian) + kind (1 insert, 0 remove) + the
+/// view key; node `UInt64.max` holds the `BufferState`. `epoch` counts the merges: between two
+/// merges no tree's nodes change, so a resolution of a tree's ops of one epoch stays right for every
+/// snapshot of that epoch with at least those ops.
 enum ViewBuffer {
-    static let opBase: UInt64 = 1 << 63
+    static let streamTree = UInt32.max
+    static let stateNode = UInt64.max
 
-    /// Ops held before a tree merges them. `FOLIO_VIEW_BUFFER` overrides it (tests use a few ops to
-    /// merge all the time); a store's layout depends on it, its content does not.
+    /// Ops held before every tree merges them. `FOLIO_VIEW_BUFFER` overrides it (tests use a few
+    /// ops to merge all the time); a store's layout depends on it, its content does not.
     static let limit: Int = {
         if let text = ProcessInfo.processInfo.environment["FOLIO_VIEW_BUFFER"], let value = Int(text), value >= 1 {
             return min(value, 1 << 20)
         }
-        return 4096
+        return 16384
     }()
 
-    static func record(insert: Bool, key: [UInt8]) -> [UInt8] {
+    static func opKey(_ number: UInt64) -> TreeNodeCache.NodeKey { TreeNodeCache.NodeKey(tree: streamTree, node: number) }
+    static var stateKey: TreeNodeCache.NodeKey { TreeNodeCache.NodeKey(tree: streamTree, node: stateNode) }
+
+    static func record(tree: UInt32, insert: Bool, key: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(key.count + 1)
+        bytes.reserveCapacity(key.count + 5)
+        bytes.appendLittleEndian(tree)
         bytes.append(insert ? 1 : 0)
         bytes.append(contentsOf: key)
         return bytes
+    }
+
+    /// An op record's tree, kind and key.
+    static func op(_ record: UnsafeRawBufferPointer) throws -> (tree: UInt32, insert: Bool, key: [UInt8]) {
+        guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
+        return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, Array(record[5...]))
+    }
+
+    static func state(_ txn: StoreTransaction) throws -> BufferState {
+        try txn.treeRecord(stateKey).map(BufferState.init) ?? BufferState()
+    }
+
+    static func store(_ state: BufferState, _ txn: StoreTransaction) throws { try txn.setTreeRecord(stateKey, state.bytes) }
+}
+
+/// Where the op stream stands: its pending ops `firstOp ..< nextOp`, the merges so far, and the
+/// key count (ops included) of each tree that has ops pending.
+struct BufferState {
+    var epoch: UInt64 = 0
+    var firstOp: UInt64 = 0
+    var nextOp: UInt64 = 0
+    /// Ascending by tree.
+    var counts: [(tree: UInt32, count: UInt64)] = []
+
+    var pending: Int { Int(nextOp - firstOp) }
+
+    init() {}
+
+    init(_ bytes: [UInt8]) {
+        epoch = bytes.loadLittleEndian(UInt64.self, at: 0)
+        firstOp = bytes.loadLittleEndian(UInt64.self, at: 8)
+        nextOp = bytes.loadLittleEndian(UInt64.self, at: 16)
+        var offset = 24
+        while offset + 12 <= bytes.count {
+            counts.append((bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
+            offset += 12
+        }
+    }
+
+    var bytes: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24 + 12 * counts.count)
+        bytes.appendLittleEndian(epoch)
+        bytes.appendLittleEndian(firstOp)
+        bytes.appendLittleEndian(nextOp)
+        for (tree, count) in counts {
+            bytes.appendLittleEndian(tree)
+            bytes.appendLittleEndian(count)
+        }
+        return bytes
+    }
+
+    /// The tree's key count with its ops, nil when it has none pending.
+    func count(of tree: UInt32) -> UInt64? {
+        counts.first { $0.tree == tree }?.count
+    }
+
+    mutating func setCount(_ count: UInt64?, of tree: UInt32) {
+        let index = counts.firstIndex { $0.tree >= tree } ?? counts.count
+        let present = index < counts.count && counts[index].tree == tree
+        switch (count, present) {
+        case (let count?, true): counts[index].count = count
+        case (let count?, false): counts.insert((tree, count), at: index)
+        case (nil, true): counts.remove(at: index)
+        case (nil, false): break
+        }
     }
 }
 
