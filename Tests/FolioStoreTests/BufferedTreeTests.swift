@@ -166,4 +166,50 @@ import Testing
             }
         }
     }
+
+    /// A resolution built op by op on the one before (segments copied only where ops land) equals
+    /// one built from all the ops at once and the model's key-by-key state, with keys touched again
+    /// and again (a segment's first and last keys too).
+    @Test(arguments: [UInt64(7), 8, 9])
+    func aResolutionBuiltInStepsEqualsOneBuiltAtOnce(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var ops: [(insert: Bool, key: [UInt8])] = []
+        var inTree: [[UInt8]: Bool] = [:]
+        var present: [[UInt8]: Bool] = [:]
+        var stepped: BufferedDelta?
+        for _ in 0..<300 {
+            var step: [(insert: Bool, key: [UInt8])] = []
+            for _ in 0..<Int.random(in: 1...12, using: &random) {
+                let key = [UInt8.random(in: 0...40, using: &random), UInt8.random(in: 0...9, using: &random)]
+                // An op must be possible: insert what the view lacks, remove what it holds.
+                let holds = present[key] ?? (Bool.random(using: &random))
+                if inTree[key] == nil { inTree[key] = holds }
+                present[key] = !holds
+                step.append((!holds, key))
+            }
+            ops += step
+            stepped = try BufferedDelta.building(on: stepped, epoch: 0, nextOp: UInt64(ops.count), ops: step, rank: { $0.count })
+            let whole = try BufferedDelta.building(on: nil, epoch: 0, nextOp: UInt64(ops.count), ops: ops, rank: nil)
+            let expected = inTree.keys.sorted { compareBytes($0, $1) < 0 }.filter { inTree[$0] != present[$0] }
+            for delta in [stepped!, whole] {
+                let changes = delta.allChanges
+                #expect(changes.map(\.key) == expected)
+                #expect(changes.allSatisfy { $0.added == present[$0.key] })
+                #expect(delta.changeCount == expected.count)
+                #expect(delta.netChange == changes.filter(\.added).count - changes.filter { !$0.added }.count)
+                for index in 0..<delta.changeCount {
+                    #expect(delta.change(index).key == changes[index].key)
+                    #expect(delta.addedBefore(index) == changes[..<index].filter(\.added).count)
+                }
+                for _ in 0..<5 {
+                    let probe = [UInt8.random(in: 0...41, using: &random), UInt8.random(in: 0...10, using: &random)]
+                    #expect(delta.lowerBound(probe) == changes.firstIndex { compareBytes($0.key, probe) >= 0 } ?? changes.count)
+                    #expect(delta.lowerBound(probe, strictly: true) == changes.firstIndex { compareBytes($0.key, probe) > 0 } ?? changes.count)
+                }
+            }
+            #expect(stepped!.allChanges.allSatisfy { $0.treeRank == $0.key.count })
+            #expect(stepped!.segments.allSatisfy { !$0.entries.isEmpty && $0.entries.count <= 2 * BufferedDelta.segmentLimit })
+        }
+        #expect(stepped!.segments.count > 3)
+    }
 }

@@ -498,7 +498,7 @@ struct CountedTree {
             // A dropped view's ops go with it.
             guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
             let delta = try BufferedDelta.building(on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: opsByTree[tree.id]!, rank: nil)
-            try tree.applyChanges(delta.changes, txn)
+            try tree.applyChanges(delta.allChanges, txn)
             // Puts in any keys held back for appending, and forgets the tree's last key: its next
             // insert must be an op.
             _ = try tree.header(txn)
@@ -667,7 +667,7 @@ struct CountedTree {
     func position<K: Collection<UInt8>>(of key: K, strictly: Bool = false, _ txn: StoreTransaction) throws -> Position {
         let header = try header(txn)
         var position = try nodePosition(of: key, strictly: strictly, header, txn)
-        if let delta = try resolved(header, txn), !delta.changes.isEmpty {
+        if let delta = try resolved(header, txn), delta.changeCount > 0 {
             position.changes = delta
             position.change = delta.lowerBound(key, strictly: strictly)
         }
@@ -690,7 +690,7 @@ struct CountedTree {
         let inNodes = try nodeRank(of: key, inclusive: inclusive, top.header, txn)
         guard let delta = top.delta else { return inNodes }
         let before = delta.lowerBound(key, strictly: inclusive)
-        return inNodes + delta.addedBefore[before] - delta.removedBefore[before]
+        return inNodes + delta.addedBefore(before) - delta.removedBefore(before)
     }
 
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
@@ -717,8 +717,8 @@ struct CountedTree {
         if let delta = top.delta {
             let beforeLow = delta.lowerBound(low)
             let beforeHigh = delta.lowerBound(high)
-            ranks.low += delta.addedBefore[beforeLow] - delta.removedBefore[beforeLow]
-            ranks.high += delta.addedBefore[beforeHigh] - delta.removedBefore[beforeHigh]
+            ranks.low += delta.addedBefore(beforeLow) - delta.removedBefore(beforeLow)
+            ranks.high += delta.addedBefore(beforeHigh) - delta.removedBefore(beforeHigh)
         }
         return ranks
     }
@@ -762,16 +762,16 @@ struct CountedTree {
     }
 
     func position(atRank rank: Int, from top: Top, _ txn: StoreTransaction) throws -> Position {
-        guard let delta = top.delta, !delta.changes.isEmpty else { return try nodePosition(atRank: rank, top.header, txn) }
+        guard let delta = top.delta, delta.changeCount > 0 else { return try nodePosition(atRank: rank, top.header, txn) }
         let header = top.header
         let rank = max(0, rank)
         // The keys before change i number mergedBefore(i): the nodes' keys below it, plus the
         // changes before it that add, less those that remove. Find the last change at or before `rank`.
         func mergedBefore(_ index: Int) throws -> Int {
-            try treeRank(delta.changes[index], header, txn) + delta.addedBefore[index] - delta.removedBefore[index]
+            try treeRank(delta.change(index), header, txn) + delta.addedBefore(index) - delta.removedBefore(index)
         }
         var low = 0
-        var high = delta.changes.count
+        var high = delta.changeCount
         while low < high {
             let middle = (low + high) / 2
             if try mergedBefore(middle) <= rank { low = middle + 1 } else { high = middle }
@@ -782,7 +782,7 @@ struct CountedTree {
             position.change = 0
         } else {
             let index = low - 1
-            let change = delta.changes[index]
+            let change = delta.change(index)
             let before = try mergedBefore(index)
             if change.added && before == rank {
                 position = try nodePosition(of: change.key, strictly: false, header, txn)
@@ -838,14 +838,14 @@ struct CountedTree {
     func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
         guard let delta = position.changes else { return try scanNodes(from: position, forward: forward, txn, body) }
         // The nodes' keys, with the changes' added keys put in between and removed keys left out.
-        let changes = delta.changes
+        let count = delta.changeCount
         var next = forward ? position.change : position.change - 1
         var stopped = false
         try scanNodes(from: position, forward: forward, txn) { key in
-            while forward ? next < changes.count : next >= 0 {
-                let order = compareBytes(changes[next].key, key)
+            while forward ? next < count : next >= 0 {
+                let change = delta.change(next)
+                let order = compareBytes(change.key, key)
                 if forward ? order > 0 : order < 0 { break }
-                let change = changes[next]
                 next += forward ? 1 : -1
                 if order == 0 { return true }  // removed
                 if change.added, try !body(change.key[...]) {
@@ -860,8 +860,8 @@ struct CountedTree {
             return true
         }
         if stopped { return }
-        while forward ? next < changes.count : next >= 0 {
-            let change = changes[next]
+        while forward ? next < count : next >= 0 {
+            let change = delta.change(next)
             next += forward ? 1 : -1
             if change.added, try !body(change.key[...]) { return }
         }
@@ -952,7 +952,7 @@ extension CountedTree {
             if counted != Int(header.count) + net {
                 problems.append("the view ops count \(counted) keys, the nodes hold \(header.count) and the ops change \(net)")
             }
-            for change in delta?.changes ?? [] {
+            for change in delta?.allChanges ?? [] {
                 let position = try nodePosition(of: change.key, strictly: false, header, txn)
                 let leaf = try load(position.leaf, txn)
                 let held = position.index < leaf.count && leaf.entry(position.index).elementsEqual(change.key)
@@ -993,7 +993,7 @@ extension CountedTree {
             let start = try tree.position(atRank: 0, txn)
             leaf = try tree.load(start.leaf, txn)
             index = start.index
-            changes = start.changes?.changes ?? []
+            changes = start.changes?.allChanges ?? []
             change = start.change
         }
 

@@ -104,7 +104,9 @@ struct BufferState {
 }
 
 /// What the ops of one epoch of a tree amount to, key by key, as of op `nextOp`: immutable, shared
-/// between the threads that read the same state.
+/// between the threads that read the same state. Kept in segments of up to `segmentLimit` keys, so
+/// that the next state's resolution copies only the segments its ops touch and the segments' list,
+/// not every key (a read after each commit would otherwise copy them all).
 final class BufferedDelta: Sendable {
     struct Entry: Sendable {
         let key: [UInt8]
@@ -112,56 +114,122 @@ final class BufferedDelta: Sendable {
         let inTree: Bool
         /// Whether the view holds it after the ops (its last op was an insert).
         let present: Bool
+        /// The key's rank in the tree (keys less than it), or -1 if not worked out.
+        let treeRank: Int
+
+        var isChange: Bool { inTree != present }
     }
 
     /// A key the view holds and the tree does not (`added`), or the reverse.
     struct Change: Sendable {
         let key: [UInt8]
         let added: Bool
-        /// The key's rank in the tree (keys less than it), or -1 if not worked out.
         let treeRank: Int
     }
 
-    let epoch: UInt64
-    let nextOp: UInt64
-    /// Every key an op touched, ascending.
-    let entries: [Entry]
-    /// The keys on which the view and the tree differ, ascending, with the number of added and of
-    /// removed keys before each (`addedBefore[i]` among `changes[..<i]`; both `changes.count + 1` long).
-    let changes: [Change]
-    let addedBefore: [Int]
-    let removedBefore: [Int]
-    /// Whether every change has its tree rank.
-    let ranked: Bool
+    /// Keys of a range, ascending, with their changes and the added and removed changes before each.
+    final class Segment: Sendable {
+        let entries: [Entry]
+        let changes: [Change]
+        let addedBefore: [Int32]
 
-    init(epoch: UInt64, nextOp: UInt64, entries: [Entry], changes: [Change], ranked: Bool) {
-        self.epoch = epoch
-        self.nextOp = nextOp
-        self.entries = entries
-        self.changes = changes
-        self.ranked = ranked
-        var added = [Int](repeating: 0, count: changes.count + 1)
-        var removed = [Int](repeating: 0, count: changes.count + 1)
-        for (index, change) in changes.enumerated() {
-            added[index + 1] = added[index] + (change.added ? 1 : 0)
-            removed[index + 1] = removed[index] + (change.added ? 0 : 1)
+        init(_ entries: [Entry]) {
+            self.entries = entries
+            var changes: [Change] = []
+            var added: [Int32] = [0]
+            for entry in entries where entry.isChange {
+                changes.append(Change(key: entry.key, added: entry.present, treeRank: entry.treeRank))
+                added.append(added[added.count - 1] + (entry.present ? 1 : 0))
+            }
+            self.changes = changes
+            addedBefore = added
         }
-        addedBefore = added
-        removedBefore = removed
     }
 
-    var netChange: Int { addedBefore[changes.count] - removedBefore[changes.count] }
+    static let segmentLimit = 64
+
+    let epoch: UInt64
+    let nextOp: UInt64
+    /// Whether every change has its tree rank.
+    let ranked: Bool
+    let segments: [Segment]
+    /// Per segment, the changes, and of them the added ones, in the segments before it (one more
+    /// element than `segments`: the totals).
+    private let changeStart: [Int]
+    private let addedStart: [Int]
+
+    init(epoch: UInt64, nextOp: UInt64, segments: [Segment], ranked: Bool) {
+        self.epoch = epoch
+        self.nextOp = nextOp
+        self.segments = segments
+        self.ranked = ranked
+        var changes = [0]
+        var added = [0]
+        changes.reserveCapacity(segments.count + 1)
+        added.reserveCapacity(segments.count + 1)
+        for segment in segments {
+            changes.append(changes[changes.count - 1] + segment.changes.count)
+            added.append(added[added.count - 1] + Int(segment.addedBefore[segment.addedBefore.count - 1]))
+        }
+        changeStart = changes
+        addedStart = added
+    }
+
+    var changeCount: Int { changeStart[changeStart.count - 1] }
+    var netChange: Int { 2 * addedStart[addedStart.count - 1] - changeCount }
+
+    /// The segment holding change `index` (< `changeCount`), and the change's place in it.
+    private func locate(_ index: Int) -> (segment: Int, offset: Int) {
+        var low = 0
+        var high = segments.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if changeStart[middle] <= index { low = middle } else { high = middle - 1 }
+        }
+        // Segments without changes share a start with the next: take the last that starts at or before.
+        while low + 1 < segments.count && changeStart[low + 1] <= index { low += 1 }
+        return (low, index - changeStart[low])
+    }
+
+    func change(_ index: Int) -> Change {
+        let (segment, offset) = locate(index)
+        return segments[segment].changes[offset]
+    }
+
+    /// The added changes among the first `index` (≤ `changeCount`).
+    func addedBefore(_ index: Int) -> Int {
+        if index >= changeCount { return addedStart[addedStart.count - 1] }
+        let (segment, offset) = locate(index)
+        return addedStart[segment] + Int(segments[segment].addedBefore[offset])
+    }
+
+    func removedBefore(_ index: Int) -> Int { min(index, changeCount) - addedBefore(index) }
+
+    /// Every change, ascending (for a merge and checks).
+    var allChanges: [Change] { segments.flatMap(\.changes) }
 
     /// The first change whose key is ≥ `key` (> with `strictly`).
     func lowerBound<K: Collection<UInt8>>(_ key: K, strictly: Bool = false) -> Int {
+        func before(_ other: [UInt8]) -> Bool {
+            let order = compareBytes(other, key)
+            return order < 0 || (strictly && order == 0)
+        }
+        // The first segment whose last key is not before `key`.
         var low = 0
-        var high = changes.count
+        var high = segments.count
         while low < high {
             let middle = (low + high) / 2
-            let order = compareBytes(changes[middle].key, key)
-            if order < 0 || (strictly && order == 0) { low = middle + 1 } else { high = middle }
+            if before(segments[middle].entries[segments[middle].entries.count - 1].key) { low = middle + 1 } else { high = middle }
         }
-        return low
+        guard low < segments.count else { return changeCount }
+        let changes = segments[low].changes
+        var first = 0
+        var last = changes.count
+        while first < last {
+            let middle = (first + last) / 2
+            if before(changes[middle].key) { first = middle + 1 } else { last = middle }
+        }
+        return changeStart[low] + first
     }
 
     /// `base` (same epoch, ops before `base.nextOp`) followed by `ops`, in order. `rank` gives a
@@ -181,50 +249,72 @@ final class BufferedDelta: Sendable {
             var end = start + 1
             while end < order.count && ops[order[end]].key == ops[order[start]].key { end += 1 }
             let first = ops[order[start]]
-            touched.append(Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1]].insert))
+            touched.append(Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1]].insert, treeRank: -1))
             start = end
         }
-        let old = base?.entries ?? []
-        let oldChanges = base?.changes ?? []
-        var entries: [Entry] = []
-        entries.reserveCapacity(old.count + touched.count)
-        var changes: [Change] = []
-        changes.reserveCapacity(oldChanges.count + touched.count)
-        var oldIndex = 0
-        var oldChange = 0
-        var newIndex = 0
-        func keep(_ entry: Entry) throws {
-            entries.append(entry)
-            guard entry.inTree != entry.present else { return }
-            while oldChange < oldChanges.count && compareBytes(oldChanges[oldChange].key, entry.key) < 0 { oldChange += 1 }
-            var treeRank = -1
-            if oldChange < oldChanges.count && oldChanges[oldChange].key == entry.key { treeRank = oldChanges[oldChange].treeRank }
-            if treeRank < 0, let rank { treeRank = try rank(entry.key) }
-            changes.append(Change(key: entry.key, added: entry.present, treeRank: treeRank))
-        }
-        while oldIndex < old.count || newIndex < touched.count {
-            if newIndex == touched.count {
-                try keep(old[oldIndex])
-                oldIndex += 1
-            } else if oldIndex == old.count {
-                try keep(touched[newIndex])
-                newIndex += 1
-            } else {
-                let comparison = compareBytes(old[oldIndex].key, touched[newIndex].key)
-                if comparison < 0 {
-                    try keep(old[oldIndex])
-                    oldIndex += 1
-                } else if comparison > 0 {
-                    try keep(touched[newIndex])
+        let old = base?.segments ?? []
+        var segments: [Segment] = []
+        segments.reserveCapacity(old.count + touched.count / segmentLimit + 1)
+        // Each old segment takes the touched keys up to its last (the last segment, every key after).
+        var next = 0
+        func rebuilt(_ entries: [Entry], _ news: ArraySlice<Entry>) throws {
+            var merged: [Entry] = []
+            merged.reserveCapacity(entries.count + news.count)
+            var index = 0
+            var newIndex = news.startIndex
+            func keep(_ entry: Entry) throws {
+                var entry = entry
+                if entry.isChange && entry.treeRank < 0, let rank { entry = Entry(key: entry.key, inTree: entry.inTree, present: entry.present, treeRank: try rank(entry.key)) }
+                merged.append(entry)
+            }
+            while index < entries.count || newIndex < news.endIndex {
+                if newIndex == news.endIndex {
+                    try keep(entries[index])
+                    index += 1
+                } else if index == entries.count {
+                    try keep(news[newIndex])
                     newIndex += 1
                 } else {
-                    try keep(Entry(key: old[oldIndex].key, inTree: old[oldIndex].inTree, present: touched[newIndex].present))
-                    oldIndex += 1
-                    newIndex += 1
+                    let comparison = compareBytes(entries[index].key, news[newIndex].key)
+                    if comparison < 0 {
+                        try keep(entries[index])
+                        index += 1
+                    } else if comparison > 0 {
+                        try keep(news[newIndex])
+                        newIndex += 1
+                    } else {
+                        let was = entries[index]
+                        try keep(Entry(key: was.key, inTree: was.inTree, present: news[newIndex].present, treeRank: was.treeRank))
+                        index += 1
+                        newIndex += 1
+                    }
                 }
             }
+            var from = 0
+            while from < merged.count {
+                // Halves of a full segment, so that the next keys it takes do not split it again at once.
+                let size = merged.count - from > 2 * segmentLimit ? segmentLimit : merged.count - from
+                segments.append(Segment(Array(merged[from..<(from + size)])))
+                from += size
+            }
         }
-        return BufferedDelta(epoch: epoch, nextOp: nextOp, entries: entries, changes: changes, ranked: rank != nil)
+        for (position, segment) in old.enumerated() {
+            var end = next
+            if position == old.count - 1 {
+                end = touched.count
+            } else {
+                let last = segment.entries[segment.entries.count - 1].key
+                while end < touched.count && compareBytes(touched[end].key, last) <= 0 { end += 1 }
+            }
+            if end == next && (rank == nil || segment.changes.allSatisfy { $0.treeRank >= 0 }) {
+                segments.append(segment)
+            } else {
+                try rebuilt(segment.entries, touched[next..<end])
+            }
+            next = end
+        }
+        if old.isEmpty { try rebuilt([], touched[...]) }
+        return BufferedDelta(epoch: epoch, nextOp: nextOp, segments: segments, ranked: rank != nil)
     }
 }
 
