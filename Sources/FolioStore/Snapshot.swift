@@ -9,7 +9,7 @@ public struct Snapshot {
     let txn: Transaction
 
     /// The snapshot as trees read it (no write cache).
-    var storeTxn: StoreTransaction { StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas) }
+    var storeTxn: StoreTransaction { StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas, viewOps: store.databases.viewOps) }
 
     var objects: ObjectTable { store.applier.objects }
     var catalog: Catalog { store.applier.catalog }

@@ -9,7 +9,8 @@ import LMDB
 /// | `objects` | collection 0 id                      | version, createdAt, updatedAt, data JSON     |
 /// | `objects` | collection 0 id 0 sequence           | history: version after that event, or a checkpoint |
 /// | `catalog` | `c` collection / `v` view / `w` collection 0 view | tree id (+ view definition)     |
-/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references); a view's pending ops (node id ≥ 2⁶³, `ViewBuffer`) |
+/// | `trees`   | tree id + node id                    | counted tree nodes (views, creation order, references) |
+/// | `viewops` | op number, u64 big-endian / `0`      | views' changes not yet merged into their trees / where they stand (`ViewBuffer`) |
 /// | `requests` | `k` key / `t` time key              | request keys of recent writes (`RequestIndex`) |
 /// | `files`   | `n` name / `b` sha256 / `t`          | the file index (`FileIndex`)                 |
 struct StoreDatabases: Sendable {
@@ -29,6 +30,8 @@ struct StoreDatabases: Sendable {
     let trees: Database
     let requests: Database
     let files: Database
+    /// Views' changes not yet merged into their trees (`ViewBuffer`).
+    let viewOps: Database
     /// Resolutions of buffered view trees, shared by the store's read snapshots (`ViewBuffer`).
     let deltas = ViewDeltaCache()
 
@@ -40,10 +43,11 @@ struct StoreDatabases: Sendable {
         trees = try environment.openDatabase("trees")
         requests = try environment.openDatabase("requests")
         files = try environment.openDatabase("files")
+        viewOps = try environment.openDatabase("viewops")
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
-    var derived: [Database] { [objects, catalog, trees, requests, files] }
+    var derived: [Database] { [objects, catalog, trees, requests, files, viewOps] }
 }
 
 enum Keys {

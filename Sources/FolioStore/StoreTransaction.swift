@@ -11,21 +11,25 @@ struct StoreTransaction {
     let catalogMemo: CatalogMemo?
     /// The store's resolutions of buffered trees (`ViewBuffer`), shared by its read snapshots.
     let deltas: ViewDeltaCache?
+    /// Where buffered trees' ops go (`ViewBuffer`); nil where no tree is buffered.
+    let viewOps: Database?
 
-    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil) {
+    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: Database? = nil) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
         self.deltas = deltas
+        self.viewOps = viewOps
         catalogMemo = cache == nil ? nil : CatalogMemo()
     }
 
-    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?) {
+    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?, viewOps: Database?) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
         self.catalogMemo = catalogMemo
         self.deltas = deltas
+        self.viewOps = viewOps
     }
 
     /// The resolution of `tree`'s ops that this transaction can build on: its write's own (or a
@@ -96,7 +100,7 @@ struct StoreTransaction {
     /// holds none back, and must find them.
     func nested(_ child: Transaction) -> StoreTransaction {
         precondition(cache?.holdsNoAppends ?? true, "keys held back when a nested transaction began")
-        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas)
+        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas, viewOps: viewOps)
     }
 
     /// Puts the keys held back for appending (see `CountedTree.insert`) into their trees.

@@ -31,7 +31,7 @@ public final class StoreWriter {
 
     init(store: Store, txn: Transaction) throws {
         self.store = store
-        self.txn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: TreeNodeCache(parent: nil), deltas: store.databases.deltas)
+        self.txn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: TreeNodeCache(parent: nil), deltas: store.databases.deltas, viewOps: store.databases.viewOps)
         log = EventLog(database: store.databases.events)
         head = try log.head(txn)
     }

@@ -184,7 +184,7 @@ import Testing
 
             // A view entry, removed from its leaf behind the tree's back.
             try store.environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil)
+                let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
                 let view = try #require(try store.applier.catalog.view("byN", txn))
                 try view.tree.merge(txn)  // the entries into the nodes, out of the view's pending ops
                 let position = try view.tree.position(atRank: 100, txn)

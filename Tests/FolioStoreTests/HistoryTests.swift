@@ -168,7 +168,7 @@ import Testing
                 var branches = 0
                 try store.environment.write { txn in
                     // The view's pending ops into its nodes, for branches to damage.
-                    let storeTxn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil)
+                    let storeTxn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
                     try #require(try store.applier.catalog.view("byN", storeTxn)).tree.merge(storeTxn)
                     try setFormat(3, of: store, txn)
                     var records: [([UInt8], [UInt8])] = []
@@ -179,7 +179,7 @@ import Testing
                             entry = try cursor.next()
                         }
                     }
-                    for (key, bytes) in records where !key.prefix(4).allSatisfy({ $0 == 0xFF }) {  // not the view ops' stream
+                    for (key, bytes) in records {
                         // Format 3 kept a tree's header as node 0.
                         if key.suffix(8).allSatisfy({ $0 == 0xFF }) {
                             try txn.delete(store.databases.trees, key)

@@ -44,7 +44,7 @@ extension Store {
             return batch.isEmpty ? nil : batch
         }, consume: { batch in
             try environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas)
+                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas, viewOps: databases.viewOps)
                 // By index: taking each element apart into a tuple copied every event (its strings, its
                 // data tree), 6% of the applying thread.
                 for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data) }

@@ -15,9 +15,9 @@ import LMDB
 /// to split or to lose a child has its last count filled in (`fillLastCount`); `store` zeroes it.
 ///
 /// A view's tree is *buffered*: its inserts and removals are appended as op records to a stream
-/// shared by every view and merged into the nodes `ViewBuffer.limit` at a time, in key order, so
-/// that a commit rewrites the page at the stream's end instead of a leaf and its branches per
-/// insert; every read sees the
+/// shared by every view (the `viewops` database) and merged into the nodes `ViewBuffer.limit` at a
+/// time, in key order, so that a commit rewrites the page at the stream's end instead of a leaf and
+/// its branches per insert; every read sees the
 /// ops as if merged (`BufferedDelta`: the ops key by key, with each change's rank in the nodes), and
 /// between merges the nodes do not change. Collections' and references' trees are not buffered.
 ///
@@ -177,11 +177,13 @@ struct CountedTree {
     func destroy(_ txn: StoreTransaction) throws {
         _ = txn.cache?.takeAppends(tree: id)
         txn.deltas?.forget(id)
-        // Its ops stay in the stream until the next merge, which skips them.
-        var state = try ViewBuffer.state(txn)
-        if state.count(of: id) != nil {
-            state.setCount(nil, of: id)
-            try ViewBuffer.store(state, txn)
+        // A buffered tree's ops stay in the stream until the next merge, which skips them.
+        if let bytes = try txn.treeRecord(recordKey(Self.headerNode)), Header(bytes).buffered {
+            var state = try ViewBuffer.state(txn)
+            if state.count(of: id) != nil {
+                state.setCount(nil, of: id)
+                try ViewBuffer.store(state, txn)
+            }
         }
         for node in try txn.treeNodes(id) { try txn.removeTreeRecord(recordKey(node)) }
     }
@@ -471,7 +473,7 @@ struct CountedTree {
     /// gives the same nodes.
     private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
         var state = try ViewBuffer.state(txn)
-        try txn.setTreeRecord(ViewBuffer.opKey(state.nextOp), ViewBuffer.record(tree: id, insert: insert, key: key))
+        try ViewBuffer.append(state.nextOp, ViewBuffer.record(tree: id, insert: insert, key: key), txn)
         state.nextOp += 1
         let count = state.count(of: id) ?? header.count
         state.setCount(insert ? count + 1 : count - 1, of: id)
@@ -487,8 +489,8 @@ struct CountedTree {
         var state = try ViewBuffer.state(txn)
         guard state.pending > 0 else { return }
         var opsByTree: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
-        try forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in opsByTree[tree, default: []].append((insert, key)) }
-        for op in state.firstOp..<state.nextOp { try txn.removeTreeRecord(ViewBuffer.opKey(op)) }
+        try ViewBuffer.forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in opsByTree[tree, default: []].append((insert, key)) }
+        try ViewBuffer.removeOps(txn)
         state.firstOp = state.nextOp
         state.epoch += 1
         state.counts = []
@@ -562,34 +564,6 @@ struct CountedTree {
         }
     }
 
-    /// Calls `body` with each op of `range`, in order: from the write's cache and LMDB in a write,
-    /// with one cursor in a snapshot.
-    private static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt32, Bool, [UInt8]) throws -> Void) throws {
-        guard !range.isEmpty else { return }
-        if txn.cache != nil {
-            for number in range {
-                guard let record = try txn.treeRecord(ViewBuffer.opKey(number)) else { throw StoreError.corrupted("the view ops lack op \(number)") }
-                let (tree, insert, key) = try record.withUnsafeBytes { try ViewBuffer.op($0) }
-                try body(tree, insert, key)
-            }
-            return
-        }
-        var expected = range.lowerBound
-        try txn.lmdb.withCursor(txn.trees) { cursor in
-            var entry = try cursor.seek(atLeast: ViewBuffer.opKey(range.lowerBound).bytes)
-            while expected < range.upperBound, let (key, value) = entry {
-                guard key.count == 12, key.loadUnaligned(as: UInt32.self) == ViewBuffer.streamTree.bigEndian,
-                    UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 4, as: UInt64.self)) == expected
-                else { break }
-                let (tree, insert, opKey) = try ViewBuffer.op(value)
-                try body(tree, insert, opKey)
-                expected += 1
-                entry = try cursor.next()
-            }
-        }
-        if expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
-    }
-
     /// This tree's pending ops as of now, key by key; nil when none. Built on the resolution of
     /// fewer ops of the same epoch that this write or the store's snapshots kept, reading only the
     /// ops after it; a snapshot's works out every change's rank in the nodes too.
@@ -601,7 +575,7 @@ struct CountedTree {
         let base = txn.bufferBase(tree: id, epoch: state.epoch, nextOp: state.nextOp)
         if let base, base.nextOp == state.nextOp, base.ranked || !ranked { return base }
         var ops: [(insert: Bool, key: [UInt8])] = []
-        try Self.forEachOp(max(base?.nextOp ?? state.firstOp, state.firstOp)..<state.nextOp, txn) { tree, insert, key in
+        try ViewBuffer.forEachOp(max(base?.nextOp ?? state.firstOp, state.firstOp)..<state.nextOp, txn) { tree, insert, key in
             if tree == id { ops.append((insert, key)) }
         }
         let rank: (([UInt8]) throws -> Int)? = ranked ? { key in try self.nodeRank(of: key, header, txn) } : nil

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Synchronization
 
 /// The changes of views' trees not yet merged into them: a view's inserts and removals are
@@ -6,14 +7,13 @@ import Synchronization
 /// time, so that a commit writes the page at the stream's end instead of a leaf and its branches for
 /// every insert (docs/BENCHMARKS.md, "Buffered view inserts").
 ///
-/// The stream lives in the `trees` database under tree id `streamTree`, which no tree gets: op
-/// record = node id `number`, value = tree id (u32 little-endian) + kind (1 insert, 0 remove) + the
-/// view key; node `UInt64.max` holds the `BufferState`. `epoch` counts the merges: between two
-/// merges no tree's nodes change, so a resolution of a tree's ops of one epoch stays right for every
-/// snapshot of that epoch with at least those ops.
+/// The stream is the `viewops` database: op record = key op number (u64 big-endian, appended),
+/// value = tree id (u32 little-endian) + kind (1 insert, 0 remove) + the view key; key `0` (one
+/// byte, before every op) holds the `BufferState`. A merge empties the database at once. `epoch`
+/// counts the merges: between two merges no tree's nodes change, so a resolution of a tree's ops of
+/// one epoch stays right for every snapshot of that epoch with at least those ops.
 enum ViewBuffer {
-    static let streamTree = UInt32.max
-    static let stateNode = UInt64.max
+    static let stateKey: [UInt8] = [0]
 
     /// Ops held before every tree merges them. `FOLIO_VIEW_BUFFER` overrides it (tests use a few
     /// ops to merge all the time); a store's layout depends on it, its content does not.
@@ -24,8 +24,7 @@ enum ViewBuffer {
         return 16384
     }()
 
-    static func opKey(_ number: UInt64) -> TreeNodeCache.NodeKey { TreeNodeCache.NodeKey(tree: streamTree, node: number) }
-    static var stateKey: TreeNodeCache.NodeKey { TreeNodeCache.NodeKey(tree: streamTree, node: stateNode) }
+    static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
 
     static func record(tree: UInt32, insert: Bool, key: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = []
@@ -42,11 +41,40 @@ enum ViewBuffer {
         return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, Array(record[5...]))
     }
 
-    static func state(_ txn: StoreTransaction) throws -> BufferState {
-        try txn.treeRecord(stateKey).map(BufferState.init) ?? BufferState()
+    private static func database(_ txn: StoreTransaction) -> Database {
+        guard let database = txn.viewOps else { preconditionFailure("a buffered tree in a transaction without the view ops' database") }
+        return database
     }
 
-    static func store(_ state: BufferState, _ txn: StoreTransaction) throws { try txn.setTreeRecord(stateKey, state.bytes) }
+    static func state(_ txn: StoreTransaction) throws -> BufferState {
+        try txn.lmdb.get(database(txn), stateKey).map { BufferState(Array($0)) } ?? BufferState()
+    }
+
+    static func store(_ state: BufferState, _ txn: StoreTransaction) throws { try txn.lmdb.put(database(txn), stateKey, state.bytes) }
+
+    static func append(_ number: UInt64, _ record: [UInt8], _ txn: StoreTransaction) throws {
+        try txn.lmdb.put(database(txn), opKey(number), record, flags: .append)
+    }
+
+    /// Drops every op (the state goes too: the caller stores it again).
+    static func removeOps(_ txn: StoreTransaction) throws { try txn.lmdb.empty(database(txn)) }
+
+    /// Calls `body` with each op of `range`, in order.
+    static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt32, Bool, [UInt8]) throws -> Void) throws {
+        guard !range.isEmpty else { return }
+        var expected = range.lowerBound
+        try txn.lmdb.withCursor(database(txn)) { cursor in
+            var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
+            while expected < range.upperBound, let (key, value) = entry {
+                guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
+                let (tree, insert, opKey) = try op(value)
+                try body(tree, insert, opKey)
+                expected += 1
+                entry = try cursor.next()
+            }
+        }
+        if expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
+    }
 }
 
 /// Where the op stream stands: its pending ops `firstOp ..< nextOp`, the merges so far, and the
