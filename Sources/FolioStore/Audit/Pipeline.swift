@@ -23,7 +23,9 @@ func runPipelined<Batch>(depth: Int = 2, produce: @escaping @Sendable () throws 
     defer { channel.cancel() }
     while let batch = try channel.take() {
         try consume(batch)
-        channel.recycle(batch)
+        // Handed over with no reference left here: one kept until the end of the iteration could
+        // outlive the producer's `takeSpent`, and the batch be freed on this thread after all.
+        channel.recycle(consume batch)
     }
     // The last few, which the producer had no turn to free.
     _ = channel.takeSpent()
