@@ -118,13 +118,19 @@ public final class Store: @unchecked Sendable {
     @discardableResult
     public func write<R>(_ body: (StoreWriter) throws -> R, beforeCommit: (R) throws -> Void = { _ in }) throws -> R {
         clearStaleReadersNowAndThen()
-        return try environment.write { txn in
+        var resolutions: [(tree: UInt32, delta: BufferedDelta)] = []
+        let result = try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
             let result = try body(writer)
             try writer.finish()
             try beforeCommit(result)
+            resolutions = writer.txn.cache?.bufferMemoList ?? []
             return result
         }
+        // Committed: the views' pending ops as the write resolved them (a unique view's checks)
+        // serve the next snapshots, which would otherwise resolve them again.
+        for (tree, delta) in resolutions { databases.deltas.install(delta, tree: tree) }
+        return result
     }
 
     /// At most once a second, clears the reader slots of processes that died inside a read

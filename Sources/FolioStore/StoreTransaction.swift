@@ -193,6 +193,10 @@ final class TreeNodeCache {
 
     func setBufferMemo(_ delta: BufferedDelta, tree: UInt32) { bufferMemos[tree] = delta }
 
+    /// This write's resolutions, for the store's snapshots once it commits (top level: a nested
+    /// write's are its parent's once it commits).
+    var bufferMemoList: [(tree: UInt32, delta: BufferedDelta)] { bufferMemos.map { ($0.key, $0.value) } }
+
     /// The last key of `tree` as far as this write knows: held back, or put in at the end; nil when
     /// unknown, and always in a nested cache, which holds nothing back.
     func lastKey(tree: UInt32) -> [UInt8]? {

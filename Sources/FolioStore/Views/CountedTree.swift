@@ -566,12 +566,13 @@ struct CountedTree {
 
     /// This tree's pending ops as of now, key by key; nil when none. Built on the resolution of
     /// fewer ops of the same epoch that this write or the store's snapshots kept, reading only the
-    /// ops after it; a snapshot's works out every change's rank in the nodes too.
+    /// ops after it, with every change's rank in the nodes (unless `ranked` is false: a merge's, a
+    /// check's). A write's goes to the store's once the write commits (`Store.write`).
     private func resolved(_ header: Header, _ txn: StoreTransaction, ranked: Bool? = nil) throws -> BufferedDelta? {
         guard header.buffered else { return nil }
         let state = try ViewBuffer.state(txn)
         guard state.count(of: id) != nil else { return nil }
-        let ranked = ranked ?? (txn.cache == nil)
+        let ranked = ranked ?? true
         let base = txn.bufferBase(tree: id, epoch: state.epoch, nextOp: state.nextOp)
         if let base, base.nextOp == state.nextOp, base.ranked || !ranked { return base }
         var ops: [(insert: Bool, key: [UInt8])] = []
@@ -920,7 +921,7 @@ extension CountedTree {
         let total = try walk(header.root, depth: 0, lowerBound: nil)
         if total != header.count { problems.append("header counts \(header.count), tree holds \(total)") }
         if header.buffered {
-            let delta = try resolved(header, txn, ranked: false)
+            let delta = try resolved(header, txn)
             let net = delta?.netChange ?? 0
             let counted = try count(txn)
             if counted != Int(header.count) + net {

@@ -160,6 +160,8 @@ final class BufferedDelta: Sendable {
         let entries: [Entry]
         let changes: [Change]
         let addedBefore: [Int32]
+        /// Whether every change has its rank in the tree.
+        let ranked: Bool
 
         init(_ entries: [Entry]) {
             self.entries = entries
@@ -171,6 +173,7 @@ final class BufferedDelta: Sendable {
             }
             self.changes = changes
             addedBefore = added
+            ranked = changes.allSatisfy { $0.treeRank >= 0 }
         }
     }
 
@@ -334,7 +337,7 @@ final class BufferedDelta: Sendable {
                 let last = segment.entries[segment.entries.count - 1].key
                 while end < touched.count && compareBytes(touched[end].key, last) <= 0 { end += 1 }
             }
-            if end == next && (rank == nil || segment.changes.allSatisfy { $0.treeRank >= 0 }) {
+            if end == next && (rank == nil || segment.ranked) {
                 segments.append(segment)
             } else {
                 try rebuilt(segment.entries, touched[next..<end])
