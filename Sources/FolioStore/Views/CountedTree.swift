@@ -17,16 +17,15 @@ import LMDB
 /// A view's tree is *buffered*: its inserts and removals are appended as op records to a stream
 /// shared by every view (the `viewops` database) and merged into the nodes `ViewBuffer.limit` at a
 /// time, in key order, so that a commit rewrites the page at the stream's end instead of a leaf and
-/// its branches per insert; every read sees the
-/// ops as if merged (`BufferedDelta`: the ops key by key, with each change's rank in the nodes), and
-/// between merges the nodes do not change. Collections' and references' trees are not buffered.
+/// its branches per insert; every read sees the ops as if merged (`BufferedDelta`: the ops key by
+/// key, with each change's rank in the nodes), and between merges the nodes do not change.
+/// Collections' and references' trees are not buffered.
 ///
 /// Records of the `trees` database: key = tree id (u32 big-endian) + node id (u64 big-endian),
 /// read and written through `StoreTransaction` (which caches them in a write); node `UInt64.max` is
 /// the header (root id, height, next node id, key count in the nodes, and whether it is buffered).
-/// Every change happens in the caller's write
-/// transaction and is a pure function of the tree and the call, so replaying the same calls yields
-/// the same bytes.
+/// Every change happens in the caller's write transaction and is a pure function of the tree and
+/// the call, so replaying the same calls yields the same bytes.
 struct CountedTree {
     static let maxNodeBytes = 1900
     /// Longest key a tree accepts, so that every node holds at least two entries.
