@@ -155,7 +155,8 @@ final class BufferedDelta: Sendable {
         let treeRank: Int
     }
 
-    /// Keys of a range, ascending, with their changes and the added and removed changes before each.
+    /// Keys of a range, ascending, with their changes and, before each change, how many of the
+    /// segment's changes add a key.
     final class Segment: Sendable {
         let entries: [Entry]
         let changes: [Change]
@@ -213,12 +214,12 @@ final class BufferedDelta: Sendable {
     private func locate(_ index: Int) -> (segment: Int, offset: Int) {
         var low = 0
         var high = segments.count - 1
+        // The last segment that starts at or before `index` (segments without changes share a
+        // start with the next one, which holds the change).
         while low < high {
             let middle = (low + high + 1) / 2
             if changeStart[middle] <= index { low = middle } else { high = middle - 1 }
         }
-        // Segments without changes share a start with the next: take the last that starts at or before.
-        while low + 1 < segments.count && changeStart[low + 1] <= index { low += 1 }
         return (low, index - changeStart[low])
     }
 
