@@ -107,7 +107,8 @@ import Testing
                                 }
                             }
                             if Int.random(in: 0..<300, using: &random) == 0 {
-                                try tree.merge(txn)
+                                // Either way of taking the changes, or the one the merge picks.
+                                try tree.merge(txn, rebuilding: [true, false, nil].randomElement(using: &random)!)
                                 merges += 1
                             }
                             if Int.random(in: 0..<100, using: &random) == 0 { try checkAll(written, txn) }
@@ -165,6 +166,62 @@ import Testing
                 #expect(try txn.lmdb.statistics(ops).entries == 1, "only the stream's state is left")
                 #expect(try kept.structuralProblems(txn) == [])
                 try txn.flushTrees()
+            }
+        }
+    }
+
+    /// A merge that writes a tree anew (`rebuild`) and one that takes the changes a leaf at a time
+    /// give the same keys; the rebuilt tree is sound (links, fences, counts), reuses the old node
+    /// ids before new ones, and keeps working when ops and merges of either kind follow. Trees of
+    /// many leaves and few, with long keys (few a leaf) and short, emptied and refilled.
+    @Test(arguments: [UInt64(11), 12, 13, 14])
+    func aRebuildingMergeEqualsALeafByLeafOne(seed: UInt64) throws {
+        try withTemporaryDirectory { path in
+            let environment = try Environment(path: path)
+            let database = try environment.openDatabase("trees")
+            let ops = try environment.openDatabase("viewops")
+            var random = SeededGenerator(seed: seed)
+            // Tree 1 always rebuilds, tree 2 never; both take the same ops.
+            let (rebuilt, stepped) = try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), viewOps: ops)
+                let trees = (try CountedTree.create(id: 1, buffered: true, txn), try CountedTree.create(id: 2, buffered: true, txn))
+                try txn.flushTrees()
+                return trees
+            }
+            var model: [[UInt8]] = []
+            for round in 0..<14 {
+                let maxLength = round % 3 == 0 ? 400 : 24
+                try environment.write { lmdb in
+                    let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), viewOps: ops)
+                    // Rounds 5 and 10 empty the tree; others add, remove, or both.
+                    let removing = round == 5 || round == 10 ? 1.0 : [0.0, 0.3, 0.7].randomElement(using: &random)!
+                    for _ in 0..<(round == 5 || round == 10 ? model.count : Int.random(in: 1...1500, using: &random)) {
+                        if !model.isEmpty, Double.random(in: 0..<1, using: &random) < removing {
+                            let key = model.remove(at: Int.random(in: 0..<model.count, using: &random))
+                            try rebuilt.remove(key, txn)
+                            try stepped.remove(key, txn)
+                        } else {
+                            let key = randomKey(&random, maxLength: maxLength)
+                            let (index, found) = model.binarySearch(key)
+                            guard !found else { continue }
+                            model.insert(key, at: index)
+                            try rebuilt.insert(key, txn)
+                            try stepped.insert(key, txn)
+                        }
+                    }
+                    try CountedTree.mergeAll(txn) { $0 == rebuilt.id }
+                    // Every record of each tree is a node reached from its root, or its header.
+                    for tree in [rebuilt, stepped] {
+                        let nodes = try tree.nodeIDs(txn)
+                        #expect(try txn.treeNodes(tree.id) == Set(nodes.branches + nodes.leaves + [CountedTree.headerNode]))
+                    }
+                    try txn.flushTrees()
+                }
+                try environment.read { lmdb in
+                    let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: ViewDeltaCache(), viewOps: ops)
+                    try check(rebuilt, model, txn, &random)
+                    try check(stepped, model, txn, &random)
+                }
             }
         }
     }

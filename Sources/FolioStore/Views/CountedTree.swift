@@ -481,10 +481,17 @@ struct CountedTree {
     }
 
     /// Puts every pending op into its tree's nodes: tree by tree, key by key; empties the stream
-    /// and starts an epoch.
-    func merge(_ txn: StoreTransaction) throws { try Self.mergeAll(txn) }
+    /// and starts an epoch. `rebuilding` (for tests) picks the way every tree takes its changes;
+    /// nil lets the merge choose (see `mergeAll`, whose `rebuilding` picks it tree by tree).
+    func merge(_ txn: StoreTransaction, rebuilding: Bool? = nil) throws {
+        try Self.mergeAll(txn, rebuilding: rebuilding.map { choice in { _ in choice } })
+    }
 
-    static func mergeAll(_ txn: StoreTransaction) throws {
+    /// A tree with at least as many changes as leaves is written anew (`rebuild`): most of its
+    /// leaves would change anyway, and a pass in key order costs a fraction of a descent and a
+    /// `settle` per leaf. A larger tree takes its changes a leaf at a time (`applyChanges`). The
+    /// choice depends on the tree and the ops alone, so replaying the log makes the same one.
+    static func mergeAll(_ txn: StoreTransaction, rebuilding: ((UInt32) -> Bool)? = nil) throws {
         var state = try ViewBuffer.state(txn)
         guard state.pending > 0 else { return }
         var opsByTree: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
@@ -499,7 +506,14 @@ struct CountedTree {
             // A dropped view's ops go with it.
             guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
             let delta = try BufferedDelta.building(on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: opsByTree[tree.id]!, rank: nil)
-            try tree.applyChanges(delta.allChanges, txn)
+            let changes = delta.allChanges
+            let header = try tree.header(txn)
+            let nodes = try tree.nodeIDs(header, txn)
+            if rebuilding?(tree.id) ?? (changes.count >= nodes.leaves.count) {
+                try tree.rebuild(header, nodes: nodes, with: changes, txn)
+            } else {
+                try tree.applyChanges(changes, txn)
+            }
             // Puts in any keys held back for appending, and forgets the tree's last key: its next
             // insert must be an op.
             _ = try tree.header(txn)
@@ -562,6 +576,167 @@ struct CountedTree {
             try settle(leaf, &path, &header, txn)
         }
     }
+
+    /// The tree's node ids read from its branches: the branches level by level from the root, and
+    /// the leaves in key order.
+    func nodeIDs(_ txn: StoreTransaction) throws -> (branches: [UInt64], leaves: [UInt64]) { try nodeIDs(header(txn), txn) }
+
+    private func nodeIDs(_ header: Header, _ txn: StoreTransaction) throws -> (branches: [UInt64], leaves: [UInt64]) {
+        var branches: [UInt64] = []
+        var level = [header.root]
+        for _ in 0..<header.height {
+            branches.append(contentsOf: level)
+            var below: [UInt64] = []
+            for branchID in level {
+                let branch = try load(branchID, txn)
+                for index in 0..<branch.count { below.append(branch.childID(index)) }
+            }
+            level = below
+        }
+        return (branches, level)
+    }
+
+    /// Writes the tree anew with `changes` (ascending) merged into its keys, leaf after leaf in key
+    /// order, each leaf filled to `rebuildBytes`, then the branches level by level: for a merge
+    /// with at least as many changes as the tree has leaves, which would change most leaves one
+    /// descent and one `settle` at a time. The nodes reuse the old ones' ids (the branches', then
+    /// each leaf's once its keys are all read), in that order, so the result is a function of the
+    /// tree and the changes.
+    private func rebuild(_ header: Header, nodes: (branches: [UInt64], leaves: [UInt64]), with changes: [BufferedDelta.Change], _ txn: StoreTransaction) throws {
+        var rebuild = Rebuild(tree: self, header: header, txn: txn)
+        // The branches' ids are free at once: every branch was read to find the leaves.
+        rebuild.free = nodes.branches
+        var next = 0
+        for leafID in nodes.leaves {
+            let leaf = try load(leafID, txn)
+            try leaf.bytes.withUnsafeBytes { raw in
+                let node = RawNode(raw)
+                for index in 0..<node.count {
+                    let key = node.entry(index)
+                    var order = 1
+                    while next < changes.count {
+                        order = changes[next].key.withUnsafeBytes { compareBytes($0, key) }
+                        guard order < 0 else { break }
+                        try rebuild.add(change: changes[next])
+                        next += 1
+                    }
+                    if order == 0 {
+                        guard !changes[next].added else { throw StoreError.corrupted("tree \(id): a merged op adds a key it holds") }
+                        next += 1
+                        continue
+                    }
+                    try rebuild.add(key)
+                }
+            }
+            // Every key of this leaf is read (the new leaves hold copies): its id may be reused.
+            rebuild.free.append(leafID)
+        }
+        while next < changes.count {
+            try rebuild.add(change: changes[next])
+            next += 1
+        }
+        try rebuild.finish()
+    }
+
+    /// The state of a `rebuild`: the ids it may reuse, the leaf being filled, the full one waiting
+    /// for the next one's id (its link forward), and each leaf's branch entry.
+    private struct Rebuild {
+        let tree: CountedTree
+        var header: Header
+        let txn: StoreTransaction
+        var free: [UInt64] = []
+        var nextFree = 0
+        var builder = LeafBuilder()
+        var pending: (id: UInt64, node: TreeNode, lastKey: [UInt8])?
+        var entries: [(id: UInt64, count: UInt64, fence: [UInt8])] = []
+        var total: UInt64 = 0
+
+        init(tree: CountedTree, header: Header, txn: StoreTransaction) {
+            self.tree = tree
+            self.header = header
+            self.txn = txn
+        }
+
+        mutating func newID() -> UInt64 {
+            if nextFree < free.count {
+                nextFree += 1
+                return free[nextFree - 1]
+            }
+            header.nextNode += 1
+            return header.nextNode - 1
+        }
+
+        mutating func add(_ key: UnsafeRawBufferPointer) throws {
+            if !builder.isEmpty && builder.size(adding: key.count) > CountedTree.rebuildBytes { try closeLeaf() }
+            builder.append(key)
+        }
+
+        mutating func add(change: BufferedDelta.Change) throws {
+            guard change.added else { throw StoreError.corrupted("tree \(tree.id): a merged op removes a key it lacks") }
+            try change.key.withUnsafeBytes { try add($0) }
+        }
+
+        mutating func closeLeaf() throws {
+            let id = newID()
+            if var previous = pending {
+                previous.node.next = id
+                try tree.store(&previous.node, as: previous.id, txn)
+                entries.append((id, UInt64(builder.count), CountedTree.separator(after: previous.lastKey[...], before: builder.firstKey)))
+            } else {
+                entries.append((id, UInt64(builder.count), []))
+            }
+            total += UInt64(builder.count)
+            pending = (id, builder.node(previous: pending?.id ?? 0, next: 0), builder.isEmpty ? [] : Array(builder.lastKey))
+            builder.removeAll()
+        }
+
+        /// Stores the last leaf, then the branches level by level until one node holds the rest
+        /// (the root), drops the ids not reused, and stores the header.
+        mutating func finish() throws {
+            if !builder.isEmpty || pending == nil { try closeLeaf() }
+            if var last = pending { try tree.store(&last.node, as: last.id, txn) }
+            var height = 0
+            while entries.count > 1 {
+                var groups: [Range<Int>] = []
+                var start = 0
+                var size = TreeNode.branchHeaderSize + 2
+                for index in entries.indices {
+                    let entrySize = 2 + 16 + entries[index].fence.count
+                    if index > start && size + entrySize > CountedTree.rebuildBytes {
+                        groups.append(start..<index)
+                        start = index
+                        size = TreeNode.branchHeaderSize + 2
+                    }
+                    size += entrySize
+                }
+                groups.append(start..<entries.count)
+                // A branch of one child would be a level for nothing: the one before gives it its last.
+                if groups.count > 1, groups[groups.count - 1].count == 1 {
+                    let last = groups.removeLast()
+                    let before = groups.removeLast()
+                    groups.append(before.lowerBound..<(before.upperBound - 1))
+                    groups.append((before.upperBound - 1)..<last.upperBound)
+                }
+                var above: [(id: UInt64, count: UInt64, fence: [UInt8])] = []
+                for group in groups {
+                    let id = newID()
+                    var branch = TreeNode.branch(children: entries[group].map { TreeNode.child($0.id, count: $0.count, fence: $0.fence) })
+                    try tree.store(&branch, as: id, txn)
+                    above.append((id, entries[group].reduce(0) { $0 + $1.count }, entries[group.lowerBound].fence))
+                }
+                entries = above
+                height += 1
+            }
+            for unused in free[nextFree...] { try txn.removeTreeRecord(tree.recordKey(unused)) }
+            header.root = entries[0].id
+            header.height = height
+            header.count = total
+            try tree.store(header, txn)
+        }
+    }
+
+    /// How full `rebuild` makes a node: a little room left for the next merge's keys.
+    static let rebuildBytes = maxNodeBytes * 15 / 16
 
     /// This tree's pending ops as of now, key by key; nil when none. Built on the resolution of
     /// fewer ops of the same epoch that this write or the store's snapshots kept, reading only the

@@ -18,14 +18,14 @@ struct TreeNode {
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
-    static func leaf(previous: UInt64, next: UInt64, keys: some Collection<[UInt8]>) -> TreeNode {
+    static func leaf<Keys: Collection>(previous: UInt64, next: UInt64, keys: Keys) -> TreeNode where Keys.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: leafHeaderSize)
         header.storeLittleEndian(previous, at: 3)
         header.storeLittleEndian(next, at: 11)
         return TreeNode(header: header, entries: keys)
     }
 
-    static func branch(children: some Collection<[UInt8]>) -> TreeNode {
+    static func branch<Children: Collection>(children: Children) -> TreeNode where Children.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: branchHeaderSize)
         header[0] = 1
         return TreeNode(header: header, entries: children)
@@ -40,7 +40,7 @@ struct TreeNode {
         return entry
     }
 
-    private init(header: [UInt8], entries: some Collection<[UInt8]>) {
+    private init<Entries: Collection>(header: [UInt8], entries: Entries) where Entries.Element: Collection<UInt8> {
         var bytes = header
         let count = entries.count
         bytes.storeLittleEndian(UInt16(count), at: 1)
@@ -275,7 +275,7 @@ struct TreeNode {
 
 /// A node's bytes read in place: its entry count and each entry, without copying or bounds
 /// arithmetic through the array (`TreeNode`'s searches).
-private struct RawNode {
+struct RawNode {
     let raw: UnsafeRawBufferPointer
     let count: Int
     let header: Int
@@ -299,6 +299,55 @@ private struct RawNode {
     /// A branch entry's count (its bytes 8..<16), read at its start: no slice of the entry made.
     func childCount(_ index: Int) -> UInt64 {
         UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: payload + offset(index) + 8, as: UInt64.self))
+    }
+}
+
+/// Builds a leaf key by key in one buffer, for a merge that writes a tree anew
+/// (`CountedTree.rebuild`): no array per key, one allocation per node.
+struct LeafBuilder {
+    private var payload: [UInt8] = []
+    private var ends: [UInt16] = []
+
+    init() {
+        payload.reserveCapacity(CountedTree.maxNodeBytes)
+        ends.reserveCapacity(256)
+    }
+
+    var count: Int { ends.count }
+    var isEmpty: Bool { ends.isEmpty }
+
+    /// The leaf's size with one more key of `bytes` bytes.
+    func size(adding bytes: Int) -> Int { TreeNode.leafHeaderSize + 2 * (ends.count + 2) + payload.count + bytes }
+
+    mutating func append(_ key: UnsafeRawBufferPointer) {
+        payload.append(contentsOf: UnsafeBufferPointer(start: key.baseAddress?.assumingMemoryBound(to: UInt8.self), count: key.count))
+        ends.append(UInt16(payload.count))
+    }
+
+    var firstKey: ArraySlice<UInt8> { payload[0..<Int(ends[0])] }
+    var lastKey: ArraySlice<UInt8> { payload[(ends.count > 1 ? Int(ends[ends.count - 2]) : 0)..<payload.count] }
+
+    mutating func removeAll() {
+        payload.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
+    }
+
+    /// The leaf, laid out as `TreeNode.leaf` lays it out.
+    func node(previous: UInt64, next: UInt64) -> TreeNode {
+        let offsets = TreeNode.leafHeaderSize
+        let start = offsets + 2 * (ends.count + 1)
+        let bytes = [UInt8](unsafeUninitializedCapacity: start + payload.count) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: 0, toByteOffset: 0, as: UInt8.self)
+            raw.storeBytes(of: UInt16(ends.count).littleEndian, toByteOffset: 1, as: UInt16.self)
+            raw.storeBytes(of: previous.littleEndian, toByteOffset: 3, as: UInt64.self)
+            raw.storeBytes(of: next.littleEndian, toByteOffset: 11, as: UInt64.self)
+            raw.storeBytes(of: UInt16(0), toByteOffset: offsets, as: UInt16.self)
+            for (index, end) in ends.enumerated() { raw.storeBytes(of: end.littleEndian, toByteOffset: offsets + 2 * (index + 1), as: UInt16.self) }
+            payload.withUnsafeBytes { raw.baseAddress!.advanced(by: start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            initialized = start + payload.count
+        }
+        return TreeNode(bytes: bytes)
     }
 }
 
