@@ -21,7 +21,7 @@ enum ViewBuffer {
         if let text = ProcessInfo.processInfo.environment["FOLIO_VIEW_BUFFER"], let value = Int(text), value >= 1 {
             return min(value, 1 << 20)
         }
-        return 16384
+        return 65536
     }()
 
     static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
