@@ -266,6 +266,9 @@ import Testing
                     #expect(delta.lowerBound(probe, strictly: true) == changes.firstIndex { compareBytes($0.key, probe) > 0 } ?? changes.count)
                 }
             }
+            // A merge's changes, worked out without segments.
+            let net = BufferedDelta.netChanges(ops)
+            #expect(net.map(\.key) == expected && net.allSatisfy { $0.added == present[$0.key] })
             #expect(stepped!.allChanges.allSatisfy { $0.treeRank == $0.key.count })
             #expect(stepped!.segments.allSatisfy { !$0.entries.isEmpty && $0.entries.count <= 2 * BufferedDelta.segmentLimit })
         }

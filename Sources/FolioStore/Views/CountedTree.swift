@@ -505,8 +505,7 @@ struct CountedTree {
             let tree = CountedTree(id: tree)
             // A dropped view's ops go with it.
             guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
-            let delta = try BufferedDelta.building(on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: opsByTree[tree.id]!, rank: nil)
-            let changes = delta.allChanges
+            let changes = BufferedDelta.netChanges(opsByTree[tree.id]!)
             let header = try tree.header(txn)
             let nodes = try tree.nodeIDs(header, txn)
             if rebuilding?(tree.id) ?? (changes.count >= nodes.leaves.count) {

@@ -264,17 +264,52 @@ final class BufferedDelta: Sendable {
         return changeStart[low] + first
     }
 
+    /// The ops' indices by key, in their order within a key. Keys are compared by their first
+    /// eight bytes as one integer first, and in full only when those are equal.
+    static func orderByKey(_ ops: [(insert: Bool, key: [UInt8])]) -> [Int] {
+        var order: [(prefix: UInt64, index: Int)] = []
+        order.reserveCapacity(ops.count)
+        for (index, op) in ops.enumerated() {
+            let prefix = op.key.withUnsafeBytes { raw in
+                var value: UInt64 = 0
+                for offset in 0..<min(8, raw.count) { value |= UInt64(raw[offset]) << (56 - 8 * offset) }
+                return value
+            }
+            order.append((prefix, index))
+        }
+        order.sort { left, right in
+            if left.prefix != right.prefix { return left.prefix < right.prefix }
+            let comparison = compareBytes(ops[left.index].key, ops[right.index].key)
+            return comparison < 0 || (comparison == 0 && left.index < right.index)
+        }
+        return order.map(\.index)
+    }
+
+    /// What `ops` change, key by key, ascending: a merge's changes (`building(...).allChanges`
+    /// without the segments a reader's resolution keeps, nor ranks).
+    static func netChanges(_ ops: [(insert: Bool, key: [UInt8])]) -> [Change] {
+        let order = orderByKey(ops)
+        var changes: [Change] = []
+        changes.reserveCapacity(order.count)
+        var start = 0
+        while start < order.count {
+            var end = start + 1
+            while end < order.count && ops[order[end]].key == ops[order[start]].key { end += 1 }
+            // The tree holds the key if its first op removes it; the view, if its last adds it.
+            let first = ops[order[start]]
+            if first.insert == ops[order[end - 1]].insert { changes.append(Change(key: first.key, added: first.insert, treeRank: -1)) }
+            start = end
+        }
+        return changes
+    }
+
     /// `base` (same epoch, ops before `base.nextOp`) followed by `ops`, in order. `rank` gives a
     /// key's rank in the tree, for every change when given.
     static func building(
         on base: BufferedDelta?, epoch: UInt64, nextOp: UInt64, ops: [(insert: Bool, key: [UInt8])],
         rank: (([UInt8]) throws -> Int)?
     ) throws -> BufferedDelta {
-        // The ops by key, in their order within a key.
-        let order = ops.indices.sorted { left, right in
-            let comparison = compareBytes(ops[left].key, ops[right].key)
-            return comparison < 0 || (comparison == 0 && left < right)
-        }
+        let order = orderByKey(ops)
         var touched: [Entry] = []
         var start = 0
         while start < order.count {
