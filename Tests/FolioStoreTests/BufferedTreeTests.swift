@@ -66,12 +66,17 @@ import Testing
         #expect(try tree.structuralProblems(txn) == [])
     }
 
-    @Test(arguments: [UInt64(1), 2, 3, 4])
-    func opsReadAsIfMergedInEveryTransaction(seed: UInt64) throws {
+    /// A fresh LMDB environment in a temporary directory, with the databases of trees and of view ops.
+    private func withTreeDatabases(_ body: (Environment, Database, Database) throws -> Void) throws {
         try withTemporaryDirectory { path in
             let environment = try Environment(path: path)
-            let database = try environment.openDatabase("trees")
-            let ops = try environment.openDatabase("viewops")
+            try body(environment, try environment.openDatabase("trees"), try environment.openDatabase("viewops"))
+        }
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func opsReadAsIfMergedInEveryTransaction(seed: UInt64) throws {
+        try withTreeDatabases { environment, database, ops in
             let deltas = ViewDeltaCache()
             // Two views' trees, whose ops share the stream.
             let trees = try environment.write { lmdb in
@@ -146,10 +151,7 @@ import Testing
     /// A dropped view's ops stay in the stream until the next merge, which leaves them out; the
     /// other views' ops are merged as ever.
     @Test func aDroppedTreesOpsAreLeftOutOfTheMerge() throws {
-        try withTemporaryDirectory { path in
-            let environment = try Environment(path: path)
-            let database = try environment.openDatabase("trees")
-            let ops = try environment.openDatabase("viewops")
+        try withTreeDatabases { environment, database, ops in
             try environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), viewOps: ops)
                 let kept = try CountedTree.create(id: 1, buffered: true, txn)
@@ -171,15 +173,13 @@ import Testing
     }
 
     /// A merge that writes a tree anew (`rebuild`) and one that takes the changes a leaf at a time
-    /// give the same keys; the rebuilt tree is sound (links, fences, counts), reuses the old node
-    /// ids before new ones, and keeps working when ops and merges of either kind follow. Trees of
-    /// many leaves and few, with long keys (few a leaf) and short, emptied and refilled.
+    /// give the same keys; the rebuilt tree is sound (links, fences, counts), every record of it is
+    /// a node reached from its root, and it keeps working when ops and merges of either kind
+    /// follow. Trees of many leaves and few, with long keys (few a leaf) and short, emptied and
+    /// refilled.
     @Test(arguments: [UInt64(11), 12, 13, 14])
     func aRebuildingMergeEqualsALeafByLeafOne(seed: UInt64) throws {
-        try withTemporaryDirectory { path in
-            let environment = try Environment(path: path)
-            let database = try environment.openDatabase("trees")
-            let ops = try environment.openDatabase("viewops")
+        try withTreeDatabases { environment, database, ops in
             var random = SeededGenerator(seed: seed)
             // Tree 1 always rebuilds, tree 2 never; both take the same ops.
             let (rebuilt, stepped) = try environment.write { lmdb in
