@@ -56,6 +56,13 @@ public final class Daemon {
                     + (recovery.cancelled > 0 ? " (\(recovery.cancelled) skipped: their commit had failed)" : "") + ", "
                     + "the log ends at event \(recovery.sequence)")
         }
+        // The views' ops not yet merged, worked out now rather than by the first read of each view.
+        let resolving = DispatchTime.now().uptimeNanoseconds
+        let resolved = try store.resolvePendingViewOps()
+        if resolved.ops > 0 {
+            let millis = (DispatchTime.now().uptimeNanoseconds - resolving) / 1_000_000
+            log.notice("views: \(resolved.ops) op(s) not yet merged into \(resolved.views) view(s) worked out in \(millis) ms")
+        }
         // Puts that a crash interrupted left their content half-way; none can be running now.
         let leftovers = store.blobs.removeTemporaryFiles()
         if leftovers > 0 { log.notice("removed \(leftovers) temporary file(s) of puts that did not finish, from blobs/tmp") }

@@ -494,8 +494,7 @@ struct CountedTree {
     static func mergeAll(_ txn: StoreTransaction, rebuilding: ((UInt32) -> Bool)? = nil) throws {
         var state = try ViewBuffer.state(txn)
         guard state.pending > 0 else { return }
-        var opsByTree: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
-        try ViewBuffer.forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in opsByTree[tree, default: []].append((insert, key)) }
+        let opsByTree = try ViewBuffer.opsByTree(state, txn)
         try ViewBuffer.removeOps(txn)
         state.firstOp = state.nextOp
         state.epoch += 1
@@ -756,6 +755,30 @@ struct CountedTree {
         let delta = try BufferedDelta.building(on: base, epoch: state.epoch, nextOp: state.nextOp, ops: ops, rank: rank)
         txn.keepBuffer(delta, tree: id)
         return delta
+    }
+
+    /// Works out the pending ops of every buffered tree at once, with their ranks, and leaves the
+    /// resolutions where the next snapshots of this state find them (`txn` is a read's, with the
+    /// store's resolution cache): reads the op stream once for all trees. A store opened after a
+    /// restart has no resolutions, so that the first read of each view would otherwise read and
+    /// sort every pending op of the stream (50 ms for 65,536). Returns the trees and their ops.
+    static func resolveAll(_ txn: StoreTransaction) throws -> (trees: Int, ops: Int) {
+        guard txn.viewOps != nil else { return (0, 0) }
+        let state = try ViewBuffer.state(txn)
+        guard state.pending > 0, !state.counts.isEmpty else { return (0, 0) }
+        var resolved = (trees: 0, ops: 0)
+        // A dropped view's ops stay until the next merge; it has no count.
+        for (id, ops) in try ViewBuffer.opsByTree(state, txn).sorted(by: { $0.key < $1.key }) where state.count(of: id) != nil {
+            let tree = CountedTree(id: id)
+            let header = try tree.header(txn)
+            guard header.buffered else { continue }
+            let delta = try BufferedDelta.building(
+                on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: ops, rank: { key in try tree.nodeRank(of: key, header, txn) })
+            txn.keepBuffer(delta, tree: id)
+            resolved.trees += 1
+            resolved.ops += ops.count
+        }
+        return resolved
     }
 
     /// The rank of `key` among the keys in the nodes (not the ops).

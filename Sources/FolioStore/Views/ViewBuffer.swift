@@ -59,6 +59,14 @@ enum ViewBuffer {
     /// Drops every op (the state goes too: the caller stores it again).
     static func removeOps(_ txn: StoreTransaction) throws { try txn.lmdb.empty(database(txn)) }
 
+    /// The pending ops of `state`, tree by tree, each tree's in order (a dropped view's too: they
+    /// stay until the next merge).
+    static func opsByTree(_ state: BufferState, _ txn: StoreTransaction) throws -> [UInt32: [(insert: Bool, key: [UInt8])]] {
+        var ops: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
+        try forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in ops[tree, default: []].append((insert, key)) }
+        return ops
+    }
+
     /// Calls `body` with each op of `range`, in order.
     static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt32, Bool, [UInt8]) throws -> Void) throws {
         guard !range.isEmpty else { return }
