@@ -12,12 +12,15 @@ import Foundation
 struct ViewsBenchmark {
     static let usage = """
         usage: folio-bench views --folio-socket PATH [--redis-socket PATH] [--objects N] [--samples N]
-                                 [--write-seconds S] [--markdown FILE] [--folio-pid PID --redis-pid PID]
+                                 [--write-seconds S] [--write-preload N] [--markdown FILE]
+                                 [--folio-pid PID --redis-pid PID]
 
         Loads N objects (default 1,000,000) into collection Item of an empty foliod, and their ranks
         into a Redis sorted set, then measures views. bench/views.sh starts both daemons and runs this.
         Given both daemons' pids, each read is timed three times: unpinned, with this client and both
-        daemons on CPU 0, and with the daemons on CPU 1.
+        daemons on CPU 0, and with the daemons on CPU 1. The write phases (S seconds each, default 5)
+        start from empty collections, or from N objects in each (--write-preload: the five views are
+        then built over them, so that each write meets views of that size and their merges).
         """
 
     let folioSocket: String
@@ -25,6 +28,8 @@ struct ViewsBenchmark {
     let objects: Int
     let samples: Int
     let writeSeconds: Double
+    /// Objects put into each write phase's collection before it (the five views defined after them).
+    let writePreload: Int
     let markdownPath: String?
     /// foliod's and redis-server's pids, when the reads are to be timed under each `CPUPlacement`.
     let daemons: [Int32]
@@ -32,7 +37,7 @@ struct ViewsBenchmark {
     init(_ argv: [String]) throws(UsageError) {
         var arguments = try Arguments(
             argv, valued: [
-                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--markdown",
+                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-preload", "--markdown",
                 "--folio-pid", "--redis-pid",
             ])
         guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
@@ -41,6 +46,7 @@ struct ViewsBenchmark {
         objects = try arguments.integer("--objects") ?? 1_000_000
         samples = max(1, try arguments.integer("--samples") ?? 300)
         writeSeconds = Double(try arguments.integer("--write-seconds") ?? 5)
+        writePreload = max(0, try arguments.integer("--write-preload") ?? 0)
         markdownPath = arguments.value("--markdown")
         var daemons: [Int32] = []
         for option in ["--folio-pid", "--redis-pid"] {
@@ -162,13 +168,27 @@ struct ViewsBenchmark {
         let fiveViews: [(String, JSON)] = [
             ("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"]),
         ]
-        for (name, sort) in fiveViews {
-            _ = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
+        if writePreload > 0 {
+            let start = MonotonicClock.now()
+            for collection in ["Plain", "Five"] {
+                try PipelinedLoader(socket: folioSocket, count: writePreload, connections: 4) { k in
+                    var random = SplitMix64(seed: UInt64(k) &+ 1_000_000)
+                    return Self.createLine(collection: collection, random: random.next())
+                }.load()
+            }
+            say("preloaded \(writePreload) objects into each write phase's collection in \(format(Double(MonotonicClock.now() - start) / 1e9)) s")
         }
+        let defineStart = MonotonicClock.now()
+        for (name, sort) in fiveViews {
+            let defined = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
+            guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
+        }
+        if writePreload > 0 { say("defined the five views over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s") }
         let plain = try writePhase(collection: "Plain", folio)
         let five = try writePhase(collection: "Five", folio)
         say(
-            "durable creates, 16 clients, \(Int(writeSeconds)) s each: no views \(Int(plain.rate)) creates/s, five views \(Int(five.rate)) creates/s "
+            "durable creates, 16 clients, \(Int(writeSeconds)) s each\(writePreload > 0 ? ", \(writePreload) objects before" : ""): "
+                + "no views \(Int(plain.rate)) creates/s, five views \(Int(five.rate)) creates/s "
                 + "(\(String(format: "%.2f", five.rate / plain.rate))× the rate, each create \(String(format: "%.0f", (plain.rate / five.rate - 1) * 100))% slower)")
         say("  no views:   \(plain.summary)")
         say("  five views: \(five.summary)")
@@ -183,6 +203,8 @@ struct ViewsBenchmark {
     /// What one write phase did: its rate, and per commit the writes and the pages the disks took.
     private struct WritePhase {
         var rate: Double
+        /// Each create's wait, from its send to its answer.
+        var latency: LatencyHistogram
         var writesPerCommit: Double
         /// 4 KiB units written to the machine's disks (`/sys/block/*/stat`, every process), per commit.
         var diskPagesPerCommit: Double
@@ -191,8 +213,10 @@ struct ViewsBenchmark {
 
         var summary: String {
             let cpu = cpuMicros.map { ", foliod CPU \(String(format: "%.0f", $0)) µs a create" } ?? ""
+            let waits = [0.5, 0.99, 0.999].map { ReadTimer.micros(latency.percentile($0) ?? 0) }
             return String(format: "%.1f creates a commit, %.0f disk pages (4 KiB) a commit, %.1f a create", writesPerCommit, diskPagesPerCommit,
                 diskPagesPerCommit / max(writesPerCommit, 1)) + cpu
+                + "; wait p50 \(waits[0]), p99 \(waits[1]), p99.9 \(waits[2]), max \(ReadTimer.micros(latency.maximum))"
         }
     }
 
@@ -208,14 +232,14 @@ struct ViewsBenchmark {
         let before = try counters()
         let sectorsBefore = Self.sectorsWritten()
         let cpuBefore = pid.flatMap { ProcessCPU.read(pid: $0) }
-        let rate = try writeRate(collection: collection)
+        let (rate, latency) = try writeRate(collection: collection)
         let after = try counters()
         let sectors = Self.sectorsWritten() - sectorsBefore
         let commits = max(after.commits - before.commits, 1)
         let writes = after.writes - before.writes
         var cpu: Double?
         if let pid, let start = cpuBefore, let end = ProcessCPU.read(pid: pid), writes > 0 { cpu = (end.seconds - start.seconds) / writes * 1e6 }
-        return WritePhase(rate: rate, writesPerCommit: writes / commits, diskPagesPerCommit: sectors * 512 / 4096 / commits, cpuMicros: cpu)
+        return WritePhase(rate: rate, latency: latency, writesPerCommit: writes / commits, diskPagesPerCommit: sectors * 512 / 4096 / commits, cpuMicros: cpu)
     }
 
     /// Sectors written to the machine's disks so far: the sum over the block devices backed by
@@ -230,9 +254,15 @@ struct ViewsBenchmark {
         return total
     }
 
-    /// Durable creates per second from 16 closed-loop clients.
-    private func writeRate(collection: String) throws -> Double {
+    /// A create of the write phases, its fields drawn from `random`.
+    private static func createLine(collection: String, random r: UInt64) -> String {
+        #"{"op":"create","collection":"\#(collection)","data":{"a":\#(r % 1000),"b":"w\#(r % 9973)","c":\#(r % 17),"d":\#(r % 101),"e":\#((r >> 20) % 100_000)}}"#
+    }
+
+    /// Durable creates per second from 16 closed-loop clients, and their waits.
+    private func writeRate(collection: String) throws -> (rate: Double, latency: LatencyHistogram) {
         let counts = Locked([Int](repeating: 0, count: 16))
+        let latency = Locked(LatencyHistogram())
         let failures = Locked<[String]>([])
         let deadline = MonotonicClock.now() + MonotonicClock.nanoseconds(seconds: writeSeconds)
         let socket = folioSocket
@@ -245,16 +275,20 @@ struct ViewsBenchmark {
                     let connection = try FolioConnection(path: socket)
                     var random = SplitMix64(seed: UInt64(client + 1))
                     var done = 0
-                    while MonotonicClock.now() < deadline {
-                        let r = random.next()
-                        let line = #"{"op":"create","collection":"\#(collection)","data":{"a":\#(r % 1000),"b":"w\#(r % 9973)","c":\#(r % 17),"d":\#(r % 101),"e":\#((r >> 20) % 100_000)}}"# + "\n"
+                    var waits = LatencyHistogram()
+                    while true {
+                        let sent = MonotonicClock.now()
+                        guard sent < deadline else { break }
+                        let line = Self.createLine(collection: collection, random: random.next()) + "\n"
                         try connection.send(bytes: Array(line.utf8))
                         guard let response = try connection.readLine(), response.starts(with: Array(#"{"ok":true"#.utf8)) else {
                             throw BenchError.protocolViolation("create in \(collection) failed")
                         }
+                        waits.record(MonotonicClock.now() - sent)
                         done += 1
                     }
                     counts.withLock { $0[client] = done }
+                    latency.withLock { $0.merge(waits) }
                 } catch {
                     failures.withLock { $0.append("\(error)") }
                 }
@@ -262,7 +296,7 @@ struct ViewsBenchmark {
         }
         group.wait()
         if let failure = failures.withLock({ $0.first }) { throw BenchError.setup(failure) }
-        return Double(counts.withLock { $0.reduce(0, +) }) / writeSeconds
+        return (Double(counts.withLock { $0.reduce(0, +) }) / writeSeconds, latency.withLock { $0 })
     }
 
     private func format(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
