@@ -65,6 +65,13 @@ public final class Store: @unchecked Sendable {
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
+        case 5?:
+            // Format 6 only adds merge rounds, which a store of format 5 has none of.
+            try environment.write { txn in
+                var value: [UInt8] = []
+                value.appendLittleEndian(StoreDatabases.formatVersion)
+                try txn.put(databases.meta, key, value)
+            }
         case 1?, 2?, 3?, 4?:
             // The log is the same; only derived state changed shape.
             try environment.write { txn in

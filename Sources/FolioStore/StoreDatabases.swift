@@ -17,9 +17,11 @@ struct StoreDatabases: Sendable {
     /// 2: history entries hold checkpoints (`HistoryIndex`). 3: the file totals count orphans
     /// (`FileIndex`). 4: a tree's branch stores its last child's count as 0 (`CountedTree`). 5: a
     /// view's tree takes its changes as ops, merged into it many at a time (`ViewBuffer`): a foliod
-    /// of format 4 would not see them. A store of an earlier format is upgraded by deriving its
-    /// state again from the log.
-    static let formatVersion: UInt32 = 5
+    /// of format 4 would not see them. 6: the ops are merged in rounds, a tree at a time, and the
+    /// stream's state may hold a round (`BufferState`), which a foliod of format 5 would not see.
+    /// A store of format 5 is of format 6 as it is; one of an earlier format is upgraded by deriving
+    /// its state again from the log.
+    static let formatVersion: UInt32 = 6
 
     let meta: Database
     let events: Database

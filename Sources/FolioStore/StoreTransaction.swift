@@ -33,10 +33,10 @@ struct StoreTransaction {
     }
 
     /// The resolution of `tree`'s ops that this transaction can build on: its write's own (or a
-    /// parent write's), else the store's latest, if of epoch `epoch` and at most `nextOp` ops.
-    func bufferBase(tree: UInt32, epoch: UInt64, nextOp: UInt64) -> BufferedDelta? {
+    /// parent write's), else the store's latest, if of the ops from `since` and at most `nextOp` ops.
+    func bufferBase(tree: UInt32, since: UInt64, nextOp: UInt64) -> BufferedDelta? {
         func usable(_ delta: BufferedDelta?) -> BufferedDelta? {
-            guard let delta, delta.epoch == epoch, delta.nextOp <= nextOp else { return nil }
+            guard let delta, delta.since == since, delta.nextOp <= nextOp else { return nil }
             return delta
         }
         let own = usable(cache?.bufferMemo(tree: tree))

@@ -74,8 +74,14 @@ import Testing
         }
     }
 
-    @Test(arguments: [UInt64(1), 2, 3, 4])
-    func opsReadAsIfMergedInEveryTransaction(seed: UInt64) throws {
+    /// With a limit (0: the default, which these writes never reach), merge rounds start on their
+    /// own too, and reads meet them between turns.
+    @Test(arguments: zip([UInt64(1), 2, 3, 4, 5, 6], [0, 0, 25, 60, 150, 150]))
+    func opsReadAsIfMergedInEveryTransaction(seed: UInt64, limit: Int) throws {
+        try ViewBuffer.$limitOverride.withValue(limit == 0 ? nil : limit) { try opsReadAsIfMerged(seed: seed, limit: limit) }
+    }
+
+    private func opsReadAsIfMerged(seed: UInt64, limit: Int) throws {
         try withTreeDatabases { environment, database, ops in
             let deltas = ViewDeltaCache()
             // Two views' trees, whose ops share the stream.
@@ -144,6 +150,67 @@ import Testing
                 // Merged: no op is left, only the stream's state.
                 #expect(try txn.lmdb.statistics(ops).entries == 1, "only the stream's state is left")
                 #expect(try ViewBuffer.state(txn).pending == 0)
+                // More merges than those asked for (some of which were rolled back): rounds ran.
+                if limit > 0 { #expect(try ViewBuffer.state(txn).epoch > UInt64(merges + 1)) }
+            }
+        }
+    }
+
+    /// Once the limit is reached a round merges one tree a turn, a turn every `turnGap` ops: a
+    /// merged tree's ops after the round's end stay pending while the next trees still have all
+    /// theirs, reads see every key throughout, and after the last turn the stream holds only the
+    /// ops after the end.
+    @Test func aRoundMergesOneTreeATurn() throws {
+        try ViewBuffer.$limitOverride.withValue(60) {
+            try withTreeDatabases { environment, database, ops in
+                let trees = try environment.write { lmdb in
+                    let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, viewOps: ops)
+                    return try (1...3).map { try CountedTree.create(id: UInt32($0), buffered: true, txn) }
+                }
+                #expect(ViewBuffer.turnGap(trees: 3) == 2)
+                let deltas = ViewDeltaCache()
+                var models: [[[UInt8]]] = [[], [], []]
+                var next = 0
+                // `count` more ops, one a write, round robin over the trees; then what each tree's
+                // nodes hold and the stream's state.
+                func write(_ count: Int) throws -> (nodes: [Int], state: BufferState) {
+                    for _ in 0..<count {
+                        try environment.write { lmdb in
+                            let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
+                            let key: [UInt8] = [UInt8(next % 7), UInt8(next / 7)]
+                            try trees[next % 3].insert(key, txn)
+                            models[next % 3].insert(key, at: models[next % 3].binarySearch(key).index)
+                            try txn.flushTrees()
+                        }
+                        next += 1
+                    }
+                    return try environment.read { lmdb in
+                        let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas, viewOps: ops)
+                        var random = SeededGenerator(seed: UInt64(next))
+                        for (tree, model) in zip(trees, models) { try check(tree, model, txn, &random) }
+                        return (try trees.map { try $0.nodeCount(txn) }, try ViewBuffer.state(txn))
+                    }
+                }
+                var (nodes, state) = try write(59)
+                #expect(nodes == [0, 0, 0] && state.round == nil && state.pending == 59)
+                (nodes, state) = try write(1)
+                #expect(nodes == [20, 0, 0], "the first turn merges the first tree alone")
+                #expect(state.round == MergeRound(end: 60, done: 1, trees: [1, 2, 3]))
+                #expect(state.since(of: 1) == 60 && state.since(of: 2) == 0)
+                (nodes, state) = try write(1)
+                #expect(nodes == [20, 0, 0] && state.round?.done == 1)
+                (nodes, state) = try write(1)
+                #expect(nodes == [20, 20, 0], "the second turn, two ops later: ops 60 and 61 stay pending")
+                (nodes, state) = try write(2)
+                #expect(nodes == [20, 20, 20])
+                #expect(state.round == nil && state.firstOp == 60 && state.nextOp == 64 && state.epoch == 1)
+                #expect(state.counts.map(\.tree) == [1, 2, 3], "every tree has ops after the end")
+                let entries = try environment.read { lmdb in try lmdb.statistics(ops).entries }
+                #expect(entries == 5, "the state and ops 60 ..< 64")
+                (nodes, state) = try write(56)
+                #expect(state.round == MergeRound(end: 120, done: 1, trees: [1, 2, 3]) && nodes == [40, 20, 20])
+                (nodes, state) = try write(4)
+                #expect(state.round == nil && nodes == [40, 40, 40] && state.firstOp == 120 && state.pending == 4)
             }
         }
     }
@@ -247,8 +314,8 @@ import Testing
                 step.append((!holds, key))
             }
             ops += step
-            stepped = try BufferedDelta.building(on: stepped, epoch: 0, nextOp: UInt64(ops.count), ops: step, rank: { $0.count })
-            let whole = try BufferedDelta.building(on: nil, epoch: 0, nextOp: UInt64(ops.count), ops: ops, rank: nil)
+            stepped = try BufferedDelta.building(on: stepped, since: 0, nextOp: UInt64(ops.count), ops: step, rank: { $0.count })
+            let whole = try BufferedDelta.building(on: nil, since: 0, nextOp: UInt64(ops.count), ops: ops, rank: nil)
             let expected = inTree.keys.sorted { compareBytes($0, $1) < 0 }.filter { inTree[$0] != present[$0] }
             for delta in [stepped!, whole] {
                 let changes = delta.allChanges

@@ -193,6 +193,9 @@ struct CountedTree {
         return Int(try ViewBuffer.state(txn).count(of: id) ?? header.count)
     }
 
+    /// The keys in the nodes, without the ops not yet merged (for tests).
+    func nodeCount(_ txn: StoreTransaction) throws -> Int { Int(try header(txn).count) }
+
     /// The tree's header as read once, for the descents of one read (a page's count and its first
     /// position): each descent would otherwise read it again; with the ops not yet merged, as
     /// resolved for this state. Valid while the tree does not change.
@@ -467,30 +470,61 @@ struct CountedTree {
 
     // MARK: Buffered changes
 
-    /// Appends an op to the stream, and merges every tree's ops once there are
-    /// `ViewBuffer.limit` of them: at the same op whatever the commits, so that replaying the log
-    /// gives the same nodes.
+    /// Appends an op to the stream. Once `ViewBuffer.limit` ops are pending, starts a merge round,
+    /// whose first turn merges the first tree's ops; in a round, each `ViewBuffer.turnGap` ops
+    /// merge the next tree's (see `ViewBuffer`). At the same ops whatever the commits, so that
+    /// replaying the log gives the same nodes.
     private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
         var state = try ViewBuffer.state(txn)
         try ViewBuffer.append(state.nextOp, ViewBuffer.record(tree: id, insert: insert, key: key), txn)
         state.nextOp += 1
         let count = state.count(of: id) ?? header.count
         state.setCount(insert ? count + 1 : count - 1, of: id)
+        if let round = state.round {
+            if state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.done) {
+                return try Self.mergeTurn(&state, txn)
+            }
+        } else if state.pending >= ViewBuffer.currentLimit {
+            state.round = MergeRound(end: state.nextOp, done: 0, trees: state.counts.map(\.tree))
+            return try Self.mergeTurn(&state, txn)
+        }
         try ViewBuffer.store(state, txn)
-        if state.pending >= ViewBuffer.limit { try Self.mergeAll(txn) }
     }
 
-    /// Puts every pending op into its tree's nodes: tree by tree, key by key; empties the stream
-    /// and starts an epoch. `rebuilding` (for tests) picks the way every tree takes its changes;
-    /// nil lets the merge choose (see `mergeAll`, whose `rebuilding` picks it tree by tree).
+    /// The round's next tree (skipping dropped views) takes its ops before the round's end; after
+    /// the last, the stream keeps only the ops after the end. Stores `state`.
+    private static func mergeTurn(_ state: inout BufferState, _ txn: StoreTransaction) throws {
+        guard var round = state.round else { return try ViewBuffer.store(state, txn) }
+        while round.done < round.trees.count {
+            let tree = CountedTree(id: round.trees[round.done])
+            round.done += 1
+            guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
+            let ops = try ViewBuffer.ops(of: tree.id, in: state.firstOp..<round.end, txn)
+            try tree.takeChanges(BufferedDelta.netChanges(ops), rebuilding: nil, txn)
+            break
+        }
+        state.round = round
+        guard round.done == round.trees.count else { return try ViewBuffer.store(state, txn) }
+        // Every tree holds its ops before the end: the stream keeps the ops after it.
+        var later: [(number: UInt64, tree: UInt32, insert: Bool, key: [UInt8])] = []
+        try ViewBuffer.forEachOp(round.end..<state.nextOp, txn) { number, tree, insert, key in later.append((number, tree, insert, key)) }
+        try ViewBuffer.removeOps(txn)
+        state.firstOp = round.end
+        state.epoch += 1
+        state.round = nil
+        let trees = Set(later.map(\.tree))
+        state.counts.removeAll { !trees.contains($0.tree) }
+        try ViewBuffer.store(state, txn)
+        for op in later { try ViewBuffer.append(op.number, ViewBuffer.record(tree: op.tree, insert: op.insert, key: op.key), txn) }
+    }
+
+    /// Puts every pending op into its tree's nodes at once (a round in progress included): tree by
+    /// tree, key by key; empties the stream. `rebuilding` (for tests) picks the way every tree
+    /// takes its changes; nil lets the merge choose (see `takeChanges`).
     func merge(_ txn: StoreTransaction, rebuilding: Bool? = nil) throws {
         try Self.mergeAll(txn, rebuilding: rebuilding.map { choice in { _ in choice } })
     }
 
-    /// A tree with at least as many changes as leaves is written anew (`rebuild`): most of its
-    /// leaves would change anyway, and a pass in key order costs a fraction of a descent and a
-    /// `settle` per leaf. A larger tree takes its changes a leaf at a time (`applyChanges`). The
-    /// choice depends on the tree and the ops alone, so replaying the log makes the same one.
     static func mergeAll(_ txn: StoreTransaction, rebuilding: ((UInt32) -> Bool)? = nil) throws {
         var state = try ViewBuffer.state(txn)
         guard state.pending > 0 else { return }
@@ -498,24 +532,33 @@ struct CountedTree {
         try ViewBuffer.removeOps(txn)
         state.firstOp = state.nextOp
         state.epoch += 1
+        state.round = nil
         state.counts = []
         try ViewBuffer.store(state, txn)
         for tree in opsByTree.keys.sorted() {
             let tree = CountedTree(id: tree)
             // A dropped view's ops go with it.
             guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
-            let changes = BufferedDelta.netChanges(opsByTree[tree.id]!)
-            let header = try tree.header(txn)
-            let nodes = try tree.nodeIDs(header, txn)
-            if rebuilding?(tree.id) ?? (changes.count >= nodes.leaves.count) {
-                try tree.rebuild(header, nodes: nodes, with: changes, txn)
-            } else {
-                try tree.applyChanges(changes, txn)
-            }
-            // Puts in any keys held back for appending, and forgets the tree's last key: its next
-            // insert must be an op.
-            _ = try tree.header(txn)
+            try tree.takeChanges(BufferedDelta.netChanges(opsByTree[tree.id]!), rebuilding: rebuilding?(tree.id), txn)
         }
+    }
+
+    /// Puts a merge's `changes` (ascending) into the nodes. A tree with at least as many changes as
+    /// leaves is written anew (`rebuild`): most of its leaves would change anyway, and a pass in key
+    /// order costs a fraction of a descent and a `settle` per leaf. A larger tree takes its changes a
+    /// leaf at a time (`applyChanges`). The choice depends on the tree and the ops alone, so
+    /// replaying the log makes the same one; `rebuilding` (for tests) makes it.
+    private func takeChanges(_ changes: [BufferedDelta.Change], rebuilding: Bool?, _ txn: StoreTransaction) throws {
+        let header = try header(txn)
+        let nodes = try nodeIDs(header, txn)
+        if rebuilding ?? (changes.count >= nodes.leaves.count) {
+            try rebuild(header, nodes: nodes, with: changes, txn)
+        } else {
+            try applyChanges(changes, txn)
+        }
+        // Puts in any keys held back for appending, and forgets the tree's last key: its next
+        // insert must be an op.
+        _ = try self.header(txn)
     }
 
     /// Puts `changes` (ascending) into the nodes a leaf at a time: one descent, one leaf changed in
@@ -737,7 +780,7 @@ struct CountedTree {
     static let rebuildBytes = maxNodeBytes * 15 / 16
 
     /// This tree's pending ops as of now, key by key; nil when none. Built on the resolution of
-    /// fewer ops of the same epoch that this write or the store's snapshots kept, reading only the
+    /// fewer ops from the same `since` that this write or the store's snapshots kept, reading only the
     /// ops after it, with every change's rank in the nodes (unless `ranked` is false: a merge's, a
     /// check's). A write's goes to the store's once the write commits (`Store.write`).
     private func resolved(_ header: Header, _ txn: StoreTransaction, ranked: Bool? = nil) throws -> BufferedDelta? {
@@ -745,14 +788,12 @@ struct CountedTree {
         let state = try ViewBuffer.state(txn)
         guard state.count(of: id) != nil else { return nil }
         let ranked = ranked ?? true
-        let base = txn.bufferBase(tree: id, epoch: state.epoch, nextOp: state.nextOp)
+        let since = state.since(of: id)
+        let base = txn.bufferBase(tree: id, since: since, nextOp: state.nextOp)
         if let base, base.nextOp == state.nextOp, base.ranked || !ranked { return base }
-        var ops: [(insert: Bool, key: [UInt8])] = []
-        try ViewBuffer.forEachOp(max(base?.nextOp ?? state.firstOp, state.firstOp)..<state.nextOp, txn) { tree, insert, key in
-            if tree == id { ops.append((insert, key)) }
-        }
+        let ops = try ViewBuffer.ops(of: id, in: max(base?.nextOp ?? since, since)..<state.nextOp, txn)
         let rank: (([UInt8]) throws -> Int)? = ranked ? { key in try self.nodeRank(of: key, header, txn) } : nil
-        let delta = try BufferedDelta.building(on: base, epoch: state.epoch, nextOp: state.nextOp, ops: ops, rank: rank)
+        let delta = try BufferedDelta.building(on: base, since: since, nextOp: state.nextOp, ops: ops, rank: rank)
         txn.keepBuffer(delta, tree: id)
         return delta
     }
@@ -773,7 +814,7 @@ struct CountedTree {
             let header = try tree.header(txn)
             guard header.buffered else { continue }
             let delta = try BufferedDelta.building(
-                on: nil, epoch: state.epoch, nextOp: state.nextOp, ops: ops, rank: { key in try tree.nodeRank(of: key, header, txn) })
+                on: nil, since: state.since(of: id), nextOp: state.nextOp, ops: ops, rank: { key in try tree.nodeRank(of: key, header, txn) })
             txn.keepBuffer(delta, tree: id)
             resolved.trees += 1
             resolved.ops += ops.count

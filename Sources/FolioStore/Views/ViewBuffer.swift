@@ -9,9 +9,15 @@ import Synchronization
 ///
 /// The stream is the `viewops` database: op record = key op number (u64 big-endian, appended),
 /// value = tree id (u32 little-endian) + kind (1 insert, 0 remove) + the view key; key `0` (one
-/// byte, before every op) holds the `BufferState`. A merge empties the database at once. `epoch`
-/// counts the merges: between two merges no tree's nodes change, so a resolution of a tree's ops of
-/// one epoch stays right for every snapshot of that epoch with at least those ops.
+/// byte, before every op) holds the `BufferState`.
+///
+/// Once `limit` ops are pending, a merge round starts: the trees with ops take the ops before the
+/// round's `end`, one tree per turn, a turn every `turnGap` ops, so that no commit merges more than
+/// one tree (the writes queued behind a merge wait for it). When the last tree has taken its ops,
+/// the database is emptied at once and the ops after `end` put back. A tree's pending ops are those
+/// from `BufferState.since(of:)` on: its nodes hold every op of its before that, and change only
+/// when that moves, so a resolution of a tree's ops from one `since` stays right for every snapshot
+/// with the same `since` and at least those ops.
 enum ViewBuffer {
     static let stateKey: [UInt8] = [0]
 
@@ -23,6 +29,15 @@ enum ViewBuffer {
         }
         return 65536
     }()
+
+    /// A test's own limit, for the writes it makes in its task.
+    @TaskLocal static var limitOverride: Int?
+
+    static var currentLimit: Int { limitOverride ?? limit }
+
+    /// Ops between two turns of a round of `trees` trees: the round ends within an eighth of the
+    /// limit after it starts, so the ops after its end stay few.
+    static func turnGap(trees: Int) -> UInt64 { UInt64(max(1, currentLimit / (8 * max(1, trees)))) }
 
     static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
 
@@ -59,24 +74,43 @@ enum ViewBuffer {
     /// Drops every op (the state goes too: the caller stores it again).
     static func removeOps(_ txn: StoreTransaction) throws { try txn.lmdb.empty(database(txn)) }
 
-    /// The pending ops of `state`, tree by tree, each tree's in order (a dropped view's too: they
-    /// stay until the next merge).
+    /// The pending ops of `state`, tree by tree, each tree's in order, from its `since` on (a
+    /// dropped view's too: they stay until the stream is emptied).
     static func opsByTree(_ state: BufferState, _ txn: StoreTransaction) throws -> [UInt32: [(insert: Bool, key: [UInt8])]] {
         var ops: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
-        try forEachOp(state.firstOp..<state.nextOp, txn) { tree, insert, key in ops[tree, default: []].append((insert, key)) }
+        try forEachOp(state.firstOp..<state.nextOp, txn) { number, tree, insert, key in
+            if number >= state.since(of: tree) { ops[tree, default: []].append((insert, key)) }
+        }
+        return ops
+    }
+
+    /// `tree`'s ops of `range`, in order (the others' keys are not copied out).
+    static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(insert: Bool, key: [UInt8])] {
+        var ops: [(insert: Bool, key: [UInt8])] = []
+        try forEachRecord(range, txn) { _, record in
+            guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
+            if record.loadUnaligned(as: UInt32.self).littleEndian == tree { ops.append((record[4] == 1, Array(record[5...]))) }
+        }
         return ops
     }
 
     /// Calls `body` with each op of `range`, in order.
-    static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt32, Bool, [UInt8]) throws -> Void) throws {
+    static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UInt32, Bool, [UInt8]) throws -> Void) throws {
+        try forEachRecord(range, txn) { number, record in
+            let (tree, insert, opKey) = try op(record)
+            try body(number, tree, insert, opKey)
+        }
+    }
+
+    /// Calls `body` with each op record of `range` as LMDB holds it, in order.
+    private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         guard !range.isEmpty else { return }
         var expected = range.lowerBound
         try txn.lmdb.withCursor(database(txn)) { cursor in
             var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
             while expected < range.upperBound, let (key, value) = entry {
                 guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
-                let (tree, insert, opKey) = try op(value)
-                try body(tree, insert, opKey)
+                try body(expected, value)
                 expected += 1
                 entry = try cursor.next()
             }
@@ -85,24 +119,57 @@ enum ViewBuffer {
     }
 }
 
-/// Where the op stream stands: its pending ops `firstOp ..< nextOp`, the merges so far, and the
-/// key count (ops included) of each tree that has ops pending.
+/// A merge round in progress: the trees that had ops when it started, in turn order, take their
+/// ops before `end`; `trees[..<done]` have.
+struct MergeRound: Equatable {
+    var end: UInt64
+    var done: Int
+    var trees: [UInt32]
+
+    var merged: ArraySlice<UInt32> { trees[..<done] }
+}
+
+/// Where the op stream stands: its ops `firstOp ..< nextOp`, the merges (rounds) so far, the round
+/// in progress, and the key count (ops included) of each tree that has ops pending.
+///
+/// Stored as epoch, firstOp, nextOp (u64 little-endian), then (tree u32, count u64) per tree; with a
+/// round in progress, `UInt64.max` first, then those three, the round's end (u64), done and its
+/// number of trees (u32 each) and its trees (u32 each), then the counts (store format 6).
 struct BufferState {
     var epoch: UInt64 = 0
     var firstOp: UInt64 = 0
     var nextOp: UInt64 = 0
+    var round: MergeRound?
     /// Ascending by tree.
     var counts: [(tree: UInt32, count: UInt64)] = []
 
     var pending: Int { Int(nextOp - firstOp) }
 
+    /// The first op of `tree` its nodes do not hold.
+    func since(of tree: UInt32) -> UInt64 {
+        if let round, round.merged.contains(tree) { return round.end }
+        return firstOp
+    }
+
     init() {}
 
     init(_ bytes: [UInt8]) {
-        epoch = bytes.loadLittleEndian(UInt64.self, at: 0)
-        firstOp = bytes.loadLittleEndian(UInt64.self, at: 8)
-        nextOp = bytes.loadLittleEndian(UInt64.self, at: 16)
-        var offset = 24
+        var offset = 0
+        let withRound = bytes.count >= 8 && bytes.loadLittleEndian(UInt64.self, at: 0) == .max
+        if withRound { offset = 8 }
+        epoch = bytes.loadLittleEndian(UInt64.self, at: offset)
+        firstOp = bytes.loadLittleEndian(UInt64.self, at: offset + 8)
+        nextOp = bytes.loadLittleEndian(UInt64.self, at: offset + 16)
+        offset += 24
+        if withRound {
+            let end = bytes.loadLittleEndian(UInt64.self, at: offset)
+            let done = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 8))
+            let count = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 12))
+            offset += 16
+            let trees = (0..<count).map { bytes.loadLittleEndian(UInt32.self, at: offset + 4 * $0) }
+            offset += 4 * count
+            round = MergeRound(end: end, done: done, trees: trees)
+        }
         while offset + 12 <= bytes.count {
             counts.append((bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
             offset += 12
@@ -111,10 +178,17 @@ struct BufferState {
 
     var bytes: [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(24 + 12 * counts.count)
+        bytes.reserveCapacity(48 + 12 * counts.count + 4 * (round?.trees.count ?? 0))
+        if round != nil { bytes.appendLittleEndian(UInt64.max) }
         bytes.appendLittleEndian(epoch)
         bytes.appendLittleEndian(firstOp)
         bytes.appendLittleEndian(nextOp)
+        if let round {
+            bytes.appendLittleEndian(round.end)
+            bytes.appendLittleEndian(UInt32(round.done))
+            bytes.appendLittleEndian(UInt32(round.trees.count))
+            for tree in round.trees { bytes.appendLittleEndian(tree) }
+        }
         for (tree, count) in counts {
             bytes.appendLittleEndian(tree)
             bytes.appendLittleEndian(count)
@@ -139,7 +213,7 @@ struct BufferState {
     }
 }
 
-/// What the ops of one epoch of a tree amount to, key by key, as of op `nextOp`: immutable, shared
+/// What a tree's ops from op `since` amount to, key by key, as of op `nextOp`: immutable, shared
 /// between the threads that read the same state. Kept in segments of up to `segmentLimit` keys, so
 /// that the next state's resolution copies only the segments its ops touch and the segments' list,
 /// not every key (a read after each commit would otherwise copy them all).
@@ -188,7 +262,8 @@ final class BufferedDelta: Sendable {
 
     static let segmentLimit = 64
 
-    let epoch: UInt64
+    /// The tree's first op its nodes do not hold (`BufferState.since(of:)`).
+    let since: UInt64
     let nextOp: UInt64
     /// Whether every change has its tree rank.
     let ranked: Bool
@@ -198,8 +273,8 @@ final class BufferedDelta: Sendable {
     private let changeStart: [Int]
     private let addedStart: [Int]
 
-    init(epoch: UInt64, nextOp: UInt64, segments: [Segment], ranked: Bool) {
-        self.epoch = epoch
+    init(since: UInt64, nextOp: UInt64, segments: [Segment], ranked: Bool) {
+        self.since = since
         self.nextOp = nextOp
         self.segments = segments
         self.ranked = ranked
@@ -311,10 +386,10 @@ final class BufferedDelta: Sendable {
         return changes
     }
 
-    /// `base` (same epoch, ops before `base.nextOp`) followed by `ops`, in order. `rank` gives a
+    /// `base` (same `since`, ops before `base.nextOp`) followed by `ops`, in order. `rank` gives a
     /// key's rank in the tree, for every change when given.
     static func building(
-        on base: BufferedDelta?, epoch: UInt64, nextOp: UInt64, ops: [(insert: Bool, key: [UInt8])],
+        on base: BufferedDelta?, since: UInt64, nextOp: UInt64, ops: [(insert: Bool, key: [UInt8])],
         rank: (([UInt8]) throws -> Int)?
     ) throws -> BufferedDelta {
         let order = orderByKey(ops)
@@ -389,7 +464,7 @@ final class BufferedDelta: Sendable {
             next = end
         }
         if old.isEmpty { try rebuilt([], touched[...]) }
-        return BufferedDelta(epoch: epoch, nextOp: nextOp, segments: segments, ranked: rank != nil)
+        return BufferedDelta(since: since, nextOp: nextOp, segments: segments, ranked: rank != nil)
     }
 }
 
@@ -403,7 +478,7 @@ final class ViewDeltaCache: Sendable {
 
     func install(_ delta: BufferedDelta, tree: UInt32) {
         latest.withLock { table in
-            if let current = table[tree], current.epoch > delta.epoch || (current.epoch == delta.epoch && current.nextOp >= delta.nextOp) {
+            if let current = table[tree], current.since > delta.since || (current.since == delta.since && current.nextOp >= delta.nextOp) {
                 return
             }
             table[tree] = delta
