@@ -151,6 +151,29 @@ import Testing
         return store
     }
 
+    /// A store of format 5 holds no merge round (format 6 added them): it is of format 6 as it is,
+    /// its views' pending ops included.
+    @Test func aFormatFiveStoreIsOfFormatSixAsItIs() throws {
+        try withTemporaryDirectory { path in
+            let digest: ChainHash
+            do {
+                let store = try Store(directory: path)
+                let writer = TestWriter(store)
+                try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+                for number in 0..<300 { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % 300))], id: "t\(number)") }
+                digest = try store.read { try $0.digest() }
+                try store.environment.write { txn in try setFormat(5, of: store, txn) }
+                store.close()
+            }
+            let store = try openUpgraded(path, digest: digest)
+            let pending = try store.environment.read { txn in
+                try ViewBuffer.state(StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
+            }
+            #expect(pending == 300, "the ops stay pending")
+            store.close()
+        }
+    }
+
     /// A store of format 3, whose tree branches stored their last child's count and whose trees'
     /// headers were node 0, is upgraded when opened: its trees are built again from the log. The
     /// store here is made format 3 by hand: its marker set back, each header moved to node 0 and a
