@@ -151,6 +151,14 @@ import Testing
         return store
     }
 
+    /// Defines view `byN` over `Task` and creates `objects` tasks into it; returns the state digest.
+    private func fillView(_ store: Store, objects: Int) throws -> ChainHash {
+        let writer = TestWriter(store)
+        try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+        for number in 0..<objects { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % objects))], id: "t\(number)") }
+        return try store.read { try $0.digest() }
+    }
+
     /// A store of format 5 holds no merge round (format 6 added them): it is of format 6 as it is,
     /// its views' pending ops included.
     @Test func aFormatFiveStoreIsOfFormatSixAsItIs() throws {
@@ -158,10 +166,7 @@ import Testing
             let digest: ChainHash
             do {
                 let store = try Store(directory: path)
-                let writer = TestWriter(store)
-                try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
-                for number in 0..<300 { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % 300))], id: "t\(number)") }
-                digest = try store.read { try $0.digest() }
+                digest = try fillView(store, objects: 300)
                 try store.environment.write { txn in try setFormat(5, of: store, txn) }
                 store.close()
             }
@@ -184,10 +189,7 @@ import Testing
             let digest: ChainHash
             do {
                 let store = try Store(directory: path)
-                let writer = TestWriter(store)
-                try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
-                for number in 0..<800 { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % 800))], id: "t\(number)") }
-                digest = try store.read { try $0.digest() }
+                digest = try fillView(store, objects: 800)
                 var branches = 0
                 try store.environment.write { txn in
                     // The view's pending ops into its nodes, for branches to damage.
