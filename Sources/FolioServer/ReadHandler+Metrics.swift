@@ -72,6 +72,10 @@ extension ReadHandler {
             text.family(name, "gauge", help)
             text.sample(name, [], value)
         }
+        text.family("folio_view_ops_pending", "gauge", "Views' changes not yet merged into their trees.")
+        text.sample("folio_view_ops_pending", [], Double(stats.viewOpsPending))
+        text.family("folio_view_merges_total", "counter", "Merges of the views' pending changes into their trees (rounds of a view at a time).")
+        text.sample("folio_view_merges_total", [], Double(stats.viewMerges))
         return text.text
     }
 }

@@ -160,6 +160,9 @@ public struct Snapshot {
         /// The most reader slots in use at once since the environment was opened.
         public let readerSlotsUsed: Int
         public let maxReaders: Int
+        /// Views' changes not yet merged into their trees (`ViewBuffer`), and the merges so far.
+        public let viewOpsPending: Int
+        public let viewMerges: UInt64
     }
 
     /// Live objects in all collections: O(collections).
@@ -170,12 +173,13 @@ public struct Snapshot {
     public func statistics() throws -> Statistics {
         let head = try log.head(txn)
         let info = store.environment.info
+        let buffer = try ViewBuffer.state(storeTxn)
         return Statistics(
             lastSequence: head.sequence, chainHead: head.hash,
             objectsPerCollection: try catalog.collections(storeTxn).map { ($0.name, try $0.tree.count(storeTxn)) },
             views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize,
             fileSize: store.environment.fileSize, pageSize: info.pageSize,
-            readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders)
+            readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders, viewOpsPending: buffer.pending, viewMerges: buffer.epoch)
     }
 }
 

@@ -27,19 +27,24 @@ import Testing
             defer { daemon.shutDown() }
             try daemon.start()
             let connection = try daemon.connect()
+            _ = try #require(try connection.request(["op": "view.define", "name": "byN", "collection": "V", "sort": ["n"]]).result)
             for index in 0..<5 { _ = try connection.request(["op": "create", "collection": "T", "id": .string("t\(index)"), "data": [:]]) }
+            for index in 0..<3 { _ = try connection.request(["op": "create", "collection": "V", "data": ["n": .int(Int64(index))]]) }
             _ = try connection.request(["op": "get", "collection": "T", "id": "missing"])
             let answer = try connection.request(["op": "metrics"])
             let text = try #require(answer.result?["text"]?.stringValue)
             #expect(answer.result?["format"] == "prometheus-text-0.0.4")
             let families = try parseWithPrometheus(text)
             for family in ["folio_requests", "folio_request_duration_seconds", "folio_refusals", "folio_writer_batch_writes", "folio_commit_duration_seconds",
-                "folio_sync_duration_seconds", "folio_connections", "folio_lmdb_used_bytes", "folio_requests_pending"] {
+                "folio_sync_duration_seconds", "folio_connections", "folio_lmdb_used_bytes", "folio_requests_pending", "folio_view_ops_pending",
+                "folio_view_merges"] {
                 #expect(families.contains(family), "\(family) missing from \(families)")
             }
-            #expect(text.contains("folio_requests_total{op=\"create\",outcome=\"ok\"} 5"), "\(text.prefix(600))")
+            #expect(text.contains("folio_requests_total{op=\"create\",outcome=\"ok\"} 8"), "\(text.prefix(600))")
             #expect(text.contains("folio_requests_total{op=\"get\",outcome=\"not_found\"} 1"))
-            #expect(text.contains("folio_last_sequence 5"))
+            #expect(text.contains("folio_last_sequence 9"))
+            // Three creates into one view: three ops pending, no merge yet.
+            #expect(text.contains("folio_view_ops_pending 3\n") && text.contains("folio_view_merges_total 0\n"), "\(text)")
             // The same over HTTP/1.0 on the metrics socket.
             let fd = folio_unix_socket(0)
             defer { close(fd) }
