@@ -176,7 +176,8 @@ struct CountedTree {
     func destroy(_ txn: StoreTransaction) throws {
         _ = txn.cache?.takeAppends(tree: id)
         txn.deltas?.forget(id)
-        // A buffered tree's ops stay in the stream until the next merge, which skips them.
+        // A buffered tree's ops stay in the stream until it is emptied (a round's end puts back only
+        // the ops after it); merges skip them.
         if let bytes = try txn.treeRecord(recordKey(Self.headerNode)), Header(bytes).buffered {
             var state = try ViewBuffer.state(txn)
             if state.count(of: id) != nil {
@@ -808,7 +809,7 @@ struct CountedTree {
         let state = try ViewBuffer.state(txn)
         guard state.pending > 0, !state.counts.isEmpty else { return (0, 0) }
         var resolved = (trees: 0, ops: 0)
-        // A dropped view's ops stay until the next merge; it has no count.
+        // A dropped view's ops stay until the stream is emptied; it has no count.
         for (id, ops) in try ViewBuffer.opsByTree(state, txn).sorted(by: { $0.key < $1.key }) where state.count(of: id) != nil {
             let tree = CountedTree(id: id)
             let header = try tree.header(txn)
