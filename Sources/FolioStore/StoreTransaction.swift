@@ -110,10 +110,15 @@ struct StoreTransaction {
         cache.forgetLastKeys()
     }
 
-    /// Writes the tree nodes changed in this write to LMDB: once, just before the commit.
+    /// Writes the tree nodes changed in this write to LMDB, and the view op stream's state: once,
+    /// just before the commit.
     func flushTrees() throws {
         try applyHeldAppends()
         try cache?.flush(into: lmdb, trees: trees)
+        if let state = cache?.takeChangedBufferState() {
+            guard let viewOps else { preconditionFailure("a view op stream's state in a transaction without the view ops' database") }
+            try lmdb.put(viewOps, ViewBuffer.stateKey, state.bytes)
+        }
     }
 }
 
@@ -146,6 +151,10 @@ final class TreeNodeCache {
     private var records = NodeTable()
     /// Resolutions of buffered trees' ops as this write (or its parent) last worked them out.
     private var bufferMemos: [UInt32: BufferedDelta] = [:]
+    /// The view op stream's state as this write last read or changed it (`ViewBuffer.state`), and
+    /// whether it changed: a write into five views read, decoded, encoded and stored it five times
+    /// a create; now once a write, stored by `StoreTransaction.flushTrees`.
+    private var bufferState: (state: BufferState, changed: Bool)?
     /// Per tree, its last key as this write last put it in at the tree's end, and the keys held back
     /// since to be appended after it (see `CountedTree.insert`), ascending; top level only. A few
     /// trees at a time, in three arrays so that finding a tree reads only the first (every tree
@@ -187,9 +196,25 @@ final class TreeNodeCache {
         guard let parent else { return }
         records.forEach { key, bytes in parent.records.set(key, bytes) }
         for (tree, memo) in bufferMemos { parent.bufferMemos[tree] = memo }
+        if let bufferState { parent.setBufferState(bufferState.state, changed: bufferState.changed) }
     }
 
     func bufferMemo(tree: UInt32) -> BufferedDelta? { bufferMemos[tree] ?? parent?.bufferMemo(tree: tree) }
+
+    /// The stream's state as this write (or its parent) knows it; nil when it has not read it.
+    func knownBufferState() -> BufferState? { bufferState?.state ?? parent?.knownBufferState() }
+
+    /// The state as read from LMDB (`changed` false) or as changed by this write.
+    func setBufferState(_ state: BufferState, changed: Bool) {
+        bufferState = (state, changed || bufferState?.changed == true)
+    }
+
+    /// The changed state, for LMDB (top level only); forgets it.
+    func takeChangedBufferState() -> BufferState? {
+        precondition(parent == nil, "a nested write's view op state is its parent's once it commits")
+        defer { bufferState = nil }
+        return bufferState?.changed == true ? bufferState?.state : nil
+    }
 
     func setBufferMemo(_ delta: BufferedDelta, tree: UInt32) { bufferMemos[tree] = delta }
 

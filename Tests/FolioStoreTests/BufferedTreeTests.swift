@@ -215,6 +215,65 @@ import Testing
         }
     }
 
+    /// In a write the stream's state is read from LMDB once and stored when the write ends: LMDB
+    /// holds the state of the last write until then. A nested write's changes to it join its
+    /// parent's when it commits and are gone when it fails, with its ops.
+    @Test func aWriteStoresTheStreamsStateOnceWhenItEnds() throws {
+        try withTreeDatabases { environment, database, ops in
+            func stored(_ lmdb: Transaction) throws -> BufferState? { try lmdb.get(ops, ViewBuffer.stateKey).map { BufferState(Array($0)) } }
+            let trees = try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), viewOps: ops)
+                let trees = [try CountedTree.create(id: 1, buffered: true, txn), try CountedTree.create(id: 2, buffered: true, txn)]
+                for key: UInt8 in 0..<4 {
+                    try trees[0].insert([key], txn)
+                    try trees[1].insert([key], txn)
+                }
+                #expect(try stored(lmdb) == nil, "not stored before the write ends")
+                #expect(try ViewBuffer.state(txn).nextOp == 8)
+                try txn.flushTrees()
+                let state = try stored(lmdb)
+                #expect(state?.nextOp == 8 && state?.counts.map(\.count) == [4, 4])
+                return trees
+            }
+            try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), viewOps: ops)
+                try trees[0].insert([10], txn)
+                // A nested write that commits, and one that fails after its inserts.
+                try lmdb.nested { child in
+                    let nested = txn.nested(child)
+                    try trees[1].insert([10], nested)
+                    nested.cache?.mergeIntoParent()
+                }
+                struct Refused: Error {}
+                #expect(throws: Refused.self) {
+                    try lmdb.nested { child in
+                        let nested = txn.nested(child)
+                        try trees[0].insert([11], nested)
+                        try trees[1].insert([11], nested)
+                        #expect(try ViewBuffer.state(nested).nextOp == 12)
+                        throw Refused()
+                    }
+                }
+                let state = try ViewBuffer.state(txn)
+                #expect(state.nextOp == 10 && state.counts.map(\.count) == [5, 5])
+                #expect(try stored(lmdb)?.nextOp == 8, "the last write's state until this one ends")
+                var keys: [[UInt8]] = []
+                try trees[0].forEach(txn) { keys.append(Array($0)) }
+                #expect(keys == [[0], [1], [2], [3], [10]])
+                try txn.flushTrees()
+                #expect(try stored(lmdb)?.nextOp == 10)
+            }
+            try environment.read { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, viewOps: ops)
+                #expect(try ViewBuffer.state(txn).nextOp == 10)
+                var keys: [[UInt8]] = []
+                try trees[1].forEach(txn) { keys.append(Array($0)) }
+                #expect(keys == [[0], [1], [2], [3], [10]])
+                #expect(try trees[1].count(txn) == 5)
+            }
+        }
+    }
+
     /// A dropped view's ops stay in the stream until the next merge, which leaves them out; the
     /// other views' ops are merged as ever.
     @Test func aDroppedTreesOpsAreLeftOutOfTheMerge() throws {
@@ -232,9 +291,10 @@ import Testing
                 try kept.merge(txn)
                 #expect(try kept.count(txn) == 10)
                 #expect(try txn.treeNodes(2).isEmpty)
-                #expect(try txn.lmdb.statistics(ops).entries == 1, "only the stream's state is left")
+                #expect(try txn.lmdb.statistics(ops).entries == 0, "the ops are gone, and the state is stored when the write ends")
                 #expect(try kept.structuralProblems(txn) == [])
                 try txn.flushTrees()
+                #expect(try txn.lmdb.statistics(ops).entries == 1, "only the stream's state is left")
             }
         }
     }

@@ -61,17 +61,26 @@ enum ViewBuffer {
         return database
     }
 
+    /// The stream's state: in a write, read from LMDB once and kept in its cache.
     static func state(_ txn: StoreTransaction) throws -> BufferState {
-        try txn.lmdb.get(database(txn), stateKey).map { BufferState(Array($0)) } ?? BufferState()
+        if let known = txn.cache?.knownBufferState() { return known }
+        let state = try txn.lmdb.get(database(txn), stateKey).map { BufferState(Array($0)) } ?? BufferState()
+        txn.cache?.setBufferState(state, changed: false)
+        return state
     }
 
-    static func store(_ state: BufferState, _ txn: StoreTransaction) throws { try txn.lmdb.put(database(txn), stateKey, state.bytes) }
+    /// In a write, the state goes into its cache, and into LMDB when the write ends
+    /// (`StoreTransaction.flushTrees`); in a transaction without a cache, into LMDB.
+    static func store(_ state: BufferState, _ txn: StoreTransaction) throws {
+        if let cache = txn.cache { return cache.setBufferState(state, changed: true) }
+        try txn.lmdb.put(database(txn), stateKey, state.bytes)
+    }
 
     static func append(_ number: UInt64, _ record: [UInt8], _ txn: StoreTransaction) throws {
         try txn.lmdb.put(database(txn), opKey(number), record, flags: .append)
     }
 
-    /// Drops every op (the state goes too: the caller stores it again).
+    /// Drops every op (the state goes too: the caller stores it again, in a write before it ends).
     static func removeOps(_ txn: StoreTransaction) throws { try txn.lmdb.empty(database(txn)) }
 
     /// The pending ops of `state`, tree by tree, each tree's in order, from its `since` on (a
