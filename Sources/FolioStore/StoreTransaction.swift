@@ -54,7 +54,12 @@ struct StoreTransaction {
 
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
         if let cached = cache?.lookup(key) { return cached }
-        return try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } }
+        guard let cache, key.node == CountedTree.headerNode else { return try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } } }
+        // A header: every insert into a view's tree reads it (five times a create into five views).
+        if let read = cache.readHeader(tree: key.tree) { return read }
+        let bytes = try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } }
+        cache.noteReadHeader(bytes, tree: key.tree)
+        return bytes
     }
 
     /// A record about to be changed and stored again: taken out of a top-level cache, so that it is
@@ -151,6 +156,10 @@ final class TreeNodeCache {
     private var records = NodeTable()
     /// Resolutions of buffered trees' ops as this write (or its parent) last worked them out.
     private var bufferMemos: [UInt32: BufferedDelta] = [:]
+    /// Tree headers as LMDB holds them, read in this write (top level only; nil: none stored).
+    /// LMDB's trees change only when the write ends (`flush`): until then a header's changes are
+    /// in `records`, which lookups consult first.
+    private var readHeaders: [UInt32: [UInt8]?] = [:]
     /// The view op stream's state as this write last read or changed it (`ViewBuffer.state`), and
     /// whether it changed: a write into five views read, decoded, encoded and stored it five times
     /// a create; now once a write, stored by `StoreTransaction.flushTrees`.
@@ -201,12 +210,32 @@ final class TreeNodeCache {
 
     func bufferMemo(tree: UInt32) -> BufferedDelta? { bufferMemos[tree] ?? parent?.bufferMemo(tree: tree) }
 
+    /// `tree`'s header as LMDB holds it, if this write read it: `.some(nil)` when LMDB has none.
+    func readHeader(tree: UInt32) -> [UInt8]?? {
+        if let parent { return parent.readHeader(tree: tree) }
+        return readHeaders[tree]
+    }
+
+    func noteReadHeader(_ bytes: [UInt8]?, tree: UInt32) {
+        if let parent { return parent.noteReadHeader(bytes, tree: tree) }
+        readHeaders[tree] = bytes
+    }
+
     /// The stream's state as this write (or its parent) knows it; nil when it has not read it.
     func knownBufferState() -> BufferState? { bufferState?.state ?? parent?.knownBufferState() }
 
     /// The state as read from LMDB (`changed` false) or as changed by this write.
     func setBufferState(_ state: BufferState, changed: Bool) {
         bufferState = (state, changed || bufferState?.changed == true)
+    }
+
+    /// Whether this cache (not a parent) holds the state.
+    var holdsOwnBufferState: Bool { bufferState != nil }
+
+    /// Changes the state this cache holds in place (the caller checked `holdsOwnBufferState`).
+    func changeOwnBufferState<R>(_ body: (inout BufferState) throws -> R) rethrows -> R {
+        bufferState!.changed = true
+        return try body(&bufferState!.state)
     }
 
     /// The changed state, for LMDB (top level only); forgets it.
@@ -278,6 +307,7 @@ final class TreeNodeCache {
             if let bytes { try txn.put(trees, key.bytes, bytes) } else { try txn.delete(trees, key.bytes) }
         }
         records.removeAll()
+        readHeaders.removeAll()
     }
 }
 

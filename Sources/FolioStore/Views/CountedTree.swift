@@ -476,11 +476,14 @@ struct CountedTree {
     /// merge the next tree's (see `ViewBuffer`). At the same ops whatever the commits, so that
     /// replaying the log gives the same nodes.
     private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
+        let number = try ViewBuffer.update(txn) { state in
+            state.nextOp += 1
+            let count = state.count(of: id) ?? header.count
+            state.setCount(insert ? count + 1 : count - 1, of: id)
+            return state.nextOp - 1
+        }
+        try ViewBuffer.append(number, tree: id, insert: insert, key: key, txn)
         var state = try ViewBuffer.state(txn)
-        try ViewBuffer.append(state.nextOp, ViewBuffer.record(tree: id, insert: insert, key: key), txn)
-        state.nextOp += 1
-        let count = state.count(of: id) ?? header.count
-        state.setCount(insert ? count + 1 : count - 1, of: id)
         if let round = state.round {
             if state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.done) {
                 return try Self.mergeTurn(&state, txn)
@@ -489,7 +492,6 @@ struct CountedTree {
             state.round = MergeRound(end: state.nextOp, done: 0, trees: state.counts.map(\.tree))
             return try Self.mergeTurn(&state, txn)
         }
-        try ViewBuffer.store(state, txn)
     }
 
     /// The round's next tree (skipping dropped views) takes its ops before the round's end; after
@@ -516,7 +518,7 @@ struct CountedTree {
         let trees = Set(later.map(\.tree))
         state.counts.removeAll { !trees.contains($0.tree) }
         try ViewBuffer.store(state, txn)
-        for op in later { try ViewBuffer.append(op.number, ViewBuffer.record(tree: op.tree, insert: op.insert, key: op.key), txn) }
+        for op in later { try ViewBuffer.append(op.number, tree: op.tree, insert: op.insert, key: op.key, txn) }
     }
 
     /// Puts every pending op into its tree's nodes at once (a round in progress included): tree by

@@ -41,15 +41,6 @@ enum ViewBuffer {
 
     static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
 
-    static func record(tree: UInt32, insert: Bool, key: [UInt8]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(key.count + 5)
-        bytes.appendLittleEndian(tree)
-        bytes.append(insert ? 1 : 0)
-        bytes.append(contentsOf: key)
-        return bytes
-    }
-
     /// An op record's tree, kind and key.
     static func op(_ record: UnsafeRawBufferPointer) throws -> (tree: UInt32, insert: Bool, key: [UInt8]) {
         guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
@@ -76,8 +67,32 @@ enum ViewBuffer {
         try txn.lmdb.put(database(txn), stateKey, state.bytes)
     }
 
-    static func append(_ number: UInt64, _ record: [UInt8], _ txn: StoreTransaction) throws {
-        try txn.lmdb.put(database(txn), opKey(number), record, flags: .append)
+    /// Appends op `number`: its key and record composed on the stack, not in two arrays.
+    static func append(_ number: UInt64, tree: UInt32, insert: Bool, key: [UInt8], _ txn: StoreTransaction) throws {
+        let database = database(txn)
+        var opKey = number.bigEndian
+        try withUnsafeBytes(of: &opKey) { opKey in
+            try withUnsafeTemporaryAllocation(byteCount: key.count + 5, alignment: 1) { record in
+                record.storeBytes(of: tree.littleEndian, toByteOffset: 0, as: UInt32.self)
+                record[4] = insert ? 1 : 0
+                key.withUnsafeBytes { record.baseAddress!.advanced(by: 5).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                try txn.lmdb.put(database, opKey, UnsafeRawBufferPointer(record), flags: .append)
+            }
+        }
+    }
+
+    /// Changes the stream's state in place: in a write, the one its cache holds (copied there
+    /// first from a parent write's or LMDB), so that changing it copies none of its arrays.
+    /// `body` must not read the state through `txn` (it is being changed).
+    static func update<R>(_ txn: StoreTransaction, _ body: (inout BufferState) throws -> R) throws -> R {
+        guard let cache = txn.cache else {
+            var state = try state(txn)
+            let result = try body(&state)
+            try store(state, txn)
+            return result
+        }
+        if !cache.holdsOwnBufferState { cache.setBufferState(try state(txn), changed: true) }
+        return try cache.changeOwnBufferState(body)
     }
 
     /// Drops every op (the state goes too: the caller stores it again, in a write before it ends).
