@@ -65,8 +65,9 @@ public final class Store: @unchecked Sendable {
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
-        case 5?:
-            // Format 6 only adds merge rounds, which a store of format 5 has none of.
+        case 5?, 6?:
+            // Format 6 only adds merge rounds, which a store of format 5 has none of; format 7 adds
+            // a round's chunks, and reads a round of format 6 as one without them.
             try environment.write { txn in
                 var value: [UInt8] = []
                 value.appendLittleEndian(StoreDatabases.formatVersion)

@@ -19,9 +19,11 @@ struct StoreDatabases: Sendable {
     /// view's tree takes its changes as ops, merged into it many at a time (`ViewBuffer`): a foliod
     /// of format 4 would not see them. 6: the ops are merged in rounds, a tree at a time, and the
     /// stream's state may hold a round (`BufferState`), which a foliod of format 5 would not see.
-    /// A store of format 5 is of format 6 as it is; one of an earlier format is upgraded by deriving
-    /// its state again from the log.
-    static let formatVersion: UInt32 = 6
+    /// 7: a round takes a big tree's ops in chunks, and says how far it is (`MergeRound`), which a
+    /// foliod of format 6 would not read. A store of format 5 or 6 is of format 7 as it is (its
+    /// round, if any, takes every tree's ops whole); one of an earlier format is upgraded by
+    /// deriving its state again from the log.
+    static let formatVersion: UInt32 = 7
 
     let meta: Database
     let events: Database

@@ -12,7 +12,7 @@ import Foundation
 struct ViewsBenchmark {
     static let usage = """
         usage: folio-bench views --folio-socket PATH [--redis-socket PATH] [--objects N] [--samples N]
-                                 [--write-seconds S] [--write-preload N] [--markdown FILE]
+                                 [--write-seconds S] [--write-preload N] [--write-views N] [--markdown FILE]
                                  [--folio-pid PID --redis-pid PID]
 
         Loads N objects (default 1,000,000) into collection Item of an empty foliod, and their ranks
@@ -21,6 +21,7 @@ struct ViewsBenchmark {
         daemons on CPU 0, and with the daemons on CPU 1. The write phases (S seconds each, default 5)
         start from empty collections, or from N objects in each (--write-preload: the five views are
         then built over them, so that each write meets views of that size and their merges).
+        --write-views N (1 to 5, default 5) defines only the first N of the five views.
         """
 
     let folioSocket: String
@@ -30,6 +31,8 @@ struct ViewsBenchmark {
     let writeSeconds: Double
     /// Objects put into each write phase's collection before it (the five views defined after them).
     let writePreload: Int
+    /// How many of the five views the second write phase's collection has.
+    let writeViews: Int
     let markdownPath: String?
     /// foliod's and redis-server's pids, when the reads are to be timed under each `CPUPlacement`.
     let daemons: [Int32]
@@ -37,7 +40,7 @@ struct ViewsBenchmark {
     init(_ argv: [String]) throws(UsageError) {
         var arguments = try Arguments(
             argv, valued: [
-                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-preload", "--markdown",
+                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-preload", "--write-views", "--markdown",
                 "--folio-pid", "--redis-pid",
             ])
         guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
@@ -47,6 +50,8 @@ struct ViewsBenchmark {
         samples = max(1, try arguments.integer("--samples") ?? 300)
         writeSeconds = Double(try arguments.integer("--write-seconds") ?? 5)
         writePreload = max(0, try arguments.integer("--write-preload") ?? 0)
+        writeViews = try arguments.integer("--write-views") ?? 5
+        guard (1...5).contains(writeViews) else { throw UsageError("--write-views must be 1 to 5") }
         markdownPath = arguments.value("--markdown")
         var daemons: [Int32] = []
         for option in ["--folio-pid", "--redis-pid"] {
@@ -165,9 +170,10 @@ struct ViewsBenchmark {
                 + "\(Int(Double(examined) / (bestScan / 1e6))) objects/s (client p50 \(format(Double(scan.percentile(0.5) ?? 0) / 1e9)) s)")
 
         // Durable creates into a collection without views and into one with five.
-        let fiveViews: [(String, JSON)] = [
+        let fiveViews: [(String, JSON)] = Array([
             ("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"]),
-        ]
+        ].prefix(writeViews))
+        let viewsName = writeViews == 5 ? "five views" : writeViews == 1 ? "one view" : "\(writeViews) views"
         if writePreload > 0 {
             let start = MonotonicClock.now()
             for collection in ["Plain", "Five"] {
@@ -183,15 +189,15 @@ struct ViewsBenchmark {
             let defined = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
             guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
         }
-        if writePreload > 0 { say("defined the five views over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s") }
+        if writePreload > 0 { say("defined the \(viewsName == "one view" ? "view" : viewsName) over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s") }
         let plain = try writePhase(collection: "Plain", folio)
         let five = try writePhase(collection: "Five", folio)
         say(
             "durable creates, 16 clients, \(Int(writeSeconds)) s each\(writePreload > 0 ? ", \(writePreload) objects before" : ""): "
-                + "no views \(Int(plain.rate)) creates/s, five views \(Int(five.rate)) creates/s "
+                + "no views \(Int(plain.rate)) creates/s, \(viewsName) \(Int(five.rate)) creates/s "
                 + "(\(String(format: "%.2f", five.rate / plain.rate))× the rate, each create \(String(format: "%.0f", (plain.rate / five.rate - 1) * 100))% slower)")
         say("  no views:   \(plain.summary)")
-        say("  five views: \(five.summary)")
+        say("  \(viewsName): \(five.summary)")
 
         if let path = markdownPath {
             let markdown = notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + table.markdown + "\n"

@@ -167,7 +167,7 @@ import Testing
                     let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, viewOps: ops)
                     return try (1...3).map { try CountedTree.create(id: UInt32($0), buffered: true, txn) }
                 }
-                #expect(ViewBuffer.turnGap(trees: 3) == 2)
+                #expect(ViewBuffer.turnGap(trees: 3) == 1 && ViewBuffer.chunk == 15)
                 let deltas = ViewDeltaCache()
                 var models: [[[UInt8]]] = [[], [], []]
                 var next = 0
@@ -195,24 +195,113 @@ import Testing
                 #expect(nodes == [0, 0, 0] && state.round == nil && state.pending == 59)
                 (nodes, state) = try write(1)
                 #expect(nodes == [20, 0, 0], "the first turn merges the first tree alone")
-                #expect(state.round == MergeRound(end: 60, done: 1, trees: [1, 2, 3]))
+                #expect(state.round == MergeRound(end: 60, done: 1, trees: [1, 2, 3], turns: 1, chunk: 15))
                 #expect(state.since(of: 1) == 60 && state.since(of: 2) == 0)
                 (nodes, state) = try write(1)
-                #expect(nodes == [20, 0, 0] && state.round?.done == 1)
+                #expect(nodes == [20, 20, 0] && state.round?.done == 2, "the second turn, an op later: op 60 stays pending")
                 (nodes, state) = try write(1)
-                #expect(nodes == [20, 20, 0], "the second turn, two ops later: ops 60 and 61 stay pending")
-                (nodes, state) = try write(2)
                 #expect(nodes == [20, 20, 20])
-                #expect(state.round == nil && state.firstOp == 60 && state.nextOp == 64 && state.epoch == 1)
-                #expect(state.counts.map(\.tree) == [1, 2, 3], "every tree has ops after the end")
+                #expect(state.round == nil && state.firstOp == 60 && state.nextOp == 62 && state.epoch == 1)
+                #expect(state.counts.map(\.tree) == [1, 2], "the trees with ops after the end")
                 let entries = try environment.read { lmdb in try lmdb.statistics(ops).entries }
-                #expect(entries == 5, "the state and ops 60 ..< 64")
-                (nodes, state) = try write(56)
-                #expect(state.round == MergeRound(end: 120, done: 1, trees: [1, 2, 3]) && nodes == [40, 20, 20])
-                (nodes, state) = try write(4)
-                #expect(state.round == nil && nodes == [40, 40, 40] && state.firstOp == 120 && state.pending == 4)
+                #expect(entries == 3, "the state and ops 60 ..< 62")
+                (nodes, state) = try write(58)
+                #expect(state.round == MergeRound(end: 120, done: 1, trees: [1, 2, 3], turns: 1, chunk: 15) && nodes == [40, 20, 20])
+                (nodes, state) = try write(2)
+                #expect(state.round == nil && nodes == [40, 40, 40] && state.firstOp == 120 && state.pending == 2)
             }
         }
+    }
+
+    /// A big tree (`ViewBuffer.bigTree` keys) takes its ops a chunk a turn: its `since` moves
+    /// through the round chunk by chunk, and reads see every key at every step; a small tree
+    /// takes all of its in its turn.
+    @Test func aBigTreeTakesItsOpsAChunkATurn() throws {
+        // The fill under the default limit, whatever FOLIO_VIEW_BUFFER says; the round under 40.
+        try ViewBuffer.$limitOverride.withValue(65536) { try bigTreeInChunks() }
+    }
+
+    private func bigTreeInChunks() throws {
+        try withTreeDatabases { environment, database, ops in
+            let deltas = ViewDeltaCache()
+            // A big tree of 330 keys in its nodes and a small one, empty.
+            let fill: [[UInt8]] = (0..<330).map { [1, UInt8($0 / 256), UInt8($0 % 256)] }
+            let trees = try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
+                let trees = [try CountedTree.create(id: 1, buffered: true, txn), try CountedTree.create(id: 2, buffered: true, txn)]
+                for key in fill { try trees[0].insert(key, txn) }
+                try trees[0].merge(txn)
+                try txn.flushTrees()
+                return trees
+            }
+            var models: [[[UInt8]]] = [fill, []]
+            try ViewBuffer.$limitOverride.withValue(40) {
+                #expect(ViewBuffer.bigTree == 160 && ViewBuffer.chunk == 10 && ViewBuffer.turnGap(trees: 2) == 1)
+                var next = 0
+                // `count` more ops, one a write (keys 2, n): three in four into the big tree.
+                func write(_ count: Int) throws -> (nodes: [Int], state: BufferState) {
+                    for _ in 0..<count {
+                        try environment.write { lmdb in
+                            let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
+                            let key: [UInt8] = [2, UInt8(next)]
+                            let which = next % 4 == 3 ? 1 : 0
+                            try trees[which].insert(key, txn)
+                            models[which].insert(key, at: models[which].binarySearch(key).index)
+                            try txn.flushTrees()
+                        }
+                        next += 1
+                    }
+                    return try environment.read { lmdb in
+                        let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas, viewOps: ops)
+                        var random = SeededGenerator(seed: UInt64(next))
+                        for (tree, model) in zip(trees, models) { try check(tree, model, txn, &random) }
+                        return (try trees.map { try $0.nodeCount(txn) }, try ViewBuffer.state(txn))
+                    }
+                }
+                // The fill's merge left the stream at op 330. Ops 330 ..< 370: 30 of the big tree
+                // (330 + n, n % 4 != 3), 10 of the small one; the big tree's first chunk is its first
+                // 10, up to 342.
+                var (nodes, state) = try write(40)
+                #expect(nodes == [340, 0])
+                #expect(state.round == MergeRound(end: 370, done: 0, trees: [1, 2], turns: 1, chunk: 10, partial: 343))
+                #expect(state.since(of: 1) == 343 && state.since(of: 2) == 330)
+                (nodes, state) = try write(1)
+                #expect(nodes == [350, 0] && state.round?.partial == 356 && state.since(of: 1) == 356)
+                (nodes, state) = try write(1)
+                #expect(nodes == [360, 0] && state.round?.done == 1 && state.round?.partial == nil, "the last chunk: none left")
+                #expect(state.since(of: 1) == 370 && state.since(of: 2) == 330)
+                (nodes, state) = try write(1)
+                #expect(nodes == [360, 10], "the small tree takes all its ops in one turn")
+                #expect(state.round == nil && state.firstOp == 370 && state.pending == 3 && state.epoch == 2)
+            }
+        }
+    }
+
+    /// A merge round in the stream's state reads back as written, and one written by a foliod of
+    /// store format 6 (no turns, chunk or partial) reads as a round whose trees take their ops whole.
+    @Test func roundsOfBothFormatsRead() {
+        var state = BufferState()
+        state.epoch = 3
+        state.firstOp = 100
+        state.nextOp = 180
+        state.counts = [(1, 50), (4, 7)]
+        state.round = MergeRound(end: 170, done: 1, trees: [1, 4], turns: 3, chunk: 8, partial: 150)
+        var read = BufferState(state.bytes)
+        #expect(read.round == state.round && read.epoch == 3 && read.firstOp == 100 && read.nextOp == 180)
+        #expect(read.counts.map(\.tree) == [1, 4] && read.counts.map(\.count) == [50, 7])
+        state.round?.partial = nil
+        #expect(BufferState(state.bytes).round == state.round)
+        // Format 6: UInt64.max, epoch, firstOp, nextOp, end, done, trees' count, trees, counts.
+        var bytes: [UInt8] = []
+        for value: UInt64 in [.max, 3, 100, 180, 170] { bytes.appendLittleEndian(value) }
+        for value: UInt32 in [1, 2, 1, 4] { bytes.appendLittleEndian(value) }
+        for (tree, count): (UInt32, UInt64) in [(1, 50), (4, 7)] {
+            bytes.appendLittleEndian(tree)
+            bytes.appendLittleEndian(count)
+        }
+        read = BufferState(bytes)
+        #expect(read.round == MergeRound(end: 170, done: 1, trees: [1, 4], turns: 1, chunk: 0, partial: nil))
+        #expect(read.counts.map(\.count) == [50, 7] && read.nextOp == 180)
     }
 
     /// In a write the stream's state is read from LMDB once and stored when the write ends: LMDB

@@ -473,7 +473,7 @@ struct CountedTree {
 
     /// Appends an op to the stream. Once `ViewBuffer.limit` ops are pending, starts a merge round,
     /// whose first turn merges the first tree's ops; in a round, each `ViewBuffer.turnGap` ops
-    /// merge the next tree's (see `ViewBuffer`). At the same ops whatever the commits, so that
+    /// take the next turn (see `ViewBuffer`). At the same ops whatever the commits, so that
     /// replaying the log gives the same nodes.
     private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
         let number = try ViewBuffer.update(txn) { state in
@@ -485,25 +485,44 @@ struct CountedTree {
         try ViewBuffer.append(number, tree: id, insert: insert, key: key, txn)
         var state = try ViewBuffer.state(txn)
         if let round = state.round {
-            if state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.done) {
+            if state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.turns) {
                 return try Self.mergeTurn(&state, txn)
             }
         } else if state.pending >= ViewBuffer.currentLimit {
-            state.round = MergeRound(end: state.nextOp, done: 0, trees: state.counts.map(\.tree))
+            let trees = state.counts.map(\.tree)
+            state.round = MergeRound(end: state.nextOp, trees: trees, chunk: ViewBuffer.chunk)
             return try Self.mergeTurn(&state, txn)
         }
     }
 
-    /// The round's next tree (skipping dropped views) takes its ops before the round's end; after
-    /// the last, the stream keeps only the ops after the end. Stores `state`.
+    /// The round's turn: its next tree (skipping dropped views) takes its ops before the round's
+    /// end, a big tree a chunk of them; after the last tree, the stream keeps only the ops after the
+    /// end. Stores `state`.
     private static func mergeTurn(_ state: inout BufferState, _ txn: StoreTransaction) throws {
         guard var round = state.round else { return try ViewBuffer.store(state, txn) }
+        round.turns += 1
         while round.done < round.trees.count {
             let tree = CountedTree(id: round.trees[round.done])
+            guard let header = try txn.treeRecord(tree.recordKey(headerNode)).map(Header.init) else {
+                round.done += 1
+                round.partial = nil
+                continue
+            }
+            let since = round.partial ?? state.firstOp
+            if round.chunk > 0, round.partial != nil || header.count >= ViewBuffer.bigTree {
+                // A big tree: its next chunk, a leaf at a time.
+                let (ops, next) = try ViewBuffer.ops(of: tree.id, in: since..<round.end, atMost: round.chunk, txn)
+                try tree.takeChanges(BufferedDelta.netChanges(ops), rebuilding: nil, txn)
+                if let next {
+                    round.partial = next
+                    break
+                }
+            } else {
+                let ops = try ViewBuffer.ops(of: tree.id, in: since..<round.end, txn)
+                try tree.takeChanges(BufferedDelta.netChanges(ops), rebuilding: nil, txn)
+            }
             round.done += 1
-            guard try txn.treeRecord(tree.recordKey(headerNode)) != nil else { continue }
-            let ops = try ViewBuffer.ops(of: tree.id, in: state.firstOp..<round.end, txn)
-            try tree.takeChanges(BufferedDelta.netChanges(ops), rebuilding: nil, txn)
+            round.partial = nil
             break
         }
         state.round = round

@@ -13,11 +13,13 @@ import Synchronization
 ///
 /// Once `limit` ops are pending, a merge round starts: the trees with ops take the ops before the
 /// round's `end`, one tree per turn, a turn every `turnGap` ops, so that no commit merges more than
-/// one tree (the writes queued behind a merge wait for it). When the last tree has taken its ops,
-/// the database is emptied at once and the ops after `end` put back. A tree's pending ops are those
-/// from `BufferState.since(of:)` on: its nodes hold every op of its before that, and change only
-/// when that moves, so a resolution of a tree's ops from one `since` stays right for every snapshot
-/// with the same `since` and at least those ops.
+/// one tree (the writes queued behind a merge wait for it). A big tree (`bigTree` keys), whose
+/// changes go in a leaf at a time and cost what they number, takes at most `chunk` ops a turn, so
+/// that a turn's stall does not grow with the share of the ops one view takes. When the last tree has
+/// taken its ops, the database is emptied at once and the ops after `end` put back. A tree's
+/// pending ops are those from `BufferState.since(of:)` on: its nodes hold every op of its before
+/// that, and change only when that moves, so a resolution of a tree's ops from one `since` stays
+/// right for every snapshot with the same `since` and at least those ops.
 enum ViewBuffer {
     static let stateKey: [UInt8] = [0]
 
@@ -35,9 +37,20 @@ enum ViewBuffer {
 
     static var currentLimit: Int { limitOverride ?? limit }
 
-    /// Ops between two turns of a round of `trees` trees: the round ends within an eighth of the
-    /// limit after it starts, so the ops after its end stay few.
-    static func turnGap(trees: Int) -> UInt64 { UInt64(max(1, currentLimit / (8 * max(1, trees)))) }
+    /// Ops between two turns of a round of `trees` trees: a round takes at most `4 + trees` turns
+    /// (a big tree's ops in chunks of a quarter of the limit, one more for each tree's remainder),
+    /// so it ends within an eighth of the limit after it starts, and the ops after its end stay few.
+    static func turnGap(trees: Int) -> UInt64 { UInt64(max(1, currentLimit / (8 * (4 + max(1, trees))))) }
+
+    /// A tree of at least this many keys takes its ops in chunks: four times the limit (262,144
+    /// keys by default, about 7,500 leaves), where a round's changes to a view no longer outnumber
+    /// its leaves, go in a leaf at a time (`CountedTree.takeChanges`), and cost what they number.
+    static var bigTree: UInt64 { UInt64(currentLimit) * 4 }
+
+    /// The most ops of a big tree a turn takes: a quarter of the limit (16,384 by default). Views
+    /// that share a round's ops evenly take theirs in one turn each (13,107 each with five views);
+    /// one that takes most of them, in up to four (its turn would otherwise cost four times as much).
+    static var chunk: Int { max(1, currentLimit / 4) }
 
     static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
 
@@ -108,6 +121,35 @@ enum ViewBuffer {
         return ops
     }
 
+    /// `tree`'s first `limit` ops of `range`, in order, and the number of its next op in `range`
+    /// (nil when it has no more): the records after that are not read.
+    static func ops(of tree: UInt32, in range: Range<UInt64>, atMost limit: Int, _ txn: StoreTransaction) throws
+        -> (ops: [(insert: Bool, key: [UInt8])], next: UInt64?)
+    {
+        var ops: [(insert: Bool, key: [UInt8])] = []
+        var next: UInt64?
+        guard !range.isEmpty else { return (ops, nil) }
+        var expected = range.lowerBound
+        try txn.lmdb.withCursor(database(txn)) { cursor in
+            var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
+            while expected < range.upperBound, let (key, record) = entry {
+                guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
+                guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
+                if record.loadUnaligned(as: UInt32.self).littleEndian == tree {
+                    if ops.count == limit {
+                        next = expected
+                        return
+                    }
+                    ops.append((record[4] == 1, Array(record[5...])))
+                }
+                expected += 1
+                entry = try cursor.next()
+            }
+        }
+        if next == nil, expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
+        return (ops, next)
+    }
+
     /// `tree`'s ops of `range`, in order (the others' keys are not copied out).
     static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(insert: Bool, key: [UInt8])] {
         var ops: [(insert: Bool, key: [UInt8])] = []
@@ -144,11 +186,26 @@ enum ViewBuffer {
 }
 
 /// A merge round in progress: the trees that had ops when it started, in turn order, take their
-/// ops before `end`; `trees[..<done]` have.
+/// ops before `end`; `trees[..<done]` have. `turns` were taken so far. A big tree takes its ops
+/// `chunk` at a time: while `trees[done]` is part way, its nodes hold its ops before `partial`.
 struct MergeRound: Equatable {
     var end: UInt64
     var done: Int
     var trees: [UInt32]
+    var turns: Int
+    /// Ops a turn of a big tree takes (`ViewBuffer.chunk`), set when the round starts.
+    var chunk: Int
+    /// The first op of `trees[done]` its nodes do not hold, once it took a chunk.
+    var partial: UInt64?
+
+    init(end: UInt64, done: Int = 0, trees: [UInt32], turns: Int = 0, chunk: Int = 0, partial: UInt64? = nil) {
+        self.end = end
+        self.done = done
+        self.trees = trees
+        self.turns = turns
+        self.chunk = chunk
+        self.partial = partial
+    }
 
     var merged: ArraySlice<UInt32> { trees[..<done] }
 }
@@ -157,8 +214,10 @@ struct MergeRound: Equatable {
 /// in progress, and the key count (ops included) of each tree that has ops pending.
 ///
 /// Stored as epoch, firstOp, nextOp (u64 little-endian), then (tree u32, count u64) per tree; with a
-/// round in progress, `UInt64.max` first, then those three, the round's end (u64), done and its
-/// number of trees (u32 each) and its trees (u32 each), then the counts (store format 6).
+/// round in progress, `UInt64.max - 1` first, then those three, the round's end (u64), done and its
+/// number of trees (u32 each), its trees (u32 each), turns and chunk (u32 each) and partial (u64,
+/// `UInt64.max` for none), then the counts (store format 7). A round of format 6 has `UInt64.max`
+/// first and ends with its trees: no turns, chunk or partial.
 struct BufferState {
     var epoch: UInt64 = 0
     var firstOp: UInt64 = 0
@@ -171,15 +230,21 @@ struct BufferState {
 
     /// The first op of `tree` its nodes do not hold.
     func since(of tree: UInt32) -> UInt64 {
-        if let round, round.merged.contains(tree) { return round.end }
+        guard let round else { return firstOp }
+        if round.merged.contains(tree) { return round.end }
+        if let partial = round.partial, round.trees[round.done] == tree { return partial }
         return firstOp
     }
+
+    static let roundMark = UInt64.max - 1
+    static let formatSixRoundMark = UInt64.max
 
     init() {}
 
     init(_ bytes: [UInt8]) {
         var offset = 0
-        let withRound = bytes.count >= 8 && bytes.loadLittleEndian(UInt64.self, at: 0) == .max
+        let mark = bytes.count >= 8 ? bytes.loadLittleEndian(UInt64.self, at: 0) : 0
+        let withRound = mark == Self.roundMark || mark == Self.formatSixRoundMark
         if withRound { offset = 8 }
         epoch = bytes.loadLittleEndian(UInt64.self, at: offset)
         firstOp = bytes.loadLittleEndian(UInt64.self, at: offset + 8)
@@ -192,7 +257,16 @@ struct BufferState {
             offset += 16
             let trees = (0..<count).map { bytes.loadLittleEndian(UInt32.self, at: offset + 4 * $0) }
             offset += 4 * count
-            round = MergeRound(end: end, done: done, trees: trees)
+            if mark == Self.roundMark {
+                let turns = Int(bytes.loadLittleEndian(UInt32.self, at: offset))
+                let chunk = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 4))
+                let partial = bytes.loadLittleEndian(UInt64.self, at: offset + 8)
+                offset += 16
+                round = MergeRound(end: end, done: done, trees: trees, turns: turns, chunk: chunk, partial: partial == .max ? nil : partial)
+            } else {
+                // A round of format 6: each tree merged took one turn; its trees take their ops whole.
+                round = MergeRound(end: end, done: done, trees: trees, turns: done, chunk: 0)
+            }
         }
         while offset + 12 <= bytes.count {
             counts.append((bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
@@ -202,8 +276,8 @@ struct BufferState {
 
     var bytes: [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(48 + 12 * counts.count + 4 * (round?.trees.count ?? 0))
-        if round != nil { bytes.appendLittleEndian(UInt64.max) }
+        bytes.reserveCapacity(64 + 12 * counts.count + 4 * (round?.trees.count ?? 0))
+        if round != nil { bytes.appendLittleEndian(Self.roundMark) }
         bytes.appendLittleEndian(epoch)
         bytes.appendLittleEndian(firstOp)
         bytes.appendLittleEndian(nextOp)
@@ -212,6 +286,9 @@ struct BufferState {
             bytes.appendLittleEndian(UInt32(round.done))
             bytes.appendLittleEndian(UInt32(round.trees.count))
             for tree in round.trees { bytes.appendLittleEndian(tree) }
+            bytes.appendLittleEndian(UInt32(round.turns))
+            bytes.appendLittleEndian(UInt32(round.chunk))
+            bytes.appendLittleEndian(round.partial ?? .max)
         }
         for (tree, count) in counts {
             bytes.appendLittleEndian(tree)
