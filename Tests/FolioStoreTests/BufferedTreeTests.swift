@@ -66,6 +66,33 @@ import Testing
         #expect(try tree.structuralProblems(txn) == [])
     }
 
+    /// `count` more ops, one a write: op `next` goes into `trees[which(next)]` with key `key(next)`,
+    /// and into its model; then every tree is checked against its model, and what each tree's
+    /// nodes hold and the stream's state are returned.
+    private func writeOps(
+        _ count: Int, _ next: inout Int, _ trees: [CountedTree], _ models: inout [[[UInt8]]], which: (Int) -> Int, key: (Int) -> [UInt8],
+        _ environment: Environment, _ database: Database, _ ops: Database, _ deltas: ViewDeltaCache
+    ) throws -> (nodes: [Int], state: BufferState) {
+        for _ in 0..<count {
+            try environment.write { lmdb in
+                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
+                let (tree, opKey) = (which(next), key(next))
+                try trees[tree].insert(opKey, txn)
+                models[tree].insert(opKey, at: models[tree].binarySearch(opKey).index)
+                try txn.flushTrees()
+            }
+            next += 1
+        }
+        let written = next
+        let checked = models
+        return try environment.read { lmdb in
+            let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas, viewOps: ops)
+            var random = SeededGenerator(seed: UInt64(written))
+            for (tree, model) in zip(trees, checked) { try check(tree, model, txn, &random) }
+            return (try trees.map { try $0.nodeCount(txn) }, try ViewBuffer.state(txn))
+        }
+    }
+
     /// A fresh LMDB environment in a temporary directory, with the databases of trees and of view ops.
     private func withTreeDatabases(_ body: (Environment, Database, Database) throws -> Void) throws {
         try withTemporaryDirectory { path in
@@ -171,25 +198,10 @@ import Testing
                 let deltas = ViewDeltaCache()
                 var models: [[[UInt8]]] = [[], [], []]
                 var next = 0
-                // `count` more ops, one a write, round robin over the trees; then what each tree's
-                // nodes hold and the stream's state.
+                // `count` more ops, one a write, round robin over the trees.
                 func write(_ count: Int) throws -> (nodes: [Int], state: BufferState) {
-                    for _ in 0..<count {
-                        try environment.write { lmdb in
-                            let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
-                            let key: [UInt8] = [UInt8(next % 7), UInt8(next / 7)]
-                            try trees[next % 3].insert(key, txn)
-                            models[next % 3].insert(key, at: models[next % 3].binarySearch(key).index)
-                            try txn.flushTrees()
-                        }
-                        next += 1
-                    }
-                    return try environment.read { lmdb in
-                        let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas, viewOps: ops)
-                        var random = SeededGenerator(seed: UInt64(next))
-                        for (tree, model) in zip(trees, models) { try check(tree, model, txn, &random) }
-                        return (try trees.map { try $0.nodeCount(txn) }, try ViewBuffer.state(txn))
-                    }
+                    try writeOps(
+                        count, &next, trees, &models, which: { $0 % 3 }, key: { [UInt8($0 % 7), UInt8($0 / 7)] }, environment, database, ops, deltas)
                 }
                 var (nodes, state) = try write(59)
                 #expect(nodes == [0, 0, 0] && state.round == nil && state.pending == 59)
@@ -240,23 +252,7 @@ import Testing
                 var next = 0
                 // `count` more ops, one a write (keys 2, n): three in four into the big tree.
                 func write(_ count: Int) throws -> (nodes: [Int], state: BufferState) {
-                    for _ in 0..<count {
-                        try environment.write { lmdb in
-                            let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
-                            let key: [UInt8] = [2, UInt8(next)]
-                            let which = next % 4 == 3 ? 1 : 0
-                            try trees[which].insert(key, txn)
-                            models[which].insert(key, at: models[which].binarySearch(key).index)
-                            try txn.flushTrees()
-                        }
-                        next += 1
-                    }
-                    return try environment.read { lmdb in
-                        let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: nil, deltas: deltas, viewOps: ops)
-                        var random = SeededGenerator(seed: UInt64(next))
-                        for (tree, model) in zip(trees, models) { try check(tree, model, txn, &random) }
-                        return (try trees.map { try $0.nodeCount(txn) }, try ViewBuffer.state(txn))
-                    }
+                    try writeOps(count, &next, trees, &models, which: { $0 % 4 == 3 ? 1 : 0 }, key: { [2, UInt8($0)] }, environment, database, ops, deltas)
                 }
                 // The fill's merge left the stream at op 330. Ops 330 ..< 370: 30 of the big tree
                 // (330 + n, n % 4 != 3), 10 of the small one; the big tree's first chunk is its first
