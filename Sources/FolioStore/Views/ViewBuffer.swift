@@ -128,36 +128,22 @@ enum ViewBuffer {
     {
         var ops: [(insert: Bool, key: [UInt8])] = []
         var next: UInt64?
-        guard !range.isEmpty else { return (ops, nil) }
-        var expected = range.lowerBound
-        try txn.lmdb.withCursor(database(txn)) { cursor in
-            var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
-            while expected < range.upperBound, let (key, record) = entry {
-                guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
-                guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
-                if record.loadUnaligned(as: UInt32.self).littleEndian == tree {
-                    if ops.count == limit {
-                        next = expected
-                        return
-                    }
-                    ops.append((record[4] == 1, Array(record[5...])))
-                }
-                expected += 1
-                entry = try cursor.next()
+        try forEachRecord(range, txn) { number, record in
+            guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
+            guard record.loadUnaligned(as: UInt32.self).littleEndian == tree else { return true }
+            guard ops.count < limit else {
+                next = number
+                return false
             }
+            ops.append((record[4] == 1, Array(record[5...])))
+            return true
         }
-        if next == nil, expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
         return (ops, next)
     }
 
     /// `tree`'s ops of `range`, in order (the others' keys are not copied out).
     static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(insert: Bool, key: [UInt8])] {
-        var ops: [(insert: Bool, key: [UInt8])] = []
-        try forEachRecord(range, txn) { _, record in
-            guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
-            if record.loadUnaligned(as: UInt32.self).littleEndian == tree { ops.append((record[4] == 1, Array(record[5...]))) }
-        }
-        return ops
+        try ops(of: tree, in: range, atMost: .max, txn).ops
     }
 
     /// Calls `body` with each op of `range`, in order.
@@ -165,23 +151,29 @@ enum ViewBuffer {
         try forEachRecord(range, txn) { number, record in
             let (tree, insert, opKey) = try op(record)
             try body(number, tree, insert, opKey)
+            return true
         }
     }
 
-    /// Calls `body` with each op record of `range` as LMDB holds it, in order.
-    private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Calls `body` with each op record of `range` as LMDB holds it, in order, until it returns
+    /// false.
+    private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         guard !range.isEmpty else { return }
         var expected = range.lowerBound
+        var stopped = false
         try txn.lmdb.withCursor(database(txn)) { cursor in
             var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
             while expected < range.upperBound, let (key, value) = entry {
                 guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
-                try body(expected, value)
+                guard try body(expected, value) else {
+                    stopped = true
+                    return
+                }
                 expected += 1
                 entry = try cursor.next()
             }
         }
-        if expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
+        if !stopped, expected != range.upperBound { throw StoreError.corrupted("the view ops lack op \(expected)") }
     }
 }
 
