@@ -47,6 +47,15 @@ public enum FieldPath: Hashable, Sendable, CustomStringConvertible {
 public protocol FieldSource {
     /// The value at `path`, nil when missing.
     func value(at path: FieldPath) -> Value?
+
+    /// Appends the sort key of the value at `path` (`SortKey.append`).
+    func appendSortKey(at path: FieldPath, descending: Bool, to bytes: inout [UInt8])
+}
+
+extension FieldSource {
+    public func appendSortKey(at path: FieldPath, descending: Bool, to bytes: inout [UInt8]) {
+        SortKey.append(value(at: path), descending: descending, to: &bytes)
+    }
 }
 
 extension JSONObject {

@@ -1,3 +1,5 @@
+import FolioJSON
+
 /// Order-preserving byte encodings: comparing two encodings with memcmp gives the order of the
 /// values (`Value`'s total order). Each component is prefix-free, so a descending component is the
 /// same bytes inverted, and a tuple's encoding is a prefix of the encoding of every longer tuple
@@ -12,13 +14,39 @@ public enum SortKey {
         }
     }
 
+    /// `append(Value(json), ...)` without making the `Value`, for the scalars a key mostly holds.
+    public static func append(json: JSON?, descending: Bool, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        switch json {
+        case nil: bytes.append(Value.Kind.missing.rawValue)
+        case .null?: bytes.append(Value.Kind.null.rawValue)
+        case .bool(let flag)?: bytes.append(flag ? 4 : 3)
+        case .int(let number)?:
+            bytes.append(Value.Kind.number.rawValue)
+            appendNumber(primary: Double(number), secondary: exactRemainder(number), to: &bytes)
+        case .double(let number)?:
+            // As `Value` has it: 0.0 is the integer 0.
+            bytes.append(Value.Kind.number.rawValue)
+            appendNumber(primary: number, secondary: 0, to: &bytes)
+        case .string(let string)?:
+            bytes.append(Value.Kind.string.rawValue)
+            appendString(string, to: &bytes)
+        case let other?: append(Value(other), to: &bytes)
+        }
+        if descending {
+            for index in start..<bytes.count { bytes[index] = ~bytes[index] }
+        }
+    }
+
     /// Appends the id that breaks ties: its bytes, a 0 terminator and its length, so that the id can be
     /// read back from the end of a key (ids never contain a 0 byte).
     public static func appendID(_ id: String, to bytes: inout [UInt8]) {
-        let utf8 = id.utf8
-        bytes.append(contentsOf: utf8)
-        bytes.append(0)
-        bytes.append(UInt8(truncatingIfNeeded: utf8.count))
+        var id = id
+        id.withUTF8 { utf8 in
+            bytes.append(contentsOf: utf8)
+            bytes.append(0)
+            bytes.append(UInt8(truncatingIfNeeded: utf8.count))
+        }
     }
 
     /// The id at the end of a key written by `appendID`.

@@ -78,7 +78,7 @@ public struct SortOrder: Hashable, Sendable, CustomStringConvertible {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64)
         for field in fields {
-            SortKey.append(object.value(at: field.path), descending: field.descending, to: &bytes)
+            object.appendSortKey(at: field.path, descending: field.descending, to: &bytes)
         }
         return bytes
     }

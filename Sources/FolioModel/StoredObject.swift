@@ -62,4 +62,10 @@ extension StoredObject: FieldSource {
         case .data(let segments): return data.value(atPath: segments).map(Value.init)
         }
     }
+
+    /// A data field's key straight from its JSON (a view's key of every write): no `Value` made.
+    public func appendSortKey(at path: FieldPath, descending: Bool, to bytes: inout [UInt8]) {
+        guard case .data(let segments) = path else { return SortKey.append(value(at: path), descending: descending, to: &bytes) }
+        SortKey.append(json: data.value(atPath: segments), descending: descending, to: &bytes)
+    }
 }

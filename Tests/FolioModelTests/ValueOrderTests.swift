@@ -24,6 +24,22 @@ import Testing
         #expect(Value.compare(nil, .null) < 0, "missing sorts first")
     }
 
+    /// A key made straight from JSON (a view's key of every write) is the key of its `Value`, in
+    /// both directions, for every kind, zeros of both spellings, a string with a 0 byte, and a
+    /// missing value.
+    @Test func sortKeysFromJSONAreThoseOfTheirValues() {
+        let cases: [JSON?] = Self.ordered.map { $0 } + [.double(0), .double(-0.0), .int(0), "a\u{0}b", .int(Int64.min), nil]
+        for json in cases {
+            for descending in [false, true] {
+                var direct: [UInt8] = [7]
+                var made: [UInt8] = [7]
+                SortKey.append(json: json, descending: descending, to: &direct)
+                SortKey.append(json.map(Value.init), descending: descending, to: &made)
+                #expect(direct == made, "\(String(describing: json)), descending \(descending)")
+            }
+        }
+    }
+
     @Test func sortKeysOrderLikeValues() {
         let values = Self.ordered.map(Value.init)
         for i in values.indices {
