@@ -55,6 +55,9 @@ struct EventApplier {
     func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws -> ObjectChange? {
         let result = try applyChange(event, txn, before: before, createdData: createdData)
         try requests.apply(event, txn.lmdb)
+        // The event's view ops as one record: an event's, not a commit's, so that the stream's
+        // records are the same however the events are grouped into commits (a replay's).
+        try ViewBuffer.flushOps(txn)
         return result
     }
 

@@ -65,10 +65,17 @@ public final class Store: @unchecked Sendable {
         let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
         switch stored {
         case StoreDatabases.formatVersion?: return
-        case 5?, 6?:
+        case 5?, 6?, 7?:
             // Format 6 only adds merge rounds, which a store of format 5 has none of; format 7 adds
-            // a round's chunks, and reads a round of format 6 as one without them.
+            // a round's chunks, and reads a round of format 6 as one without them; format 8 keeps
+            // the view op stream's state in the main database (it moves there), and its ops in
+            // records of several (each becomes a record of one).
             try environment.write { txn in
+                if let state = try txn.get(databases.viewOps.ops, ViewBuffer.formerStateKey).map({ Array($0) }) {
+                    try txn.put(databases.viewOps.main, ViewBuffer.stateKey, state)
+                    try txn.delete(databases.viewOps.ops, ViewBuffer.formerStateKey)
+                }
+                _ = try ViewBuffer.convertFormerOps(txn, databases.viewOps.ops)
                 var value: [UInt8] = []
                 value.appendLittleEndian(StoreDatabases.formatVersion)
                 try txn.put(databases.meta, key, value)

@@ -20,10 +20,11 @@ struct StoreDatabases: Sendable {
     /// of format 4 would not see them. 6: the ops are merged in rounds, a tree at a time, and the
     /// stream's state may hold a round (`BufferState`), which a foliod of format 5 would not see.
     /// 7: a round takes a big tree's ops in chunks, and says how far it is (`MergeRound`), which a
-    /// foliod of format 6 would not read. A store of format 5 or 6 is of format 7 as it is (its
-    /// round, if any, takes every tree's ops whole); one of an earlier format is upgraded by
-    /// deriving its state again from the log.
-    static let formatVersion: UInt32 = 7
+    /// foliod of format 6 would not read. 8: the stream's state is in LMDB's main database, where a
+    /// foliod of format 7 would not find it. A store of format 5, 6 or 7 is of format 8 once its
+    /// stream's state has moved (a round of format 6 takes every tree's ops whole); one of an
+    /// earlier format is upgraded by deriving its state again from the log.
+    static let formatVersion: UInt32 = 8
 
     let meta: Database
     let events: Database
@@ -34,8 +35,8 @@ struct StoreDatabases: Sendable {
     let trees: Database
     let requests: Database
     let files: Database
-    /// Views' changes not yet merged into their trees (`ViewBuffer`).
-    let viewOps: Database
+    /// Views' changes not yet merged into their trees, and where they stand (`ViewBuffer`).
+    let viewOps: ViewStreamDatabases
     /// Resolutions of buffered view trees, shared by the store's read snapshots (`ViewBuffer`).
     let deltas = ViewDeltaCache()
 
@@ -47,11 +48,20 @@ struct StoreDatabases: Sendable {
         trees = try environment.openDatabase("trees")
         requests = try environment.openDatabase("requests")
         files = try environment.openDatabase("files")
-        viewOps = try environment.openDatabase("viewops")
+        viewOps = ViewStreamDatabases(ops: try environment.openDatabase("viewops"), main: try environment.mainDatabase())
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
-    var derived: [Database] { [objects, catalog, trees, requests, files, viewOps] }
+    /// (The view op stream's state, in the main database, is derived too: see `ViewBuffer`.)
+    var derived: [Database] { [objects, catalog, trees, requests, files, viewOps.ops] }
+}
+
+/// Where a view op stream lives: its ops in `viewops`, its state (`BufferState`) under
+/// `ViewBuffer.stateKey` in LMDB's main database, whose page every commit rewrites anyway: in the
+/// ops' database it cost a commit with view changes a leaf page of its own.
+struct ViewStreamDatabases: Sendable {
+    let ops: Database
+    let main: Database
 }
 
 enum Keys {

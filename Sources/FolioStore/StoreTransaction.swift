@@ -12,9 +12,9 @@ struct StoreTransaction {
     /// The store's resolutions of buffered trees (`ViewBuffer`), shared by its read snapshots.
     let deltas: ViewDeltaCache?
     /// Where buffered trees' ops go (`ViewBuffer`); nil where no tree is buffered.
-    let viewOps: Database?
+    let viewOps: ViewStreamDatabases?
 
-    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: Database? = nil) {
+    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: ViewStreamDatabases? = nil) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
@@ -23,7 +23,7 @@ struct StoreTransaction {
         catalogMemo = cache == nil ? nil : CatalogMemo()
     }
 
-    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?, viewOps: Database?) {
+    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?, viewOps: ViewStreamDatabases?) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
@@ -102,10 +102,29 @@ struct StoreTransaction {
     /// A child for a nested LMDB transaction, with a cache layered over this one's. The keys this
     /// one held back must be in their trees first (`applyHeldAppends`, before the nested LMDB
     /// transaction begins: LMDB refuses reads through a transaction with a child): a nested cache
-    /// holds none back, and must find them.
+    /// holds none back, and must find them; and its view ops in LMDB (`ViewBuffer.flushOps`).
+    /// `nestedWrite` does both.
     func nested(_ child: Transaction) -> StoreTransaction {
         precondition(cache?.holdsNoAppends ?? true, "keys held back when a nested transaction began")
+        precondition(cache?.holdsNoOps ?? true, "view ops held when a nested transaction began")
         return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas, viewOps: viewOps)
+    }
+
+    /// Runs `body` in a write nested in this one, whose changes join this one's only if it
+    /// returns: what this write holds back goes into LMDB first (LMDB takes nothing through a
+    /// transaction with a child), and the nested write's view ops into its LMDB transaction before
+    /// it commits.
+    @discardableResult
+    func nestedWrite<R>(_ body: (StoreTransaction) throws -> R) throws -> R {
+        try applyHeldAppends()
+        try ViewBuffer.flushOps(self)
+        return try lmdb.nested { child in
+            let nested = nested(child)
+            let result = try body(nested)
+            try ViewBuffer.flushOps(nested)
+            nested.cache?.mergeIntoParent()
+            return result
+        }
     }
 
     /// Puts the keys held back for appending (see `CountedTree.insert`) into their trees.
@@ -119,10 +138,11 @@ struct StoreTransaction {
     /// just before the commit.
     func flushTrees() throws {
         try applyHeldAppends()
+        try ViewBuffer.flushOps(self)
         try cache?.flush(into: lmdb, trees: trees)
         if let state = cache?.takeChangedBufferState() {
             guard let viewOps else { preconditionFailure("a view op stream's state in a transaction without the view ops' database") }
-            try lmdb.put(viewOps, ViewBuffer.stateKey, state.bytes)
+            try lmdb.put(viewOps.main, ViewBuffer.stateKey, state.bytes)
         }
     }
 }
@@ -164,6 +184,11 @@ final class TreeNodeCache {
     /// whether it changed: a write into five views read, decoded, encoded and stored it five times
     /// a create; now once a write, stored by `StoreTransaction.flushTrees`.
     private var bufferState: (state: BufferState, changed: Bool)?
+    /// The view ops appended at this level of the write and not yet in LMDB, as one record's value,
+    /// and the first one's number (`ViewBuffer.append`).
+    private var opsFirst: UInt64 = 0
+    private var opsCount: UInt64 = 0
+    private var opsBytes: [UInt8] = []
     /// Per tree, its last key as this write last put it in at the tree's end, and the keys held back
     /// since to be appended after it (see `CountedTree.insert`), ascending; top level only. A few
     /// trees at a time, in three arrays so that finding a tree reads only the first (every tree
@@ -203,10 +228,37 @@ final class TreeNodeCache {
     /// The nested transaction committed: its changes become the parent's.
     func mergeIntoParent() {
         guard let parent else { return }
+        precondition(holdsNoOps, "a nested write's view ops go into its LMDB transaction before it commits")
         records.forEach { key, bytes in parent.records.set(key, bytes) }
         for (tree, memo) in bufferMemos { parent.bufferMemos[tree] = memo }
         if let bufferState { parent.setBufferState(bufferState.state, changed: bufferState.changed) }
     }
+
+    /// Holds op `number` for the record of this level's ops; false if it does not follow them.
+    func appendOp(_ number: UInt64, tree: UInt32, insert: Bool, key: [UInt8]) -> Bool {
+        if opsCount == 0 {
+            opsFirst = number
+        } else if number != opsFirst + opsCount {
+            return false
+        }
+        opsCount += 1
+        ViewBuffer.appendOp(tree: tree, insert: insert, key: key, to: &opsBytes)
+        return true
+    }
+
+    /// The ops held, for LMDB; forgets them.
+    func takeOps() -> (first: UInt64, bytes: [UInt8])? {
+        guard opsCount > 0 else { return nil }
+        defer { dropOps() }
+        return (opsFirst, opsBytes)
+    }
+
+    func dropOps() {
+        opsCount = 0
+        opsBytes.removeAll(keepingCapacity: true)
+    }
+
+    var holdsNoOps: Bool { opsCount == 0 }
 
     func bufferMemo(tree: UInt32) -> BufferedDelta? { bufferMemos[tree] ?? parent?.bufferMemo(tree: tree) }
 

@@ -174,15 +174,8 @@ public final class StoreWriter {
     func nested<R>(in parent: StoreTransaction? = nil, _ body: (StoreTransaction) throws -> R) throws -> R {
         let parent = parent ?? txn
         let headBefore = head
-        // Before the nested LMDB transaction: putting them in reads through `parent`.
-        try parent.applyHeldAppends()
         do {
-            return try parent.lmdb.nested { child in
-                let nested = parent.nested(child)
-                let result = try body(nested)
-                nested.cache?.mergeIntoParent()
-                return result
-            }
+            return try parent.nestedWrite(body)
         } catch {
             // What the nested transaction read from the catalog may be gone with it, and the events
             // it appended are.

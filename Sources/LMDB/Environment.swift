@@ -222,6 +222,18 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// Opens (or creates) a named database. Call once per name, at start-up, before other threads use it.
+    /// The main (unnamed) database, which holds the named databases' records. LMDB rewrites its
+    /// page in every commit that changes any named database, so a small record kept in it costs a
+    /// commit no page of its own. Its keys must not be the names of named databases; a key holding
+    /// a 0 byte is skipped by `mdb_stat -a` and `mdb_dump -a`.
+    public func mainDatabase() throws -> Database {
+        try write { (txn) throws(LMDBError) in
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(txn.handle, nil, 0, &dbi), "mdb_dbi_open")
+            return Database(handle: dbi, name: "")
+        }
+    }
+
     public func openDatabase(_ name: String, create: Bool = true) throws -> Database {
         try write { (txn) throws(LMDBError) in
             var dbi: MDB_dbi = 0

@@ -159,24 +159,52 @@ import Testing
         return try store.read { try $0.digest() }
     }
 
-    /// A store of format 5 holds no merge round (format 6 added them), and one of format 6 no round
-    /// of chunks (format 7 added them): either is of format 7 as it is, its views' pending ops
-    /// included.
-    @Test(arguments: [UInt32(5), 6]) func aStoreOfFormatFiveOrSixIsOfFormatSevenAsItIs(format: UInt32) throws {
+    /// A store of format 5 holds no merge round (format 6 added them), one of format 6 no round of
+    /// chunks (format 7 added them), and each of 5, 6 and 7 keeps the view op stream's state under
+    /// key `0` of `viewops` (format 8 moved it to the main database): opened, the state moves, and
+    /// the store is of format 8 with its views' pending ops as they were.
+    @Test(arguments: [UInt32(5), 6, 7]) func aStoreOfFormatFiveToSevenIsOfFormatEightOnceItsStateMoved(format: UInt32) throws {
         // The default limit, which 300 ops do not reach, whatever FOLIO_VIEW_BUFFER says.
         try ViewBuffer.$limitOverride.withValue(65536) { try withTemporaryDirectory { path in
             let digest: ChainHash
             do {
                 let store = try Store(directory: path)
                 digest = try fillView(store, objects: 300)
-                try store.environment.write { txn in try setFormat(format, of: store, txn) }
+                try store.environment.write { txn in
+                    // Where formats 5 to 7 kept the state, and their records of one op each,
+                    // without the key's length.
+                    let state = try #require(try txn.get(store.databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) })
+                    try txn.delete(store.databases.viewOps.main, ViewBuffer.stateKey)
+                    var former: [([UInt8], [UInt8])] = []
+                    try txn.withCursor(store.databases.viewOps.ops) { cursor in
+                        var entry = try cursor.first()
+                        while let (key, value) = entry {
+                            var number = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+                            var offset = 0
+                            while offset < value.count {
+                                let length = Int(value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
+                                former.append((ViewBuffer.opKey(number), Array(value[(offset + 2)..<(offset + 7 + length)])))
+                                number += 1
+                                offset += 7 + length
+                            }
+                            entry = try cursor.next()
+                        }
+                    }
+                    #expect(former.count == 300)
+                    try txn.empty(store.databases.viewOps.ops)
+                    try txn.put(store.databases.viewOps.ops, ViewBuffer.formerStateKey, state)
+                    for (key, value) in former { try txn.put(store.databases.viewOps.ops, key, value) }
+                    try setFormat(format, of: store, txn)
+                }
                 store.close()
             }
             let store = try openUpgraded(path, digest: digest)
-            let pending = try store.environment.read { txn in
-                try ViewBuffer.state(StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
+            try store.environment.read { txn in
+                let pending = try ViewBuffer.state(StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
+                #expect(pending == 300, "the ops stay pending")
+                #expect(try txn.get(store.databases.viewOps.ops, ViewBuffer.formerStateKey) == nil, "the state left the ops' database")
+                #expect(try txn.statistics(store.databases.viewOps.ops).entries == 300, "a record of each op")
             }
-            #expect(pending == 300, "the ops stay pending")
             store.close()
         } }
     }

@@ -22,6 +22,7 @@ extension Store {
         let total = try read { try $0.head().sequence }
         try environment.write { txn in
             for database in databases.derived { try txn.empty(database) }
+            try txn.delete(databases.viewOps.main, ViewBuffer.stateKey)
             try txn.delete(databases.meta, Array("nextTree".utf8))
             try txn.put(databases.meta, Self.rebuildingKey, [1])
         }

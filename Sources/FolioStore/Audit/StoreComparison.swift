@@ -29,6 +29,12 @@ extension Store {
                     try Self.compare(mine, left.txn, theirs, right.txn, limit: limit, into: &differences)
                     if differences.count >= limit { break }
                 }
+                // The view op stream's state, in the main database.
+                let mine = try left.txn.get(databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) }
+                let theirs = try right.txn.get(other.databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) }
+                if mine != theirs, differences.count < limit {
+                    differences.append(StoreDifference(database: "(main)", key: ViewBuffer.stateKey, left: mine, right: theirs))
+                }
                 return differences
             }
         }

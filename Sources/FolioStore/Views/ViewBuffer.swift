@@ -7,9 +7,16 @@ import Synchronization
 /// time, so that a commit writes the page at the stream's end instead of a leaf and its branches for
 /// every insert (docs/BENCHMARKS.md, "Buffered view inserts").
 ///
-/// The stream is the `viewops` database: op record = key op number (u64 big-endian, appended),
-/// value = tree id (u32 little-endian) + kind (1 insert, 0 remove) + the view key; key `0` (one
-/// byte, before every op) holds the `BufferState`.
+/// The stream is the `viewops` database. A record holds consecutive ops, in order: key = its first
+/// op's number (u64 big-endian, appended), value = per op: the view key's length (u16
+/// little-endian), tree id (u32 little-endian), kind (1 insert, 0 remove), the view key; the next
+/// op's number is one more (store format 8; before, a record per op, without the length:
+/// `convertFormerOps`). A write keeps its ops in its cache until the event that made them is applied
+/// (`EventApplier.apply`) or the stream is read (a merge turn, at the same ops whatever the
+/// commits), so that a create into five views puts one record, not five, and the records are the
+/// same in a replay of the log, whose commits group the events otherwise. The
+/// `BufferState` is in LMDB's main database under `stateKey` (before store format 8, under key `0`
+/// of `viewops`, `formerStateKey`), where it costs a commit no page of its own.
 ///
 /// Once `limit` ops are pending, a merge round starts: the trees with ops take the ops before the
 /// round's `end`, one tree per turn, a turn every `turnGap` ops, so that no commit merges more than
@@ -21,7 +28,12 @@ import Synchronization
 /// that, and change only when that moves, so a resolution of a tree's ops from one `since` stays
 /// right for every snapshot with the same `since` and at least those ops.
 enum ViewBuffer {
-    static let stateKey: [UInt8] = [0]
+    /// The state's key in the main database: its 0 byte keeps it apart from the named databases'
+    /// names (C strings), and `mdb_stat -a` and `mdb_dump -a` skip it.
+    static let stateKey: [UInt8] = Array("\0folio.viewops.state".utf8)
+
+    /// Where stores of formats 5 to 7 keep the state: key `0` of `viewops`.
+    static let formerStateKey: [UInt8] = [0]
 
     /// Ops held before every tree merges them. `FOLIO_VIEW_BUFFER` overrides it (tests use a few
     /// ops to merge all the time); a store's layout depends on it, its content does not.
@@ -60,15 +72,17 @@ enum ViewBuffer {
         return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, Array(record[5...]))
     }
 
-    private static func database(_ txn: StoreTransaction) -> Database {
-        guard let database = txn.viewOps else { preconditionFailure("a buffered tree in a transaction without the view ops' database") }
-        return database
+    private static func database(_ txn: StoreTransaction) -> Database { databases(txn).ops }
+
+    private static func databases(_ txn: StoreTransaction) -> ViewStreamDatabases {
+        guard let databases = txn.viewOps else { preconditionFailure("a buffered tree in a transaction without the view ops' database") }
+        return databases
     }
 
     /// The stream's state: in a write, read from LMDB once and kept in its cache.
     static func state(_ txn: StoreTransaction) throws -> BufferState {
         if let known = txn.cache?.knownBufferState() { return known }
-        let state = try txn.lmdb.get(database(txn), stateKey).map { BufferState(Array($0)) } ?? BufferState()
+        let state = try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState(Array($0)) } ?? BufferState()
         txn.cache?.setBufferState(state, changed: false)
         return state
     }
@@ -77,21 +91,60 @@ enum ViewBuffer {
     /// (`StoreTransaction.flushTrees`); in a transaction without a cache, into LMDB.
     static func store(_ state: BufferState, _ txn: StoreTransaction) throws {
         if let cache = txn.cache { return cache.setBufferState(state, changed: true) }
-        try txn.lmdb.put(database(txn), stateKey, state.bytes)
+        try txn.lmdb.put(databases(txn).main, stateKey, state.bytes)
     }
 
-    /// Appends op `number`: its key and record composed on the stack, not in two arrays.
+    /// Appends op `number`: in a write, to the ops its cache holds for one record (`flushOps`
+    /// puts it); in a transaction without a cache, as a record of its own.
     static func append(_ number: UInt64, tree: UInt32, insert: Bool, key: [UInt8], _ txn: StoreTransaction) throws {
-        let database = database(txn)
-        var opKey = number.bigEndian
-        try withUnsafeBytes(of: &opKey) { opKey in
-            try withUnsafeTemporaryAllocation(byteCount: key.count + 5, alignment: 1) { record in
-                record.storeBytes(of: tree.littleEndian, toByteOffset: 0, as: UInt32.self)
-                record[4] = insert ? 1 : 0
-                key.withUnsafeBytes { record.baseAddress!.advanced(by: 5).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                try txn.lmdb.put(database, opKey, UnsafeRawBufferPointer(record), flags: .append)
+        if let cache = txn.cache {
+            if cache.appendOp(number, tree: tree, insert: insert, key: key) { return }
+            // Not the op after the ones held (a write appends in order): they go first.
+            try flushOps(txn)
+            precondition(cache.appendOp(number, tree: tree, insert: insert, key: key))
+            return
+        }
+        var bytes: [UInt8] = []
+        appendOp(tree: tree, insert: insert, key: key, to: &bytes)
+        try txn.lmdb.put(database(txn), opKey(number), bytes, flags: .append)
+    }
+
+    /// An op as a record holds it: key length, tree, kind, key.
+    static func appendOp(tree: UInt32, insert: Bool, key: [UInt8], to bytes: inout [UInt8]) {
+        bytes.appendLittleEndian(UInt16(key.count))
+        bytes.appendLittleEndian(tree)
+        bytes.append(insert ? 1 : 0)
+        bytes.append(contentsOf: key)
+    }
+
+    /// Puts the ops the write's cache holds (at this level) into LMDB as one record. Before the
+    /// stream is read, before a nested write begins (LMDB takes no puts into a transaction with a
+    /// child) and ends, and when the write ends.
+    static func flushOps(_ txn: StoreTransaction) throws {
+        guard let (first, bytes) = txn.cache?.takeOps() else { return }
+        try txn.lmdb.put(database(txn), opKey(first), bytes, flags: .append)
+    }
+
+    /// Stores of formats 5 to 7 hold a record per op, without the key's length: each becomes a
+    /// record of format 8 (of one op). Runs once, when such a store is opened.
+    static func convertFormerOps(_ lmdb: Transaction, _ ops: Database) throws -> Int {
+        var records: [([UInt8], [UInt8])] = []
+        try lmdb.withCursor(ops) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                if key.count == 8 {
+                    guard value.count >= 5 else { throw StoreError.corrupted("a view op of \(value.count) bytes") }
+                    var bytes: [UInt8] = []
+                    appendOp(
+                        tree: value.loadUnaligned(as: UInt32.self).littleEndian, insert: value[4] == 1, key: Array(value[5...]), to: &bytes)
+                    records.append((Array(key), bytes))
+                }
+                entry = try cursor.next()
             }
         }
+        try lmdb.empty(ops)
+        for (key, bytes) in records { try lmdb.put(ops, key, bytes, flags: .append) }
+        return records.count
     }
 
     /// Changes the stream's state in place: in a write, the one its cache holds (copied there
@@ -108,8 +161,11 @@ enum ViewBuffer {
         return try cache.changeOwnBufferState(body)
     }
 
-    /// Drops every op (the state goes too: the caller stores it again, in a write before it ends).
-    static func removeOps(_ txn: StoreTransaction) throws { try txn.lmdb.empty(database(txn)) }
+    /// Drops every op, those the write's cache holds too.
+    static func removeOps(_ txn: StoreTransaction) throws {
+        txn.cache?.dropOps()
+        try txn.lmdb.empty(database(txn))
+    }
 
     /// The pending ops of `state`, tree by tree, each tree's in order, from its `since` on (a
     /// dropped view's too: they stay until the stream is emptied).
@@ -157,19 +213,38 @@ enum ViewBuffer {
 
     /// Calls `body` with each op record of `range` as LMDB holds it, in order, until it returns
     /// false.
+    /// The op's bytes from its tree on: tree id, kind, key.
     private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         guard !range.isEmpty else { return }
+        try flushOps(txn)
         var expected = range.lowerBound
         var stopped = false
         try txn.lmdb.withCursor(database(txn)) { cursor in
-            var entry = try cursor.seek(atLeast: opKey(range.lowerBound))
-            while expected < range.upperBound, let (key, value) = entry {
-                guard key.count == 8, UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) == expected else { break }
-                guard try body(expected, value) else {
-                    stopped = true
-                    return
+            // The record that holds the first op begins at it or before it.
+            var entry = try cursor.seek(atMost: opKey(range.lowerBound))
+            var first = true
+            records: while expected < range.upperBound, let (key, value) = entry {
+                guard key.count == 8 else { break }
+                var number = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+                // Ops follow each other without a gap: a record begins where the one before ended.
+                guard first ? number <= expected : number == expected else { break }
+                first = false
+                var offset = 0
+                while offset < value.count {
+                    guard value.count - offset >= 7 else { throw StoreError.corrupted("a view op record of op \(number) is cut short") }
+                    let end = offset + 7 + Int(value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
+                    guard end <= value.count else { throw StoreError.corrupted("a view op record of op \(number) is cut short") }
+                    if number == expected {
+                        guard expected < range.upperBound else { break records }
+                        guard try body(number, UnsafeRawBufferPointer(rebasing: value[(offset + 2)..<end])) else {
+                            stopped = true
+                            return
+                        }
+                        expected += 1
+                    }
+                    number += 1
+                    offset = end
                 }
-                expected += 1
                 entry = try cursor.next()
             }
         }
