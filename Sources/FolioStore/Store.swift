@@ -145,14 +145,17 @@ public final class Store: @unchecked Sendable {
     public func write<R>(_ body: (StoreWriter) throws -> R, beforeCommit: (R) throws -> Void = { _ in }) throws -> R {
         clearStaleReadersNowAndThen()
         var resolutions: [(tree: UInt32, delta: BufferedDelta)] = []
+        var roundOps: ViewBuffer.RoundOps??
         let result = try environment.write { txn in
             let writer = try StoreWriter(store: self, txn: txn)
             let result = try body(writer)
             try writer.finish()
             try beforeCommit(result)
             resolutions = writer.txn.cache?.bufferMemoList ?? []
+            roundOps = writer.txn.cache?.roundOpsChange
             return result
         }
+        if let roundOps { databases.deltas.setRoundOps(roundOps) }
         // Committed: the views' pending ops as the write resolved them (a unique view's checks)
         // serve the next snapshots, which would otherwise resolve them again.
         for (tree, delta) in resolutions { databases.deltas.install(delta, tree: tree) }

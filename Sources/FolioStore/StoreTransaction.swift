@@ -48,6 +48,10 @@ struct StoreTransaction {
 
     /// Keeps a resolution for the next lookups: a write's in its cache (its ops may not commit), a
     /// snapshot's in the store's.
+    /// Keeps a merge round's ops for its next turns: a write's in its cache, for the store once it
+    /// commits (its ops may not); a transaction without a cache keeps nothing.
+    func keepRoundOps(_ ops: ViewBuffer.RoundOps?) { cache?.setRoundOps(ops) }
+
     func keepBuffer(_ delta: BufferedDelta, tree: UInt32) {
         if let cache { cache.setBufferMemo(delta, tree: tree) } else { deltas?.install(delta, tree: tree) }
     }
@@ -184,6 +188,9 @@ final class TreeNodeCache {
     /// whether it changed: a write into five views read, decoded, encoded and stored it five times
     /// a create; now once a write, stored by `StoreTransaction.flushTrees`.
     private var bufferState: (state: BufferState, changed: Bool)?
+    /// A merge round's ops this write read for its turns (`ViewBuffer.roundOps`), or `.some(nil)`
+    /// when it ended the round: nil when it did neither.
+    private var roundOps: ViewBuffer.RoundOps??
     /// The view ops appended at this level of the write and not yet in LMDB, as one record's value,
     /// and the first one's number (`ViewBuffer.append`).
     private var opsFirst: UInt64 = 0
@@ -232,6 +239,7 @@ final class TreeNodeCache {
         records.forEach { key, bytes in parent.records.set(key, bytes) }
         for (tree, memo) in bufferMemos { parent.bufferMemos[tree] = memo }
         if let bufferState { parent.setBufferState(bufferState.state, changed: bufferState.changed) }
+        if let roundOps { parent.roundOps = roundOps }
     }
 
     /// Holds op `number` for the record of this level's ops; false if it does not follow them.
@@ -259,6 +267,17 @@ final class TreeNodeCache {
     }
 
     var holdsNoOps: Bool { opsCount == 0 }
+
+    /// The round's ops this write (or its parent) read, if any, and not dropped.
+    func keptRoundOps() -> ViewBuffer.RoundOps? {
+        if let roundOps { return roundOps }
+        return parent?.keptRoundOps()
+    }
+
+    func setRoundOps(_ ops: ViewBuffer.RoundOps?) { roundOps = .some(ops) }
+
+    /// What this write did to the round's ops, for the store once it commits (top level).
+    var roundOpsChange: ViewBuffer.RoundOps?? { roundOps }
 
     func bufferMemo(tree: UInt32) -> BufferedDelta? { bufferMemos[tree] ?? parent?.bufferMemo(tree: tree) }
 

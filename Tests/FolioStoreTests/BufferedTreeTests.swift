@@ -74,13 +74,16 @@ import Testing
         _ environment: Environment, _ database: Database, _ ops: ViewStreamDatabases, _ deltas: ViewDeltaCache
     ) throws -> (nodes: [Int], state: BufferState) {
         for _ in 0..<count {
-            try environment.write { lmdb in
+            let roundOps = try environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: TreeNodeCache(parent: nil), deltas: deltas, viewOps: ops)
                 let (tree, opKey) = (which(next), key(next))
                 try trees[tree].insert(opKey, txn)
                 models[tree].insert(opKey, at: models[tree].binarySearch(opKey).index)
                 try txn.flushTrees()
+                return txn.cache?.roundOpsChange
             }
+            // As `Store.write` does once a write commits: a round's ops read by a turn serve the next.
+            if let roundOps { deltas.setRoundOps(roundOps) }
             next += 1
         }
         let written = next

@@ -518,7 +518,14 @@ struct CountedTree {
                     break
                 }
             } else {
-                let ops = try ViewBuffer.ops(of: tree.id, in: since..<round.end, txn)
+                // The round's first pass keeps the ops of the trees that follow and take theirs
+                // whole (a big tree's chunks read their own).
+                var later: [UInt32] = []
+                for next in round.trees[(round.done + 1)...] {
+                    guard let header = try txn.treeRecord(CountedTree(id: next).recordKey(headerNode)).map(Header.init) else { continue }
+                    if round.chunk == 0 || header.count < ViewBuffer.bigTree { later.append(next) }
+                }
+                let ops = try ViewBuffer.roundOps(of: tree.id, from: since, to: round.end, later: later, txn)
                 try tree.takeChanges(BufferedDelta.netChanges(ops), rebuilding: nil, txn)
             }
             round.done += 1
@@ -531,6 +538,7 @@ struct CountedTree {
         var later: [(number: UInt64, tree: UInt32, insert: Bool, key: [UInt8])] = []
         try ViewBuffer.forEachOp(round.end..<state.nextOp, txn) { number, tree, insert, key in later.append((number, tree, insert, key)) }
         try ViewBuffer.removeOps(txn)
+        txn.keepRoundOps(nil)
         state.firstOp = round.end
         state.epoch += 1
         state.round = nil
@@ -552,6 +560,7 @@ struct CountedTree {
         guard state.pending > 0 else { return }
         let opsByTree = try ViewBuffer.opsByTree(state, txn)
         try ViewBuffer.removeOps(txn)
+        txn.keepRoundOps(nil)
         state.firstOp = state.nextOp
         state.epoch += 1
         state.round = nil

@@ -197,6 +197,63 @@ enum ViewBuffer {
         return (ops, next)
     }
 
+    /// The ops of a merge round's trees before its end, read in one pass over the stream at the
+    /// first whole turn that needs them and kept (in the write, then in the store once it commits)
+    /// for the next turns, which would each read every op of the round to find their own: with five
+    /// views, four passes over 65,536 records a round for nothing. Immutable; lost on a restart,
+    /// where a turn reads the stream again.
+    final class RoundOps: Sendable {
+        let firstOp: UInt64
+        let end: UInt64
+        let ops: [UInt32: [(insert: Bool, key: [UInt8])]]
+
+        init(firstOp: UInt64, end: UInt64, ops: [UInt32: [(insert: Bool, key: [UInt8])]]) {
+            self.firstOp = firstOp
+            self.end = end
+            self.ops = ops
+        }
+    }
+
+    /// The most key bytes a `RoundOps` holds (about a quarter of a round of the longest keys):
+    /// beyond, each turn reads its own ops from the stream.
+    static let roundOpsBudget = 8 << 20
+
+    /// `tree`'s ops from the stream's first op (`firstOp`) to the round's `end`, for its whole
+    /// turn: kept from an earlier turn of the round, or read in one pass that also keeps those of
+    /// `later` (the trees whose turns follow, that take their ops whole).
+    static func roundOps(of tree: UInt32, from firstOp: UInt64, to end: UInt64, later: [UInt32], _ txn: StoreTransaction) throws
+        -> [(insert: Bool, key: [UInt8])]
+    {
+        if let kept = txn.cache?.keptRoundOps() ?? txn.deltas?.roundOps(), kept.firstOp == firstOp, kept.end == end, let ops = kept.ops[tree] {
+            return ops
+        }
+        guard !later.isEmpty else { return try ops(of: tree, in: firstOp..<end, txn) }
+        // The trees' ops in arrays by the tree's place in `trees` (a few: found by a linear search).
+        let trees = [tree] + later
+        var grouped = [[(insert: Bool, key: [UInt8])]](repeating: [], count: trees.count)
+        var bytes = 0
+        var keeping = true
+        try forEachRecord(firstOp..<end, txn) { _, record in
+            guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
+            let opTree = record.loadUnaligned(as: UInt32.self).littleEndian
+            guard let place = trees.firstIndex(of: opTree), place == 0 || keeping else { return true }
+            if place > 0 {
+                bytes += record.count
+                if bytes > roundOpsBudget {
+                    keeping = false
+                    for other in 1..<grouped.count { grouped[other] = [] }
+                    return true
+                }
+            }
+            grouped[place].append((record[4] == 1, Array(record[5...])))
+            return true
+        }
+        if keeping {
+            txn.keepRoundOps(RoundOps(firstOp: firstOp, end: end, ops: Dictionary(uniqueKeysWithValues: zip(trees, grouped))))
+        }
+        return grouped[0]
+    }
+
     /// `tree`'s ops of `range`, in order (the others' keys are not copied out).
     static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(insert: Bool, key: [UInt8])] {
         try ops(of: tree, in: range, atMost: .max, txn).ops
@@ -641,6 +698,13 @@ final class BufferedDelta: Sendable {
 /// committed states go in; a write keeps its own in its `TreeNodeCache`.
 final class ViewDeltaCache: Sendable {
     private let latest = Mutex<[UInt32: BufferedDelta]>([:])
+    /// The current merge round's ops as a committed write read them (`ViewBuffer.roundOps`).
+    private let round = Mutex<ViewBuffer.RoundOps?>(nil)
+
+    func roundOps() -> ViewBuffer.RoundOps? { round.withLock { $0 } }
+
+    /// A committed write's change to the round's ops: kept, or dropped (nil) when its round ended.
+    func setRoundOps(_ ops: ViewBuffer.RoundOps?) { round.withLock { $0 = ops } }
 
     func lookup(_ tree: UInt32) -> BufferedDelta? { latest.withLock { $0[tree] } }
 
@@ -656,5 +720,8 @@ final class ViewDeltaCache: Sendable {
     func forget(_ tree: UInt32) { _ = latest.withLock { $0.removeValue(forKey: tree) } }
 
     /// Tree ids start again when a store is rebuilt.
-    func removeAll() { latest.withLock { $0.removeAll() } }
+    func removeAll() {
+        latest.withLock { $0.removeAll() }
+        setRoundOps(nil)
+    }
 }
