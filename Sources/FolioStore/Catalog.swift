@@ -13,8 +13,10 @@ struct Catalog {
     let database: Database
     let meta: Database
     let definitions: DefinitionCache
+    /// Each collection's views as committed, for the writes that follow (see `CommittedViews`).
+    let committedViews = CommittedViews()
 
-    struct View {
+    struct View: Sendable {
         let definition: ViewDefinition
         let tree: CountedTree
     }
@@ -106,9 +108,16 @@ struct Catalog {
     }
 
     func views(on collection: String, _ txn: StoreTransaction) throws -> [View] {
-        if let memo = txn.catalogMemo?.views[collection] { return memo }
+        guard let memo = txn.catalogMemo else { return try readViews(on: collection, txn) }
+        if let views = memo.views[collection] { return views }
+        // A write that has not changed the catalog sees the committed views.
+        if !memo.changedViews, let views = committedViews.views(on: collection) {
+            memo.views[collection] = views
+            return views
+        }
         let views = try readViews(on: collection, txn)
-        txn.catalogMemo?.views[collection] = views
+        memo.views[collection] = views
+        if !memo.changedViews { committedViews.set(views, on: collection) }
         return views
     }
 
@@ -130,7 +139,7 @@ struct Catalog {
     }
 
     func addView(_ definition: ViewDefinition, _ txn: StoreTransaction) throws -> CountedTree {
-        txn.catalogMemo?.forget()
+        changingViews(txn)
         let tree = try CountedTree.create(id: try allocateTreeID(txn), buffered: true, txn)
         var value: [UInt8] = []
         value.appendLittleEndian(tree.id)
@@ -141,10 +150,17 @@ struct Catalog {
     }
 
     func removeView(_ view: View, _ txn: StoreTransaction) throws {
-        txn.catalogMemo?.forget()
+        changingViews(txn)
         try view.tree.destroy(txn)
         try txn.lmdb.delete(database, [UInt8(ascii: "v")] + Array(view.definition.name.utf8))
         try txn.lmdb.delete(database, viewListingKey(view.definition))
+    }
+
+    /// Before a change to the views: what the write and the store knew of them goes.
+    private func changingViews(_ txn: StoreTransaction) {
+        txn.catalogMemo?.forget()
+        txn.catalogMemo?.changedViews = true
+        committedViews.removeAll()
     }
 
     private func viewListingKey(_ definition: ViewDefinition) -> [UInt8] {
@@ -211,6 +227,9 @@ final class DefinitionCache: Sendable {
 /// whose catalog change is rolled back (a nested one) has forgotten it too.
 final class CatalogMemo {
     var views: [String: [Catalog.View]] = [:]
+    /// Whether this write changed the views (defined or dropped one): what it reads of them since
+    /// is not committed.
+    var changedViews = false
     var collectionTrees: [String: CountedTree] = [:]
     var referenceTree: CountedTree?
     /// nil inside: read, and the collection has none.
@@ -222,4 +241,20 @@ final class CatalogMemo {
         referenceTree = nil
         schemas.removeAll()
     }
+}
+
+/// Each collection's views as the last committed state has them, for writes: a write otherwise
+/// read and decoded them once a commit (a view's listing and record each: 24,000 instructions a
+/// commit into five views). Only the writing thread changes the catalog, and it empties this
+/// before it changes a view (`Catalog.changingViews`), so what this holds was read by a write
+/// that had not changed the views, from committed state: whether that write then commits or
+/// fails, it is still the committed state. Reads do not use it (their snapshots may be older).
+final class CommittedViews: Sendable {
+    private let table = Mutex<[String: [Catalog.View]]>([:])
+
+    func views(on collection: String) -> [Catalog.View]? { table.withLock { $0[collection] } }
+
+    func set(_ views: [Catalog.View], on collection: String) { table.withLock { $0[collection] = views } }
+
+    func removeAll() { table.withLock { $0.removeAll() } }
 }

@@ -27,6 +27,7 @@ extension Store {
             try txn.put(databases.meta, Self.rebuildingKey, [1])
         }
         databases.deltas.removeAll()
+        applier.catalog.committedViews.removeAll()
         // Reading and decoding the log overlaps with applying it.
         let log = EventLog(database: databases.events)
         let reader = try environment.makeReader()
