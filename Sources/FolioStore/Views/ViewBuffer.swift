@@ -66,7 +66,7 @@ enum ViewBuffer {
 
     static func opKey(_ number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
 
-    /// An op record's tree, kind and key.
+    /// An op's tree, kind and key, from its bytes as `forEachRecord` hands them.
     static func op(_ record: UnsafeRawBufferPointer) throws -> (tree: UInt32, insert: Bool, key: [UInt8]) {
         guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
         return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, Array(record[5...]))
@@ -268,9 +268,8 @@ enum ViewBuffer {
         }
     }
 
-    /// Calls `body` with each op record of `range` as LMDB holds it, in order, until it returns
-    /// false.
-    /// The op's bytes from its tree on: tree id, kind, key.
+    /// Calls `body` with each op of `range`, in order, until it returns false: its number, and its
+    /// bytes as its record holds them from the tree on (tree id, kind, key).
     private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
         guard !range.isEmpty else { return }
         try flushOps(txn)
