@@ -87,9 +87,17 @@ public enum SortKey {
 
     /// Bytes, 0 escaped as 0 FF, then the terminator 0 1: shorter strings sort first.
     static func appendString(_ string: String, to bytes: inout [UInt8]) {
-        for byte in string.utf8 {
-            bytes.append(byte)
-            if byte == 0 { bytes.append(0xFF) }
+        var string = string
+        string.withUTF8 { utf8 in
+            if !utf8.contains(0) {
+                // Most strings: their bytes in one copy.
+                bytes.append(contentsOf: utf8)
+            } else {
+                for byte in utf8 {
+                    bytes.append(byte)
+                    if byte == 0 { bytes.append(0xFF) }
+                }
+            }
         }
         bytes.append(0)
         bytes.append(1)

@@ -67,6 +67,7 @@ public struct SortOrder: Hashable, Sendable, CustomStringConvertible {
     public var description: String { fields.map(\.entry).joined(separator: ",") }
 
     /// The key an object has in this order: its sort fields, then its id.
+    @inlinable
     public func key(for object: some FieldSource, id: String) -> [UInt8] {
         var bytes = tupleKey(for: object)
         SortKey.appendID(id, to: &bytes)
@@ -74,6 +75,7 @@ public struct SortOrder: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The sort fields alone, without the id: what a unique view keeps unique.
+    @inlinable
     public func tupleKey(for object: some FieldSource) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64)

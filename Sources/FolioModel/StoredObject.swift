@@ -66,6 +66,8 @@ extension StoredObject: FieldSource {
     /// A data field's key straight from its JSON (a view's key of every write): no `Value` made.
     public func appendSortKey(at path: FieldPath, descending: Bool, to bytes: inout [UInt8]) {
         guard case .data(let segments) = path else { return SortKey.append(value(at: path), descending: descending, to: &bytes) }
-        SortKey.append(json: data.value(atPath: segments), descending: descending, to: &bytes)
+        // A top-level field, as most views sort by, without wrapping the data in a `JSON`.
+        let json = segments.count == 1 ? data[segments[0]] : data.value(atPath: segments)
+        SortKey.append(json: json, descending: descending, to: &bytes)
     }
 }

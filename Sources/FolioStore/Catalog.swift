@@ -16,9 +16,19 @@ struct Catalog {
     /// Each collection's views as committed, for the writes that follow (see `CommittedViews`).
     let committedViews = CommittedViews()
 
-    struct View: Sendable {
+    /// A view as a write reads it: a class, so that passing the views of a collection to each of
+    /// a write's objects costs a reference each, not a copy of every name and field of each.
+    final class View: Sendable {
         let definition: ViewDefinition
         let tree: CountedTree
+        /// What keeps its tree, made once with the view.
+        let index: ViewIndex
+
+        init(definition: ViewDefinition, tree: CountedTree) {
+            self.definition = definition
+            self.tree = tree
+            index = ViewIndex(definition: definition, tree: tree)
+        }
     }
 
     // MARK: Collections

@@ -38,6 +38,9 @@ struct EventApplier {
     /// The moves `checkTrees` found for an object's views, one per view of its collection in the
     /// catalog's order (nil where the entry stays), to be done as planned when the event is applied.
     struct PlannedViews {
+        /// The views the moves are for (the catalog's at the check: nothing changes it before the
+        /// event is applied), so that applying them does not look the views up again.
+        fileprivate let views: [Catalog.View]
         fileprivate let moves: [ViewIndex.Move?]
     }
 
@@ -97,7 +100,7 @@ struct EventApplier {
             guard try catalog.view(definition.name, txn) == nil else {
                 throw StoreError.corrupted("event \(event.sequence) defines view \(definition.name), which exists")
             }
-            try fill(ViewIndex(Catalog.View(definition: definition, tree: try catalog.addView(definition, txn))), txn)
+            try fill(ViewIndex(definition: definition, tree: try catalog.addView(definition, txn)), txn)
             return nil
         case .viewDropped(let name):
             guard let view = try catalog.view(name, txn) else {
@@ -159,20 +162,20 @@ struct EventApplier {
     /// a key too long), changing nothing; returns the moves, for `Before.known`, so that the keys
     /// (and a unique view's lookup) are not worked out a second time when the event is applied.
     func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> PlannedViews {
-        guard let collection = (new ?? old)?.collection else { return PlannedViews(moves: []) }
-        return PlannedViews(moves: try catalog.views(on: collection, txn).map { try ViewIndex($0).check(from: old, to: new, objects: objects, txn) })
+        guard let collection = (new ?? old)?.collection else { return PlannedViews(views: [], moves: []) }
+        let views = try catalog.views(on: collection, txn)
+        return PlannedViews(views: views, moves: try views.map { try $0.index.check(from: old, to: new, objects: objects, txn) })
     }
 
     /// The collection's creation-order index and every view of the collection.
     private func updateTrees(from old: StoredObject?, to new: StoredObject?, planned: PlannedViews? = nil, _ txn: StoreTransaction) throws {
         guard let collection = (new ?? old)?.collection else { return }
-        let views = try catalog.views(on: collection, txn)
-        if let planned, planned.moves.count == views.count {
-            for (view, move) in zip(views, planned.moves) {
-                if let move { try ViewIndex(view).apply(move, txn) }
+        if let planned {
+            for (view, move) in zip(planned.views, planned.moves) {
+                if let move { try view.index.apply(move, txn) }
             }
         } else {
-            for view in views { try ViewIndex(view).update(from: old, to: new, objects: objects, txn) }
+            for view in try catalog.views(on: collection, txn) { try view.index.update(from: old, to: new, objects: objects, txn) }
         }
         if old == nil || new == nil {
             let tree = try catalog.collectionTree(collection, txn) ?? catalog.createCollectionTree(collection, txn)

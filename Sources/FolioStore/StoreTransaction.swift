@@ -295,6 +295,13 @@ final class TreeNodeCache {
     /// The stream's state as this write (or its parent) knows it; nil when it has not read it.
     func knownBufferState() -> BufferState? { bufferState?.state ?? parent?.knownBufferState() }
 
+    /// Whether the state this write (or its parent) holds counts `tree`, whose ops are then pending
+    /// (only a buffered tree has them); false when it holds none. A look, without copying the state.
+    func bufferStateCounts(tree: UInt32) -> Bool {
+        if let bufferState { return bufferState.state.count(of: tree) != nil }
+        return parent?.bufferStateCounts(tree: tree) ?? false
+    }
+
     /// The state as read from LMDB (`changed` false) or as changed by this write.
     func setBufferState(_ state: BufferState, changed: Bool) {
         bufferState = (state, changed || bufferState?.changed == true)

@@ -40,6 +40,43 @@ import Testing
         }
     }
 
+    /// A string's key is its bytes, each 0 byte followed by 0xFF, then 0 and 1: strings with and
+    /// without 0 bytes keep the order of their bytes ("a" < "a\0" < "a\0b" < "ab").
+    @Test func stringKeysEscapeTheirZeroBytes() {
+        func key(_ string: String) -> [UInt8] {
+            var bytes: [UInt8] = []
+            SortKey.append(json: .string(string), descending: false, to: &bytes)
+            return bytes
+        }
+        let kind = Value.Kind.string.rawValue
+        #expect(key("ab") == [kind, 0x61, 0x62, 0, 1])
+        #expect(key("a\u{0}b") == [kind, 0x61, 0, 0xFF, 0x62, 0, 1])
+        #expect(key("\u{0}\u{0}") == [kind, 0, 0xFF, 0, 0xFF, 0, 1])
+        let ordered = ["", "\u{0}", "a", "a\u{0}", "a\u{0}\u{0}", "a\u{0}b", "a\u{1}", "ab"].map(key)
+        for i in ordered.indices.dropLast() { #expect(ordered[i].lexicographicallyPrecedes(ordered[i + 1]), "\(i)") }
+    }
+
+    /// A stored object's key of a field, straight from its JSON, is the key of the field's
+    /// `Value`: at the top level, nested, missing, and of a system field.
+    @Test func anObjectsFieldKeysAreThoseOfTheirValues() {
+        let object = StoredObject(
+            collection: "T", id: "x1", version: 3, createdAt: .init(milliseconds: 5), updatedAt: .init(milliseconds: 9),
+            data: ["a": 1.5, "s": "a\u{0}b", "n": ["b": "x", "c": ["d": -2]]])
+        let paths: [FieldPath] = [
+            .data(["a"]), .data(["s"]), .data(["n"]), .data(["n", "b"]), .data(["n", "c", "d"]), .data(["zz"]), .data(["n", "zz"]),
+            .data(["a", "b"]), .id, .version, .createdAt, .updatedAt,
+        ]
+        for path in paths {
+            for descending in [false, true] {
+                var direct: [UInt8] = []
+                var made: [UInt8] = []
+                object.appendSortKey(at: path, descending: descending, to: &direct)
+                SortKey.append(object.value(at: path), descending: descending, to: &made)
+                #expect(direct == made, "\(path), descending \(descending)")
+            }
+        }
+    }
+
     @Test func sortKeysOrderLikeValues() {
         let values = Self.ordered.map(Value.init)
         for i in values.indices {

@@ -302,7 +302,7 @@ extension StoreWriter {
         writes.insert(object)
         reads.insert(.catalog)
         for view in try store.applier.catalog.views(on: collection, txn) where view.definition.unique {
-            let index = ViewIndex(view)
+            let index = view.index
             if let after = applied.object, index.constrainsUniqueness(after), let key = try index.key(for: after) {
                 let claim = ConflictKey.unique(index.name, index.uniqueTuple(of: key, id: after.id))
                 reads.insert(claim)

@@ -230,9 +230,17 @@ struct CountedTree {
     @discardableResult
     func insert(_ key: [UInt8], direct: Bool = false, _ txn: StoreTransaction) throws -> Bool {
         precondition(key.count <= Self.maxKeyBytes)
-        if let cache = txn.cache, let last = cache.lastKey(tree: id), compareBytes(last, key) < 0 {
-            cache.hold(key, tree: id)
-            return true
+        if let cache = txn.cache {
+            if let last = cache.lastKey(tree: id) {
+                if compareBytes(last, key) < 0 {
+                    cache.hold(key, tree: id)
+                    return true
+                }
+            } else if cache.bufferStateCounts(tree: id) {
+                // Ops pending: a buffered tree, whose header this op does not need.
+                try buffer(insert: true, key, nil, txn)
+                return true
+            }
         }
         let header = try header(txn)
         if header.buffered {
@@ -357,6 +365,10 @@ struct CountedTree {
     /// A buffered tree takes the removal as an op (it must hold the key).
     @discardableResult
     func remove(_ key: [UInt8], _ txn: StoreTransaction) throws -> Bool {
+        if let cache = txn.cache, cache.lastKey(tree: id) == nil, cache.bufferStateCounts(tree: id) {
+            try buffer(insert: false, key, nil, txn)
+            return true
+        }
         let header = try header(txn)
         if header.buffered {
             try buffer(insert: false, key, header, txn)
@@ -474,25 +486,29 @@ struct CountedTree {
     /// Appends an op to the stream. Once `ViewBuffer.limit` ops are pending, starts a merge round,
     /// whose first turn merges the first tree's ops; in a round, each `ViewBuffer.turnGap` ops
     /// take the next turn (see `ViewBuffer`). At the same ops whatever the commits, so that
-    /// replaying the log gives the same nodes.
-    private func buffer(insert: Bool, _ key: [UInt8], _ header: Header, _ txn: StoreTransaction) throws {
-        let number = try ViewBuffer.update(txn) { state in
+    /// replaying the log gives the same nodes. `header` may be nil when the state counts the tree.
+    private func buffer(insert: Bool, _ key: [UInt8], _ header: Header?, _ txn: StoreTransaction) throws {
+        let (number, turn) = try ViewBuffer.update(txn) { state -> (UInt64, Bool) in
+            guard let count = state.count(of: id) ?? header?.count else {
+                preconditionFailure("tree \(id): an op without its count or header")
+            }
             state.nextOp += 1
-            let count = state.count(of: id) ?? header.count
             state.setCount(insert ? count + 1 : count - 1, of: id)
-            return state.nextOp - 1
+            let turn: Bool
+            if let round = state.round {
+                turn = state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.turns)
+            } else {
+                turn = state.pending >= ViewBuffer.currentLimit
+            }
+            return (state.nextOp - 1, turn)
         }
         try ViewBuffer.append(number, tree: id, insert: insert, key: key, txn)
+        guard turn else { return }
         var state = try ViewBuffer.state(txn)
-        if let round = state.round {
-            if state.nextOp - round.end >= ViewBuffer.turnGap(trees: round.trees.count) * UInt64(round.turns) {
-                return try Self.mergeTurn(&state, txn)
-            }
-        } else if state.pending >= ViewBuffer.currentLimit {
-            let trees = state.counts.map(\.tree)
-            state.round = MergeRound(end: state.nextOp, trees: trees, chunk: ViewBuffer.chunk)
-            return try Self.mergeTurn(&state, txn)
+        if state.round == nil {
+            state.round = MergeRound(end: state.nextOp, trees: state.counts.map(\.tree), chunk: ViewBuffer.chunk)
         }
+        try Self.mergeTurn(&state, txn)
     }
 
     /// The round's turn: its next tree (skipping dropped views) takes its ops before the round's

@@ -360,6 +360,11 @@ func compareBytes<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) ->
     return compareBytes(Array(a), Array(b))
 }
 
+/// Two arrays' bytes, as the generic form orders them, without its two look-ups for storage.
+func compareBytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
+    a.withUnsafeBytes { left in b.withUnsafeBytes { right in compareBytes(left, right) } }
+}
+
 func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
     let common = min(a.count, b.count)
     if common > 0 {

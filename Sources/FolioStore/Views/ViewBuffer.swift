@@ -69,7 +69,13 @@ enum ViewBuffer {
     /// An op's tree, kind and key, from its bytes as `forEachRecord` hands them.
     static func op(_ record: UnsafeRawBufferPointer) throws -> (tree: UInt32, insert: Bool, key: [UInt8]) {
         guard record.count >= 5 else { throw StoreError.corrupted("a view op of \(record.count) bytes") }
-        return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, Array(record[5...]))
+        return (record.loadUnaligned(as: UInt32.self).littleEndian, record[4] == 1, opKey(record))
+    }
+
+    /// The key of an op's bytes from the tree on, copied whole (an array made from a slice of
+    /// the bytes would take them one at a time).
+    private static func opKey(_ record: UnsafeRawBufferPointer) -> [UInt8] {
+        Array(UnsafeRawBufferPointer(rebasing: record[5...]))
     }
 
     private static func database(_ txn: StoreTransaction) -> Database { databases(txn).ops }
@@ -111,8 +117,15 @@ enum ViewBuffer {
 
     /// An op as a record holds it: key length, tree, kind, key.
     static func appendOp(tree: UInt32, insert: Bool, key: [UInt8], to bytes: inout [UInt8]) {
-        bytes.appendLittleEndian(UInt16(key.count))
-        bytes.appendLittleEndian(tree)
+        // Key length (2 bytes), tree (4) and kind (1), little-endian, a byte at a time: cheaper
+        // than appending the bytes of an integer, which goes through a generic copy.
+        let length = UInt16(key.count)
+        bytes.append(UInt8(truncatingIfNeeded: length))
+        bytes.append(UInt8(truncatingIfNeeded: length >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: tree))
+        bytes.append(UInt8(truncatingIfNeeded: tree >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: tree >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: tree >> 24))
         bytes.append(insert ? 1 : 0)
         bytes.append(contentsOf: key)
     }
@@ -191,7 +204,7 @@ enum ViewBuffer {
                 next = number
                 return false
             }
-            ops.append((record[4] == 1, Array(record[5...])))
+            ops.append((record[4] == 1, opKey(record)))
             return true
         }
         return (ops, next)
@@ -245,7 +258,7 @@ enum ViewBuffer {
                     return true
                 }
             }
-            grouped[place].append((record[4] == 1, Array(record[5...])))
+            grouped[place].append((record[4] == 1, opKey(record)))
             return true
         }
         if keeping {
@@ -571,15 +584,17 @@ final class BufferedDelta: Sendable {
         return changeStart[low] + first
     }
 
-    /// The ops' indices by key, in their order within a key. Keys are compared by their first
-    /// eight bytes as one integer first, and in full only when those are equal.
-    static func orderByKey(_ ops: [(insert: Bool, key: [UInt8])]) -> [Int] {
+    /// The ops' indices by key, in their order within a key, each with its key's first eight
+    /// bytes as one big-endian integer (shorter keys padded with zeros). Keys are compared by that
+    /// integer first, and in full only when it is equal.
+    static func orderByKey(_ ops: [(insert: Bool, key: [UInt8])]) -> [(prefix: UInt64, index: Int)] {
         var order: [(prefix: UInt64, index: Int)] = []
         order.reserveCapacity(ops.count)
         for (index, op) in ops.enumerated() {
             let prefix = op.key.withUnsafeBytes { raw in
+                if raw.count >= 8 { return UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)) }
                 var value: UInt64 = 0
-                for offset in 0..<min(8, raw.count) { value |= UInt64(raw[offset]) << (56 - 8 * offset) }
+                for offset in 0..<raw.count { value |= UInt64(raw[offset]) << (56 - 8 * offset) }
                 return value
             }
             order.append((prefix, index))
@@ -589,7 +604,12 @@ final class BufferedDelta: Sendable {
             let comparison = compareBytes(ops[left.index].key, ops[right.index].key)
             return comparison < 0 || (comparison == 0 && left.index < right.index)
         }
-        return order.map(\.index)
+        return order
+    }
+
+    /// Whether the ops at `a` and `b` of an `orderByKey` order have the same key.
+    private static func sameKey(_ ops: [(insert: Bool, key: [UInt8])], _ a: (prefix: UInt64, index: Int), _ b: (prefix: UInt64, index: Int)) -> Bool {
+        a.prefix == b.prefix && compareBytes(ops[a.index].key, ops[b.index].key) == 0
     }
 
     /// What `ops` change, key by key, ascending: a merge's changes (`building(...).allChanges`
@@ -601,10 +621,10 @@ final class BufferedDelta: Sendable {
         var start = 0
         while start < order.count {
             var end = start + 1
-            while end < order.count && ops[order[end]].key == ops[order[start]].key { end += 1 }
+            while end < order.count && sameKey(ops, order[end], order[start]) { end += 1 }
             // The tree holds the key if its first op removes it; the view, if its last adds it.
-            let first = ops[order[start]]
-            if first.insert == ops[order[end - 1]].insert { changes.append(Change(key: first.key, added: first.insert, treeRank: -1)) }
+            let first = ops[order[start].index]
+            if first.insert == ops[order[end - 1].index].insert { changes.append(Change(key: first.key, added: first.insert, treeRank: -1)) }
             start = end
         }
         return changes
@@ -621,9 +641,9 @@ final class BufferedDelta: Sendable {
         var start = 0
         while start < order.count {
             var end = start + 1
-            while end < order.count && ops[order[end]].key == ops[order[start]].key { end += 1 }
-            let first = ops[order[start]]
-            touched.append(Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1]].insert, treeRank: -1))
+            while end < order.count && sameKey(ops, order[end], order[start]) { end += 1 }
+            let first = ops[order[start].index]
+            touched.append(Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1].index].insert, treeRank: -1))
             start = end
         }
         let old = base?.segments ?? []

@@ -12,13 +12,13 @@ struct ViewIndex {
     let unique: Bool
     let tree: CountedTree
 
-    init(_ view: Catalog.View) {
-        name = view.definition.name
-        collection = view.definition.collection
-        filter = view.definition.filter
-        sort = view.definition.sort
-        unique = view.definition.unique
-        tree = view.tree
+    init(definition: ViewDefinition, tree: CountedTree) {
+        name = definition.name
+        collection = definition.collection
+        filter = definition.filter
+        sort = definition.sort
+        unique = definition.unique
+        self.tree = tree
     }
 
     /// The creation-order index of a collection.
