@@ -23,11 +23,10 @@ final class ThreadPool<Context>: @unchecked Sendable {
         }
     }
 
+    /// Signals after the lock is let go, as `WorkThread.enqueue` does.
     func submit(_ job: @escaping Job) {
-        lock.withLock {
-            queue.append(job)
-            lock.signal()
-        }
+        lock.withLock { queue.append(job) }
+        lock.signal()
     }
 
     /// Finishes every submitted job, then ends the threads.

@@ -21,19 +21,18 @@ final class WorkThread<Item>: @unchecked Sendable {
         thread = startThread(name: name) { [self] in run() }
     }
 
+    /// Signals after the lock is let go: a thread woken while the lock is still held wakes only
+    /// to wait for it, and then has to be woken a second time when it is let go (twice the
+    /// context switches; the thread rechecks the queue under the lock, so no wake-up is lost).
     func enqueue(_ items: [Item]) {
         guard !items.isEmpty else { return }
-        lock.withLock {
-            queue.append(contentsOf: items)
-            lock.signal()
-        }
+        lock.withLock { queue.append(contentsOf: items) }
+        lock.signal()
     }
 
     func stop() {
-        lock.withLock {
-            stopping = true
-            lock.signal()
-        }
+        lock.withLock { stopping = true }
+        lock.signal()
         if let thread { pthread_join(thread, nil) }
         thread = nil
     }
