@@ -136,13 +136,18 @@ public struct PageCursor: Sendable, Equatable {
     /// Refuses anything `token` did not write: a changed byte fails the check (but for a chance of
     /// 2^-64), so a damaged cursor never resumes at an arbitrary position.
     public init(token: String) throws(ValidationError) {
+        // Checked and cut where the decoded bytes lie: every page after a cursor comes here.
         guard let bytes = Base64URL.decode(token), bytes.count > 17, bytes[0] == Self.format,
-            Array(bytes.suffix(8)) == Self.check(Array(bytes.dropLast(8)))
+            let parts = bytes.withUnsafeBytes({ raw -> (fingerprint: [UInt8], key: [UInt8])? in
+                let end = raw.count - 8
+                let stored = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: end, as: UInt64.self))
+                guard stored == Self.checkValue(UnsafeRawBufferPointer(rebasing: raw[..<end])) else { return nil }
+                return (Array(UnsafeRawBufferPointer(rebasing: raw[1..<9])), Array(UnsafeRawBufferPointer(rebasing: raw[9..<end])))
+            })
         else {
             throw ValidationError("after: not a cursor returned by list, or a damaged one (use the \"next\" of a previous page as it came)")
         }
-        fingerprint = Array(bytes[1..<9])
-        key = Array(bytes[9..<(bytes.count - 8)])
+        (fingerprint, key) = parts
     }
 
     /// An 8-byte FNV-1a digest: enough to tell queries apart, not a security measure.
@@ -152,10 +157,6 @@ public struct PageCursor: Sendable, Equatable {
 
     /// FNV-1a with a final avalanche (SplitMix64's mixer), so that every changed bit of the body
     /// changes about half the check's bits.
-    static func check(_ bytes: [UInt8]) -> [UInt8] {
-        withUnsafeBytes(of: bytes.withUnsafeBytes { checkValue($0) }.bigEndian) { Array($0) }
-    }
-
     private static func checkValue(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var hash = fnv1a(bytes) ^ 0x9E37_79B9_7F4A_7C15
         hash = (hash ^ (hash >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -209,20 +210,29 @@ public enum Base64URL {
 
     /// Nil unless `text` is exactly what `encode` writes: no padding, and no bits set past the last byte.
     public static func decode(_ text: String) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var value: UInt32 = 0
-        var bits = 0
-        for character in text.utf8 {
-            let digit = digits[Int(character)]
-            guard digit >= 0 else { return nil }
-            value = (value << 6 | UInt32(digit)) & 0xFFFF
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                bytes.append(UInt8((value >> UInt32(bits)) & 0xFF))
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            var valid = true
+            // Into an array of the decoded size, through the digits' table once looked up.
+            let bytes = [UInt8](unsafeUninitializedCapacity: utf8.count * 3 / 4 + 1) { out, count in
+                digits.withUnsafeBufferPointer { digits in
+                    var value: UInt32 = 0
+                    var bits = 0
+                    for character in utf8 {
+                        let digit = digits[Int(character)]
+                        guard digit >= 0 else { valid = false; break }
+                        value = (value << 6 | UInt32(digit)) & 0xFFFF
+                        bits += 6
+                        if bits >= 8 {
+                            bits -= 8
+                            out[count] = UInt8((value >> UInt32(bits)) & 0xFF)
+                            count += 1
+                        }
+                    }
+                    if bits >= 6 || value & ((1 << UInt32(bits)) - 1) != 0 { valid = false }
+                }
             }
+            return valid ? bytes : nil
         }
-        guard bits < 6, value & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
-        return bytes
     }
 }
