@@ -105,6 +105,49 @@ import Testing
         }
     }
 
+    /// A view with no ops pending (filled when it was defined) finds where a page after a cursor
+    /// starts in the descent that gives the cursor's rank: every page as the model has it, of the
+    /// whole view and of the part a where selects, and again once writes have left ops pending.
+    @Test func pagesAfterACursorStartWhereTheCursorsDescentEnds() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            var random = SeededGenerator(seed: 17)
+            func create(_ indices: Range<Int>) throws {
+                try store.write { txn in
+                    for index in indices {
+                        _ = try txn.execute(
+                            .create(collection: "Student", id: "s\(index)", data: ["score": .int(Int64.random(in: 0...50, using: &random)), "name": .string("n\(index % 97)")]),
+                            Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin), ids: &writer.ids)
+                    }
+                }
+            }
+            func pending() throws -> Int {
+                try store.environment.read { lmdb in
+                    try ViewBuffer.state(StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
+                }
+            }
+            func check(_ label: String) throws {
+                let sort = try SortOrder(parsing: ["score", "name"])
+                let whole = try Query(source: .view("byScore"))
+                let model = try expected(store, collection: "Student", filter: nil, sort: sort)
+                #expect(try allPages(store, whole, limit: 23, useCursor: true) == model, "\(label): the view")
+                let whereJSON: JSON = ["score": 7]
+                let part = try Query(source: .collection("Student"), whereJSON: whereJSON, sort: sort)
+                #expect(try store.read { try $0.run(part) }.plan.source == .viewRange("byScore", fixed: ["score"]))
+                let partModel = try expected(store, collection: "Student", filter: Filter.parse(optional: whereJSON).filter, sort: sort)
+                #expect(partModel.count > 40)
+                #expect(try allPages(store, part, limit: 7, useCursor: true) == partModel, "\(label): score 7")
+            }
+            try create(0..<3000)
+            try writer.execute(.defineView(try ViewDefinition(name: "byScore", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["score", "name"]), unique: false)))
+            #expect(try pending() == 0)
+            try check("no ops pending")
+            try create(3000..<3200)
+            #expect(try pending() > 0)
+            try check("ops pending")
+        }
+    }
+
     @Test func cursorPagingSkipsAndRepeatsNothingUnderConcurrentChanges() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)

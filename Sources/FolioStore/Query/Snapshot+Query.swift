@@ -180,6 +180,8 @@ extension Snapshot {
         // The rank, within the range, of the first key of the page (counted from the range's end
         // when reading backwards).
         let start: Int
+        // Where the page starts, when the cursor's descent found it on the way.
+        var found: CountedTree.Position?
         switch query.start {
         case .offset(let offset):
             start = offset
@@ -188,11 +190,17 @@ extension Snapshot {
             if let range, !cursor.key.starts(with: range.prefix) {
                 throw StoreError.invalid("after: the cursor is not within the range the where selects")
             }
-            let rank = try tree.rank(of: cursor.key, inclusive: true, from: top, storeTxn)
+            let rank: Int
+            if forward, let (keyRank, position) = try tree.rankAndPosition(after: cursor.key, from: top, storeTxn) {
+                rank = keyRank
+                if rank >= lower { found = position }
+            } else {
+                rank = try tree.rank(of: cursor.key, inclusive: true, from: top, storeTxn)
+            }
             start = forward ? max(0, rank - lower) : max(0, upper - rank + 1)
         }
         guard start < result.total else { return result }
-        let position = try tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
+        let position = try found ?? tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
         var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
         try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
         result.plan.examined = page.examined

@@ -952,6 +952,17 @@ struct CountedTree {
         return inNodes + delta.addedBefore(before) - delta.removedBefore(before)
     }
 
+    /// `rank(of: key, inclusive: true)`, and where a forward scan of the keys after `key` starts,
+    /// in one descent: a page after a cursor needs both. Nil while ops are pending for the tree
+    /// (then the rank, and the position at that rank, take the ops into account).
+    func rankAndPosition<K: Collection<UInt8>>(after key: K, from top: Top, _ txn: StoreTransaction) throws -> (rank: Int, position: Position)? {
+        if let delta = top.delta, delta.changeCount > 0 { return nil }
+        var step = Descent(node: top.header.root, total: top.header.count)
+        for _ in 0..<top.header.height { step.enter(try load(step.node, txn), toward: key) }
+        let index = try load(step.node, txn).search(key, strictly: true).index
+        return (Int(step.rank) + index, Position(leaf: step.node, index: index))
+    }
+
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
     /// under the same nodes: the bounds of a range and its size, for little more than one descent.
     func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, _ txn: StoreTransaction) throws -> (low: Int, high: Int) {
