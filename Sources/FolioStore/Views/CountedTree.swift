@@ -871,9 +871,18 @@ struct CountedTree {
 
     /// The rank of `key` among the keys in the nodes (not the ops).
     private func nodeRank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ header: Header, _ txn: StoreTransaction) throws -> Int {
+        try nodeRankAndPosition(of: key, inclusive: inclusive, header, txn).rank
+    }
+
+    /// The keys in the nodes less than `key` (or equal, with `inclusive`), and the leaf and index of
+    /// the first key after them: one descent.
+    private func nodeRankAndPosition<K: Collection<UInt8>>(of key: K, inclusive: Bool, _ header: Header, _ txn: StoreTransaction) throws
+        -> (rank: Int, position: Position)
+    {
         var step = Descent(node: header.root, total: header.count)
         for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
-        return Int(step.rank) + (try load(step.node, txn)).search(key, strictly: inclusive).index
+        let index = try load(step.node, txn).search(key, strictly: inclusive).index
+        return (Int(step.rank) + index, Position(leaf: step.node, index: index))
     }
 
     /// A change's rank in the nodes, worked out if the resolution lacks it.
@@ -957,10 +966,7 @@ struct CountedTree {
     /// (then the rank, and the position at that rank, take the ops into account).
     func rankAndPosition<K: Collection<UInt8>>(after key: K, from top: Top, _ txn: StoreTransaction) throws -> (rank: Int, position: Position)? {
         if let delta = top.delta, delta.changeCount > 0 { return nil }
-        var step = Descent(node: top.header.root, total: top.header.count)
-        for _ in 0..<top.header.height { step.enter(try load(step.node, txn), toward: key) }
-        let index = try load(step.node, txn).search(key, strictly: true).index
-        return (Int(step.rank) + index, Position(leaf: step.node, index: index))
+        return try nodeRankAndPosition(of: key, inclusive: true, top.header, txn)
     }
 
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
