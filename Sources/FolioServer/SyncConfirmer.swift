@@ -1,6 +1,7 @@
 import FolioProtocol
 import FolioStore
 import LMDB
+import Synchronization
 
 #if DEBUG
 import Failpoints
@@ -69,20 +70,27 @@ final class SyncConfirmer: Sendable {
         static let limit = 8 << 20
         private let lock = ConditionLock()
         private var bytes = 0
+        /// Batches handed over and not answered yet, read without the lock.
+        private let batches = Atomic<Int>(0)
 
         func add(_ count: Int) {
             lock.withLock {
                 while bytes > 0 && bytes + count > Self.limit { lock.wait() }
                 bytes += count
             }
+            batches.add(1, ordering: .relaxed)
         }
 
         func remove(_ count: Int) {
+            batches.subtract(1, ordering: .releasing)
             lock.withLock {
                 bytes -= count
                 lock.broadcast()
             }
         }
+
+        /// Every batch handed over is answered.
+        var isEmpty: Bool { batches.load(ordering: .acquiring) == 0 }
     }
 
     private let work: WorkThread<Item>
@@ -153,7 +161,7 @@ final class SyncConfirmer: Sendable {
             }
         }
 
-        work = WorkThread(name: journaling ? "folio-journal" : "folio-confirm") { items in
+        work = WorkThread(name: journaling ? "folio-journal" : "folio-confirm", spinMicroseconds: journaling ? Self.anticipation : 0) { items in
             // With the journal, the batches before the round's first record were covered by
             // earlier rounds' syncs: answered before this round's sync, not after it.
             let covered = journaling ? (items.firstIndex { if case .record = $0 { return true } else { return false } } ?? items.count) : 0
@@ -161,6 +169,23 @@ final class SyncConfirmer: Sendable {
             makeDurable(items[covered...])
             answer(items[covered...])
         }
+    }
+
+    /// How long the journal's thread waits, spinning, for a record `expectRecord` announced: a
+    /// write's execution takes tens of microseconds, a big one longer; past this the thread
+    /// sleeps, and the record wakes it as before.
+    static let anticipation: UInt64 = 150
+
+    /// With the journal: the writer starts on a batch of `writes` writes, and `waiting` more wait
+    /// behind it. When that batch is all foliod has to write (one write, none waiting, every
+    /// batch before it answered), the journal's thread is woken now and waits for the record
+    /// spinning, so that its wake-up overlaps the write's execution instead of delaying the sync
+    /// the write waits for. Under load the thread is busy syncing earlier batches, and the writes
+    /// need the CPU a spin would take: it is not woken ahead (measured: a spin for every batch of
+    /// one or two writes cost 5% of the creates at 16 clients).
+    func expectRecord(writes: Int, waiting: Int) {
+        guard journals, writes == 1, waiting == 0, backlog.isEmpty else { return }
+        work.anticipate()
     }
 
     /// With the journal: the record of the transaction the writer is about to commit (inside it,

@@ -131,6 +131,7 @@ final class Writer: @unchecked Sendable {
             statistics.writerQueue.subtract(count, ordering: .relaxed)
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
+            confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
             let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
             reserve?.topUpIfLow()
             if let confirmer {

@@ -1,0 +1,110 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import FolioServer
+
+@Suite struct WorkThreadTests {
+    final class Recorder: Sendable {
+        let items = Mutex<[Int]>([])
+        let tid = Atomic<Int32>(0)
+        let thread = Atomic<UInt>(0)
+    }
+
+    /// A thread's scheduling state ("R" running, "S" sleeping, …) and its voluntary context
+    /// switches (each time it blocked), from /proc.
+    static func state(of tid: Int32) throws -> (state: Character, voluntarySwitches: Int) {
+        let status = try String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8)
+        var state: Character = "?"
+        var switches = -1
+        for line in status.split(separator: "\n") {
+            if line.hasPrefix("State:") { state = line.dropFirst("State:".count).trimmingCharacters(in: .whitespaces).first ?? "?" }
+            if line.hasPrefix("voluntary_ctxt_switches:") { switches = Int(line.split(separator: "\t").last ?? "") ?? -1 }
+        }
+        return (state, switches)
+    }
+
+    /// The calling thread's id: /proc/thread-self links to "PID/task/TID".
+    static func threadID() -> Int32 {
+        let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+        return Int32(link.split(separator: "/").last ?? "") ?? 0
+    }
+
+    /// Waits up to `seconds` for `condition`.
+    static func eventually(_ seconds: Double = 5, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(200)
+        }
+        return try condition()
+    }
+
+    static func start(spin: UInt64, _ recorder: Recorder) -> WorkThread<Int> {
+        WorkThread<Int>(name: "test-work", spinMicroseconds: spin) { items in
+            recorder.tid.store(Self.threadID(), ordering: .relaxed)
+            recorder.thread.store(UInt(pthread_self()), ordering: .relaxed)
+            recorder.items.withLock { $0.append(contentsOf: items) }
+        }
+    }
+
+    @Test func itemsAreHandledInOrderAndStopFinishesTheQueue() {
+        let recorder = Recorder()
+        let work = Self.start(spin: 0, recorder)
+        for item in 0..<1000 { work.enqueue([item]) }
+        work.stop()
+        #expect(recorder.items.withLock { $0 } == Array(0..<1000))
+    }
+
+    /// An anticipated item is waited for by a thread that does not block: woken by
+    /// `anticipate`, it runs until the item comes and takes it without sleeping in between.
+    @Test func anAnticipatedItemIsTakenWithoutSleeping() throws {
+        let recorder = Recorder()
+        let work = Self.start(spin: 10_000_000, recorder)
+        defer { work.stop() }
+        work.enqueue([0])
+        #expect(Self.eventually { recorder.items.withLock { $0.count } == 1 })
+        let tid = recorder.tid.load(ordering: .relaxed)
+        #expect(try Self.eventually { try Self.state(of: tid).state == "S" }, "an idle thread sleeps")
+
+        work.anticipate()
+        #expect(try Self.eventually { try Self.state(of: tid).state == "R" }, "an anticipating thread spins")
+        let before = try Self.state(of: tid).voluntarySwitches
+        usleep(20_000)
+        #expect(try Self.state(of: tid).state == "R")
+        work.enqueue([1])
+        #expect(Self.eventually { recorder.items.withLock { $0.count } == 2 })
+        // It took the item without having blocked since it began to spin (it blocks after).
+        let after = try Self.state(of: tid).voluntarySwitches
+        #expect(after - before <= 1, "the thread blocked \(after - before) times while it anticipated")
+        #expect(try Self.eventually { try Self.state(of: tid).state == "S" }, "it sleeps again once the queue is empty")
+    }
+
+    /// An anticipation that no item follows ends after `spinMicroseconds`: the thread sleeps
+    /// again, having spent about that long, and the next item wakes it as usual.
+    @Test func anAnticipationWithoutAnItemGivesUp() throws {
+        let recorder = Recorder()
+        let work = Self.start(spin: 20_000, recorder)
+        defer { work.stop() }
+        work.enqueue([0])
+        #expect(Self.eventually { recorder.items.withLock { $0.count } == 1 })
+        let tid = recorder.tid.load(ordering: .relaxed)
+        #expect(try Self.eventually { try Self.state(of: tid).state == "S" })
+        var clock = clockid_t()
+        var cpu = timespec()
+        #expect(pthread_getcpuclockid(pthread_t(recorder.thread.load(ordering: .relaxed)), &clock) == 0)
+        clock_gettime(clock, &cpu)
+        let cpuBefore = Double(cpu.tv_sec) + Double(cpu.tv_nsec) / 1e9
+
+        work.anticipate()
+        usleep(300_000)
+        #expect(try Self.state(of: tid).state == "S", "the spin ended")
+        clock_gettime(clock, &cpu)
+        let spent = Double(cpu.tv_sec) + Double(cpu.tv_nsec) / 1e9 - cpuBefore
+        #expect(spent < 0.2, "the spin took \(spent) s of CPU, for a bound of 0.02 s")
+
+        work.enqueue([1])
+        #expect(Self.eventually { recorder.items.withLock { $0.count } == 2 })
+    }
+}
