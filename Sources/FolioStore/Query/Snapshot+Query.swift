@@ -162,6 +162,8 @@ extension Snapshot {
         }
     }
 
+    /// Every page that starts after a cursor calls this before it reads (`Query.checkedFingerprint`
+    /// relies on it).
     private func checkCursor(_ cursor: PageCursor, _ query: Query) throws {
         guard cursor.fingerprint == query.fingerprint else {
             throw StoreError.invalid("after: the cursor belongs to another query (a different collection, view, where, sort or order)")
@@ -302,7 +304,7 @@ extension Snapshot {
         }
         result.items = writer.bytes
         if position < order.count, let last {
-            result.next = PageCursor(fingerprint: query.fingerprint, key: withUnsafeBytes(of: UInt64(last).bigEndian) { Array($0) })
+            result.next = PageCursor(fingerprint: query.checkedFingerprint, key: withUnsafeBytes(of: UInt64(last).bigEndian) { Array($0) })
         }
         return result
     }
@@ -382,7 +384,7 @@ private struct PageWriter {
     func finish(into result: inout QueryResult) {
         result.items = writer.bytes
         result.itemCount = itemCount
-        if hasMore, let lastKey { result.next = PageCursor(fingerprint: query.fingerprint, key: Array(lastKey)) }
+        if hasMore, let lastKey { result.next = PageCursor(fingerprint: query.checkedFingerprint, key: Array(lastKey)) }
     }
 }
 
@@ -431,5 +433,16 @@ extension Array {
             if belongs(self[middle]) { high = middle } else { low = middle + 1 }
         }
         return low
+    }
+}
+
+extension Query {
+    /// The fingerprint a page's `next` cursor carries. After a cursor it is the cursor's, which
+    /// `checkCursor` found equal to the query's before the page was read: computing it again cost
+    /// about 1,400 instructions a page (docs/BENCHMARKS.md, "A page's cursor decoded where its
+    /// bytes lie").
+    var checkedFingerprint: [UInt8] {
+        if case .after(let cursor) = start { return cursor.fingerprint }
+        return fingerprint
     }
 }
