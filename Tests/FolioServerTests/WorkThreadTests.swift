@@ -49,6 +49,17 @@ import Testing
         }
     }
 
+    /// A thread that has handled one item (which told its thread id) and sleeps, waiting for more.
+    static func idleThread(spin: UInt64) throws -> (WorkThread<Int>, Recorder, Int32) {
+        let recorder = Recorder()
+        let work = start(spin: spin, recorder)
+        work.enqueue([0])
+        #expect(eventually { recorder.items.withLock { $0.count } == 1 })
+        let tid = recorder.tid.load(ordering: .relaxed)
+        #expect(try eventually { try state(of: tid).state == "S" }, "an idle thread sleeps")
+        return (work, recorder, tid)
+    }
+
     @Test func itemsAreHandledInOrderAndStopFinishesTheQueue() {
         let recorder = Recorder()
         let work = Self.start(spin: 0, recorder)
@@ -60,13 +71,8 @@ import Testing
     /// An anticipated item is waited for by a thread that does not block: woken by
     /// `anticipate`, it runs until the item comes and takes it without sleeping in between.
     @Test func anAnticipatedItemIsTakenWithoutSleeping() throws {
-        let recorder = Recorder()
-        let work = Self.start(spin: 10_000_000, recorder)
+        let (work, recorder, tid) = try Self.idleThread(spin: 10_000_000)
         defer { work.stop() }
-        work.enqueue([0])
-        #expect(Self.eventually { recorder.items.withLock { $0.count } == 1 })
-        let tid = recorder.tid.load(ordering: .relaxed)
-        #expect(try Self.eventually { try Self.state(of: tid).state == "S" }, "an idle thread sleeps")
 
         work.anticipate()
         #expect(try Self.eventually { try Self.state(of: tid).state == "R" }, "an anticipating thread spins")
@@ -84,13 +90,8 @@ import Testing
     /// An anticipation that no item follows ends after `spinMicroseconds`: the thread sleeps
     /// again, having spent about that long, and the next item wakes it as usual.
     @Test func anAnticipationWithoutAnItemGivesUp() throws {
-        let recorder = Recorder()
-        let work = Self.start(spin: 20_000, recorder)
+        let (work, recorder, tid) = try Self.idleThread(spin: 20_000)
         defer { work.stop() }
-        work.enqueue([0])
-        #expect(Self.eventually { recorder.items.withLock { $0.count } == 1 })
-        let tid = recorder.tid.load(ordering: .relaxed)
-        #expect(try Self.eventually { try Self.state(of: tid).state == "S" })
         var clock = clockid_t()
         var cpu = timespec()
         #expect(pthread_getcpuclockid(pthread_t(recorder.thread.load(ordering: .relaxed)), &clock) == 0)
