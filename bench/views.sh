@@ -3,7 +3,8 @@
 # foliod and their ranks into redis-server, then times view building, count and pages at any
 # offset or cursor, a scan, and writes with five views against none.
 #
-#   bench/views.sh [--objects N] [--samples N] [--write-seconds S] [--write-preload N] [--write-views N] [--markdown FILE]
+#   bench/views.sh [--objects N] [--samples N] [--write-seconds S] [--write-rounds R] [--write-preload N] [--write-views N]
+#                  [--markdown FILE]
 #
 # Environment: see bench/lib.sh (SCRATCH, BENCH_TMPDIR, SWIFT).
 source "$(dirname "$0")/lib.sh"

@@ -12,7 +12,8 @@ import Foundation
 struct ViewsBenchmark {
     static let usage = """
         usage: folio-bench views --folio-socket PATH [--redis-socket PATH] [--objects N] [--samples N]
-                                 [--write-seconds S] [--write-preload N] [--write-views N] [--markdown FILE]
+                                 [--write-seconds S] [--write-rounds R] [--write-preload N] [--write-views N]
+                                 [--markdown FILE]
                                  [--folio-pid PID --redis-pid PID]
 
         Loads N objects (default 1,000,000) into collection Item of an empty foliod, and their ranks
@@ -21,6 +22,8 @@ struct ViewsBenchmark {
         daemons on CPU 0, and with the daemons on CPU 1. The write phases (S seconds each, default 5)
         start from empty collections, or from N objects in each (--write-preload: the five views are
         then built over them, so that each write meets views of that size and their merges).
+        The two phases run R times each (--write-rounds, default 3), alternating which goes first;
+        the ratio is the median of the rounds' ratios, each taken from a pair of adjacent phases.
         --write-views N (1 to 5, default 5) defines only the first N of the five views.
         """
 
@@ -29,6 +32,8 @@ struct ViewsBenchmark {
     let objects: Int
     let samples: Int
     let writeSeconds: Double
+    /// Pairs of write phases (no views, views), alternating which runs first.
+    let writeRounds: Int
     /// Objects put into each write phase's collection before it (the five views defined after them).
     let writePreload: Int
     /// How many of the five views the second write phase's collection has.
@@ -40,7 +45,8 @@ struct ViewsBenchmark {
     init(_ argv: [String]) throws(UsageError) {
         var arguments = try Arguments(
             argv, valued: [
-                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-preload", "--write-views", "--markdown",
+                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-rounds", "--write-preload", "--write-views",
+                "--markdown",
                 "--folio-pid", "--redis-pid",
             ])
         guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
@@ -49,6 +55,8 @@ struct ViewsBenchmark {
         objects = try arguments.integer("--objects") ?? 1_000_000
         samples = max(1, try arguments.integer("--samples") ?? 300)
         writeSeconds = Double(try arguments.integer("--write-seconds") ?? 5)
+        writeRounds = try arguments.integer("--write-rounds") ?? 3
+        guard writeRounds >= 1 else { throw UsageError("--write-rounds must be at least 1") }
         writePreload = max(0, try arguments.integer("--write-preload") ?? 0)
         writeViews = try arguments.integer("--write-views") ?? 5
         guard (1...5).contains(writeViews) else { throw UsageError("--write-views must be 1 to 5") }
@@ -190,14 +198,29 @@ struct ViewsBenchmark {
             guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
         }
         if writePreload > 0 { say("defined the \(viewsName == "one view" ? "view" : viewsName) over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s") }
-        let plain = try writePhase(collection: "Plain", folio)
-        let five = try writePhase(collection: "Five", folio)
+        // The two kinds of phase alternate, each round starting with the one the last ended with,
+        // so that a slow minute of the shared machine lands on both, and the collections grow alike.
+        var rounds: [(plain: WritePhase, five: WritePhase)] = []
+        for round in 0..<writeRounds {
+            if round % 2 == 0 {
+                let plain = try writePhase(collection: "Plain", round: round, folio)
+                rounds.append((plain, try writePhase(collection: "Five", round: round, folio)))
+            } else {
+                let five = try writePhase(collection: "Five", round: round, folio)
+                rounds.append((try writePhase(collection: "Plain", round: round, folio), five))
+            }
+        }
+        let ratios = rounds.map { $0.five.rate / $0.plain.rate }
+        let median = ratios.sorted()[ratios.count / 2]
+        let middle = rounds[ratios.firstIndex(of: median)!]
         say(
-            "durable creates, 16 clients, \(Int(writeSeconds)) s each\(writePreload > 0 ? ", \(writePreload) objects before" : ""): "
-                + "no views \(Int(plain.rate)) creates/s, \(viewsName) \(Int(five.rate)) creates/s "
-                + "(\(String(format: "%.2f", five.rate / plain.rate))× the rate, each create \(String(format: "%.0f", (plain.rate / five.rate - 1) * 100))% slower)")
-        say("  no views:   \(plain.summary)")
-        say("  \(viewsName): \(five.summary)")
+            "durable creates, 16 clients, \(Int(writeSeconds)) s each, \(writeRounds) round(s)\(writePreload > 0 ? ", \(writePreload) objects before" : ""): "
+                + "no views \(rounds.map { String(Int($0.plain.rate)) }.joined(separator: " / ")) creates/s, "
+                + "\(viewsName) \(rounds.map { String(Int($0.five.rate)) }.joined(separator: " / ")) creates/s; "
+                + "\(viewsName) ÷ none \(ratios.map { String(format: "%.2f", $0) }.joined(separator: " / ")), median "
+                + "\(String(format: "%.2f", median))× the rate (each create \(String(format: "%.0f", (1 / median - 1) * 100))% slower)")
+        say("  no views, the median round:   \(middle.plain.summary)")
+        say("  \(viewsName), the median round: \(middle.five.summary)")
 
         if let path = markdownPath {
             let markdown = notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + table.markdown + "\n"
@@ -229,7 +252,7 @@ struct ViewsBenchmark {
     /// Runs `writeRate` and reads foliod's commit counters, the disks' sectors written and foliod's
     /// CPU time around it: a view's cost on the write path is mostly pages written, so the phase
     /// reports how many.
-    private func writePhase(collection: String, _ folio: FolioConnection) throws -> WritePhase {
+    private func writePhase(collection: String, round: Int, _ folio: FolioConnection) throws -> WritePhase {
         func counters() throws -> (commits: Double, writes: Double) {
             let stats = try folio.request(["op": "stats"]).objectValue?["result"]?.objectValue
             return (Double(stats?["commits"]?.integerValue ?? 0), Double(stats?["committedWrites"]?.integerValue ?? 0))
@@ -238,7 +261,7 @@ struct ViewsBenchmark {
         let before = try counters()
         let sectorsBefore = Self.sectorsWritten()
         let cpuBefore = pid.flatMap { ProcessCPU.read(pid: $0) }
-        let (rate, latency) = try writeRate(collection: collection)
+        let (rate, latency) = try writeRate(collection: collection, round: round)
         let after = try counters()
         let sectors = Self.sectorsWritten() - sectorsBefore
         let commits = max(after.commits - before.commits, 1)
@@ -266,7 +289,7 @@ struct ViewsBenchmark {
     }
 
     /// Durable creates per second from 16 closed-loop clients, and their waits.
-    private func writeRate(collection: String) throws -> (rate: Double, latency: LatencyHistogram) {
+    private func writeRate(collection: String, round: Int) throws -> (rate: Double, latency: LatencyHistogram) {
         let counts = Locked([Int](repeating: 0, count: 16))
         let latency = Locked(LatencyHistogram())
         let failures = Locked<[String]>([])
@@ -279,7 +302,7 @@ struct ViewsBenchmark {
                 defer { group.leave() }
                 do {
                     let connection = try FolioConnection(path: socket)
-                    var random = SplitMix64(seed: UInt64(client + 1))
+                    var random = SplitMix64(seed: UInt64(round * 16 + client + 1))
                     var done = 0
                     var waits = LatencyHistogram()
                     while true {
