@@ -1,4 +1,6 @@
+import CFolioSystem
 import FolioJSON
+import Glibc
 import FolioModel
 import Foundation
 import Synchronization
@@ -327,6 +329,113 @@ import Testing
             defer { again.close() }
             #expect(again.recovery == nil)
             #expect(try again.read { try $0.digest() } == digest)
+        }
+    }
+
+    /// Whether files in the tests' temporary directory can be opened with `O_DIRECT` (tmpfs cannot).
+    static let directWritesWork: Bool = {
+        let path = NSTemporaryDirectory() + "folio-direct-probe-" + UUID().uuidString
+        guard FileManager.default.createFile(atPath: path, contents: Data(count: 4096)) else { return false }
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = folio_open_direct_write(path)
+        if file >= 0 { close(file) }
+        return file >= 0
+    }()
+
+    /// Records written around the page cache: whole blocks, the bytes before a record in its first
+    /// block as they were (kept from the last write, or read back by a ring opened anew), zeros
+    /// after it to its last block's end, nothing beyond that block.
+    @Test(.enabled(if: directWritesWork)) func directWritesKeepTheBytesBeforeARecordAndOnlyZeroItsLastBlock() throws {
+        try withTemporaryDirectory { root in
+            let path = root + "/" + Journal.journalName
+            let size = 64 << 10
+            let ring = try JournalRing.open(path, size: size, directory: root)
+            #expect(ring.direct != nil)
+            // A pattern where nothing was written, to see what a write leaves alone.
+            var expected = [UInt8](repeating: 0xAB, count: size)
+            try expected.withUnsafeBytes { try writeFully(ring.file, $0, at: 0, path: path) }
+            var random = SeededGenerator(seed: 7)
+            var position = 0
+            func append(_ count: Int, _ ring: JournalRing) throws {
+                let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next() | 1) }
+                try bytes.withUnsafeBytes { try ring.write($0, at: UInt64(position)) }
+                expected.replaceSubrange(position..<(position + count), with: bytes)
+                let end = position + count
+                let blockEnd = (end + 4095) / 4096 * 4096
+                expected.replaceSubrange(end..<blockEnd, with: repeatElement(0, count: blockEnd - end))
+                #expect(Int(ring.writtenEnd(UInt64(end))) == blockEnd)
+                position = end
+            }
+            // Within a block, across blocks, ending on a block's end, starting on one.
+            for count in [100, 5000, 10, 4096 * 3 - 5110, 300, 9000] { try append(count, ring) }
+            ring.close()
+            // A ring opened anew has no block in memory: it reads the one it writes into.
+            let again = try JournalRing.open(path, size: size, directory: root)
+            try append(777, again)
+            again.close()
+            let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+            #expect(stored.count == size)
+            if let first = (0..<size).first(where: { stored[$0] != expected[$0] }) {
+                Issue.record("the ring differs from what was written at byte \(first) (written up to \(position))")
+            }
+        }
+    }
+
+    /// A record written directly zeroes the rest of its last block, so its room counts to that
+    /// block's end: near a full ring, the oldest live record (in the next lap) can begin in that
+    /// block, and zeros over its header would end the replay there, losing every write after the
+    /// checkpoint. Each round takes a checkpoint anywhere in the ring, fills the ring with no
+    /// checkpointer, then sizes one record to end a few bytes before the oldest live one; an OS
+    /// crash then (`data.mdb` as the checkpoint left it, the journal as it is) must restart into
+    /// the same state.
+    @Test func aFullRingNeverOverwritesItsOldestLiveRecord() throws {
+        try withTemporaryDirectory { root in
+            let size = 128 << 10
+            let store = try Self.journaled(root + "/live", size: size)
+            defer { store.close() }
+            let writer = TestWriter(store)
+            let journal = store.journal!
+            var random = SeededGenerator(seed: 11)
+            var created = 0
+            /// Creates one object with a title of `length` bytes; returns its record's bytes beyond
+            /// the title's, or nil if it took a checkpoint (or skipped to the next lap).
+            func create(_ length: Int) throws -> Int? {
+                let (before, checkpoints) = (journal.liveBytes, journal.checkpointCount)
+                try Self.write(
+                    writer, .create(collection: "Task", id: nil, data: ["title": .string(String(repeating: "t", count: length)), "n": .int(Int64(created % 10))]))
+                created += 1
+                let overhead = journal.liveBytes - before - length
+                return journal.checkpointCount == checkpoints && overhead < 1000 ? overhead : nil
+            }
+            var aimed = 0
+            for round in 0..<10 {
+                for _ in 0..<(1 + Int(random.next() % 40)) { _ = try create(40 + Int(random.next() % 1500)) }
+                try journal.checkpoint()
+                var durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb")))
+                let checkpoints = journal.checkpointCount
+                var overhead: Int?
+                while size - journal.liveBytes >= 6000 { overhead = try create(40 + Int(random.next() % 1500)) ?? overhead }
+                guard let overhead, journal.checkpointCount == checkpoints else { continue }
+                let free = size - journal.liveBytes
+                guard free - overhead - 16 > 40 else { continue }
+                _ = try create(free - overhead - 1 - Int(random.next() % 16))
+                aimed += 1
+                // Its room counted to its block's end, the record may have needed a checkpoint.
+                if journal.checkpointCount != checkpoints { durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb"))) }
+                let digest = try store.read { try $0.digest() }
+                let target = root + "/image-\(round)"
+                // Nothing written after the checkpoint reached data.mdb's file.
+                try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+                try Data(durable).write(to: URL(fileURLWithPath: target + "/data.mdb"))
+                for name in [Journal.journalName, Journal.checkpointName] {
+                    try FileManager.default.copyItem(atPath: root + "/live/" + name, toPath: target + "/" + name)
+                }
+                let reopened = try Self.journaled(target, size: size)
+                #expect(try reopened.read { try $0.digest() } == digest, "round \(round), after \(created) creates")
+                reopened.close()
+                try FileManager.default.removeItem(atPath: target)
+            }
+            #expect(aimed >= 5)
         }
     }
 }

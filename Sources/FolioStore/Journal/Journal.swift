@@ -132,7 +132,7 @@ public final class Journal: @unchecked Sendable {
             }
             var (at, room) = state.locked { () -> (UInt64, Bool) in
                 let at = ring.placement(of: length, at: next)
-                return (at, at + UInt64(length) - tail <= UInt64(ring.size))
+                return (at, ring.writtenEnd(at + UInt64(length)) - tail <= UInt64(ring.size))
             }
             if !room {
                 // What this call placed so far lies before the checkpoint's start: it is covered.

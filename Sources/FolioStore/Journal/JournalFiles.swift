@@ -1,3 +1,4 @@
+import CFolioSystem
 import Glibc
 import LMDB
 
@@ -22,6 +23,8 @@ struct JournalRing {
     let path: String
     let file: Int32
     let size: Int
+    /// Writes the records around the page cache, when the file system allows it (`DirectWrites`).
+    let direct: DirectWrites?
 
     /// Opens the ring at `path`, creating it (`size` bytes of zeros, flushed, its directory too)
     /// if it does not exist.
@@ -61,10 +64,21 @@ struct JournalRing {
             Glibc.close(file)
             throw StoreError.corrupted("\(path) is \(status.st_size) bytes, less than any journal foliod makes")
         }
-        return JournalRing(path: path, file: file, size: Int(status.st_size))
+        return JournalRing(path: path, file: file, size: Int(status.st_size), direct: DirectWrites.open(path, size: Int(status.st_size), reading: file))
     }
 
-    func close() { Glibc.close(file) }
+    func close() {
+        Glibc.close(file)
+        direct?.close()
+    }
+
+    /// The virtual position up to which a record ending at `end` writes: the end of its last block
+    /// when records are written directly (the rest of that block is overwritten with zeros).
+    func writtenEnd(_ end: UInt64) -> UInt64 {
+        guard direct != nil else { return end }
+        let block = UInt64(DirectWrites.block)
+        return (end + block - 1) / block * block
+    }
 
     /// Where a record of `length` bytes goes if the next free virtual position is `virtual`.
     func placement(of length: Int, at virtual: UInt64) -> UInt64 {
@@ -75,7 +89,9 @@ struct JournalRing {
     func nextLap(_ virtual: UInt64) -> UInt64 { (virtual / UInt64(size) + 1) * UInt64(size) }
 
     func write(_ bytes: UnsafeRawBufferPointer, at virtual: UInt64) throws {
-        try writeFully(file, bytes, at: Int(virtual % UInt64(size)), path: path)
+        let offset = Int(virtual % UInt64(size))
+        if let direct, try direct.write(bytes, at: offset) { return }
+        try writeFully(file, bytes, at: offset, path: path)
     }
 
     func sync() throws { try syncFile(file, path: path) }
@@ -175,6 +191,128 @@ struct JournalRing {
             buffer.append(contentsOf: event.canonical)
         }
         assert(buffer.count - start == headerSize + length)
+    }
+}
+
+/// The journal's records written with `O_DIRECT`: a record goes from memory to the disk's queue
+/// without a copy into the page cache, and the sync after it has no dirty page to look for and
+/// write back, only the disk's cache to flush (which a sync must flush either way). `O_DIRECT`
+/// writes whole aligned blocks, so a run of records is written as the blocks it touches: the
+/// block's bytes before the run as the last write left them (kept in memory: records are
+/// appended in order, and after a start the first goes at a lap's start, a block's start), the
+/// run, and zeros to the end of its last block. Those zeros overwrite only space no live record
+/// holds: `Journal.append` counts a record's room to the end of its last block (`writtenEnd`), and
+/// a header of zeros is no record, as a stale one of an earlier lap is none.
+///
+/// Used when the ring's size is a multiple of the block and the file system takes `O_DIRECT`
+/// (tmpfs does not); a first write it refuses (`EINVAL`: a device whose blocks are larger) turns it
+/// off for good, and the ring writes through the page cache as before. Durability is the same
+/// either way: nothing counts as written before `JournalRing.sync`'s `fdatasync`.
+final class DirectWrites: @unchecked Sendable {
+    static let block = 4096
+
+    private let file: Int32
+    /// The ring's own descriptor, for the rare block read back (coherent with direct writes).
+    private let reading: Int32
+    private let size: Int
+    /// A block-aligned buffer the writes are composed in: a few blocks, more for a large run (and
+    /// back to a few after it).
+    private var staging: UnsafeMutableRawPointer
+    private var capacity: Int
+    private static let keptCapacity = 16 * block
+    /// The block where the last write ended, when it ended inside it: its offset (`lastBlock`)
+    /// and its bytes.
+    private var lastBlock: Int?
+    private let lastBlockBytes: UnsafeMutableRawPointer
+    private var refused = false
+    private var wrote = false
+
+    static func open(_ path: String, size: Int, reading: Int32) -> DirectWrites? {
+        // FOLIO_JOURNAL_DIRECT=0 writes through the page cache (tests, and measuring the two ways).
+        guard size % block == 0, getenv("FOLIO_JOURNAL_DIRECT").map({ String(cString: $0) }) != "0" else { return nil }
+        let file = folio_open_direct_write(path)
+        guard file >= 0 else { return nil }
+        return DirectWrites(file: file, reading: reading, size: size)
+    }
+
+    private init(file: Int32, reading: Int32, size: Int) {
+        self.file = file
+        self.reading = reading
+        self.size = size
+        capacity = Self.keptCapacity
+        staging = Self.allocate(capacity)
+        lastBlockBytes = Self.allocate(Self.block)
+    }
+
+    deinit {
+        staging.deallocate()
+        lastBlockBytes.deallocate()
+    }
+
+    private static func allocate(_ bytes: Int) -> UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: block)
+    }
+
+    func close() { Glibc.close(file) }
+
+    /// Writes `bytes` at `offset` of the ring; false if direct writes are off (the caller writes
+    /// through the page cache).
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws -> Bool {
+        guard !refused else { return false }
+        let start = offset / Self.block * Self.block
+        let end = offset + bytes.count
+        let writtenEnd = (end + Self.block - 1) / Self.block * Self.block
+        precondition(writtenEnd <= size, "a journal record past the ring's end")
+        let total = writtenEnd - start
+        if total > capacity || (capacity > Self.keptCapacity && total <= Self.keptCapacity) {
+            staging.deallocate()
+            capacity = max(total, Self.keptCapacity)
+            staging = Self.allocate(capacity)
+        }
+        if offset > start {
+            if lastBlock == start {
+                staging.copyMemory(from: lastBlockBytes, byteCount: offset - start)
+            } else {
+                try read(block: start)
+            }
+        }
+        if !bytes.isEmpty { (staging + (offset - start)).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+        (staging + (end - start)).initializeMemory(as: UInt8.self, repeating: 0, count: writtenEnd - end)
+        var written = 0
+        while written < total {
+            let result = pwrite(file, staging + written, total - written, off_t(start + written))
+            if result < 0 {
+                if errno == EINTR { continue }
+                if errno == EINVAL && !wrote {
+                    refused = true
+                    return false
+                }
+                throw StoreError.io("write journal (O_DIRECT)", errno)
+            }
+            written += result
+        }
+        wrote = true
+        if end < writtenEnd {
+            lastBlock = writtenEnd - Self.block
+            lastBlockBytes.copyMemory(from: staging + (total - Self.block), byteCount: Self.block)
+        } else {
+            lastBlock = nil
+        }
+        return true
+    }
+
+    /// Reads the block at `offset` into the start of `staging`.
+    private func read(block offset: Int) throws {
+        var done = 0
+        while done < Self.block {
+            let result = pread(reading, staging + done, Self.block - done, off_t(offset + done))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.io("read journal (O_DIRECT)", errno)
+            }
+            if result == 0 { throw StoreError.io("read journal: ends at \(offset + done)", EIO) }
+            done += result
+        }
     }
 }
 
