@@ -77,7 +77,7 @@ public enum Settings {
             default: throw SettingError("journal takes on or off, not '\(v)'")
             }
         },
-        Setting("journal-size", "BYTES", "size of the journal ring file when foliod creates it (default 8388608); a checkpoint runs whenever a quarter of it is in use, and a write larger than half of it is made durable by a checkpoint instead") { c, v throws(SettingError) in
+        Setting("journal-size", "BYTES", "size of the journal ring file when foliod creates it (default 8388608, rounded up to a multiple of 4096); a checkpoint runs whenever a quarter of it is in use, and a write larger than half of it is made durable by a checkpoint instead") { c, v throws(SettingError) in
             c.journalSize = try integer(v, "journal-size", at: 1 << 20)
         },
         Setting("threads", "N", "event loop threads (default 2)") { c, v throws(SettingError) in

@@ -381,6 +381,19 @@ import Testing
         }
     }
 
+    /// A new ring's size is rounded up to whole 4 KiB blocks, so that its records can be written
+    /// directly whatever size was asked for.
+    @Test func aNewRingIsWholeBlocks() throws {
+        try withTemporaryDirectory { root in
+            let ring = try JournalRing.open(root + "/" + Journal.journalName, size: (64 << 10) + 100, directory: root)
+            defer { ring.close() }
+            #expect(ring.size == (64 << 10) + 4096)
+            let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + Journal.journalName)
+            #expect((attributes[.size] as? NSNumber)?.intValue == (64 << 10) + 4096)
+            #expect(ring.direct != nil || !Self.directWritesWork)
+        }
+    }
+
     /// A record written directly zeroes the rest of its last block, so its room counts to that
     /// block's end: near a full ring, the oldest live record (in the next lap) can begin in that
     /// block, and zeros over its header would end the replay there, losing every write after the

@@ -26,9 +26,11 @@ struct JournalRing {
     /// Writes the records around the page cache, when the file system allows it (`DirectWrites`).
     let direct: DirectWrites?
 
-    /// Opens the ring at `path`, creating it (`size` bytes of zeros, flushed, its directory too)
-    /// if it does not exist.
+    /// Opens the ring at `path`, creating it (`size` bytes of zeros, rounded up to a multiple of
+    /// 4 KiB so that its records can be written directly, flushed, its directory too) if it does
+    /// not exist.
     static func open(_ path: String, size: Int, directory: String) throws -> JournalRing {
+        let size = (size + DirectWrites.block - 1) / DirectWrites.block * DirectWrites.block
         var file = Glibc.open(path, O_RDWR | O_CLOEXEC)
         if file < 0 && errno == ENOENT {
             let draft = path + ".new"
