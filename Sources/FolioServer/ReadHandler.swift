@@ -490,6 +490,8 @@ final class ReadHandler: Sendable {
             writer.write(journal.checkpointedSequence)
             writer.writeKey("checkpoints")
             writer.write(journal.checkpointCount)
+            writer.writeKey("direct")
+            writer.writeRaw(journal.writesDirectly ? "true" : "false")
             writer.bytes.append(UInt8(ascii: "}"))
         } else {
             writer.writeRaw("null")

@@ -18,6 +18,9 @@ public final class Store: @unchecked Sendable {
         public var journal = false
         /// Bytes of the journal ring, when one is created.
         public var journalSize = Journal.defaultSize
+        /// The journal's records written with `O_DIRECT` where the file system allows it
+        /// (docs/DURABILITY.md, "Files"); `FOLIO_JOURNAL_DIRECT=0` in the environment turns it off too.
+        public var journalDirectWrites = true
         public init() {}
     }
 
@@ -56,7 +59,8 @@ public final class Store: @unchecked Sendable {
         applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)
         self.options = options
         try checkFormat()
-        (journal, recovery) = try Journal.open(store: self, checkpoint: checkpoint, pin: pin, enabled: options.journal, size: options.journalSize)
+        (journal, recovery) = try Journal.open(
+            store: self, checkpoint: checkpoint, pin: pin, enabled: options.journal, size: options.journalSize, directWrites: options.journalDirectWrites)
         if journal != nil { try environment.stopSyncingCommits() }
     }
 

@@ -12,10 +12,11 @@ import Testing
 /// a crash of the process and after an OS crash that kept any subset of the pages written since
 /// the last checkpoint.
 @Suite struct JournalTests {
-    static func journaled(_ path: String, size: Int = 1 << 20) throws -> Store {
+    static func journaled(_ path: String, size: Int = 1 << 20, direct: Bool = true) throws -> Store {
         var options = Store.Options()
         options.journal = true
         options.journalSize = size
+        options.journalDirectWrites = direct
         return try Store(directory: path, options: options)
     }
 
@@ -232,9 +233,11 @@ import Testing
 
     /// A ring much smaller than the writes: records wrap around many times, checkpoints run when it
     /// is a quarter full, and a batch larger than half the ring is made durable by a checkpoint.
-    @Test func theRingWrapsAndOverflowsIntoCheckpoints() throws {
+    /// Written directly and through the page cache (tmpfs, or `FOLIO_JOURNAL_DIRECT=0`).
+    @Test(arguments: [true, false])
+    func theRingWrapsAndOverflowsIntoCheckpoints(direct: Bool) throws {
         try withTemporaryDirectory { root in
-            let store = try Self.journaled(root + "/live", size: 1 << 20)
+            let store = try Self.journaled(root + "/live", size: 1 << 20, direct: direct)
             let writer = TestWriter(store)
             let journal = store.journal!
             let started = journal.checkpointCount
@@ -269,7 +272,7 @@ import Testing
             let digest = try store.read { try $0.digest() }
             try Self.copyAsIs(root + "/live", into: root + "/killed")
             store.close()
-            let reopened = try Self.journaled(root + "/killed", size: 1 << 20)
+            let reopened = try Self.journaled(root + "/killed", size: 1 << 20, direct: direct)
             defer { reopened.close() }
             #expect(try reopened.read { try $0.digest() } == digest)
             #expect(reopened.recovery?.records == 5)
@@ -349,7 +352,7 @@ import Testing
         try withTemporaryDirectory { root in
             let path = root + "/" + Journal.journalName
             let size = 64 << 10
-            let ring = try JournalRing.open(path, size: size, directory: root)
+            let ring = try JournalRing.open(path, size: size, directory: root, direct: true)
             #expect(ring.direct != nil)
             // A pattern where nothing was written, to see what a write leaves alone.
             var expected = [UInt8](repeating: 0xAB, count: size)
@@ -370,7 +373,7 @@ import Testing
             for count in [100, 5000, 10, 4096 * 3 - 5110, 300, 9000] { try append(count, ring) }
             ring.close()
             // A ring opened anew has no block in memory: it reads the one it writes into.
-            let again = try JournalRing.open(path, size: size, directory: root)
+            let again = try JournalRing.open(path, size: size, directory: root, direct: true)
             try append(777, again)
             again.close()
             let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -385,7 +388,7 @@ import Testing
     /// directly whatever size was asked for.
     @Test func aNewRingIsWholeBlocks() throws {
         try withTemporaryDirectory { root in
-            let ring = try JournalRing.open(root + "/" + Journal.journalName, size: (64 << 10) + 100, directory: root)
+            let ring = try JournalRing.open(root + "/" + Journal.journalName, size: (64 << 10) + 100, directory: root, direct: true)
             defer { ring.close() }
             #expect(ring.size == (64 << 10) + 4096)
             let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + Journal.journalName)
@@ -401,10 +404,11 @@ import Testing
     /// checkpointer, then sizes one record to end a few bytes before the oldest live one; an OS
     /// crash then (`data.mdb` as the checkpoint left it, the journal as it is) must restart into
     /// the same state.
-    @Test func aFullRingNeverOverwritesItsOldestLiveRecord() throws {
+    @Test(arguments: [true, false])
+    func aFullRingNeverOverwritesItsOldestLiveRecord(direct: Bool) throws {
         try withTemporaryDirectory { root in
             let size = 128 << 10
-            let store = try Self.journaled(root + "/live", size: size)
+            let store = try Self.journaled(root + "/live", size: size, direct: direct)
             defer { store.close() }
             let writer = TestWriter(store)
             let journal = store.journal!
@@ -443,7 +447,7 @@ import Testing
                 for name in [Journal.journalName, Journal.checkpointName] {
                     try FileManager.default.copyItem(atPath: root + "/live/" + name, toPath: target + "/" + name)
                 }
-                let reopened = try Self.journaled(target, size: size)
+                let reopened = try Self.journaled(target, size: size, direct: direct)
                 #expect(try reopened.read { try $0.digest() } == digest, "round \(round), after \(created) creates")
                 reopened.close()
                 try FileManager.default.removeItem(atPath: target)

@@ -1,3 +1,4 @@
+import CFolioSystem
 import FolioHarness
 import FolioJSON
 import Foundation
@@ -63,12 +64,37 @@ import Testing
             let journal = try daemon.request(["op": "stats"]).result?["journal"]
             if journals {
                 #expect(journal?["size"] == .int(8_388_608), "\(String(describing: journal))")
+                #expect(journal?["direct"] == .bool(Self.directWritesWork(in: directory)), "\(String(describing: journal))")
                 #expect(FileManager.default.fileExists(atPath: daemon.dataDirectory + "/journal"))
             } else {
                 #expect(journal == .null, "\(String(describing: journal))")
                 #expect(!FileManager.default.fileExists(atPath: daemon.dataDirectory + "/journal"))
             }
             #expect(daemon.log.contains("through the journal") == journals, "\(daemon.log)")
+        }
+    }
+
+    /// Whether a file in `directory` opens with `O_DIRECT` (tmpfs refuses it).
+    static func directWritesWork(in directory: String) -> Bool {
+        let path = directory + "/direct-probe"
+        guard FileManager.default.createFile(atPath: path, contents: Data(count: 4096)) else { return false }
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = folio_open_direct_write(path)
+        if file >= 0 { close(file) }
+        return file >= 0
+    }
+
+    /// `FOLIO_JOURNAL_DIRECT=0` keeps the journal's records on the page cache, and says so.
+    @Test func theJournalWritesThroughThePageCacheWhenToldTo() throws {
+        try withTemporaryDirectory { directory in
+            let daemon = RunningDaemon(directory: directory)
+            daemon.environment["FOLIO_JOURNAL_DIRECT"] = "0"
+            defer { daemon.shutDown() }
+            try daemon.start()
+            _ = try daemon.request(["op": "create", "collection": "Task", "id": "t1", "data": ["n": 1]])
+            let journal = try daemon.request(["op": "stats"]).result?["journal"]
+            #expect(journal?["direct"] == .bool(false), "\(String(describing: journal))")
+            #expect(journal?["checkpoints"] != nil)
         }
     }
 

@@ -165,6 +165,7 @@ KINDS = {
     "string": lambda v: isinstance(v, str),
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
     "time": lambda v: isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", v) is not None,
     "id": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9A-HJKMNP-TV-Z]{26}", v) is not None,
     "hash": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,

@@ -80,6 +80,10 @@ public final class Journal: @unchecked Sendable {
 
     public var size: Int { ring.size }
 
+    /// Whether records are written with `O_DIRECT` (`DirectWrites`): false on a file system that
+    /// refuses it, after a refused first write, or when turned off.
+    public var writesDirectly: Bool { ring.direct?.isOn ?? false }
+
     /// Bytes of records not yet covered by a checkpoint.
     public var liveBytes: Int { state.locked { Int(next - tail) } }
 
@@ -244,7 +248,7 @@ public final class Journal: @unchecked Sendable {
     /// checkpoint, then either keeps journaling (`enabled`, with a fresh checkpoint) or makes
     /// `data.mdb` durable and removes both files.
     static func open(
-        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, enabled: Bool, size: Int
+        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, enabled: Bool, size: Int, directWrites: Bool
     ) throws -> (Journal?, Recovery?) {
         let directory = store.directory
         let journalPath = directory + "/" + journalName
@@ -280,7 +284,7 @@ public final class Journal: @unchecked Sendable {
             pin?.release()
             return (nil, recovery)
         }
-        let ring = try JournalRing.open(journalPath, size: size, directory: directory)
+        let ring = try JournalRing.open(journalPath, size: size, directory: directory, direct: directWrites)
         // A fresh lap: no record left in the file, whole or torn, can pass for one written from here.
         let start = checkpoint == nil ? ring.nextLap(0) : ring.nextLap(end)
         let journal = Journal(

@@ -1,6 +1,7 @@
 import CFolioSystem
 import Glibc
 import LMDB
+import Synchronization
 
 /// The two files of the journal (docs/DURABILITY.md), each written in place so that a sync of it
 /// is one data flush, never a file-system metadata write.
@@ -28,8 +29,9 @@ struct JournalRing {
 
     /// Opens the ring at `path`, creating it (`size` bytes of zeros, rounded up to a multiple of
     /// 4 KiB so that its records can be written directly, flushed, its directory too) if it does
-    /// not exist.
-    static func open(_ path: String, size: Int, directory: String) throws -> JournalRing {
+    /// not exist. With `direct`, records are written with `O_DIRECT` where the file system allows
+    /// it (`DirectWrites`); a ring only read back (recovery) has no need of it.
+    static func open(_ path: String, size: Int, directory: String, direct: Bool = false) throws -> JournalRing {
         let size = (size + DirectWrites.block - 1) / DirectWrites.block * DirectWrites.block
         var file = Glibc.open(path, O_RDWR | O_CLOEXEC)
         if file < 0 && errno == ENOENT {
@@ -66,7 +68,8 @@ struct JournalRing {
             Glibc.close(file)
             throw StoreError.corrupted("\(path) is \(status.st_size) bytes, less than any journal foliod makes")
         }
-        return JournalRing(path: path, file: file, size: Int(status.st_size), direct: DirectWrites.open(path, size: Int(status.st_size), reading: file))
+        return JournalRing(
+            path: path, file: file, size: Int(status.st_size), direct: direct ? DirectWrites.open(path, size: Int(status.st_size), reading: file) : nil)
     }
 
     func close() {
@@ -226,8 +229,14 @@ final class DirectWrites: @unchecked Sendable {
     /// and its bytes.
     private var lastBlock: Int?
     private let lastBlockBytes: UnsafeMutableRawPointer
-    private var refused = false
+    private let refusedFlag = Atomic<Bool>(false)
+    private var refused: Bool {
+        get { refusedFlag.load(ordering: .relaxed) }
+        set { refusedFlag.store(newValue, ordering: .relaxed) }
+    }
     private var wrote = false
+    /// Whether writes still go around the page cache (read by `stats` from other threads).
+    var isOn: Bool { !refused }
 
     static func open(_ path: String, size: Int, reading: Int32) -> DirectWrites? {
         // FOLIO_JOURNAL_DIRECT=0 writes through the page cache (tests, and measuring the two ways).
