@@ -32,7 +32,7 @@ struct JournalRing {
     /// not exist. With `direct`, records are written with `O_DIRECT` where the file system allows
     /// it (`DirectWrites`); a ring only read back (recovery) has no need of it.
     static func open(_ path: String, size: Int, directory: String, direct: Bool = false) throws -> JournalRing {
-        let size = (size + DirectWrites.block - 1) / DirectWrites.block * DirectWrites.block
+        let size = DirectWrites.blockEnd(size)
         var file = Glibc.open(path, O_RDWR | O_CLOEXEC)
         if file < 0 && errno == ENOENT {
             let draft = path + ".new"
@@ -80,9 +80,7 @@ struct JournalRing {
     /// The virtual position up to which a record ending at `end` writes: the end of its last block
     /// when records are written directly (the rest of that block is overwritten with zeros).
     func writtenEnd(_ end: UInt64) -> UInt64 {
-        guard direct != nil else { return end }
-        let block = UInt64(DirectWrites.block)
-        return (end + block - 1) / block * block
+        direct == nil ? end : UInt64(DirectWrites.blockEnd(Int(end)))
     }
 
     /// Where a record of `length` bytes goes if the next free virtual position is `virtual`.
@@ -216,6 +214,9 @@ struct JournalRing {
 final class DirectWrites: @unchecked Sendable {
     static let block = 4096
 
+    /// `position` rounded up to the next block boundary.
+    static func blockEnd(_ position: Int) -> Int { (position + block - 1) / block * block }
+
     private let file: Int32
     /// The ring's own descriptor, for the rare block read back (coherent with direct writes).
     private let reading: Int32
@@ -272,7 +273,7 @@ final class DirectWrites: @unchecked Sendable {
         guard !refused else { return false }
         let start = offset / Self.block * Self.block
         let end = offset + bytes.count
-        let writtenEnd = (end + Self.block - 1) / Self.block * Self.block
+        let writtenEnd = Self.blockEnd(end)
         precondition(writtenEnd <= size, "a journal record past the ring's end")
         let total = writtenEnd - start
         if total > capacity || (capacity > Self.keptCapacity && total <= Self.keptCapacity) {
