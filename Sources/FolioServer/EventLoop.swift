@@ -56,6 +56,8 @@ final class EventLoop: @unchecked Sendable {
 
     let index: Int
     let epoll: Epoll
+    /// How long the loop looks for work before it sleeps (`--idle-poll`).
+    private var idlePoll: IdlePoll
     private let wake: WakeSignal
     let listener: UnixListener
     private let writer: Writer
@@ -90,6 +92,8 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Int32: Connection] = [:]
     private var toFlush: [Connection] = []
     private var toSubmit: [Writer.Job] = []
+    /// Writes handed to the writer whose outcomes have not come back.
+    private var writesOut = 0
     /// Connections whose next read waits for `minSeq`, by descriptor.
     var waitingForSequence: [Int32: Connection] = [:]
     private var readBuffer: [UInt8]
@@ -132,6 +136,7 @@ final class EventLoop: @unchecked Sendable {
         self.listener = listener
         self.writer = writer
         self.configuration = configuration
+        idlePoll = IdlePoll(limit: UInt64(configuration.idlePollMicroseconds))
         self.statistics = statistics
         self.log = log
         self.workers = workers
@@ -185,7 +190,7 @@ final class EventLoop: @unchecked Sendable {
             if let watchdog { timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2))) }
             let count: Int
             do {
-                count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
+                count = try waitForEvents(&events, &tokens, timeout: timeout)
             } catch {
                 log.error("event loop \(index): \(error)")
                 return
@@ -232,6 +237,8 @@ final class EventLoop: @unchecked Sendable {
     /// Submits the writes gathered in this iteration in one hand-over, and writes out answers.
     private func finishIteration() {
         if !toSubmit.isEmpty {
+            writesOut += toSubmit.count
+            statistics.writesOut.add(toSubmit.count, ordering: .relaxed)
             writer.submit(toSubmit)
             toSubmit.removeAll(keepingCapacity: true)
         }
@@ -245,6 +252,32 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// `epoll_wait` for up to `timeout` ms, after looking for work without sleeping for as long
+    /// as `idlePoll` says is worth it (see `IdlePoll`).
+    private func waitForEvents(_ events: inout [UInt32], _ tokens: inout [UInt64], timeout: Int32) throws(SystemError) -> Int {
+        let mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
+            && (idlePoll.window == 0 || idlePoll.machineHasRoom())
+        if mayPoll && idlePoll.window > 0 {
+            var last = monotonicMicroseconds()
+            let deadline = last + idlePoll.window
+            repeat {
+                let count = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
+                if count > 0 { return count }
+                sched_yield()
+                let now = monotonicMicroseconds()
+                if now - last > IdlePoll.preemption {
+                    idlePoll.preempted()
+                    break
+                }
+                last = now
+            } while last < deadline
+        }
+        let start = monotonicMicroseconds()
+        let count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
+        if mayPoll { idlePoll.record(sleptMicroseconds: monotonicMicroseconds() - start) }
+        return count
+    }
+
     private func handleMailbox() {
         let messages = mailbox.withLock { box in
             let messages = box
@@ -254,6 +287,8 @@ final class EventLoop: @unchecked Sendable {
         for message in messages {
             switch message {
             case .writeOutcomes(let outcomes):
+                writesOut -= outcomes.count
+                statistics.writesOut.subtract(outcomes.count, ordering: .relaxed)
                 for outcome in outcomes { complete(outcome) }
             case .answered(let connection, let response, let arrival, let outcome):
                 guard !connection.isClosed else {

@@ -39,6 +39,8 @@ public struct ServerConfiguration: Sendable {
     /// `none` do not sync at every commit anyway).
     public var journaling: Bool { journal ?? (durability == .full && clusterLog == nil) }
     public var eventLoops = 2
+    /// The longest an event loop looks for work before it sleeps, in µs (`IdlePoll`); 0 never.
+    public var idlePollMicroseconds = IdlePoll.defaultLimit
     /// Writes applied in one commit at most, and their request bytes at most.
     public var maxBatchCount = 1024
     public var maxBatchBytes = 8 << 20
@@ -154,6 +156,7 @@ extension ServerConfiguration {
         if journaling != fresh.journaling { names.append("journal") }
         if journalSize != fresh.journalSize { names.append("journal-size") }
         if eventLoops != fresh.eventLoops { names.append("threads") }
+        if idlePollMicroseconds != fresh.idlePollMicroseconds { names.append("idle-poll") }
         if workerThreads != fresh.workerThreads { names.append("workers") }
         if mapSize != fresh.mapSize { names.append("map-size") }
         if maxLineBytes != fresh.maxLineBytes { names.append("max-line") }

@@ -6,6 +6,8 @@ final class ServerStatistics: Sendable {
     let startedAt = Date()
     /// Connections open now, counted when accepted.
     let connections = Atomic<Int>(0)
+    /// Writes every loop has handed to the writer whose outcomes have not come back (`IdlePoll`).
+    let writesOut = Atomic<Int>(0)
     /// Clients answered `unavailable` and closed at accept: over the limit, or no descriptor left.
     let connectionsRefused = Atomic<Int>(0)
     /// Bytes held for clients: incomplete lines, queued output, requests not yet answered.

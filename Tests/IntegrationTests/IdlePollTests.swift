@@ -1,0 +1,44 @@
+import Foundation
+import FolioJSON
+import Testing
+
+/// Event loops that look for work before they sleep (`--idle-poll`) answer as loops that sleep at
+/// once, and stop looking once nothing comes.
+@Suite struct IdlePollTests {
+    /// foliod's CPU time so far, in clock ticks (user and system), from /proc.
+    private func cpuTicks(_ pid: pid_t) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+        let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+        return Int(fields[11])! + Int(fields[12])!
+    }
+
+    @Test(arguments: ["0", "1000"])
+    func readsOneAtATimeBesideWritesAreAnsweredAndAnIdleDaemonSleeps(poll: String) throws {
+        try withRunningDaemon(arguments: ["--idle-poll", poll]) { daemon in
+            let reader = try daemon.connect(timeout: 60)
+            let writer = try daemon.connect(timeout: 10)
+            #expect(try writer.request(["op": "create", "collection": "Doc", "id": "d", "data": ["n": 0]]).isOK)
+            var version: Int64 = 1
+            for round in 1...300 {
+                // A read one at a time (what the loops poll for), and now and then a write.
+                let got = try reader.request(["op": "get", "collection": "Doc", "id": "d"])
+                #expect(got.result?["version"]?.integerValue == version)
+                #expect(got.result?["n"]?.integerValue == version - 1)
+                if round % 10 == 0 {
+                    let updated = try writer.request(["op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version), "patch": ["n": .int(version)]])
+                    #expect(updated.isOK)
+                    version += 1
+                }
+            }
+            // Nothing comes now: whatever the loops learnt, they sleep within a few waits.
+            usleep(200_000)
+            let pid = try #require(daemon.pid)
+            let before = try cpuTicks(pid)
+            usleep(1_000_000)
+            let after = try cpuTicks(pid)
+            let ticks = Int(sysconf(Int32(_SC_CLK_TCK)))
+            #expect(after - before < ticks / 5, "an idle foliod used \(after - before) ticks of \(ticks) in a second")
+        }
+    }
+}
