@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
         .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
-        .testTarget(name: "FolioServerTests", dependencies: ["FolioServer"]),
+        .testTarget(name: "FolioServerTests", dependencies: ["FolioServer", "CFolioSystem"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
         .testTarget(name: "FolioKitTests", dependencies: ["FolioKit", "FolioJSON", "FolioHarness"]),
         .testTarget(

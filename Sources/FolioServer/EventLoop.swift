@@ -258,14 +258,20 @@ final class EventLoop: @unchecked Sendable {
         let mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
             && (idlePoll.window == 0 || idlePoll.machineHasRoom())
         if mayPoll && idlePoll.window > 0 {
+            // Another thread run on this vCPU while the loop yielded it shows as a switch away from
+            // the loop (`ru_nivcsw`), or as a turn that took long.
+            let switches = IdlePoll.switchesAway()
             var last = monotonicMicroseconds()
             let deadline = last + idlePoll.window
             repeat {
                 let count = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
-                if count > 0 { return count }
+                if count > 0 {
+                    idlePoll.found()
+                    return count
+                }
                 sched_yield()
                 let now = monotonicMicroseconds()
-                if now - last > IdlePoll.preemption {
+                if now - last > IdlePoll.preemption || IdlePoll.switchesAway() != switches {
                     idlePoll.preempted()
                     break
                 }

@@ -13,8 +13,8 @@ import Glibc
 /// flight (the writer's and the journal's threads need the CPU then, and a write's answer comes
 /// after a sync, too late for a poll), no thread waits for a CPU (`/proc/loadavg` counts no more
 /// threads running or ready than there are CPUs), and each turn yields the CPU to any thread
-/// that wants it; a turn that gave the CPU away (`preemption`) ends the poll and starts the
-/// learning again.
+/// that wants it; a turn that gave the CPU away (the thread was switched away from, or the turn
+/// took longer than `preemption`) ends the poll, and the loop learns again only some waits later.
 struct IdlePoll {
     static let defaultLimit = 100
     static let maximumLimit = 1000
@@ -27,19 +27,26 @@ struct IdlePoll {
     let limit: UInt64
     /// How long the next poll may take, in µs.
     private(set) var window: UInt64 = 0
-    /// `/proc/loadavg`, kept open and read again from its start each time.
-    private let loadavg: Int32
-    private let processors: Int
+    /// Waits left before the window may grow again, after a poll lost the vCPU, and how many the
+    /// next loss holds it off.
+    private var holdOff = 0
+    private var backOff = Self.holdOffWaits
+    static let holdOffWaits = 64
+    static let maximumHoldOff = 4096
+    /// `/proc/loadavg`, opened once for every loop and read again from its start each time
+    /// (`pread`: no offset shared between the loops).
+    private static let loadavg = open("/proc/loadavg", O_RDONLY | O_CLOEXEC)
+    private static let processors = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 
-    init(limit: UInt64) {
-        self.limit = limit
-        loadavg = limit > 0 ? open("/proc/loadavg", O_RDONLY | O_CLOEXEC) : -1
-        processors = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-    }
+    init(limit: UInt64) { self.limit = limit }
 
     /// After a poll that found nothing (or none), how long (µs) the loop then slept.
     mutating func record(sleptMicroseconds slept: UInt64) {
         guard limit > 0 else { return }
+        if holdOff > 0 {
+            holdOff -= 1
+            return
+        }
         if slept <= limit {
             window = min(limit, max(Self.start, window * 2))
         } else {
@@ -48,17 +55,37 @@ struct IdlePoll {
         }
     }
 
-    /// A turn of the poll lost the vCPU: stop polling until a short sleep says it is worth it.
-    mutating func preempted() { window = 0 }
+    /// A turn of the poll gave the vCPU to another thread: stop polling, and learn again only some
+    /// waits later, twice as many each time this happens before a poll finds work (from
+    /// `holdOffWaits` up to `maximumHoldOff`), so that a loop sharing its vCPU with its client
+    /// soon stops trying while one disturbed now and then by another thread keeps polling.
+    mutating func preempted() {
+        window = 0
+        holdOff = backOff
+        backOff = min(backOff * 2, Self.maximumHoldOff)
+    }
+
+    /// A poll found work.
+    mutating func found() { backOff = Self.holdOffWaits }
+
+    /// How many times the calling thread has been switched away from while it could run: a yield
+    /// that let another thread run counts one.
+    static func switchesAway() -> Int {
+        var usage = rusage()
+        // RUSAGE_THREAD (1): Glibc does not export its name to Swift.
+        guard getrusage(__rusage_who_t(1), &usage) == 0 else { return 0 }
+        return usage.ru_nivcsw
+    }
 
     /// Whether no thread waits for a CPU, so that a poll takes one from no one.
     func machineHasRoom() -> Bool {
+        let loadavg = Self.loadavg
         guard loadavg >= 0 else { return true }
         var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         return withUnsafeMutableBytes(of: &buffer) { bytes in
             let count = pread(loadavg, bytes.baseAddress, bytes.count, 0)
             guard count > 0, let running = Self.runnable(inLoadavg: UnsafeRawBufferPointer(rebasing: bytes[..<count])) else { return true }
-            return running <= processors
+            return running <= Self.processors
         }
     }
 

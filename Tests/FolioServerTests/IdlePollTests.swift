@@ -1,4 +1,8 @@
+import CFolioSystem
 @testable import FolioServer
+import Foundation
+import Glibc
+import Synchronization
 import Testing
 
 /// How an event loop learns how long to look for work before it sleeps (`IdlePoll`).
@@ -24,12 +28,55 @@ import Testing
         #expect(poll.window == 0)
     }
 
-    @Test func aTurnThatLostTheCPUStopsThePoll() {
+    @Test func aTurnThatLostTheCPUStopsThePollAndHoldsOffLearningLongerEachTime() {
         var poll = IdlePoll(limit: 1000)
         for _ in 0..<20 { poll.record(sleptMicroseconds: 1) }
         #expect(poll.window == 1000)
         poll.preempted()
         #expect(poll.window == 0)
+        // Short sleeps teach nothing for the next holdOffWaits waits.
+        for _ in 0..<IdlePoll.holdOffWaits { poll.record(sleptMicroseconds: 1) }
+        #expect(poll.window == 0)
+        poll.record(sleptMicroseconds: 1)
+        #expect(poll.window == IdlePoll.start)
+        // Lost again before any poll found work: twice as long.
+        poll.preempted()
+        for _ in 0..<(2 * IdlePoll.holdOffWaits) { poll.record(sleptMicroseconds: 1) }
+        #expect(poll.window == 0)
+        poll.record(sleptMicroseconds: 1)
+        #expect(poll.window == IdlePoll.start)
+        // A poll that finds work brings the hold-off back to its start.
+        poll.found()
+        poll.preempted()
+        for _ in 0..<IdlePoll.holdOffWaits { poll.record(sleptMicroseconds: 1) }
+        poll.record(sleptMicroseconds: 1)
+        #expect(poll.window == IdlePoll.start)
+        // Never more than maximumHoldOff.
+        for _ in 0..<20 { poll.preempted() }
+        for _ in 0..<IdlePoll.maximumHoldOff { poll.record(sleptMicroseconds: 1) }
+        poll.record(sleptMicroseconds: 1)
+        #expect(poll.window == IdlePoll.start)
+    }
+
+    @Test func aYieldThatLetsAnotherThreadRunCountsAsASwitchAway() throws {
+        // This thread and one that spins, both on CPU 0: each yield hands the CPU over.
+        let all = UInt64.max >> (64 - min(64, max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        try #require(folio_set_thread_cpus(0, 1) == 0)
+        defer { _ = folio_set_thread_cpus(0, all) }
+        let spinning = Atomic<Bool>(true)
+        let started = Atomic<Bool>(false)
+        let spinner = Thread {
+            _ = folio_set_thread_cpus(0, 1)
+            started.store(true, ordering: .releasing)
+            let deadline = monotonicMicroseconds() + 2_000_000
+            while spinning.load(ordering: .acquiring) && monotonicMicroseconds() < deadline {}
+        }
+        spinner.start()
+        defer { spinning.store(false, ordering: .releasing) }
+        while !started.load(ordering: .acquiring) { sched_yield() }
+        let before = IdlePoll.switchesAway()
+        for _ in 0..<100 { sched_yield() }
+        #expect(IdlePoll.switchesAway() > before)
     }
 
     @Test func aLimitOfZeroNeverPolls() {
