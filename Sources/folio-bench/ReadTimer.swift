@@ -2,9 +2,13 @@ import FolioClient
 import FolioJSON
 
 /// Times one read of foliod beside a Redis command that reads the same position, under each
-/// `CPUPlacement` the daemons' pids allow. Folio and Redis requests alternate sample by sample, so
-/// that drift in the machine's load hits both alike, in 5 rounds per placement; each side's p50 is
-/// its best round's, its p99 is over every sample of the placement.
+/// `CPUPlacement` the daemons' pids allow, in 5 rounds per placement: a round times its share of
+/// foliod's samples one after another, then Redis's (Redis first in every other round), so that
+/// drift in the machine's load hits both alike; each side's p50 is its best round's, its p99 is
+/// over every sample of the placement. (Until 2026-12-05 the two alternated sample by sample: with
+/// foliod's loops looking for work before they sleep (`--idle-poll`), a Redis request between two
+/// of foliod's would put the two daemons on the one vCPU they share in "other CPU" at the same
+/// time, which no client of one of them sees.)
 struct ReadTimer {
     /// The figures of one read under one placement. Latencies in nanoseconds.
     struct Figures {
@@ -58,24 +62,37 @@ struct ReadTimer {
         var server: [Double] = []
         let redis = redisCommand == nil ? nil : self.redis
         if let redis { _ = try redis.command(["CONFIG", "RESETSTAT"]) }
-        for _ in 0..<Self.rounds {
+        for round in 0..<Self.rounds {
             var folioRound = LatencyHistogram()
             var redisRound = LatencyHistogram()
-            for _ in 0..<max(1, samples / Self.rounds) {
-                let start = MonotonicClock.now()
-                try folio.send(bytes: line)
-                guard let response = try folio.readLine() else { throw BenchError.closed(folio.path) }
-                folioRound.record(MonotonicClock.now() - start)
-                let parsed = try JSONParser.parse(response)
-                guard parsed.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("\(parsed)") }
-                if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?.integerValue {
-                    server.append(Double(micros))
+            let count = max(1, samples / Self.rounds)
+            let timeFolio = {
+                for _ in 0..<count {
+                    let start = MonotonicClock.now()
+                    try folio.send(bytes: line)
+                    guard let response = try folio.readLine() else { throw BenchError.closed(folio.path) }
+                    folioRound.record(MonotonicClock.now() - start)
+                    let parsed = try JSONParser.parse(response)
+                    guard parsed.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("\(parsed)") }
+                    if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?.integerValue {
+                        server.append(Double(micros))
+                    }
                 }
-                if let redis, let redisCommand {
+            }
+            let timeRedis = {
+                guard let redis, let redisCommand else { return }
+                for _ in 0..<count {
                     let redisStart = MonotonicClock.now()
                     if case .error(let message) = try redis.command(redisCommand) { throw BenchError.protocolViolation(message) }
                     redisRound.record(MonotonicClock.now() - redisStart)
                 }
+            }
+            if round % 2 == 0 {
+                try timeFolio()
+                try timeRedis()
+            } else {
+                try timeRedis()
+                try timeFolio()
             }
             folioBest = min(folioBest, folioRound.percentile(0.5) ?? .max)
             redisBest = min(redisBest, redisRound.percentile(0.5) ?? .max)
