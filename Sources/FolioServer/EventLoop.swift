@@ -258,25 +258,25 @@ final class EventLoop: @unchecked Sendable {
         let mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
             && (idlePoll.window == 0 || idlePoll.machineHasRoom())
         if mayPoll && idlePoll.window > 0 {
-            // Another thread run on this vCPU while the loop yielded it shows as a switch away from
-            // the loop (`ru_nivcsw`), or as a turn that took long.
+            // Another thread run on this vCPU while the loop yielded it shows as a switch away
+            // from the loop (`ru_nivcsw`).
             let switches = IdlePoll.switchesAway()
-            var last = monotonicMicroseconds()
-            let deadline = last + idlePoll.window
+            let began = monotonicMicroseconds()
+            var now = began
             repeat {
                 let count = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
                 if count > 0 {
-                    idlePoll.found()
+                    // Work already there when the poll began says nothing of polling.
+                    if now != began { idlePoll.found() }
                     return count
                 }
                 sched_yield()
-                let now = monotonicMicroseconds()
-                if now - last > IdlePoll.preemption || IdlePoll.switchesAway() != switches {
+                if IdlePoll.switchesAway() != switches {
                     idlePoll.preempted()
                     break
                 }
-                last = now
-            } while last < deadline
+                now = monotonicMicroseconds()
+            } while now - began < idlePoll.window
         }
         let start = monotonicMicroseconds()
         let count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
