@@ -4,8 +4,9 @@ import Glibc
 /// Where the measuring thread and the daemons run while latency is measured.
 ///
 /// On our VMs a request–response round trip over a Unix socket costs ~15 µs when client and daemon
-/// share a vCPU and ~50 µs when the daemon has to be woken on the other one, for Redis as for foliod,
-/// and the scheduler picks either as it likes, so an unpinned ratio can swing by 3× between runs.
+/// share a vCPU and ~50 µs when the daemon has to be woken on the other one (for foliod too until
+/// its loops learnt to look for work before they sleep, `--idle-poll`: ~20 µs then), and the
+/// scheduler picks either as it likes, so an unpinned ratio can swing by 3× between runs.
 /// Pinning both daemons alike compares like with like.
 enum CPUPlacement: CaseIterable {
     /// Wherever the scheduler puts them.
