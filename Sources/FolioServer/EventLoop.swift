@@ -92,8 +92,6 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Int32: Connection] = [:]
     private var toFlush: [Connection] = []
     private var toSubmit: [Writer.Job] = []
-    /// Writes handed to the writer whose outcomes have not come back.
-    private var writesOut = 0
     /// Connections whose next read waits for `minSeq`, by descriptor.
     var waitingForSequence: [Int32: Connection] = [:]
     private var readBuffer: [UInt8]
@@ -237,7 +235,6 @@ final class EventLoop: @unchecked Sendable {
     /// Submits the writes gathered in this iteration in one hand-over, and writes out answers.
     private func finishIteration() {
         if !toSubmit.isEmpty {
-            writesOut += toSubmit.count
             statistics.writesOut.add(toSubmit.count, ordering: .relaxed)
             writer.submit(toSubmit)
             toSubmit.removeAll(keepingCapacity: true)
@@ -293,7 +290,6 @@ final class EventLoop: @unchecked Sendable {
         for message in messages {
             switch message {
             case .writeOutcomes(let outcomes):
-                writesOut -= outcomes.count
                 statistics.writesOut.subtract(outcomes.count, ordering: .relaxed)
                 for outcome in outcomes { complete(outcome) }
             case .answered(let connection, let response, let arrival, let outcome):

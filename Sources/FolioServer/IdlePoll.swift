@@ -4,8 +4,8 @@ import Glibc
 /// the Linux guest's haltpoll learns it. A loop that sleeps is woken by an interrupt to its vCPU,
 /// which on a virtual machine must first wake the vCPU itself: a client reading one request at a
 /// time waited about 20 µs for that at every request (a get by id at one client 43 µs at p50 with
-/// the loop asleep between requests, 18 µs with it polling; docs/BENCHMARKS.md, "An event loop
-/// that looks before it sleeps"). The window grows, from `start` and doubling up to `limit`, while
+/// the loop asleep between requests, 18 µs with it polling; docs/BENCHMARKS.md, "Event loops that
+/// look for work before they sleep"). The window grows, from `start` and doubling up to `limit`, while
 /// what woke the loop came within `limit` of its going to sleep, and halves down to nothing while
 /// it did not: a loop with nothing coming soon sleeps at once.
 ///
