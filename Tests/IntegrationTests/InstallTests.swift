@@ -87,7 +87,7 @@ import Testing
                     """,
                     "bash", destination + "/usr/local/share/bash-completion/completions/folio",
                 ], environment: ["PATH": path])
-            #expect(bash.stdout == "update\n--inc\ndefine list drop\n--idle-timeout\n", "\(bash)")
+            #expect(bash.stdout == "update\n--inc\ndefine list drop\n--idle-poll --idle-timeout\n", "\(bash)")
             if let zsh = Self.which("zsh") {
                 let zshRun = try CommandRun.run(
                     zsh,
@@ -106,7 +106,7 @@ import Testing
                         """,
                         destination + "/usr/local/share/zsh/site-functions/_folio",
                     ], environment: ["PATH": path])
-                #expect(zshRun.stdout == "update\ndefine list drop\n--idle-timeout\n", "\(zshRun)")
+                #expect(zshRun.stdout == "update\ndefine list drop\n--idle-poll --idle-timeout\n", "\(zshRun)")
             }
 
             // Every key the shipped configuration names, with the value it gives, is one foliod takes.
