@@ -50,6 +50,10 @@ extension ReadHandler {
             ("folio_commits_total", "Write transactions committed that stored at least one write.", statistics.commits.load(ordering: .relaxed)),
             ("folio_events_appended_total", "Events appended by committed writes.", statistics.committedWrites.load(ordering: .relaxed)),
             ("folio_failed_commits_total", "Commits that failed.", statistics.failedCommits.load(ordering: .relaxed)),
+            (
+                "folio_journal_early_records_total", "Lone writes whose journal record went out as soon as their event was logged.",
+                statistics.earlyRecords.load(ordering: .relaxed)
+            ),
             ("folio_watch_events_total", "Live watch event lines delivered.", statistics.watchDelivery.summary.count),
             ("folio_live_changes_total", "Live query change lines delivered.", statistics.liveDelivery.summary.count),
         ]

@@ -26,6 +26,8 @@ final class ServerStatistics: Sendable {
     let commits = Atomic<Int>(0)
     let committedWrites = Atomic<Int>(0)
     let failedCommits = Atomic<Int>(0)
+    /// Lone writes whose journal record went out as soon as their event was logged (`Writer`).
+    let earlyRecords = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
     /// Live queries answered and running.
     let liveQueries = Atomic<Int>(0)

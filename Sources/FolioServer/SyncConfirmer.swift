@@ -183,9 +183,12 @@ final class SyncConfirmer: Sendable {
     /// the write waits for. Under load the thread is busy syncing earlier batches, and the writes
     /// need the CPU a spin would take: it is not woken ahead (measured: a spin for every batch of
     /// one or two writes cost 5% of the creates at 16 clients).
-    func expectRecord(writes: Int, waiting: Int) {
-        guard journals, writes == 1, waiting == 0, backlog.isEmpty else { return }
+    /// Returns whether it woke the thread.
+    @discardableResult
+    func expectRecord(writes: Int, waiting: Int) -> Bool {
+        guard journals, writes == 1, waiting == 0, backlog.isEmpty else { return false }
         work.anticipate()
+        return true
     }
 
     /// With the journal: the record of the transaction the writer is about to commit (inside it,

@@ -72,6 +72,10 @@ final class Writer: @unchecked Sendable {
     /// Cluster mode (`--log postgres:`): writes go to the shared log through it instead of the
     /// local group commit.
     private let cluster: ClusterNode?
+    /// The writer's thread is applying a batch.
+    private let busy = Atomic<Bool>(false)
+    /// `submit` woke the journal's thread for the next batch (`SyncConfirmer.expectRecord`).
+    private let anticipatedAtSubmit = Atomic<Bool>(false)
 
     init(
         store: Store, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
@@ -131,7 +135,12 @@ final class Writer: @unchecked Sendable {
             statistics.writerQueue.subtract(count, ordering: .relaxed)
             return Array(queue.prefix(count))
         }, handle: { [self] batch in
-            confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
+            busy.store(true, ordering: .relaxed)
+            defer { busy.store(false, ordering: .relaxed) }
+            // The journal's thread was woken when the write was submitted, or now.
+            if !anticipatedAtSubmit.exchange(false, ordering: .relaxed) {
+                confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
+            }
             let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
             reserve?.topUpIfLow()
             if let confirmer {
@@ -155,9 +164,16 @@ final class Writer: @unchecked Sendable {
         reserve = nil
     }
 
+    /// Queues jobs for the writer's thread. A write that will be a batch of its own (one job, none
+    /// queued, the writer idle) wakes the journal's thread too, so that it is up, waiting for the
+    /// record, when the writer hands it over (`SyncConfirmer.expectRecord`): the two threads wake
+    /// in parallel instead of one after the other.
     func submit(_ jobs: [Job]) {
-        statistics.writerQueue.add(jobs.count, ordering: .relaxed)
+        let queued = statistics.writerQueue.add(jobs.count, ordering: .relaxed).oldValue
         if let cluster { return cluster.submit(jobs) }
+        if jobs.count == 1, queued == 0, !busy.load(ordering: .relaxed), confirmer?.expectRecord(writes: 1, waiting: 0) == true {
+            anticipatedAtSubmit.store(true, ordering: .relaxed)
+        }
         work?.enqueue(jobs)
     }
 
@@ -212,9 +228,19 @@ final class Writer: @unchecked Sendable {
                 let started = monotonicMicroseconds()
                 // The first sequence of the record handed to the journal, until the commit is done.
                 var recorded: UInt64?
+                // A lone write's record, handed over as soon as its event was in the log.
+                var early: StoreWriter.Applied?
                 do {
                     try store.write({ writer in
                         writer.isolatesEveryCommand = isolating
+                        if let journal, batch.count == 1 {
+                            writer.onLoneEventLogged = { [statistics] applied in
+                                journal.journal(.events([applied]))
+                                early = applied
+                                recorded = applied.event.sequence
+                                statistics.earlyRecords.add(1, ordering: .relaxed)
+                            }
+                        }
                         for job in batch {
                             do {
                                 let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
@@ -232,6 +258,20 @@ final class Writer: @unchecked Sendable {
                     }, beforeCommit: {
                         guard let journal else { return }
                         let events = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
+                        if let handed = early {
+                            if events.count == 1 && events[0].event.sequence == handed.event.sequence && events[0].chainHash == handed.chainHash {
+                                #if DEBUG
+                                try Failpoint.writerAfterJournal.check()
+                                #endif
+                                return
+                            }
+                            // Not what commits (nothing a lone event's write does after its event
+                            // is logged should get here; a failure of LMDB leaves by the catch
+                            // below): the record is cancelled, and what commits handed over.
+                            journal.journal(.cancel(firstSequence: handed.event.sequence))
+                            cancelled = true
+                            recorded = nil
+                        }
                         guard let first = events.first else { return }
                         journal.journal(.events(events))
                         recorded = first.event.sequence
@@ -256,7 +296,7 @@ final class Writer: @unchecked Sendable {
                 statistics.metrics.batchWrites.record(Double(batch.count))
                 if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
                 statistics.committedWrites.add(appended, ordering: .relaxed)
-                return Processed(outcomes: outcomes, committedData: appended > 0)
+                return Processed(outcomes: outcomes, committedData: appended > 0, cancelled: cancelled)
             } catch let error as StoreWriter.SpoiledTransaction where !isolating {
                 // A command failed halfway; run the batch again with every command isolated.
                 log.error("\(error); retrying \(batch.count) writes one nested transaction each")

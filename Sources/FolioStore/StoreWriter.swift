@@ -24,6 +24,19 @@ public final class StoreWriter {
     /// the transaction usable.
     public var isolatesEveryCommand = false
 
+    /// Called with a write's event the moment it is in the log, before it is applied to the state
+    /// and the views, when the write is known to make that one event and nothing else: an object
+    /// command that runs in this transaction itself (not nested: checked completely before it
+    /// changed anything, so nothing but a failure of LMDB, which abandons the whole transaction,
+    /// can undo it) and that no delete rule can make more of (`mayTriggerRules`). The event's
+    /// canonical bytes and chain hash are final then, and the `Writer` hands them to the journal at
+    /// once, so that the journal's write and sync run while the event is applied. The `Applied`
+    /// carries the event, its chain hash and canonical bytes only.
+    public var onLoneEventLogged: ((Applied) -> Void)?
+
+    /// Set while a command that makes exactly one event, in this transaction, runs.
+    private var logsLoneEvent = false
+
     let store: Store
     let txn: StoreTransaction
     private let log: EventLog
@@ -100,6 +113,8 @@ public final class StoreWriter {
     /// The write without a request key.
     func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> WriteOutcome {
         if !isolatesEveryCommand, command.isObjectCommand, try !mayTriggerRules(command, txn) {
+            logsLoneEvent = true
+            defer { logsLoneEvent = false }
             return try execute(command, acceptance, ids: &ids, txn, isolated: false)
         }
         return try nested { child in try execute(command, acceptance, ids: &ids, child) }
@@ -188,6 +203,11 @@ public final class StoreWriter {
     func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
         let (canonical, dataRange) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
+        if logsLoneEvent, let onLoneEventLogged {
+            logsLoneEvent = false
+            onLoneEventLogged(
+                Applied(event: event, chainHash: newHead.hash, object: nil, before: nil, record: nil, viewCount: nil, canonicalEvent: canonical))
+        }
         #if DEBUG
         try Failpoint.storeAfterLogAppend.check()
         #endif

@@ -100,6 +100,37 @@ import Testing
         }
     }
 
+    /// One client, one write at a time: each write is a batch of its own, whose journal record goes
+    /// out as soon as its event is logged, before the event is applied. The 5th write fails right
+    /// after that (its record handed over, then cancelled: answered as not stored), the next reuses
+    /// its sequence, and the 9th commit crashes foliod, most likely before a checkpoint covered any
+    /// of it: the restart skips the cancelled record and holds every acknowledged write.
+    @Test func aLoneWriteFailingAfterItsEarlyRecordIsCancelled() throws {
+        try withFaultyDaemon(failpoints: "store.afterLogAppend=error@5,writer.afterCommit=crash@9") { daemon in
+            let connection = try daemon.connect()
+            func create(_ index: Int) throws -> JSON {
+                try connection.request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["n": .int(Int64(index))]])
+            }
+            var answers: [JSON] = []
+            for index in 1...8 { answers.append(try create(index)) }
+            #expect(answers.enumerated().allSatisfy { $0.offset == 4 || $0.element.isOK }, "\(answers)")
+            #expect(answers[4].errorCode == "unavailable" && answers[4].errorMessage?.contains("not stored") == true, "\(answers[4])")
+            // Every one of the eight went to the journal early, the failed one too.
+            let metrics = try connection.request(["op": "metrics"]).result?["text"]?.stringValue ?? ""
+            #expect(metrics.contains("folio_journal_early_records_total 8\n"), "\(metrics)")
+            #expect(try create(9).isOK)
+            _ = try? create(10)
+            #expect(daemon.waitForExit(timeout: 20) == Self.crashStatus, "\(daemon.log)")
+            daemon.environment = [:]
+            try daemon.start()
+            for index in [1, 2, 3, 4, 6, 7, 8, 9] {
+                #expect(try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK, "n\(index)")
+            }
+            #expect(try daemon.request(["op": "get", "collection": "Note", "id": "n5"]).errorCode == "not_found")
+            #expect(try daemon.request(["op": "verify"]).result?["ok"] == .bool(true))
+        }
+    }
+
     /// A failed flush of the meta page answers its writes `unavailable` (applied, not durable), and
     /// foliod stops with EX_IOERR instead of acknowledging writes built on it.
     @Test func aFailedMetaFlushStopsFoliod() throws {
