@@ -28,7 +28,8 @@ public final class StoreWriter {
     /// and the views, when the write is known to make that one event and nothing else: an object
     /// command that runs in this transaction itself (not nested: checked completely before it
     /// changed anything, so nothing but a failure of LMDB, which abandons the whole transaction,
-    /// can undo it) and that no delete rule can make more of (`mayTriggerRules`). The event's
+    /// can undo it) and that no delete rule can make more of (`mayTriggerRules`), with or without a
+    /// request key (with one, the event is made with its request record instead of amended). The event's
     /// canonical bytes and chain hash are final then, and the `Writer` hands them to the journal at
     /// once, so that the journal's write and sync run while the event is applied. The `Applied`
     /// carries the event, its chain hash and canonical bytes only.
@@ -36,6 +37,9 @@ public final class StoreWriter {
 
     /// Set while a command that makes exactly one event, in this transaction, runs.
     private var logsLoneEvent = false
+
+    /// What the next event records of its request: a write with a request key that makes one event.
+    private var requestOfNextEvent: Event.RequestRecord?
 
     let store: Store
     let txn: StoreTransaction
@@ -102,8 +106,21 @@ public final class StoreWriter {
             }
             return try replay(entry, of: request.command)
         }
+        let command = request.command
+        if !isolatesEveryCommand, command.isObjectCommand, try !mayTriggerRules(command, txn) {
+            // One event, and nothing failed: what it records of its request is known before it is
+            // made, so it is made with it (the bytes `recordRequest` would amend it to), in this
+            // transaction like an object write without a key, and it is a lone event.
+            requestOfNextEvent = Event.RequestRecord(key: key, digest: ChainHash(bytes: digest).hex, events: 1, failed: [])
+            logsLoneEvent = true
+            defer {
+                requestOfNextEvent = nil
+                logsLoneEvent = false
+            }
+            return try execute(command, acceptance, ids: &ids, txn, isolated: false)
+        }
         return try nested { child in
-            var outcome = try execute(request.command, acceptance, ids: &ids, child)
+            var outcome = try execute(command, acceptance, ids: &ids, child)
             guard !outcome.appended.isEmpty else { return outcome }
             try recordRequest(key: key, digest: digest, in: &outcome, child)
             return outcome
@@ -168,9 +185,10 @@ public final class StoreWriter {
 
     /// An event of this write, to be the next in the log.
     func event(_ change: Event.Change, _ acceptance: Acceptance, version: UInt64 = 0, cause: UInt64? = nil) -> Event {
-        Event(
+        defer { requestOfNextEvent = nil }
+        return Event(
             sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version, change: change,
-            cause: cause)
+            cause: cause, request: requestOfNextEvent)
     }
 
     /// Appends an event decided elsewhere (a replay, an import): its sequence must follow the log's

@@ -7,7 +7,8 @@ import Testing
 
 /// `StoreWriter.onLoneEventLogged`, by which the writer hands a lone write's journal record over
 /// before the event is applied: it must be shown exactly the bytes and chain hash the log keeps,
-/// and only for a write that can make no other event and cannot fail once its event is logged.
+/// and only for a write that can make no other event and cannot fail once its event is logged (a
+/// request key included: such an event is made with its request's record).
 @Suite struct LoneEventTests {
     /// Runs `command` in a transaction of its own with the hook set; returns what it was shown and
     /// what the write made (nil when it failed).
@@ -65,6 +66,56 @@ import Testing
         }
     }
 
+    /// A lone write with a request key makes its event with the request's record, where the nested
+    /// path amends the event after it is logged: the log must come out byte for byte the same.
+    @Test func aKeyedLoneWriteLogsWhatTheAmendedEventWas() throws {
+        try withTemporaryDirectory { root in
+            let stores = [try Store(directory: root + "/lone"), try Store(directory: root + "/nested")]
+            defer { stores.forEach { $0.close() } }
+            var shownByKey: [String: Int] = [:]
+            for (index, store) in stores.enumerated() {
+                let writer = TestWriter(store)
+                let isolating = index == 1
+                let writes: [(Command, String?)] = [
+                    (.create(collection: "Task", id: "t1", data: ["title": "a"]), "k1"),
+                    (.create(collection: "Task", id: nil, data: ["title": "generated"]), "k2"),
+                    (.update(collection: "Task", id: "t1", patch: ["title": "b"], ifVersion: 1), "k3"),
+                    (.create(collection: "Task", id: "t2", data: ["title": "no key"]), nil),
+                    (.delete(collection: "Task", id: "t2", ifVersion: nil), "k4"),
+                    // The first request again: answered from its events, nothing written.
+                    (.create(collection: "Task", id: "t1", data: ["title": "a"]), "k1"),
+                ]
+                for (command, key) in writes {
+                    let (shown, outcome) = try write(writer, command, requestKey: key, isolating: isolating)
+                    let outcomeFound = try #require(outcome)
+                    if let key, !isolating { shownByKey[key, default: 0] += shown.count }
+                    if let key, !outcomeFound.replayed {
+                        #expect(outcomeFound.appended.last?.event.request?.key == key)
+                        if let shown = shown.first { #expect(shown.canonicalEvent == outcomeFound.appended[0].canonicalEvent) }
+                    }
+                }
+            }
+            #expect(shownByKey == ["k1": 1, "k2": 1, "k3": 1, "k4": 1], "\(shownByKey)")
+            let logs = try stores.map { store in
+                try store.read { snapshot in
+                    var records: [[UInt8]] = []
+                    try snapshot.forEachEvent(after: 0, limit: 100) { _, record in
+                        records.append(Array(record))
+                        return true
+                    }
+                    return records
+                }
+            }
+            #expect(logs[0].count == 5 && logs[0] == logs[1])
+            #expect(try stores[0].read { try $0.digest() } == stores[1].read { try $0.digest() })
+            // The keys are known to the request index: a retry on either is replayed.
+            for store in stores {
+                let (_, again) = try write(TestWriter(store), .update(collection: "Task", id: "t1", patch: ["title": "b"], ifVersion: 1), requestKey: "k3")
+                #expect(again?.replayed == true)
+            }
+        }
+    }
+
     @Test func writesThatCanMakeMoreEventsOrFailLaterAreNotShown() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
@@ -76,9 +127,12 @@ import Testing
             // A delete that delete rules make more events of (the cascade to t).
             let cascade = try write(writer, .delete(collection: "Project", id: "p", ifVersion: nil))
             #expect(cascade.outcome?.appended.count == 2 && cascade.shown.isEmpty)
-            // A write with a request key runs nested: its key is recorded after the event.
-            let keyed = try write(writer, .create(collection: "Note", id: "k", data: [:]), requestKey: "key-1")
-            #expect(keyed.outcome?.appended.count == 1 && keyed.shown.isEmpty)
+            // A delete with a request key that rules make more events of runs nested, its key
+            // recorded in its last event after the events.
+            _ = try writer.create("Project", [:], id: "q")
+            _ = try writer.create("Task", ["project": ["$ref": "Project/q"]], id: "u")
+            let keyed = try write(writer, .delete(collection: "Project", id: "q", ifVersion: nil), requestKey: "key-1")
+            #expect(keyed.outcome?.appended.count == 2 && keyed.shown.isEmpty)
             // A batch, and every command once the writer isolates each.
             let batch = try write(writer, .batch([BatchOperation(command: .create(collection: "Note", id: "b", data: [:]), idResult: nil, hasResultValues: false)], atomic: true))
             #expect(batch.outcome?.appended.count == 1 && batch.shown.isEmpty)
