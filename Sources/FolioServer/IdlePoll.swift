@@ -38,7 +38,13 @@ struct IdlePoll {
     private static let loadavg = open("/proc/loadavg", O_RDONLY | O_CLOEXEC)
     private static let processors = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 
-    init(limit: UInt64) { self.limit = limit }
+    /// Opens `/proc/loadavg` now, when polling is on: the loops are made at start, and a
+    /// descriptor opened on a loop's first poll would appear in the middle of serving (a count of
+    /// foliod's descriptors taken before it, as a test of passed descriptors takes, would be off by one).
+    init(limit: UInt64) {
+        self.limit = limit
+        if limit > 0 { _ = Self.loadavg }
+    }
 
     /// After a poll that found nothing (or none), how long (µs) the loop then slept.
     mutating func record(sleptMicroseconds slept: UInt64) {
