@@ -107,17 +107,12 @@ public final class StoreWriter {
             return try replay(entry, of: request.command)
         }
         let command = request.command
-        if !isolatesEveryCommand, command.isObjectCommand, try !mayTriggerRules(command, txn) {
+        if try makesOneEvent(command) {
             // One event, and nothing failed: what it records of its request is known before it is
             // made, so it is made with it (the bytes `recordRequest` would amend it to), in this
-            // transaction like an object write without a key, and it is a lone event.
-            requestOfNextEvent = Event.RequestRecord(key: key, digest: ChainHash(bytes: digest).hex, events: 1, failed: [])
-            logsLoneEvent = true
-            defer {
-                requestOfNextEvent = nil
-                logsLoneEvent = false
-            }
-            return try execute(command, acceptance, ids: &ids, txn, isolated: false)
+            // transaction like an object write without a key.
+            let record = Event.RequestRecord(key: key, digest: ChainHash(bytes: digest).hex, events: 1, failed: [])
+            return try executeLone(command, request: record, acceptance, ids: &ids)
         }
         return try nested { child in
             var outcome = try execute(command, acceptance, ids: &ids, child)
@@ -129,12 +124,29 @@ public final class StoreWriter {
 
     /// The write without a request key.
     func execute(_ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> WriteOutcome {
-        if !isolatesEveryCommand, command.isObjectCommand, try !mayTriggerRules(command, txn) {
-            logsLoneEvent = true
-            defer { logsLoneEvent = false }
-            return try execute(command, acceptance, ids: &ids, txn, isolated: false)
-        }
+        if try makesOneEvent(command) { return try executeLone(command, request: nil, acceptance, ids: &ids) }
         return try nested { child in try execute(command, acceptance, ids: &ids, child) }
+    }
+
+    /// An object command that can run in this transaction itself, checked completely before it
+    /// changes anything, and that makes exactly one event: no delete rule can make more of it.
+    private func makesOneEvent(_ command: Command) throws -> Bool {
+        guard !isolatesEveryCommand, command.isObjectCommand else { return false }
+        return try !mayTriggerRules(command, txn)
+    }
+
+    /// Runs a command `makesOneEvent` accepted, in this transaction; its event is made with
+    /// `request` (a request key's record) and shown to `onLoneEventLogged` once it is logged.
+    private func executeLone(
+        _ command: Command, request: Event.RequestRecord?, _ acceptance: Acceptance, ids: inout ObjectIDGenerator
+    ) throws -> WriteOutcome {
+        requestOfNextEvent = request
+        logsLoneEvent = true
+        defer {
+            requestOfNextEvent = nil
+            logsLoneEvent = false
+        }
+        return try execute(command, acceptance, ids: &ids, txn, isolated: false)
     }
 
     /// Runs `command` in `txn`. Unless `isolated` is false, `txn` is a nested transaction of the
