@@ -71,12 +71,28 @@ public enum Names {
 
     /// Whether `utf8` is a valid id (`validateID`), read from its bytes.
     public static func isID(_ utf8: UnsafeRawBufferPointer) -> Bool {
-        !utf8.isEmpty && utf8.count <= maxIDLength && utf8.allSatisfy(isIDByte)
+        !utf8.isEmpty && utf8.count <= maxIDLength && areIDBytes(utf8)
     }
 
+    /// Whether every byte of `utf8` may appear in an id (`isIDByte`): a page of objects asks it
+    /// of each object's id, to write the id's bytes as its JSON string.
+    @inlinable
+    public static func areIDBytes(_ utf8: UnsafeRawBufferPointer) -> Bool {
+        for byte in utf8 where !isIDByte(byte) { return false }
+        return true
+    }
+
+    /// `A-Z a-z 0-9 _ - . :`, looked up in a set of 128 bits held in two constants: inlined where
+    /// it is called, a few instructions a byte (a call a byte through the comparisons cost 14, about
+    /// 5% of a page of 20 objects).
+    @inlinable
     public static func isIDByte(_ byte: UInt8) -> Bool {
-        isLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            || byte == UInt8(ascii: ".") || byte == UInt8(ascii: ":")
+        // Bits 45 `-`, 46 `.`, 48–57 `0-9`, 58 `:`.
+        let low: UInt64 = 0x07FF_6000_0000_0000
+        // Bits 65–90 `A-Z`, 95 `_`, 97–122 `a-z`, less 64.
+        let high: UInt64 = 0x07FF_FFFE_87FF_FFFE
+        if byte < 64 { return (low >> UInt64(byte)) & 1 != 0 }
+        return byte < 128 && (high >> UInt64(byte &- 64)) & 1 != 0
     }
 
     private static func isLetter(_ byte: UInt8) -> Bool {

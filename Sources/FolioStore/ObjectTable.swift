@@ -123,7 +123,7 @@ struct ObjectTable {
         let plain = try collectionText.withUTF8 { collection in
             try idText.withUTF8 { id in
                 // Valid names need no escaping (Names.validateCollection, validateID): their bytes are their JSON.
-                guard collection.allSatisfy(Names.isIDByte), id.allSatisfy(Names.isIDByte) else { return false }
+                guard Names.areIDBytes(UnsafeRawBufferPointer(collection)), Names.areIDBytes(UnsafeRawBufferPointer(id)) else { return false }
                 try writeWireForm(record, plainCollection: UnsafeRawBufferPointer(collection), plainID: UnsafeRawBufferPointer(id), to: &writer)
                 return true
             }

@@ -354,7 +354,7 @@ private struct PageWriter {
             let end = heads.keyPrefix + id.count
             UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
             let record = try objects.record(key: UnsafeRawBufferPointer(rebasing: heads.key[..<end]), txn)
-            return (record, id.count, id.allSatisfy(Names.isIDByte))
+            return (record, id.count, Names.areIDBytes(id))
         }
         guard let record else {
             let id = key.withUnsafeBytes { SortKey.id(in: $0) }
