@@ -54,6 +54,10 @@ extension ReadHandler {
                 "folio_journal_early_records_total", "Lone writes whose journal record went out as soon as their event was logged.",
                 statistics.earlyRecords.load(ordering: .relaxed)
             ),
+            (
+                "folio_writer_idle_poll_finds_total", "Writes the writer's thread found while it looked for work before sleeping (--idle-poll).",
+                statistics.writerPollFinds.load(ordering: .relaxed)
+            ),
             ("folio_watch_events_total", "Live watch event lines delivered.", statistics.watchDelivery.summary.count),
             ("folio_live_changes_total", "Live query change lines delivered.", statistics.liveDelivery.summary.count),
         ]

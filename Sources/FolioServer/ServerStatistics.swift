@@ -28,6 +28,8 @@ final class ServerStatistics: Sendable {
     let failedCommits = Atomic<Int>(0)
     /// Lone writes whose journal record went out as soon as their event was logged (`Writer`).
     let earlyRecords = Atomic<Int>(0)
+    /// Batches the writer's thread found while it looked for work before sleeping (`WorkThread`).
+    let writerPollFinds = Atomic<Int>(0)
     let watches = Atomic<Int>(0)
     /// Live queries answered and running.
     let liveQueries = Atomic<Int>(0)

@@ -123,33 +123,43 @@ final class Writer: @unchecked Sendable {
         }
         let (maxCount, maxBytes) = (configuration.maxBatchCount, configuration.maxBatchBytes)
         let statistics = self.statistics
-        work = WorkThread(name: "folio-writer", take: { queue in
-            // As many as wait, up to the batch's bounds in count and bytes (at least one).
-            var count = 0
-            var bytes = 0
-            while count < queue.count && count < maxCount && (count == 0 || bytes + queue[count].size <= maxBytes) {
-                bytes += queue[count].size
-                count += 1
-            }
-            defer { queue.removeFirst(count) }
-            statistics.writerQueue.subtract(count, ordering: .relaxed)
-            return Array(queue.prefix(count))
-        }, handle: { [self] batch in
-            busy.store(true, ordering: .relaxed)
-            defer { busy.store(false, ordering: .relaxed) }
-            // The journal's thread was woken when the write was submitted, or now.
-            if !anticipatedAtSubmit.exchange(false, ordering: .relaxed) {
-                confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
-            }
-            let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
-            reserve?.topUpIfLow()
-            if let confirmer {
-                confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
-            } else {
-                release(processed.outcomes)
-            }
-        })
+        // The writer waits for a whole write's round trip (the journal's sync included) where a
+        // loop waits for one client's next request: four times the loops' window.
+        let idlePoll = UInt64(configuration.idlePollMicroseconds) * Self.idlePollFactor
+        work = WorkThread(
+            name: "folio-writer", idlePollMicroseconds: idlePoll,
+            foundWhilePolling: { statistics.writerPollFinds.add(1, ordering: .relaxed) },
+            take: { queue in
+                // As many as wait, up to the batch's bounds in count and bytes (at least one).
+                var count = 0
+                var bytes = 0
+                while count < queue.count && count < maxCount && (count == 0 || bytes + queue[count].size <= maxBytes) {
+                    bytes += queue[count].size
+                    count += 1
+                }
+                defer { queue.removeFirst(count) }
+                statistics.writerQueue.subtract(count, ordering: .relaxed)
+                return Array(queue.prefix(count))
+            }, handle: { [self] batch in
+                busy.store(true, ordering: .relaxed)
+                defer { busy.store(false, ordering: .relaxed) }
+                // The journal's thread was woken when the write was submitted, or now.
+                if !anticipatedAtSubmit.exchange(false, ordering: .relaxed) {
+                    confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
+                }
+                let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
+                reserve?.topUpIfLow()
+                if let confirmer {
+                    confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
+                } else {
+                    release(processed.outcomes)
+                }
+            })
     }
+
+    /// The writer's thread looks for its next write before it sleeps for up to this many times
+    /// `--idle-poll` (`WorkThread.idlePollMicroseconds`).
+    static let idlePollFactor: UInt64 = 4
 
     /// Finishes every queued job, then ends the thread.
     func stop() {

@@ -108,4 +108,50 @@ import Testing
         work.enqueue([1])
         #expect(Self.eventually { recorder.items.withLock { $0.count } == 2 })
     }
+
+    /// A thread that looks for work before it sleeps (`idlePollMicroseconds`): items that come a
+    /// millisecond apart teach it a window longer than that, and it then takes them without
+    /// blocking; with no room to poll, or no polling, it blocks for each. Once nothing comes, it
+    /// sleeps after at most its limit.
+    @Test(arguments: [(100_000, true), (100_000, false), (0, true)])
+    func itemsComingSoonAreTakenWithoutSleepingOnceTheWindowIsLearnt(limit: UInt64, room: Bool) throws {
+        let recorder = Recorder()
+        let found = Atomic<Int>(0)
+        let work = WorkThread<Int>(
+            // Other tests share the machine: a yield that lets one of their threads run does not
+            // end the poll here.
+            name: "test-poll", idlePollMicroseconds: limit, roomToPoll: { _ in room }, pollYieldsForGood: false,
+            foundWhilePolling: { found.add(1, ordering: .relaxed) }
+        ) { items in
+            recorder.tid.store(Self.threadID(), ordering: .relaxed)
+            recorder.items.withLock { $0.append(contentsOf: items) }
+        }
+        defer { work.stop() }
+        // Learning: 10 µs doubling past 1 ms takes eight waits of about a millisecond.
+        for item in 0..<20 {
+            work.enqueue([item])
+            #expect(Self.eventually { recorder.items.withLock { $0.count } == item + 1 })
+            usleep(1_000)
+        }
+        let tid = recorder.tid.load(ordering: .relaxed)
+        let before = try Self.state(of: tid).voluntarySwitches
+        let foundBefore = found.load(ordering: .relaxed)
+        for item in 20..<40 {
+            work.enqueue([item])
+            #expect(Self.eventually { recorder.items.withLock { $0.count } == item + 1 })
+            usleep(1_000)
+        }
+        let blocked = try Self.state(of: tid).voluntarySwitches - before
+        let foundNow = found.load(ordering: .relaxed) - foundBefore
+        if limit > 0 && room {
+            #expect(foundNow >= 15, "the poll found \(foundNow) of 20 items")
+            #expect(blocked <= 10, "the thread blocked \(blocked) times for 20 items it should have found polling")
+        } else {
+            #expect(foundNow == 0)
+            #expect(blocked >= 20, "the thread blocked \(blocked) times for 20 items")
+        }
+        // Nothing comes now: it sleeps within its limit (0.1 s here).
+        #expect(try Self.eventually(2) { try Self.state(of: tid).state == "S" }, "an idle thread sleeps")
+        #expect(recorder.items.withLock { $0 } == Array(0..<40))
+    }
 }

@@ -41,4 +41,34 @@ import Testing
             #expect(after - before < ticks / 5, "an idle foliod used \(after - before) ticks of \(ticks) in a second")
         }
     }
+
+    /// The writer's thread looks for the next write before it sleeps (for up to four times
+    /// `--idle-poll`): writes one at a time are answered as with `--idle-poll 0`, which never
+    /// polls (its count of writes found polling stays 0), and an idle daemon sleeps.
+    @Test(arguments: ["0", "1000"])
+    func writesOneAtATimeAreAnsweredAndAnIdleWriterSleeps(poll: String) throws {
+        try withRunningDaemon(arguments: ["--idle-poll", poll]) { daemon in
+            let connection = try daemon.connect(timeout: 60)
+            #expect(try connection.request(["op": "create", "collection": "Doc", "id": "d", "data": ["n": 0]]).isOK)
+            for version in Int64(1)...200 {
+                if version % 2 == 0 {
+                    #expect(try connection.request(["op": "create", "collection": "Other", "data": ["n": .int(version)]]).isOK)
+                }
+                let updated = try connection.request(["op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version), "patch": ["n": .int(version)]])
+                #expect(updated.result?["version"]?.integerValue == version + 1, "\(updated)")
+            }
+            let got = try connection.request(["op": "get", "collection": "Doc", "id": "d"])
+            #expect(got.result?["n"]?.integerValue == 200)
+            let metrics = try connection.request(["op": "metrics"]).result?["text"]?.stringValue ?? ""
+            #expect(metrics.contains("folio_writer_idle_poll_finds_total "), "\(metrics)")
+            if poll == "0" { #expect(metrics.contains("folio_writer_idle_poll_finds_total 0\n"), "\(metrics)") }
+            usleep(200_000)
+            let pid = try #require(daemon.pid)
+            let before = try cpuTicks(pid)
+            usleep(1_000_000)
+            let after = try cpuTicks(pid)
+            let ticks = Int(sysconf(Int32(_SC_CLK_TCK)))
+            #expect(after - before < ticks / 5, "an idle foliod used \(after - before) ticks of \(ticks) in a second")
+        }
+    }
 }

@@ -11,6 +11,11 @@ import Synchronization
 /// of the request that waits for the item; the anticipation moves that wake-up off it, to when the
 /// caller starts the work that will produce the item (docs/BENCHMARKS.md, "The journal's thread
 /// woken ahead of its record").
+///
+/// `idlePollMicroseconds` makes the thread look for its next item before it sleeps, for a window
+/// it learns (`IdlePoll`, as the event loops do): the writer's thread, whose one-client wake-up
+/// for each write is the wake-up of a vCPU (docs/BENCHMARKS.md, "The writer looks for its next
+/// write before it sleeps").
 final class WorkThread<Item>: @unchecked Sendable {
     private let lock = ConditionLock()
     private var queue: [Item] = []
@@ -24,14 +29,30 @@ final class WorkThread<Item>: @unchecked Sendable {
     private let take: (inout [Item]) -> [Item]
     private let handle: ([Item]) -> Void
 
+    /// The longest the thread looks for its next item before it sleeps, in microseconds; 0 never.
+    let idlePollMicroseconds: UInt64
+    /// Whether a poll takes a vCPU from no one (`IdlePoll.machineHasRoom`), and whether it ends
+    /// when a yield let another thread run; tests that share the machine with others say.
+    private let roomToPoll: (IdlePoll) -> Bool
+    private let pollYieldsForGood: Bool
+    /// Called each time a poll found an item (which it took without sleeping).
+    private let foundWhilePolling: () -> Void
+
     /// By default a round takes everything waiting.
     init(
-        name: String, spinMicroseconds: UInt64 = 0, take: @escaping (inout [Item]) -> [Item] = { waiting in defer { waiting.removeAll() }; return waiting },
+        name: String, spinMicroseconds: UInt64 = 0, idlePollMicroseconds: UInt64 = 0,
+        roomToPoll: @escaping (IdlePoll) -> Bool = { $0.machineHasRoom() }, pollYieldsForGood: Bool = true,
+        foundWhilePolling: @escaping () -> Void = {},
+        take: @escaping (inout [Item]) -> [Item] = { waiting in defer { waiting.removeAll() }; return waiting },
         handle: @escaping ([Item]) -> Void
     ) {
         self.take = take
         self.handle = handle
         self.spinMicroseconds = spinMicroseconds
+        self.idlePollMicroseconds = idlePollMicroseconds
+        self.roomToPoll = roomToPoll
+        self.pollYieldsForGood = pollYieldsForGood
+        self.foundWhilePolling = foundWhilePolling
         thread = startThread(name: name) { [self] in run() }
     }
 
@@ -61,14 +82,22 @@ final class WorkThread<Item>: @unchecked Sendable {
     }
 
     private func run() {
+        var poll = IdlePoll(limit: idlePollMicroseconds)
         while true {
+            let learns = poll.limit > 0 && lookBeforeSleeping(&poll)
+            var slept: UInt64?
             let items: [Item]? = lock.withLock {
-                while queue.isEmpty && !stopping && !anticipated.load(ordering: .acquiring) { lock.wait() }
+                if queue.isEmpty && !stopping && !anticipated.load(ordering: .acquiring) {
+                    let start = monotonicMicroseconds()
+                    while queue.isEmpty && !stopping && !anticipated.load(ordering: .acquiring) { lock.wait() }
+                    slept = monotonicMicroseconds() - start
+                }
                 if queue.isEmpty { return stopping ? [] : nil }
                 let items = take(&queue)
                 queued.store(queue.count, ordering: .relaxed)
                 return items
             }
+            if learns, let slept { poll.record(sleptMicroseconds: slept) }
             guard let items else {
                 spin()
                 continue
@@ -76,6 +105,30 @@ final class WorkThread<Item>: @unchecked Sendable {
             if items.isEmpty { return }
             handle(items)
         }
+    }
+
+    /// With nothing queued, looks for an item for up to the window `poll` has learnt, yielding
+    /// the vCPU at each look; returns whether the wait that follows teaches `poll` anything (not
+    /// when the machine had no room: `IdlePoll.machineHasRoom`). It looks only while no thread
+    /// waits for a CPU, and stops as soon as a yield let another thread run (the journal's thread
+    /// or an event loop woken on this vCPU needs it more), without the event loops' hold-off:
+    /// those threads come at every write, and the next poll may find the vCPU to itself again.
+    private func lookBeforeSleeping(_ poll: inout IdlePoll) -> Bool {
+        guard queued.load(ordering: .acquiring) == 0 else { return false }
+        guard poll.window > 0 else { return true }
+        guard roomToPoll(poll) else { return false }
+        let switches = IdlePoll.switchesAway()
+        let began = monotonicMicroseconds()
+        repeat {
+            sched_yield()
+            if queued.load(ordering: .acquiring) > 0 {
+                poll.found()
+                foundWhilePolling()
+                return true
+            }
+            if pollYieldsForGood && IdlePoll.switchesAway() != switches { return true }
+        } while monotonicMicroseconds() - began < poll.window
+        return true
     }
 
     /// Waits for an anticipated item without sleeping, up to `spinMicroseconds`, yielding the vCPU
