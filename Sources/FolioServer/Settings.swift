@@ -84,7 +84,7 @@ public enum Settings {
             c.eventLoops = try integer(v, "threads", at: 1)
             guard c.eventLoops <= 64 else { throw SettingError("threads takes 1 to 64") }
         },
-        Setting("idle-poll", "MICROSECONDS", "how long an event loop with nothing to do keeps looking for work before it sleeps, at most (default 100, at most 1000; 0: sleep at once). It polls only while no write is in flight and no thread waits for a CPU, and learns from each wait how long is worth it: a read from one client at a time then skips the wake-up of a sleeping thread. The writer's thread looks for its next write the same way, for up to four times as long, whether or not a write is in flight (docs/BENCHMARKS.md)") { c, v throws(SettingError) in
+        Setting("idle-poll", "MICROSECONDS", "how long an event loop with nothing to do keeps looking for work before it sleeps, at most (default 100, at most 1000; 0: sleep at once). It polls only while no write is in flight and no thread waits for a CPU, and learns from each wait how long is worth it: a read from one client at a time then skips the wake-up of a sleeping thread. After a write that came alone, the writer's thread looks for the next the same way, for up to four times as long (docs/BENCHMARKS.md)") { c, v throws(SettingError) in
             c.idlePollMicroseconds = try integer(v, "idle-poll")
             guard c.idlePollMicroseconds <= IdlePoll.maximumLimit else { throw SettingError("idle-poll takes 0 to \(IdlePoll.maximumLimit) microseconds, not \(c.idlePollMicroseconds)") }
         },

@@ -129,6 +129,11 @@ final class Writer: @unchecked Sendable {
         work = WorkThread(
             name: "folio-writer", idlePollMicroseconds: idlePoll,
             foundWhilePolling: { statistics.writerPollFinds.add(1, ordering: .relaxed) },
+            // After a lone write only: a client writing one at a time waits for the writer's
+            // wake-up; when writes come in batches, they queue while the writer works, and a look
+            // would take the CPU that the event loops need (measured: 11% more CPU a create at 16
+            // clients with the writer looking after every batch).
+            pollsAfter: { $0.count == 1 },
             take: { queue in
                 // As many as wait, up to the batch's bounds in count and bytes (at least one).
                 var count = 0

@@ -37,12 +37,14 @@ final class WorkThread<Item>: @unchecked Sendable {
     private let pollYieldsForGood: Bool
     /// Called each time a poll found an item (which it took without sleeping).
     private let foundWhilePolling: () -> Void
+    /// Whether the items just handled are worth a look for the next (the writer: a lone write).
+    private let pollsAfter: ([Item]) -> Bool
 
     /// By default a round takes everything waiting.
     init(
         name: String, spinMicroseconds: UInt64 = 0, idlePollMicroseconds: UInt64 = 0,
         roomToPoll: @escaping (IdlePoll) -> Bool = { $0.machineHasRoom() }, pollYieldsForGood: Bool = true,
-        foundWhilePolling: @escaping () -> Void = {},
+        foundWhilePolling: @escaping () -> Void = {}, pollsAfter: @escaping ([Item]) -> Bool = { _ in true },
         take: @escaping (inout [Item]) -> [Item] = { waiting in defer { waiting.removeAll() }; return waiting },
         handle: @escaping ([Item]) -> Void
     ) {
@@ -53,6 +55,7 @@ final class WorkThread<Item>: @unchecked Sendable {
         self.roomToPoll = roomToPoll
         self.pollYieldsForGood = pollYieldsForGood
         self.foundWhilePolling = foundWhilePolling
+        self.pollsAfter = pollsAfter
         thread = startThread(name: name) { [self] in run() }
     }
 
@@ -83,8 +86,10 @@ final class WorkThread<Item>: @unchecked Sendable {
 
     private func run() {
         var poll = IdlePoll(limit: idlePollMicroseconds)
+        // Whether the last items handled are worth a look for the next.
+        var looks = false
         while true {
-            let learns = poll.limit > 0 && lookBeforeSleeping(&poll)
+            let learns = looks && lookBeforeSleeping(&poll)
             var slept: UInt64?
             let items: [Item]? = lock.withLock {
                 if queue.isEmpty && !stopping && !anticipated.load(ordering: .acquiring) {
@@ -104,6 +109,7 @@ final class WorkThread<Item>: @unchecked Sendable {
             }
             if items.isEmpty { return }
             handle(items)
+            looks = poll.limit > 0 && pollsAfter(items)
         }
     }
 
