@@ -3,7 +3,7 @@ import Testing
 @testable import FolioModel
 
 /// Ids are 1 to 128 characters from `A-Z a-z 0-9 _ - . :`; `Names.isIDByte` looks a byte up in a
-/// set of bits, checked here against the rule spelled out byte by byte.
+/// table of 256 bytes, checked here against the rule spelled out byte by byte.
 @Suite struct IDTests {
     @Test func idBytesAreExactlyThoseOfTheRule() {
         for value in 0...255 {
