@@ -103,9 +103,21 @@ extension Value: Comparable {
         }
     }
 
+    /// Strings by their UTF-8 bytes, as their sort keys order them: never Swift's `==`, which
+    /// holds canonically equivalent strings equal ("\u{2000}" and "\u{2002}", "é" composed and
+    /// decomposed) whose bytes, and so whose keys in a view, differ. A filter read against an
+    /// object then agrees with the same filter read from a view's keys.
     static func compareUTF8(_ a: String, _ b: String) -> Int {
-        if a == b { return 0 }
-        return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : 1
+        var left = a.utf8.makeIterator()
+        var right = b.utf8.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?): if x != y { return x < y ? -1 : 1 }
+            }
+        }
     }
 
     /// Compares an integer with a double without rounding either.

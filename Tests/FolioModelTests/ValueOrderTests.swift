@@ -24,6 +24,41 @@ import Testing
         #expect(Value.compare(nil, .null) < 0, "missing sorts first")
     }
 
+    /// Strings compare by their bytes, as their keys do, also where Swift's `==` holds them equal:
+    /// canonically equivalent strings (U+2000 and U+2002; "é" composed and decomposed; the pair
+    /// the `query` fuzz target found, fuzz/regressions/query/canonically-equivalent-strings) are
+    /// different values, in the order of their bytes, and an equality filter on one does not
+    /// match the other, as a view's range of keys would not.
+    @Test func canonicallyEquivalentStringsAreDifferentValues() throws {
+        let pairs: [(String, String)] = [
+            ("A\u{2000}v*rsi.n-t", "A\u{2002}v*rsi.n-t"), ("\u{E9}", "e\u{301}"), ("\u{212B}", "\u{C5}"), ("Å", "A\u{30A}"),
+        ]
+        for (a, b) in pairs {
+            #expect(a == b, "Swift's == holds \(a.unicodeScalars.map(\.value)) and \(b.unicodeScalars.map(\.value)) equal")
+            let order = Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) ? -1 : 1
+            #expect(Value.compare(.string(a), .string(b)) == order)
+            #expect(Value.compare(.string(b), .string(a)) == -order)
+            #expect(Value.string(a) != Value.string(b))
+            #expect(Value.compare(.reference(a), .reference(b)) == order)
+            var keyA: [UInt8] = []
+            var keyB: [UInt8] = []
+            SortKey.append(json: .string(a), descending: false, to: &keyA)
+            SortKey.append(json: .string(b), descending: false, to: &keyB)
+            #expect((keyA.lexicographicallyPrecedes(keyB) ? -1 : 1) == order)
+            // Field names too: objects whose keys differ so compare as their keys' bytes.
+            #expect(Value.compare(Value(["\(a)": 1] as JSON), Value(["\(b)": 1] as JSON)) == order)
+
+            let filter = try #require(try Filter.parse(optional: ["name": .string(a)]).filter)
+            let holding = { (name: String) in
+                StoredObject(
+                    collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0),
+                    data: ["name": .string(name)])
+            }
+            #expect(filter.matches(holding(a)))
+            #expect(!filter.matches(holding(b)), "{name: \(a.unicodeScalars.map(\.value))} matched \(b.unicodeScalars.map(\.value))")
+        }
+    }
+
     /// A key made straight from JSON (a view's key of every write) is the key of its `Value`, in
     /// both directions, for every kind, zeros of both spellings, a string with a 0 byte, and a
     /// missing value.
