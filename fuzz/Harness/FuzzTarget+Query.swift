@@ -3,8 +3,10 @@ import FolioModel
 
 extension FuzzTarget {
     /// The bytes as JSON, read as a `where`, as a `sort`, and (an array) as values to order. A `where`
-    /// valid in one key order is valid in any; a sort order reads back from its own JSON; and the sort
-    /// keys of two values compare (as bytes) as the values do.
+    /// valid in one key order is valid in any; a sort order reads back from its own JSON; the sort
+    /// keys of two values compare (as bytes) as the values do; and an array's first value, as the
+    /// operand of a `where` that fixes a field, matches each other value exactly when their keys are
+    /// equal (`checkEquality`).
     static func query(_ bytes: UnsafeRawBufferPointer) -> String? {
         guard let json = try? JSONParser.parse(bytes) else { return nil }
         let object = StoredObject(
@@ -33,6 +35,43 @@ extension FuzzTarget {
                 for b in values[(i + 1)...] {
                     if let failure = checkOrder(a, b) { return failure }
                 }
+            }
+            if let operand = elements.first {
+                for candidate in elements.dropFirst().prefix(8) {
+                    if let failure = checkEquality(operand, candidate) { return failure }
+                }
+            }
+        }
+        return nil
+    }
+
+    /// A `where` that fixes a field by equality matches an object exactly when the field's sort key
+    /// is the operand's, as a list served from a view's keys would: read against the object (a
+    /// scan) by `{f: v}`, `$eq`, `$in` and `$contains` alike, and not by `$ne` and `$nin`.
+    private static func checkEquality(_ operand: JSON, _ candidate: JSON) -> String? {
+        var operandKey: [UInt8] = []
+        var candidateKey: [UInt8] = []
+        SortKey.append(Value(operand), descending: false, to: &operandKey)
+        SortKey.append(Value(candidate), descending: false, to: &candidateKey)
+        let equal = operandKey == candidateKey
+        func holding(_ value: JSON) -> StoredObject {
+            StoredObject(
+                collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0),
+                data: ["f": value])
+        }
+        let forms: [(JSON, Bool, StoredObject)] = [
+            (["f": operand], equal, holding(candidate)),
+            (["f": ["$eq": operand]], equal, holding(candidate)),
+            (["f": ["$in": [operand]]], equal, holding(candidate)),
+            (["f": ["$contains": operand]], equal, holding([candidate])),
+            (["f": ["$ne": operand]], !equal, holding(candidate)),
+            (["f": ["$nin": [operand]]], !equal, holding(candidate)),
+        ]
+        for (whereJSON, expected, object) in forms {
+            // An operand a filter does not take (an object of unknown operators) is not a case.
+            guard let filter = try? Filter.parse(optional: whereJSON).filter else { continue }
+            if filter.matches(object) != expected {
+                return "where \(whereJSON) \(expected ? "does not match" : "matches") \(JSON.object(object.data)), whose key is \(equal ? "" : "not ")the operand's"
             }
         }
         return nil
