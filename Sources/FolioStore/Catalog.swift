@@ -1,5 +1,6 @@
 import FolioJSON
 import FolioModel
+import Glibc
 import LMDB
 import Synchronization
 
@@ -209,22 +210,26 @@ struct Catalog {
 /// Parsed view definitions by their stored bytes: parsing a `where` on every write would cost more
 /// than maintaining the view. Keyed by content, so an entry can never be stale.
 final class DefinitionCache: Sendable {
-    private let parsed = Mutex<[StoredBytes: ViewDefinition]>([:])
-
-    /// Stored bytes as a dictionary key, hashed as one block (an array of bytes hashes them one
-    /// by one: a tenth of a view page's cost went there).
-    private struct StoredBytes: Hashable, Sendable {
-        let bytes: [UInt8]
-
-        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
-    }
+    /// Definitions by the hash of their stored bytes (hashed as one block: an array of bytes hashes
+    /// them one by one, a tenth of a view page's cost once), each beside the bytes it was parsed
+    /// from, so that a lookup compares the stored bytes where LMDB holds them, without a copy.
+    private let parsed = Mutex<[Int: [(bytes: [UInt8], definition: ViewDefinition)]]>([:])
 
     func definition(_ bytes: UnsafeRawBufferPointer) throws -> ViewDefinition {
-        let key = StoredBytes(bytes: Array(bytes))
-        if let definition = parsed.withLock({ $0[key] }) { return definition }
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        let hash = hasher.finalize()
+        func holds(_ stored: [UInt8]) -> Bool {
+            stored.count == bytes.count && stored.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+        }
+        if bytes.isEmpty { throw StoreError.corrupted("stored view definition is empty") }
+        if let known = parsed.withLock({ $0[hash]?.first { holds($0.bytes) }?.definition }) { return known }
+        let copy = Array(bytes)
         do {
-            let definition = try ViewDefinition(parsing: try JSONParser.parse(key.bytes))
-            parsed.withLock { $0[key] = definition }
+            let definition = try ViewDefinition(parsing: try JSONParser.parse(copy))
+            parsed.withLock { cache in
+                if cache[hash]?.contains(where: { holds($0.bytes) }) != true { cache[hash, default: []].append((copy, definition)) }
+            }
             return definition
         } catch {
             throw StoreError.corrupted("stored view definition does not parse: \(error)")

@@ -88,7 +88,7 @@ enum ViewBuffer {
     /// The stream's state: in a write, read from LMDB once and kept in its cache.
     static func state(_ txn: StoreTransaction) throws -> BufferState {
         if let known = txn.cache?.knownBufferState() { return known }
-        let state = try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState(Array($0)) } ?? BufferState()
+        let state = try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState($0) } ?? BufferState()
         txn.cache?.setBufferState(state, changed: false)
         return state
     }
@@ -378,6 +378,12 @@ struct BufferState {
     init() {}
 
     init(_ bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { BufferState($0) }
+    }
+
+    /// Decoded where LMDB holds it: a page of a buffered view reads the state once, and an array
+    /// copy of it, with `counts` grown an entry at a time, took five allocations of a page's ~22.
+    init(_ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         let mark = bytes.count >= 8 ? bytes.loadLittleEndian(UInt64.self, at: 0) : 0
         let withRound = mark == Self.roundMark || mark == Self.formatSixRoundMark
@@ -404,6 +410,7 @@ struct BufferState {
                 round = MergeRound(end: end, done: done, trees: trees, turns: done, chunk: 0)
             }
         }
+        counts.reserveCapacity(max(0, bytes.count - offset) / 12)
         while offset + 12 <= bytes.count {
             counts.append((bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
             offset += 12
