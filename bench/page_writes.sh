@@ -22,7 +22,7 @@ CLIENTS=("$@")
 build
 "${CC:-cc}" -O2 -Wall -shared -fPIC -o "$WORK/page_writes.so" bench/page_writes.c -ldl
 
-sectors() { awk '$0 !~ /^ *$/ { total += $7 } END { print total }' /sys/block/*/stat; }
+sectors() { awk '$0 !~ /^ *$/ { total += $7 } END { printf "%.0f\n", total }' /sys/block/*/stat; }
 
 header "${CLIENTS[@]}"
 echo "load:    durable creates from each number of clients for ${DURATION} s (plus 1 s of warm-up), on a fresh foliod holding ${FILL} objects"
