@@ -15,51 +15,81 @@ public enum PostgresValue: Sendable {
 
     /// `bytea[]`.
     public static func byteaArray(_ elements: [[UInt8]]) -> PostgresValue {
-        .array(type: 1001, bytes: binaryArray(of: TypeOID.bytea, elements.count) { elements[$0] })
+        .array(type: 1001, bytes: binaryArray(of: TypeOID.bytea, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
+            out.append(contentsOf: elements[index])
+            return true
+        })
     }
 
     /// `text[]` of UTF-8 bytes (without zero bytes).
     public static func textArray(_ elements: [[UInt8]]) -> PostgresValue {
-        .array(type: 1009, bytes: binaryArray(of: 25, elements.count) { elements[$0] })
+        .array(type: 1009, bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
+            out.append(contentsOf: elements[index])
+            return true
+        })
     }
 
     /// `int4[]`.
     public static func int4Array(_ elements: [Int32]) -> PostgresValue {
-        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count) { index in bigEndian(UInt32(bitPattern: elements[index])) })
+        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
+            appendBigEndian(UInt32(bitPattern: elements[index]), to: &out)
+            return true
+        })
     }
 
     /// `int4[]` with NULLs.
     public static func int4Array(_ elements: [Int32?]) -> PostgresValue {
-        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count) { index in elements[index].map { bigEndian(UInt32(bitPattern: $0)) } })
+        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
+            guard let element = elements[index] else { return false }
+            appendBigEndian(UInt32(bitPattern: element), to: &out)
+            return true
+        })
     }
 
     /// `bool[]`.
     public static func boolArray(_ elements: [Bool]) -> PostgresValue {
-        .array(type: 1000, bytes: binaryArray(of: TypeOID.bool, elements.count) { [elements[$0] ? 1 : 0] })
+        .array(type: 1000, bytes: binaryArray(of: TypeOID.bool, elements.count, elementBytes: elements.count) { index, out in
+            out.append(elements[index] ? 1 : 0)
+            return true
+        })
     }
 
     /// The binary array format: dimensions, a no-NULL flag, the element type, then each element as
-    /// its length and its bytes (an empty array has no dimension).
-    private static func binaryArray(of element: Oid, _ count: Int, _ bytes: (Int) -> [UInt8]?) -> [UInt8] {
-        var body: [UInt8] = []
-        var hasNull = false
-        for index in 0..<count {
-            guard let value = bytes(index) else {
-                hasNull = true
-                body += bigEndian(UInt32.max)  // length -1: NULL
-                continue
-            }
-            body += bigEndian(UInt32(value.count))
-            body += value
-        }
-        var out = bigEndian(count == 0 ? 0 : 1) + bigEndian(hasNull ? 1 : 0) + bigEndian(element)
+    /// its length and its bytes (an empty array has no dimension). `element` appends the bytes of
+    /// element `index` to `out` and returns true, or returns false, appending nothing, for a NULL;
+    /// `elementBytes` is what they take in all, so that the array is allocated once (an array for
+    /// each element and each length cost a cluster node's writing thread 5% of its instructions).
+    private static func binaryArray(
+        of element: Oid, _ count: Int, elementBytes: Int, _ append: (_ index: Int, _ out: inout [UInt8]) -> Bool
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + 4 * count + elementBytes)
+        appendBigEndian(count == 0 ? 0 : 1, to: &out)
+        let nullFlag = out.count
+        appendBigEndian(0, to: &out)
+        appendBigEndian(element, to: &out)
         guard count > 0 else { return out }
-        out += bigEndian(UInt32(count)) + bigEndian(1)
-        return out + body
+        appendBigEndian(UInt32(count), to: &out)
+        appendBigEndian(1, to: &out)
+        for index in 0..<count {
+            let length = out.count
+            appendBigEndian(0, to: &out)
+            if append(index, &out) {
+                setBigEndian(UInt32(out.count - length - 4), at: length, in: &out)
+            } else {
+                setBigEndian(UInt32.max, at: length, in: &out)  // length -1: NULL
+                setBigEndian(1, at: nullFlag, in: &out)
+            }
+        }
+        return out
     }
 
-    private static func bigEndian(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+    private static func appendBigEndian(_ value: UInt32, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
+    }
+
+    private static func setBigEndian(_ value: UInt32, at offset: Int, in out: inout [UInt8]) {
+        out.withUnsafeMutableBytes { $0.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self) }
     }
 }
 

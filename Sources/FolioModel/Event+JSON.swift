@@ -9,13 +9,15 @@ extension Event {
         return writer.compactBytes
     }
 
-    /// The canonical bytes, and where in them a created object's data lies (its canonical JSON,
-    /// reusable as is).
-    public func encodedWithData() -> (bytes: [UInt8], data: Range<Int>?) {
+    /// The canonical bytes, where in them a created object's data lies (its canonical JSON,
+    /// reusable as is), and the parts `encodedParts` gives.
+    public func encodedWithData() -> (bytes: [UInt8], data: Range<Int>?, headEnd: Int, cause: Range<Int>?) {
         var writer = JSONWriter(capacity: 256)
         var data: Range<Int>?
-        write(to: &writer, dataRange: &data)
-        return (writer.compactBytes, data)
+        var headEnd = 0
+        var cause: Range<Int>?
+        write(to: &writer, dataRange: &data, headEnd: &headEnd, causeRange: &cause)
+        return (writer.compactBytes, data, headEnd, cause)
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -28,21 +28,23 @@ extension StoreWriter {
         let amended = try amendLastEvent(event, txn)
         outcome.appended[outcome.appended.count - 1] = Applied(
             event: event, chainHash: amended.hash, object: last.object, before: last.before, record: last.record, viewCount: last.viewCount,
-            canonicalEvent: amended.canonical)
+            canonicalEvent: amended.canonical, canonicalParts: (amended.headEnd, amended.cause))
     }
 
     /// Replaces the log's last event (appended by this transaction) with `event`, which differs only
     /// in what it records of its request, and enters that in the request index.
-    private func amendLastEvent(_ event: Event, _ txn: StoreTransaction) throws -> (canonical: [UInt8], hash: ChainHash) {
+    private func amendLastEvent(_ event: Event, _ txn: StoreTransaction) throws -> (
+        canonical: [UInt8], hash: ChainHash, headEnd: Int, cause: Range<Int>?
+    ) {
         let log = EventLog(database: store.databases.events)
         precondition(event.sequence == lastSequence, "only the last event can be amended")
         let previous = event.sequence == 1 ? ChainHash.genesis : try log.record(event.sequence - 1, txn.lmdb).map(EventLog.hash) ?? .genesis
-        let canonical = event.encoded()
+        let (canonical, _, headEnd, cause) = event.encodedWithData()
         let hash = previous.next(canonical)
         try txn.lmdb.put(store.databases.events, Keys.sequence(event.sequence), hash.bytes + canonical)
         setHead(EventLog.Head(sequence: event.sequence, hash: hash))
         try store.applier.requests.apply(event, txn.lmdb)
-        return (canonical, hash)
+        return (canonical, hash, headEnd, cause)
     }
 
     /// The first request's outcome, from its events: the objects as its events left them, the

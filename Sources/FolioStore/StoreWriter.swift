@@ -72,6 +72,9 @@ public final class StoreWriter {
         public let viewCount: Int?
         /// The event's canonical bytes, as the log holds them.
         public let canonicalEvent: [UInt8]
+        /// Where in them the head ends and the cause's number lies (`Event.encodedParts`): what a
+        /// cluster node's proposal sends, without encoding the event again.
+        let canonicalParts: (headEnd: Int, cause: Range<Int>?)
 
         /// Writes the object after the event in its wire form, from its record; false if there is none.
         public func writeObject(to writer: inout JSONWriter) throws -> Bool {
@@ -231,12 +234,14 @@ public final class StoreWriter {
     }
 
     func append(_ event: Event, _ txn: StoreTransaction, before: EventApplier.Before = .unknown) throws -> Applied {
-        let (canonical, dataRange) = event.encodedWithData()
+        let (canonical, dataRange, headEnd, cause) = event.encodedWithData()
         let newHead = try log.append(canonical, after: head, txn.lmdb)
         if logsLoneEvent, let onLoneEventLogged {
             logsLoneEvent = false
             onLoneEventLogged(
-                Applied(event: event, chainHash: newHead.hash, object: nil, before: nil, record: nil, viewCount: nil, canonicalEvent: canonical))
+                Applied(
+                    event: event, chainHash: newHead.hash, object: nil, before: nil, record: nil, viewCount: nil, canonicalEvent: canonical,
+                    canonicalParts: (headEnd, cause)))
         }
         #if DEBUG
         try Failpoint.storeAfterLogAppend.check()
@@ -249,7 +254,7 @@ public final class StoreWriter {
         head = newHead
         return Applied(
             event: event, chainHash: newHead.hash, object: applied?.after?.object, before: applied?.before, record: applied?.after?.record,
-            viewCount: viewCount, canonicalEvent: canonical)
+            viewCount: viewCount, canonicalEvent: canonical, canonicalParts: (headEnd, cause))
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.
