@@ -37,4 +37,15 @@ import Testing
             }
         }
     }
+
+    @Test func sortedUniqueKeepsEachKeyOnceInOrder() {
+        let keys = [
+            ConflictKey.object("b", "1"), ConflictKey.catalog, ConflictKey.object("a", "1"), ConflictKey.catalog, ConflictKey.object("b", "1"),
+            ConflictKey.request("r"),
+        ]
+        let unique = ConflictKey.sortedUnique(keys)
+        #expect(unique == Array(Set(keys)).sorted())
+        #expect(unique.count == 4)
+        #expect(ConflictKey.sortedUnique([]).isEmpty)
+    }
 }

@@ -114,6 +114,14 @@ public struct ConflictKey: Hashable, Sendable, Comparable {
     public static func == (lhs: ConflictKey, rhs: ConflictKey) -> Bool { compareBytes(lhs.bytes, rhs.bytes) == 0 }
 
     public static func < (lhs: ConflictKey, rhs: ConflictKey) -> Bool { compareBytes(lhs.bytes, rhs.bytes) < 0 }
+
+    /// `keys` in order, each once.
+    static func sortedUnique(_ keys: [ConflictKey]) -> [ConflictKey] {
+        var unique: [ConflictKey] = []
+        unique.reserveCapacity(keys.count)
+        for key in keys.sorted() where unique.last != key { unique.append(key) }
+        return unique
+    }
 }
 
 extension Store {
@@ -260,8 +268,10 @@ extension StoreWriter {
     /// The proposal of a write just executed in this transaction.
     func proposal(of outcome: WriteOutcome) throws -> ProposedWrite {
         let first = outcome.appended[0].event.sequence
-        var reads = Set<ConflictKey>()
-        var writes = Set<ConflictKey>()
+        // Arrays, sorted and made unique at the end: a write has a few keys, and a set of them cost
+        // more in hashing and its storage than the proposal's other work.
+        var reads: [ConflictKey] = []
+        var writes: [ConflictKey] = []
         var everything = false
         var events: [ProposedWrite.PendingEvent] = []
         for applied in outcome.appended {
@@ -280,61 +290,62 @@ extension StoreWriter {
                 events.append(.init(type: event.typeName, tail: Array(bytes[headEnd...]), causeIndex: nil, rest: []))
             }
             if let request = event.request {
-                reads.insert(.request(request.key))
-                writes.insert(.request(request.key))
+                reads.append(.request(request.key))
+                writes.append(.request(request.key))
             }
             switch event.change {
             case .created(let collection, let id, _), .updated(let collection, let id, _, _), .deleted(let collection, let id):
                 try objectKeys(applied, collection: collection, id: id, reads: &reads, writes: &writes)
             case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped:
                 everything = true
-                writes.insert(.catalog)
+                writes.append(.catalog)
             case .filePut(let binding):
-                reads.insert(.file(binding.name))
-                writes.insert(.file(binding.name))
+                reads.append(.file(binding.name))
+                writes.append(.file(binding.name))
             case .fileDeleted(let name):
                 // Whether anything refers to the file was read from the whole reference index.
                 everything = true
-                writes.insert(.file(name))
+                writes.append(.file(name))
             }
         }
         return ProposedWrite(
-            events: events, reads: reads.sorted(), writes: writes.sorted(), readsEverything: everything, local: outcome)
+            events: events, reads: ConflictKey.sortedUnique(reads), writes: ConflictKey.sortedUnique(writes), readsEverything: everything,
+            local: outcome)
     }
 
     /// An object event read the object, the catalog (schema, views) and the unique keys it claims;
     /// a delete read who refers to the object, an update of owning fields who refers to what it
     /// releases. It changed the object, its unique claims and the referrers of what it refers to.
     private func objectKeys(
-        _ applied: Applied, collection: String, id: String, reads: inout Set<ConflictKey>, writes: inout Set<ConflictKey>
+        _ applied: Applied, collection: String, id: String, reads: inout [ConflictKey], writes: inout [ConflictKey]
     ) throws {
         let object = ConflictKey.object(collection, id)
-        reads.insert(object)
-        writes.insert(object)
-        reads.insert(.catalog)
+        reads.append(object)
+        writes.append(object)
+        reads.append(.catalog)
         for view in try store.applier.catalog.views(on: collection, txn) where view.definition.unique {
             let index = view.index
             if let after = applied.object, index.constrainsUniqueness(after), let key = try index.key(for: after) {
                 let claim = ConflictKey.unique(index.name, index.uniqueTuple(of: key, id: after.id))
-                reads.insert(claim)
-                writes.insert(claim)
+                reads.append(claim)
+                writes.append(claim)
             }
             if let before = applied.before, index.constrainsUniqueness(before), let key = try index.key(for: before) {
-                writes.insert(.unique(index.name, index.uniqueTuple(of: key, id: before.id)))
+                writes.append(.unique(index.name, index.uniqueTuple(of: key, id: before.id)))
             }
         }
         let before = Set(applied.before.map { Reference.all(in: $0.data) } ?? [])
         let after = Set(applied.object.map { Reference.all(in: $0.data) } ?? [])
         for reference in before.symmetricDifference(after) {
-            writes.insert(.referrers(reference.collection, reference.id))
+            writes.append(.referrers(reference.collection, reference.id))
         }
         switch applied.event.change {
         case .deleted:
-            reads.insert(.referrers(collection, id))
+            reads.append(.referrers(collection, id))
         case .updated:
             if let schema = try store.applier.catalog.schema(collection, txn), schema.hasOwningFields {
                 for reference in before where schema.rules(at: reference.path)?.owns == true {
-                    reads.insert(.referrers(reference.collection, reference.id))
+                    reads.append(.referrers(reference.collection, reference.id))
                 }
             }
         default:
