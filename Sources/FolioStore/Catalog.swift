@@ -216,13 +216,13 @@ final class DefinitionCache: Sendable {
     private let parsed = Mutex<[Int: [(bytes: [UInt8], definition: ViewDefinition)]]>([:])
 
     func definition(_ bytes: UnsafeRawBufferPointer) throws -> ViewDefinition {
+        guard !bytes.isEmpty else { throw StoreError.corrupted("stored view definition is empty") }
         var hasher = Hasher()
         hasher.combine(bytes: bytes)
         let hash = hasher.finalize()
         func holds(_ stored: [UInt8]) -> Bool {
             stored.count == bytes.count && stored.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
         }
-        if bytes.isEmpty { throw StoreError.corrupted("stored view definition is empty") }
         if let known = parsed.withLock({ $0[hash]?.first { holds($0.bytes) }?.definition }) { return known }
         let copy = Array(bytes)
         do {
