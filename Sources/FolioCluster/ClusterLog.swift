@@ -79,16 +79,35 @@ public final class ClusterLog: @unchecked Sendable {
 
     /// Submits a group of writes proposed at `snapshot`, in order; see `ClusterSchema.appendFunction`.
     public func append(snapshot: UInt64, at: Timestamp, _ writes: [ProposedWrite]) throws -> Decision {
+        // Sized up front: each array is allocated once.
+        var readCount = 0
+        var keyCount = 0
+        var eventCount = 0
+        for write in writes {
+            readCount += write.reads.count
+            keyCount += write.writes.count
+            eventCount += write.events.count
+        }
         var all: [Bool] = []
+        all.reserveCapacity(writes.count)
         var reads: [[UInt8]] = []
+        reads.reserveCapacity(readCount)
         var readOwners: [Int32] = []
+        readOwners.reserveCapacity(readCount)
         var keys: [[UInt8]] = []
+        keys.reserveCapacity(keyCount)
         var keyOwners: [Int32] = []
+        keyOwners.reserveCapacity(keyCount)
         var eventOwners: [Int32] = []
-        var types: [[UInt8]] = []
+        eventOwners.reserveCapacity(eventCount)
+        var types: [String] = []
+        types.reserveCapacity(eventCount)
         var tails: [[UInt8]] = []
+        tails.reserveCapacity(eventCount)
         var causes: [Int32?] = []
+        causes.reserveCapacity(eventCount)
         var rests: [[UInt8]] = []
+        rests.reserveCapacity(eventCount)
         for (index, write) in writes.enumerated() {
             let owner = Int32(index + 1)
             all.append(write.readsEverything)
@@ -102,7 +121,7 @@ public final class ClusterLog: @unchecked Sendable {
             }
             for event in write.events {
                 eventOwners.append(owner)
-                types.append(Array(event.type.utf8))
+                types.append(event.type)
                 tails.append(event.tail)
                 causes.append(event.causeIndex.map { Int32($0) })
                 rests.append(event.rest)
@@ -114,7 +133,9 @@ public final class ClusterLog: @unchecked Sendable {
                 .int(Int64(snapshot)), .text(at.rfc3339), .boolArray(all), .byteaArray(reads), .int4Array(readOwners), .byteaArray(keys),
                 .int4Array(keyOwners), .int4Array(eventOwners), .textArray(types), .textArray(tails), .int4Array(causes), .textArray(rests),
             ], prepared: "folio_append")
-        guard result.rowCount >= 1, let text = result.string(0, 0) else { throw ClusterLogError.unexpected("folio_append returned no row") }
+        guard result.rowCount >= 1, let answer = result.withBytes(0, 0, { Self.firstsAndHead($0) }) else {
+            throw ClusterLogError.unexpected("folio_append returned no row")
+        }
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount - 1)
         for row in 1..<result.rowCount {
@@ -123,9 +144,9 @@ public final class ClusterLog: @unchecked Sendable {
             }
             events.append(LoggedEvent(sequence: UInt64(seq), canonical: canonical, hash: hash))
         }
-        guard let (firsts, head) = Self.firstsAndHead(text) else { throw ClusterLogError.unexpected("folio_append returned \(text)") }
+        guard let (firsts, head) = answer else { throw ClusterLogError.unexpected("folio_append returned \(result.string(0, 0) ?? "")") }
         guard firsts.count == writes.count else {
-            throw ClusterLogError.unexpected("folio_append answered \(firsts.count) writes of \(writes.count): \(text)")
+            throw ClusterLogError.unexpected("folio_append answered \(firsts.count) writes of \(writes.count): \(result.string(0, 0) ?? "")")
         }
         return Decision(firstSequences: firsts.map { $0 == 0 ? nil : $0 }, head: head, events: events)
     }
@@ -133,11 +154,18 @@ public final class ClusterLog: @unchecked Sendable {
     /// `folio_append`'s first row, `first,first,...;head` (a first of 0: the write was refused), read
     /// as bytes: splitting it as a Swift string cost more than the rest of the call's answer.
     static func firstsAndHead(_ text: String) -> (firsts: [UInt64], head: UInt64)? {
+        var text = text
+        return text.withUTF8 { firstsAndHead(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same, read from the answer's bytes where libpq holds them.
+    static func firstsAndHead(_ text: UnsafeRawBufferPointer) -> (firsts: [UInt64], head: UInt64)? {
         var firsts: [UInt64] = []
+        firsts.reserveCapacity(text.count / 2)
         var number: UInt64 = 0
         var digits = 0
         var sawSemicolon = false
-        for byte in text.utf8 {
+        for byte in text {
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"):
                 let (times10, over1) = number.multipliedReportingOverflow(by: 10)

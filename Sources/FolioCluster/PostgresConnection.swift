@@ -16,80 +16,96 @@ public enum PostgresValue: Sendable {
     /// `bytea[]`.
     public static func byteaArray(_ elements: [[UInt8]]) -> PostgresValue {
         .array(type: 1001, bytes: binaryArray(of: TypeOID.bytea, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
-            out.append(contentsOf: elements[index])
-            return true
+            copy(elements[index], to: out)
         })
     }
 
     /// `text[]` of UTF-8 bytes (without zero bytes).
     public static func textArray(_ elements: [[UInt8]]) -> PostgresValue {
         .array(type: 1009, bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
-            out.append(contentsOf: elements[index])
-            return true
+            copy(elements[index], to: out)
+        })
+    }
+
+    /// `text[]` of strings (without zero bytes).
+    public static func textArray(_ elements: [String]) -> PostgresValue {
+        .array(type: 1009, bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.utf8.count }) { index, out in
+            var element = elements[index]
+            return element.withUTF8 { copy(UnsafeRawBufferPointer($0), to: out) }
         })
     }
 
     /// `int4[]`.
     public static func int4Array(_ elements: [Int32]) -> PostgresValue {
         .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
-            appendBigEndian(UInt32(bitPattern: elements[index]), to: &out)
-            return true
+            out.storeBytes(of: elements[index].bigEndian, as: Int32.self)
+            return 4
         })
     }
 
     /// `int4[]` with NULLs.
     public static func int4Array(_ elements: [Int32?]) -> PostgresValue {
         .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
-            guard let element = elements[index] else { return false }
-            appendBigEndian(UInt32(bitPattern: element), to: &out)
-            return true
+            guard let element = elements[index] else { return nil }
+            out.storeBytes(of: element.bigEndian, as: Int32.self)
+            return 4
         })
     }
 
     /// `bool[]`.
     public static func boolArray(_ elements: [Bool]) -> PostgresValue {
         .array(type: 1000, bytes: binaryArray(of: TypeOID.bool, elements.count, elementBytes: elements.count) { index, out in
-            out.append(elements[index] ? 1 : 0)
-            return true
+            out.storeBytes(of: elements[index] ? 1 : 0, as: UInt8.self)
+            return 1
         })
     }
 
     /// The binary array format: dimensions, a no-NULL flag, the element type, then each element as
-    /// its length and its bytes (an empty array has no dimension). `element` appends the bytes of
-    /// element `index` to `out` and returns true, or returns false, appending nothing, for a NULL;
-    /// `elementBytes` is what they take in all, so that the array is allocated once (an array for
-    /// each element and each length cost a cluster node's writing thread 5% of its instructions).
+    /// its length and its bytes (an empty array has no dimension). `element` writes the bytes of
+    /// element `index` at `out` and returns how many, or returns nil, writing nothing, for a NULL;
+    /// `elementBytes` is at most what they take in all. The array is allocated once and written in
+    /// place (an array for each element and each length, then an append for each, cost a cluster
+    /// node's writing thread 5%, then 3% of its instructions).
     private static func binaryArray(
-        of element: Oid, _ count: Int, elementBytes: Int, _ append: (_ index: Int, _ out: inout [UInt8]) -> Bool
+        of element: Oid, _ count: Int, elementBytes: Int, _ write: (_ index: Int, _ out: UnsafeMutableRawPointer) -> Int?
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(20 + 4 * count + elementBytes)
-        appendBigEndian(count == 0 ? 0 : 1, to: &out)
-        let nullFlag = out.count
-        appendBigEndian(0, to: &out)
-        appendBigEndian(element, to: &out)
-        guard count > 0 else { return out }
-        appendBigEndian(UInt32(count), to: &out)
-        appendBigEndian(1, to: &out)
-        for index in 0..<count {
-            let length = out.count
-            appendBigEndian(0, to: &out)
-            if append(index, &out) {
-                setBigEndian(UInt32(out.count - length - 4), at: length, in: &out)
-            } else {
-                setBigEndian(UInt32.max, at: length, in: &out)  // length -1: NULL
-                setBigEndian(1, at: nullFlag, in: &out)
+        let capacity = 20 + 4 * count + elementBytes
+        return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+            let base = UnsafeMutableRawPointer(buffer.baseAddress!)
+            func put(_ value: UInt32, at offset: Int) { base.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self) }
+            put(count == 0 ? 0 : 1, at: 0)
+            put(0, at: 4)  // no NULL, until one is written
+            put(element, at: 8)
+            guard count > 0 else {
+                initialized = 12
+                return
             }
+            put(UInt32(count), at: 12)
+            put(1, at: 16)
+            var at = 20
+            for index in 0..<count {
+                if let length = write(index, base + at + 4) {
+                    precondition(at + 4 + length <= capacity, "an array element larger than its size given")
+                    put(UInt32(length), at: at)
+                    at += 4 + length
+                } else {
+                    put(UInt32.max, at: at)  // length -1: NULL
+                    put(1, at: 4)
+                    at += 4
+                }
+            }
+            initialized = at
         }
-        return out
     }
 
-    private static func appendBigEndian(_ value: UInt32, to out: inout [UInt8]) {
-        withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
+    /// Copies `bytes` to `out`; returns how many.
+    private static func copy(_ bytes: [UInt8], to out: UnsafeMutableRawPointer) -> Int {
+        bytes.withUnsafeBytes { copy($0, to: out) }
     }
 
-    private static func setBigEndian(_ value: UInt32, at offset: Int, in out: inout [UInt8]) {
-        out.withUnsafeMutableBytes { $0.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self) }
+    private static func copy(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
+        if let source = bytes.baseAddress, bytes.count > 0 { out.copyMemory(from: source, byteCount: bytes.count) }
+        return bytes.count
     }
 }
 

@@ -344,8 +344,8 @@ final class ClusterNode: @unchecked Sendable {
                 sequence += 1
                 guard index < decision.events.count else { return false }
                 let logged = decision.events[index]
-                guard logged.sequence == sequence, executed.event.sequence == sequence, logged.canonical == executed.canonicalEvent,
-                    logged.hash == executed.chainHash.bytes
+                guard logged.sequence == sequence, executed.event.sequence == sequence, sameBytes(logged.canonical, executed.canonicalEvent),
+                    sameBytes(logged.hash, executed.chainHash.bytes)
                 else { return false }
                 index += 1
             }
@@ -354,7 +354,6 @@ final class ClusterNode: @unchecked Sendable {
     }
 
     private func process(_ jobs: [Writer.Job]) {
-        collecting = true
         defer {
             collecting = false
             collected.removeAll(keepingCapacity: true)
@@ -369,6 +368,7 @@ final class ClusterNode: @unchecked Sendable {
                 break
             }
             let round = Array(jobs[start...])
+            collecting = true
             let acceptance = nextTimestamp()
             var proposals: [Proposal] = []
             var kept = false
@@ -448,6 +448,8 @@ final class ClusterNode: @unchecked Sendable {
             if let decision {
                 noteContact(head: decision.head)
                 if kept {
+                    // Answered as executed (below): nothing to collect from the log.
+                    collecting = false
                     record(proposed.flatMap(\.write.appended))
                 } else {
                     apply(decision.events)
@@ -463,7 +465,7 @@ final class ClusterNode: @unchecked Sendable {
                         firstRefused = min(firstRefused, index)
                         continue
                     }
-                    outcomes[index] = answer(jobs[index], write, first: first)
+                    outcomes[index] = kept ? Writer.Outcome(job: jobs[index], result: .success(write.executed)) : answer(jobs[index], write, first: first)
                 }
             }
             for (offset, proposal) in proposals.enumerated() where start + offset < firstRefused {
@@ -485,12 +487,20 @@ final class ClusterNode: @unchecked Sendable {
             // Another node appended what this write read; the log holds it now.
             catchUp()
         }
+        // Each outcome moved out of `outcomes`, not copied: an outcome holds its request and events.
         var answered: [Writer.Outcome] = []
         answered.reserveCapacity(jobs.count)
-        for (index, outcome) in outcomes.enumerated() {
-            answered.append(outcome ?? Writer.Outcome(job: jobs[index], result: .failure(ProtocolError(.internal, "the write got no answer"))))
+        var appended = 0
+        for index in jobs.indices {
+            var taken: Writer.Outcome? = nil
+            swap(&taken, &outcomes[index])
+            guard let outcome = taken else {
+                answered.append(Writer.Outcome(job: jobs[index], result: .failure(ProtocolError(.internal, "the write got no answer"))))
+                continue
+            }
+            if case .success(let done) = outcome.result { appended += done.appended.count }
+            answered.append(outcome)
         }
-        let appended = answered.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
         if appended > 0 { statistics.commits.add(1, ordering: .relaxed) }
         statistics.committedWrites.add(appended, ordering: .relaxed)
         deliver(answered)

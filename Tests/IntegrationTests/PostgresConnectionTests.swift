@@ -77,11 +77,12 @@ struct PostgresConnectionTests {
             let result = try connection.execute(
                 """
                 SELECT array_length($1, 1), encode($1[2], 'hex'), $2[3], $3[1] + $3[2], $3[3] IS NULL, coalesce(array_length($4, 1), 0),
-                       $5[1] AND NOT $5[2], array_to_string($2, '|')
+                       $5[1] AND NOT $5[2], array_to_string($2, '|'), array_to_string($6, '|'), array_length($6, 1)
                 """,
                 [
                     .byteaArray([[1], [0, 255, 0], []]), .textArray([Array("a".utf8), Array("é ✓".utf8), Array("{\"x\",}".utf8)]),
                     .int4Array([40, 2, nil] as [Int32?]), .byteaArray([]), .boolArray([true, false]),
+                    .textArray(["created", "é ✓", "", "a string longer than fifteen bytes"] as [String]),
                 ],
                 timeout: 5)
             #expect(result.int64(0, 0) == 3)
@@ -92,6 +93,8 @@ struct PostgresConnectionTests {
             #expect(result.int64(0, 5) == 0, "an empty array")
             #expect(result.bool(0, 6) == true)
             #expect(result.string(0, 7) == "a|é ✓|{\"x\",}")
+            #expect(result.string(0, 8) == "created|é ✓||a string longer than fifteen bytes")
+            #expect(result.int64(0, 9) == 4)
         }
     }
 

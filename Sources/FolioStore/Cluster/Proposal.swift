@@ -38,6 +38,11 @@ public struct ProposedWrite: Sendable {
     /// timed at its acceptance.
     public var appended: [StoreWriter.Applied] { local.appended }
 
+    /// The outcome as the node executed it: the answer when the log appended the write's events
+    /// exactly so (same sequences, bytes and chain hashes) and the node kept that transaction, as a
+    /// single node answers the writes it executes. Otherwise `outcome(applied:)`.
+    public var executed: WriteOutcome { local }
+
     /// The write's outcome from its events as the log numbered, timed and applied them.
     public func outcome(applied: [StoreWriter.Applied]) throws -> WriteOutcome {
         guard applied.count == events.count else {
@@ -81,27 +86,53 @@ public enum Proposal: Sendable {
 public struct ConflictKey: Hashable, Sendable, Comparable {
     public let bytes: [UInt8]
 
-    init<Part: Collection<UInt8>>(_ kind: UInt8, _ parts: Part...) {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(1 + parts.reduce(0) { $0 + 4 + $1.count })
-        bytes.append(kind)
-        for part in parts {
-            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: part)
+    /// The kind, then each part's length (4 bytes, big-endian) and bytes, written in place: every
+    /// object write makes one of these, and a generic sequence of parts cost a thousand instructions.
+    private init(_ kind: UInt8, _ parts: UnsafeRawBufferPointer...) {
+        let count = parts.reduce(1) { $0 + 4 + $1.count }
+        bytes = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            out[0] = kind
+            var at = 1
+            for part in parts {
+                let length = UInt32(part.count)
+                out[at] = UInt8(truncatingIfNeeded: length >> 24)
+                out[at + 1] = UInt8(truncatingIfNeeded: length >> 16)
+                out[at + 2] = UInt8(truncatingIfNeeded: length >> 8)
+                out[at + 3] = UInt8(truncatingIfNeeded: length)
+                at += 4
+                if let base = part.baseAddress, part.count > 0 {
+                    UnsafeMutableRawPointer(out.baseAddress! + at).copyMemory(from: base, byteCount: part.count)
+                }
+                at += part.count
+            }
+            initialized = count
         }
-        self.bytes = bytes
+    }
+
+    private init(_ kind: UInt8, _ first: String, _ second: String) {
+        var first = first
+        var second = second
+        self = first.withUTF8 { a in second.withUTF8 { b in ConflictKey(kind, UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) } }
+    }
+
+    private init(_ kind: UInt8, _ part: String) {
+        var part = part
+        self = part.withUTF8 { ConflictKey(kind, UnsafeRawBufferPointer($0)) }
     }
 
     /// An object: its existence, version and data.
-    static func object(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "o"), collection.utf8, id.utf8) }
+    static func object(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "o"), collection, id) }
     /// The objects that refer to an object (or a file): what delete rules and file deletes read.
-    static func referrers(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "l"), collection.utf8, id.utf8) }
+    static func referrers(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "l"), collection, id) }
     /// A claim on a unique view's key.
-    static func unique(_ view: String, _ tuple: [UInt8]) -> ConflictKey { ConflictKey(UInt8(ascii: "u"), Array(view.utf8), tuple) }
+    static func unique(_ view: String, _ tuple: [UInt8]) -> ConflictKey {
+        var view = view
+        return view.withUTF8 { name in tuple.withUnsafeBytes { ConflictKey(UInt8(ascii: "u"), UnsafeRawBufferPointer(name), $0) } }
+    }
     /// A file name's binding.
-    static func file(_ name: String) -> ConflictKey { ConflictKey(UInt8(ascii: "f"), name.utf8) }
+    static func file(_ name: String) -> ConflictKey { ConflictKey(UInt8(ascii: "f"), name) }
     /// A request key.
-    static func request(_ key: String) -> ConflictKey { ConflictKey(UInt8(ascii: "q"), key.utf8) }
+    static func request(_ key: String) -> ConflictKey { ConflictKey(UInt8(ascii: "q"), key) }
     /// The catalog: views and schemas, which every object write is checked against.
     static let catalog = ConflictKey(kind: UInt8(ascii: "k"))
 
@@ -115,12 +146,18 @@ public struct ConflictKey: Hashable, Sendable, Comparable {
 
     public static func < (lhs: ConflictKey, rhs: ConflictKey) -> Bool { compareBytes(lhs.bytes, rhs.bytes) < 0 }
 
-    /// `keys` in order, each once.
-    static func sortedUnique(_ keys: [ConflictKey]) -> [ConflictKey] {
-        var unique: [ConflictKey] = []
-        unique.reserveCapacity(keys.count)
-        for key in keys.sorted() where unique.last != key { unique.append(key) }
-        return unique
+    /// `keys` in order, each once, sorted and made unique in place (a write has a few keys).
+    static func sortedUnique(_ keys: consuming [ConflictKey]) -> [ConflictKey] {
+        var keys = keys
+        guard keys.count > 1 else { return keys }
+        keys.sort()
+        var kept = 1
+        for index in 1..<keys.count where keys[index] != keys[kept - 1] {
+            if index != kept { keys.swapAt(index, kept) }
+            kept += 1
+        }
+        keys.removeLast(keys.count - kept)
+        return keys
     }
 }
 
@@ -207,10 +244,10 @@ extension Store {
                         do { one = try writer.append(event, isolated: false) } catch let error as StoreError {
                             throw ClusterDivergence(sequence: logged.sequence, "the event does not apply to this store: \(error)")
                         }
-                        guard one.canonicalEvent == logged.canonical else {
+                        guard sameBytes(one.canonicalEvent, logged.canonical) else {
                             throw ClusterDivergence(sequence: logged.sequence, "the event's bytes are not its canonical form")
                         }
-                        guard one.chainHash.bytes == logged.hash else {
+                        guard sameBytes(one.chainHash.bytes, logged.hash) else {
                             throw ClusterDivergence(
                                 sequence: logged.sequence,
                                 "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's")
@@ -272,8 +309,11 @@ extension StoreWriter {
         // more in hashing and its storage than the proposal's other work.
         var reads: [ConflictKey] = []
         var writes: [ConflictKey] = []
+        reads.reserveCapacity(4 * outcome.appended.count)
+        writes.reserveCapacity(2 * outcome.appended.count)
         var everything = false
         var events: [ProposedWrite.PendingEvent] = []
+        events.reserveCapacity(outcome.appended.count)
         for applied in outcome.appended {
             let event = applied.event
             let bytes = applied.canonicalEvent
@@ -309,7 +349,8 @@ extension StoreWriter {
             }
         }
         return ProposedWrite(
-            events: events, reads: ConflictKey.sortedUnique(reads), writes: ConflictKey.sortedUnique(writes), readsEverything: everything,
+            events: events, reads: ConflictKey.sortedUnique(consume reads), writes: ConflictKey.sortedUnique(consume writes),
+            readsEverything: everything,
             local: outcome)
     }
 
@@ -334,17 +375,20 @@ extension StoreWriter {
                 writes.append(.unique(index.name, index.uniqueTuple(of: key, id: before.id)))
             }
         }
-        let before = Set(applied.before.map { Reference.all(in: $0.data) } ?? [])
-        let after = Set(applied.object.map { Reference.all(in: $0.data) } ?? [])
-        for reference in before.symmetricDifference(after) {
-            writes.append(.referrers(reference.collection, reference.id))
+        let referencedBefore = applied.before.map { Reference.all(in: $0.data) } ?? []
+        let referencedAfter = applied.object.map { Reference.all(in: $0.data) } ?? []
+        // Most records refer to nothing: no sets made for them.
+        if !referencedBefore.isEmpty || !referencedAfter.isEmpty {
+            for reference in Set(referencedBefore).symmetricDifference(Set(referencedAfter)) {
+                writes.append(.referrers(reference.collection, reference.id))
+            }
         }
         switch applied.event.change {
         case .deleted:
             reads.append(.referrers(collection, id))
         case .updated:
             if let schema = try store.applier.catalog.schema(collection, txn), schema.hasOwningFields {
-                for reference in before where schema.rules(at: reference.path)?.owns == true {
+                for reference in referencedBefore where schema.rules(at: reference.path)?.owns == true {
                     reads.append(.referrers(reference.collection, reference.id))
                 }
             }
