@@ -8,10 +8,10 @@
 # fuzz/regressions/<target>/ once fixed, so that `swift test` replays it).
 #
 #   FUZZ_SECONDS   seconds per target (default 300)
-#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all five, the decoder twice:
+#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all six, the decoder twice:
 #                  request-decoder, and request-decoder-large on inputs up to 1 MiB)
 #   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder-large, 1 KiB for
-#                  page-cursor, 16 KiB for export-reader, 64 KiB for the others)
+#                  page-cursor, 4 KiB for event-decoder, 16 KiB for export-reader, 64 KiB for the others)
 #   FUZZ_JOBS      targets run at once (default 1)
 #   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
 #   FUZZ_ARGS      more libFuzzer flags
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
-TARGETS=${FUZZ_TARGETS:-request-decoder request-decoder-large json-parser query page-cursor export-reader}
+TARGETS=${FUZZ_TARGETS:-request-decoder request-decoder-large json-parser query page-cursor export-reader event-decoder}
 WORK=$PWD/.build/fuzz-work
 BIN=$PWD/.build/fuzz/release
 
@@ -35,6 +35,7 @@ executable() {
         query) echo FuzzQuery ;;
         page-cursor) echo FuzzPageCursor ;;
         export-reader) echo FuzzExportReader ;;
+        event-decoder) echo FuzzEventDecoder ;;
         *) echo "unknown fuzz target $1" >&2; exit 64 ;;
     esac
 }
@@ -51,6 +52,7 @@ fuzz_target() {
         request-decoder-large) default_len=1048576 timeout=5 ;;
         page-cursor) default_len=1024 ;; # a view's cursor: at most 17 + 512 bytes, 706 in base64
         export-reader) default_len=16384 ;;
+        event-decoder) default_len=4096 ;;
         *) default_len=65536 ;;
     esac
     corpus=$WORK/corpus/$target

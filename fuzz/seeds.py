@@ -38,7 +38,7 @@ def main():
     text = open(protocol, encoding="utf-8").read()
     requests = list(lines_after(text, "→"))
     answers = list(lines_after(text, "←"))
-    seeds = {name: set() for name in ["request-decoder", "json-parser", "query", "page-cursor", "export-reader"]}
+    seeds = {name: set() for name in ["request-decoder", "json-parser", "query", "page-cursor", "export-reader", "event-decoder"]}
 
     for raw, value in requests:
         seeds["request-decoder"].add(raw)
@@ -61,6 +61,9 @@ def main():
                 # As shown (a chain from genesis only if the first is event 1), and renumbered from 1
                 # with the harness fixing the hashes (first byte odd).
                 lines = [compact(event) for event in events]
+                # Each event's canonical bytes: the export line without its hash.
+                for event in events:
+                    seeds["event-decoder"].add(compact({key: value for key, value in event.items() if key != "hash"}))
                 trailer = compact({"end": True, "lastSeq": events[-1]["seq"] if events else 0, "chainHead": events[-1]["hash"] if events else "0" * 64})
                 seeds["export-reader"].add(b"\x00" + b"\n".join(lines + [trailer]) + b"\n")
                 renumbered = [dict(event, seq=i + 1) for i, event in enumerate(events)]

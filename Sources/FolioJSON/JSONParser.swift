@@ -71,6 +71,18 @@ public struct JSONParser: ~Copyable {
         return value
     }
 
+    /// The one value that starts at `start` in `bytes` (no whitespace before it), read as if inside
+    /// `depth` levels of arrays and objects (which count toward `defaultMaxDepth`), and where it ends.
+    /// What follows it is not looked at: a caller that knows the text around the value (an event's
+    /// canonical bytes) reads only the values it needs with the full parser.
+    public static func parseValue(in bytes: UnsafeRawBufferPointer, at start: Int, depth: Int) throws(JSONError) -> (value: JSON, end: Int) {
+        var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
+        parser.position = start
+        parser.depth = depth
+        let value = try parser.parseValue()
+        return (value, parser.position)
+    }
+
     public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSON {
         let result: Result<JSON, JSONError> = bytes.withUnsafeBytes { buffer in
             Result { () throws(JSONError) in try parse(buffer, maxDepth: maxDepth) }

@@ -134,7 +134,19 @@ extension Event {
     }
 
     /// Decodes canonical event bytes and tells where the data of a `created` event lies in them.
+    /// An object event in its canonical layout is read by that layout (`decodingCanonicalObjectEvent`);
+    /// anything else, and anything that fails a check there, the general way.
     public init(decoding bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true) throws(ValidationError) {
+        if let event = Self.decodingCanonicalObjectEvent(bytes, dataRange: &dataRange, checkingData: checkingData) {
+            self = event
+            return
+        }
+        try self.init(decodingGenerally: bytes, dataRange: &dataRange, checkingData: checkingData)
+    }
+
+    /// Decodes event bytes through a JSON tree of the whole event: any key order and whitespace,
+    /// and an error that says what is wrong.
+    @_spi(Fuzzing) public init(decodingGenerally bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true) throws(ValidationError) {
         let json: JSON
         do { json = try JSONParser.parse(bytes, rangeOf: "data", range: &dataRange) } catch {
             throw ValidationError("event is not valid JSON: \(error)")

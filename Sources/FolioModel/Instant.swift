@@ -31,11 +31,17 @@ extension Instant {
     /// (`t`, `z` and a space for `T` accepted too; up to 9 fraction digits). Nil if malformed.
     public init?(rfc3339 text: String) {
         var text = text
-        guard let parsed = text.withUTF8({ Instant.parse(Array($0)) }) else { return nil }
+        guard let parsed = text.withUTF8({ Instant.parse(UnsafeRawBufferPointer($0)) }) else { return nil }
         self = parsed
     }
 
-    private static func parse(_ b: [UInt8]) -> Instant? {
+    /// The same, from the text's UTF-8 bytes.
+    public init?(rfc3339 bytes: UnsafeRawBufferPointer) {
+        guard let parsed = Instant.parse(bytes) else { return nil }
+        self = parsed
+    }
+
+    private static func parse(_ b: UnsafeRawBufferPointer) -> Instant? {
         var i = 0
         func number(_ digits: Int) -> Int64? {
             guard i + digits <= b.count else { return nil }

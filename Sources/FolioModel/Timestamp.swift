@@ -19,6 +19,12 @@ public struct Timestamp: Sendable, Hashable, Comparable {
         guard let instant = Instant(rfc3339: text), instant.nanoseconds % 1_000_000 == 0 else { return nil }
         self.init(milliseconds: instant.milliseconds)
     }
+
+    /// The same, from the text's UTF-8 bytes.
+    public init?(rfc3339 bytes: UnsafeRawBufferPointer) {
+        guard let instant = Instant(rfc3339: bytes), instant.nanoseconds % 1_000_000 == 0 else { return nil }
+        self.init(milliseconds: instant.milliseconds)
+    }
 }
 
 extension JSONWriter {

@@ -18,6 +18,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case pageCursor = "page-cursor"
     /// The reader of `folio export` lines that `import` uses.
     case exportReader = "export-reader"
+    /// `Event(decoding:)`: an object event read by its canonical layout against the general decoder.
+    case eventDecoder = "event-decoder"
 
     /// Nil when every property held; otherwise what failed, for the crash report.
     public func run(_ bytes: UnsafeRawBufferPointer) -> String? {
@@ -27,6 +29,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .query: return Self.query(bytes)
         case .pageCursor: return Self.pageCursor(bytes)
         case .exportReader: return Self.exportReader(bytes)
+        case .eventDecoder: return Self.eventDecoder(bytes)
         }
     }
 
