@@ -206,6 +206,16 @@ public struct ByteChunk {
         used += 1
     }
 
+    /// Lets `body` write up to `count` bytes in place, and keeps as many as it says it wrote.
+    @inlinable
+    public mutating func put(atMost count: Int, _ body: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        precondition(count <= buffer.count - used, "chunk overflow")
+        let start = (buffer.baseAddress! + used).bindMemory(to: UInt8.self, capacity: count)
+        let written = body(UnsafeMutableBufferPointer(start: start, count: count))
+        precondition(written >= 0 && written <= count, "chunk overflow")
+        used += written
+    }
+
     /// `number` in decimal: at most 20 bytes.
     @inlinable
     public mutating func put(decimal number: UInt64) {

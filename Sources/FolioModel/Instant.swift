@@ -110,12 +110,19 @@ extension Instant {
         // Written into 24 bytes on the stack and appended once: an append per character cost about
         // 700 instructions a timestamp, and a create writes several.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
-            var end = writeDateTime(to: text)
-            text[end] = UInt8(ascii: ".")
-            end = writeDigits(Int64(nanoseconds / 1_000_000), 3, to: text, at: end + 1)
-            text[end] = UInt8(ascii: "Z")
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<(end + 1)]))
+            let end = writeRFC3339Milliseconds(to: text)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<end]))
         }
+    }
+
+    /// The same text written at the start of `text`, which holds at least 24 bytes; returns how many
+    /// it wrote (24 for the years 0000 to 9999).
+    public func writeRFC3339Milliseconds(to text: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var end = writeDateTime(to: text)
+        text[end] = UInt8(ascii: ".")
+        end = writeDigits(Int64(nanoseconds / 1_000_000), 3, to: text, at: end + 1)
+        text[end] = UInt8(ascii: "Z")
+        return end + 1
     }
 
     /// RFC 3339 in UTC with every nanosecond it has (trailing fraction zeros dropped, no fraction
