@@ -90,7 +90,7 @@ let package = Package(
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
-        .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON"]),
+        .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON", "FolioHarness"]),
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
         .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
