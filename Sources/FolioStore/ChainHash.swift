@@ -44,13 +44,14 @@ public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
 /// Whether `a` and `b` hold the same bytes, compared as one block (`==` on two arrays of bytes
 /// compares them one at a time: a few instructions a byte of every event a cluster node checks).
 public func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    a.count == b.count && a.withUnsafeBytes { a in b.withUnsafeBytes { b in sameBytes(a, b) } }
+}
+
+/// The same, for bytes where LMDB or a key buffer holds them.
+public func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
     guard a.count == b.count else { return false }
-    return a.withUnsafeBytes { a in
-        b.withUnsafeBytes { b in
-            guard let first = a.baseAddress, let second = b.baseAddress else { return true }
-            return memcmp(first, second, a.count) == 0
-        }
-    }
+    guard let first = a.baseAddress, let second = b.baseAddress else { return true }
+    return memcmp(first, second, a.count) == 0
 }
 
 public func hexString(_ bytes: some Sequence<UInt8>) -> String {

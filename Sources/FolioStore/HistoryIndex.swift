@@ -23,13 +23,13 @@ struct HistoryIndex {
     func record(_ collection: String, _ id: String, sequence: UInt64, version: UInt64, checkpoint: [UInt8]? = nil, _ txn: Transaction)
         throws
     {
-        if let checkpoint {
-            try txn.put(database, Keys.history(collection, id, sequence), checkpoint)
-            return
+        try Keys.withHistoryKey(collection, id, sequence) { key in
+            if let checkpoint {
+                try checkpoint.withUnsafeBytes { try txn.put(database, key, $0) }
+            } else {
+                try withUnsafeBytes(of: version.littleEndian) { try txn.put(database, key, $0) }
+            }
         }
-        var value: [UInt8] = []
-        value.appendLittleEndian(version)
-        try txn.put(database, Keys.history(collection, id, sequence), value)
     }
 
     /// Calls `body` with the sequence of each event of the object after `after`, oldest first, until
@@ -100,14 +100,17 @@ struct HistoryIndex {
     /// a history lookup took a get and a seek back.
     func createState(_ collection: String, _ id: String, _ txn: Transaction) throws -> (exists: Bool, lastVersion: UInt64) {
         enum Found { case nothing, record, history }
-        let key = Keys.object(collection, id)
-        let found: Found = try txn.withCursor(database) { cursor in
-            guard let (first, _) = try cursor.seek(atLeast: key) else { return .nothing }
-            if first.elementsEqual(key) { return .record }
-            // `key 0 sequence`: a history entry of this object (an id holds no 0 byte, so no other
-            // object's key starts so).
-            if first.count == key.count + 9, first.starts(with: key), first[key.count] == 0 { return .history }
-            return .nothing
+        let found: Found = try Keys.withObjectKey(collection, id) { key in
+            try txn.withCursor(database) { cursor in
+                guard let (first, _) = try cursor.seek(atLeast: key) else { return .nothing }
+                if sameBytes(first, key) { return .record }
+                // `key 0 sequence`: a history entry of this object (an id holds no 0 byte, so no
+                // other object's key starts so).
+                if first.count == key.count + 9, sameBytes(UnsafeRawBufferPointer(rebasing: first[..<key.count]), key), first[key.count] == 0 {
+                    return .history
+                }
+                return .nothing
+            }
         }
         switch found {
         case .nothing: return (false, 0)

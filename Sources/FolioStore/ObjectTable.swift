@@ -29,11 +29,13 @@ struct ObjectTable {
 
     /// `record`: as `encode` makes it.
     func put(record: [UInt8], _ collection: String, _ id: String, _ txn: Transaction) throws {
-        try txn.put(database, Keys.object(collection, id), record)
+        try Keys.withObjectKey(collection, id) { key in
+            try record.withUnsafeBytes { record in try txn.put(database, key, record) }
+        }
     }
 
     func delete(_ collection: String, _ id: String, _ txn: Transaction) throws {
-        try txn.delete(database, Keys.object(collection, id))
+        try Keys.withObjectKey(collection, id) { key in _ = try txn.delete(database, key) }
     }
 
     /// Calls `body` with every object of `collection` in id order until it returns false.

@@ -145,8 +145,17 @@ enum Keys {
         object(collection, id) + [0]
     }
 
-    static func history(_ collection: String, _ id: String, _ sequence: UInt64) -> [UInt8] {
-        historyPrefix(collection, id) + Self.sequence(sequence)
+    /// `body` with `collection 0 id 0 sequence` (big-endian), an object's history entry, in a buffer
+    /// on the stack: no allocation (every event of an object records one).
+    static func withHistoryKey<R>(_ collection: String, _ id: String, _ sequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows
+        -> R
+    {
+        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count + 9, alignment: 1) { buffer in
+            let count = writeObjectKey(collection, id, into: buffer)
+            buffer[count] = 0
+            buffer.storeBytes(of: sequence.bigEndian, toByteOffset: count + 1, as: UInt64.self)
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<(count + 9)]))
+        }
     }
 }
 
