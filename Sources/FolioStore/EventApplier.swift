@@ -55,7 +55,7 @@ struct EventApplier {
     /// `createdData`: a created object's data as canonical JSON, when the caller has it, so it is not
     /// serialized again.
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: [UInt8]? = nil) throws -> ObjectChange? {
+    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: ArraySlice<UInt8>? = nil) throws -> ObjectChange? {
         let result = try applyChange(event, txn, before: before, createdData: createdData)
         try requests.apply(event, txn.lmdb)
         // The event's view ops as one record: an event's, not a commit's, so that the stream's
@@ -64,7 +64,7 @@ struct EventApplier {
         return result
     }
 
-    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: [UInt8]?) throws -> ObjectChange? {
+    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: ArraySlice<UInt8>?) throws -> ObjectChange? {
         switch event.change {
         case .created(let collection, let id, _):
             if case .unknown = before {
@@ -146,7 +146,7 @@ struct EventApplier {
 
     /// Returns the object's record.
     private func store(
-        _ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: [UInt8]? = nil, planned: PlannedViews? = nil
+        _ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: ArraySlice<UInt8>? = nil, planned: PlannedViews? = nil
     ) throws -> [UInt8] {
         try updateTrees(from: old, to: object, planned: planned, txn)
         try files.noteReferences(try references.update(from: old, to: object, txn), txn.lmdb)

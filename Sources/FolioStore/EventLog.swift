@@ -25,7 +25,13 @@ struct EventLog {
     func append(_ canonicalBytes: [UInt8], after head: Head, _ txn: Transaction) throws -> Head {
         let hash = head.hash.next(canonicalBytes)
         let sequence = head.sequence + 1
-        try txn.put(database, Keys.sequence(sequence), hash.bytes + canonicalBytes, flags: .append)
+        // Hash and event written where LMDB keeps the record: not assembled in an array first.
+        try withUnsafeBytes(of: sequence.bigEndian) { key in
+            try txn.put(database, key, reserving: ChainHash.size + canonicalBytes.count, flags: .append) { record in
+                hash.bytes.withUnsafeBytes { record.copyMemory(from: $0) }
+                canonicalBytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: record[ChainHash.size...]).copyMemory(from: $0) }
+            }
+        }
         return Head(sequence: sequence, hash: hash)
     }
 

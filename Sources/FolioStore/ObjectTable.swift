@@ -73,16 +73,20 @@ struct ObjectTable {
     }
 
     /// `serializedData`: the data's canonical JSON, when known.
-    static func encode(_ object: StoredObject, serializedData: [UInt8]? = nil) -> [UInt8] {
+    static func encode(_ object: StoredObject, serializedData: ArraySlice<UInt8>? = nil) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(headerSize + 128)
+        // Allocated once: exactly, when the data's bytes are known.
+        bytes.reserveCapacity(headerSize + (serializedData?.count ?? 128))
         bytes.appendLittleEndian(object.version)
         bytes.appendLittleEndian(object.createdAt.milliseconds)
         bytes.appendLittleEndian(object.updatedAt.milliseconds)
         object.createdAt.instant.appendRFC3339Milliseconds(to: &bytes)
         object.updatedAt.instant.appendRFC3339Milliseconds(to: &bytes)
         precondition(bytes.count == headerSize, "timestamps outside years 0000-9999")
-        if let serializedData { return bytes + serializedData }
+        if let serializedData {
+            bytes.append(contentsOf: serializedData)
+            return bytes
+        }
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         writer.write(object.data)

@@ -246,7 +246,7 @@ public final class StoreWriter {
         #if DEBUG
         try Failpoint.storeAfterLogAppend.check()
         #endif
-        let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { Array(canonical[$0]) })
+        let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { canonical[$0] })
         var viewCount: Int?
         if case .viewDefined(let definition) = event.change {
             viewCount = try store.applier.catalog.view(definition.name, txn)?.tree.count(txn)

@@ -58,6 +58,20 @@ public struct Transaction {
         try check(mdb_put(handle, db.handle, &k, &v, flags.rawValue), "mdb_put")
     }
 
+    /// Stores a value of `count` bytes under `key`, written by `fill` where LMDB keeps it
+    /// (`MDB_RESERVE`): no buffer of the caller's to assemble it in and copy. `fill` must write
+    /// every byte, and must not touch the database (the space is valid until the next change).
+    /// Not for a database with duplicates.
+    public func put(
+        _ db: Database, _ key: UnsafeRawBufferPointer, reserving count: Int, flags: PutFlags = [],
+        _ fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(LMDBError) {
+        var k = MDB_val(key)
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        try check(mdb_put(handle, db.handle, &k, &v, flags.rawValue | UInt32(MDB_RESERVE)), "mdb_put")
+        fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+    }
+
     public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], flags: PutFlags = []) throws {
         try key.withUnsafeBytes { (key) in
             try value.withUnsafeBytes { (value) in try put(db, key, value, flags: flags) }

@@ -107,6 +107,36 @@ struct EnvironmentTests {
         }
     }
 
+    /// A value written in the space LMDB reserves for it reads back as written, appended or in
+    /// place of an earlier value, and refused like any put (here: out of order with `.append`).
+    @Test func aReservedValueIsWrittenWhereLMDBKeepsIt() throws {
+        try withThings { environment, db throws in
+            try environment.write { txn throws in
+                for (key, value) in [("k1", "first value"), ("k2", String(repeating: "x", count: 5000)), ("k3", "")] {
+                    try bytes(key).withUnsafeBytes { key in
+                        try txn.put(db, key, reserving: value.utf8.count, flags: .append) { space in
+                            Array(value.utf8).withUnsafeBytes { space.copyMemory(from: $0) }
+                        }
+                    }
+                }
+                try bytes("k1").withUnsafeBytes { key in
+                    try txn.put(db, key, reserving: 3) { space in bytes("new").withUnsafeBytes { space.copyMemory(from: $0) } }
+                }
+            }
+            #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k1"))) } == "new")
+            #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k2"))) } == String(repeating: "x", count: 5000))
+            #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k3"))) } == "")
+            do {
+                try environment.write { txn throws in
+                    try bytes("k0").withUnsafeBytes { key in try txn.put(db, key, reserving: 1, flags: .append) { $0[0] = 1 } }
+                }
+                Issue.record("an appended key before the last was taken")
+            } catch let error as LMDBError {
+                #expect(error.code == .keyExists)
+            }
+        }
+    }
+
     @Test func cursorsWalkAndSeekInKeyOrder() throws {
         try withThings { environment, db throws in
             try environment.write { txn throws in
