@@ -20,20 +20,24 @@ public struct ObjectIDGenerator {
             let (low, carry) = lastRandom.low.addingReportingOverflow(1)
             lastRandom = (lastRandom.high &+ (carry ? 1 : 0), low)
         }
-        var text = [UInt8](repeating: 0, count: 26)
-        var time = UInt64(max(0, lastMilliseconds))
-        for index in stride(from: 9, through: 0, by: -1) {
-            text[index] = Self.alphabet[Int(time & 31)]
-            time >>= 5
+        let milliseconds = UInt64(max(0, lastMilliseconds))
+        let bits = lastRandom
+        // Written into the string's own storage: one allocation an id, not an array and a string.
+        return String(unsafeUninitializedCapacity: 26) { text in
+            var time = milliseconds
+            for index in stride(from: 9, through: 0, by: -1) {
+                text[index] = Self.alphabet[Int(time & 31)]
+                time >>= 5
+            }
+            // 80 random bits: 16 high, 64 low, 5 bits per character from the end.
+            var low = bits.low
+            var high = UInt64(bits.high)
+            for index in stride(from: 25, through: 10, by: -1) {
+                text[index] = Self.alphabet[Int(low & 31)]
+                low = (low >> 5) | ((high & 31) << 59)
+                high >>= 5
+            }
+            return 26
         }
-        // 80 random bits: 16 high, 64 low, 5 bits per character from the end.
-        var low = lastRandom.low
-        var high = UInt64(lastRandom.high)
-        for index in stride(from: 25, through: 10, by: -1) {
-            text[index] = Self.alphabet[Int(low & 31)]
-            low = (low >> 5) | ((high & 31) << 59)
-            high >>= 5
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 }
