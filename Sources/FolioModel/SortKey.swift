@@ -38,6 +38,21 @@ public enum SortKey {
         }
     }
 
+    /// `append(.date(instant), ...)` without making the `Value`.
+    public static func append(date instant: Instant, descending: Bool, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(Value.Kind.date.rawValue)
+        appendDate(instant, to: &bytes)
+        if descending {
+            for index in start..<bytes.count { bytes[index] = ~bytes[index] }
+        }
+    }
+
+    static func appendDate(_ instant: Instant, to bytes: inout [UInt8]) {
+        appendSigned(instant.seconds, to: &bytes)
+        appendBigEndian(UInt32(instant.nanoseconds), to: &bytes)
+    }
+
     /// Appends the id that breaks ties: its bytes, a 0 terminator and its length, so that the id can be
     /// read back from the end of a key (ids never contain a 0 byte).
     public static func appendID(_ id: String, to bytes: inout [UInt8]) {
@@ -69,9 +84,7 @@ public enum SortKey {
         case .int(let number): appendNumber(primary: Double(number), secondary: exactRemainder(number), to: &bytes)
         case .double(let number): appendNumber(primary: number, secondary: 0, to: &bytes)
         case .string(let string), .reference(let string): appendString(string, to: &bytes)
-        case .date(let instant):
-            appendSigned(instant.seconds, to: &bytes)
-            appendBigEndian(UInt32(instant.nanoseconds), to: &bytes)
+        case .date(let instant): appendDate(instant, to: &bytes)
         case .array(let elements):
             for element in elements { append(element, to: &bytes) }
             bytes.append(0)

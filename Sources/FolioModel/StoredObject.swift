@@ -63,11 +63,18 @@ extension StoredObject: FieldSource {
         }
     }
 
-    /// A data field's key straight from its JSON (a view's key of every write): no `Value` made.
+    /// A field's key straight from what the object holds (a view's key of every write, the
+    /// creation-order key of every create and delete): no `Value` made, which is boxed (indirect).
     public func appendSortKey(at path: FieldPath, descending: Bool, to bytes: inout [UInt8]) {
-        guard case .data(let segments) = path else { return SortKey.append(value(at: path), descending: descending, to: &bytes) }
-        // A top-level field, as most views sort by, without wrapping the data in a `JSON`.
-        let json = segments.count == 1 ? data[segments[0]] : data.value(atPath: segments)
-        SortKey.append(json: json, descending: descending, to: &bytes)
+        switch path {
+        case .data(let segments):
+            // A top-level field, as most views sort by, without wrapping the data in a `JSON`.
+            let json = segments.count == 1 ? data[segments[0]] : data.value(atPath: segments)
+            SortKey.append(json: json, descending: descending, to: &bytes)
+        case .id: SortKey.append(json: .string(id), descending: descending, to: &bytes)
+        case .version: SortKey.append(json: .int(Int64(version)), descending: descending, to: &bytes)
+        case .createdAt: SortKey.append(date: createdAt.instant, descending: descending, to: &bytes)
+        case .updatedAt: SortKey.append(date: updatedAt.instant, descending: descending, to: &bytes)
+        }
     }
 }

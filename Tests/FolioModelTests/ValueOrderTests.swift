@@ -75,6 +75,25 @@ import Testing
         }
     }
 
+    /// An object's own fields (id, version, times) keyed straight from the object are the keys of
+    /// their `Value`s, in both directions, for times before and after 1970 and at every millisecond.
+    @Test func sortKeysOfAnObjectsOwnFieldsAreThoseOfTheirValues() {
+        for milliseconds: Int64 in [0, 1, -1, 999, -1001, 1_764_979_200_123, -62_135_596_800_000, 253_402_300_799_999] {
+            let object = StoredObject(
+                collection: "c", id: "01KBT0Z8\u{0}X", version: UInt64(milliseconds.magnitude % 1000 + 1),
+                createdAt: Timestamp(milliseconds: milliseconds), updatedAt: Timestamp(milliseconds: milliseconds / 3), data: ["a": 1])
+            for path: FieldPath in [.id, .version, .createdAt, .updatedAt, .data(["a"]), .data(["missing"])] {
+                for descending in [false, true] {
+                    var direct: [UInt8] = [7]
+                    var made: [UInt8] = [7]
+                    object.appendSortKey(at: path, descending: descending, to: &direct)
+                    SortKey.append(object.value(at: path), descending: descending, to: &made)
+                    #expect(direct == made, "\(path) at \(milliseconds) ms, descending \(descending)")
+                }
+            }
+        }
+    }
+
     /// A string's key is its bytes, each 0 byte followed by 0xFF, then 0 and 1: strings with and
     /// without 0 bytes keep the order of their bytes ("a" < "a\0" < "a\0b" < "ab").
     @Test func stringKeysEscapeTheirZeroBytes() {
