@@ -64,14 +64,24 @@ struct RequestIndex {
     }
 
     private func forgetExpired(before now: Timestamp, _ txn: Transaction) throws {
-        let limit = Self.expiryKey(Timestamp(milliseconds: now.milliseconds - retention), "")
-        var expired: [[UInt8]] = []
-        try txn.withCursor(database) { cursor in
-            var entry = try cursor.seek(atLeast: [UInt8(ascii: "t")])
-            while let (key, _) = entry, key.first == UInt8(ascii: "t"), compareBytes(key.prefix(9), limit) < 0 {
-                expired.append(Array(key))
-                entry = try cursor.next()
+        // Every event looks, most find nothing: the limit (`expiryKey(now - retention, "")`) is
+        // made on the stack, so that looking costs a seek and no allocation.
+        let expired: [[UInt8]] = try withUnsafeTemporaryAllocation(byteCount: 9, alignment: 1) { buffer in
+            buffer[0] = UInt8(ascii: "t")
+            buffer.storeBytes(
+                of: (UInt64(bitPattern: now.milliseconds - retention) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
+            let limit = UnsafeRawBufferPointer(buffer)
+            var expired: [[UInt8]] = []
+            try txn.withCursor(database) { cursor in
+                var entry = try cursor.seek(atLeast: UnsafeRawBufferPointer(rebasing: limit[..<1]))
+                while let (key, _) = entry, key.first == UInt8(ascii: "t"),
+                    compareBytes(UnsafeRawBufferPointer(rebasing: key[..<min(9, key.count)]), limit) < 0
+                {
+                    expired.append(Array(key))
+                    entry = try cursor.next()
+                }
             }
+            return expired
         }
         for key in expired {
             try txn.delete(database, key)
