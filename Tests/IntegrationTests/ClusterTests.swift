@@ -68,6 +68,21 @@ final class TestCluster: @unchecked Sendable {
         return digests.first ?? ""
     }
 
+    /// After PostgreSQL came back: each node takes a write within 20 s, without a restart of foliod.
+    /// Each node's own: a node whose attempt met PostgreSQL still starting up refuses writes for the
+    /// retry interval after it (0.1 s) even when another node already writes.
+    func expectWritesToResumeOnEveryNode() throws {
+        for (index, node) in nodes.enumerated() {
+            let deadline = Date().addingTimeInterval(20)
+            var resumed = false
+            while Date() < deadline && !resumed {
+                resumed = try node.request(["op": "create", "collection": "Task", "data": ["after": true]]).isOK
+                if !resumed { usleep(100_000) }
+            }
+            #expect(resumed, "node \(index + 1) takes no write since PostgreSQL came back")
+        }
+    }
+
     /// Every event of the log as node `index` holds it, checked gap-free from 1.
     func events(on index: Int = 0) throws -> [JSON] {
         let connection = try nodes[index].connect()
@@ -428,18 +443,7 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             #expect(try cluster.nodes[1].request(["op": "count", "collection": "Task"]).isOK)
 
             try cluster.postgres.start()
-            // Writes resume on every node without a restart of foliod. Each node's own: a node whose
-            // attempt met PostgreSQL still starting up refuses writes for the retry interval after it
-            // (0.1 s) even when the other node already writes.
-            for node in cluster.nodes {
-                let deadline = Date().addingTimeInterval(20)
-                var resumed = false
-                while Date() < deadline && !resumed {
-                    resumed = try node.request(["op": "create", "collection": "Task", "data": ["after": true]]).isOK
-                    if !resumed { usleep(100_000) }
-                }
-                #expect(resumed)
-            }
+            try cluster.expectWritesToResumeOnEveryNode()
             let (after, moreErrors) = clusterLoad(cluster, nodes: [0, 1], clients: 4, writes: 50, ids: 50, seed: 12)
             #expect(moreErrors.isEmpty, "\(moreErrors)")
             try cluster.converge()
@@ -473,15 +477,7 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             #expect(unavailable.current > 0, "no write failed while PostgreSQL was down")
             #expect(before.count > 20, "too few writes acknowledged before the stop to test anything: \(before.count)")
             try cluster.postgres.start()
-            for node in cluster.nodes {
-                let deadline = Date().addingTimeInterval(20)
-                var resumed = false
-                while Date() < deadline && !resumed {
-                    resumed = try node.request(["op": "create", "collection": "Task", "data": ["after": true]]).isOK
-                    if !resumed { usleep(100_000) }
-                }
-                #expect(resumed)
-            }
+            try cluster.expectWritesToResumeOnEveryNode()
             try cluster.converge()
             checkHistory(before, against: try cluster.events(on: 1))
         }
