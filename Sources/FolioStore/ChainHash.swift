@@ -27,10 +27,18 @@ public struct ChainHash: Equatable, Sendable, CustomStringConvertible {
 
     /// The hash of the event with `canonicalBytes` that follows this one.
     public func next(_ canonicalBytes: UnsafeRawBufferPointer) -> ChainHash {
-        let hasher = SHA256Hasher()
-        bytes.withUnsafeBytes { hasher.update($0) }
-        hasher.update(canonicalBytes)
-        return ChainHash(bytes: hasher.finalize())
+        // The thread's own context, initialized again: a hasher made and freed per event cost four
+        // allocations (the object, the context, the provider's state, the digest's copy).
+        let context = chainHashContext()
+        EVP_DigestInit_ex(context, sha256Algorithm ?? EVP_sha256(), nil)
+        bytes.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        if canonicalBytes.count > 0 { EVP_DigestUpdate(context, canonicalBytes.baseAddress, canonicalBytes.count) }
+        return ChainHash(
+            bytes: [UInt8](unsafeUninitializedCapacity: Self.size) { digest, initialized in
+                var length: UInt32 = 0
+                _ = EVP_DigestFinal_ex(context, digest.baseAddress, &length)
+                initialized = Self.size
+            })
     }
 
     public func next(_ canonicalBytes: [UInt8]) -> ChainHash {
@@ -90,6 +98,23 @@ private func hexValue(_ digit: UInt8) -> UInt8? {
 /// than hashing a small event costs. nil only if the provider lacks it; then the legacy path.
 /// A fetched `EVP_MD` is immutable and may be shared by threads (OpenSSL 3, "Algorithm fetching").
 nonisolated(unsafe) private let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
+/// Each thread's EVP context for `ChainHash.next`, made on its first hash and freed when the
+/// thread ends (an EVP context may be initialized again after `EVP_DigestFinal_ex`, and OpenSSL 3
+/// keeps the provider's state when the digest is the same).
+private let chainHashContextKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let created = pthread_key_create(&key) { context in EVP_MD_CTX_free(context.map(OpaquePointer.init)) }
+    precondition(created == 0, "pthread_key_create: \(created)")
+    return key
+}()
+
+private func chainHashContext() -> OpaquePointer {
+    if let context = pthread_getspecific(chainHashContextKey) { return OpaquePointer(context) }
+    guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
+    pthread_setspecific(chainHashContextKey, UnsafeRawPointer(context))
+    return context
+}
 
 /// Streaming SHA-256 from libcrypto's EVP interface.
 public final class SHA256Hasher {
