@@ -30,7 +30,11 @@ import Failpoints
 /// daemon to stop; a restart recovers from what is on disk. A commit that failed without a failed
 /// flush (a full disk refusing a `pwrite`) left the last commit intact: writes go on.
 final class Writer: @unchecked Sendable {
-    struct Job {
+    /// A write on its way from an event loop to its answer. A class: it goes through a queue, a
+    /// batch, an outcome, the journal's confirmation and a loop's mailbox, and as a struct each
+    /// step copied it, a retain and a release for each of its references (the request's command,
+    /// strings and arrays among them).
+    final class Job: Sendable {
         let request: WriteRequest
         /// The op's table entry: its name and the role it needs.
         let spec: OperationSpec
@@ -40,9 +44,22 @@ final class Writer: @unchecked Sendable {
         let arrival: Connection.Arrival
         /// The blob (hex SHA-256) a `file.put` stored and pins until it is answered, so that no
         /// sweep removes it before its event commits.
-        var pinnedBlob: String? = nil
+        let pinnedBlob: String?
         /// Bytes of the request line, to bound batches.
         var size: Int { arrival.size }
+
+        init(
+            request: WriteRequest, spec: OperationSpec, origin: Origin, tag: Tag?, connection: Connection, arrival: Connection.Arrival,
+            pinnedBlob: String? = nil
+        ) {
+            self.request = request
+            self.spec = spec
+            self.origin = origin
+            self.tag = tag
+            self.connection = connection
+            self.arrival = arrival
+            self.pinnedBlob = pinnedBlob
+        }
     }
 
     struct Outcome {

@@ -5,7 +5,10 @@ import LMDB
 /// Applies one event to current state, history and every tree: a pure function of the event and the
 /// store, used alike by live writes, rebuild, import and verify. Throws `corrupted` when the event
 /// does not fit the store (a damaged or foreign log), and `conflict` when it would break a unique view.
-struct EventApplier {
+///
+/// A class: the store holds one, and every write reaches it several times an event; as a struct of
+/// six structs, each reach copied it, a retain and a release for every reference it holds.
+final class EventApplier: Sendable {
     let objects: ObjectTable
     let history: HistoryIndex
     let catalog: Catalog

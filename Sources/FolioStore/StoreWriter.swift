@@ -58,8 +58,10 @@ public final class StoreWriter {
         try txn.flushTrees()
     }
 
-    /// The result of one accepted command.
-    public struct Applied: Sendable {
+    /// The result of one accepted command. A class: a write's goes from the store to its answer,
+    /// its watchers, live queries and the journal, in arrays that are copied and joined on the way,
+    /// and as a struct each copy retained and released each of its references.
+    public final class Applied: Sendable {
         public let event: Event
         public let chainHash: ChainHash
         /// The object after the event: for create and update.
@@ -75,6 +77,20 @@ public final class StoreWriter {
         /// Where in them the head ends and the cause's number lies (`Event.encodedParts`): what a
         /// cluster node's proposal sends, without encoding the event again.
         let canonicalParts: (headEnd: Int, cause: Range<Int>?)
+
+        init(
+            event: Event, chainHash: ChainHash, object: StoredObject?, before: StoredObject?, record: [UInt8]?, viewCount: Int?,
+            canonicalEvent: [UInt8], canonicalParts: (headEnd: Int, cause: Range<Int>?)
+        ) {
+            self.event = event
+            self.chainHash = chainHash
+            self.object = object
+            self.before = before
+            self.record = record
+            self.viewCount = viewCount
+            self.canonicalEvent = canonicalEvent
+            self.canonicalParts = canonicalParts
+        }
 
         /// Writes the object after the event in its wire form, from its record; false if there is none.
         public func writeObject(to writer: inout JSONWriter) throws -> Bool {
