@@ -84,8 +84,12 @@ struct RefIndex {
     func update(from old: StoredObject?, to new: StoredObject?, oldRefs: [Reference]? = nil, newRefs: [Reference]? = nil, _ txn: StoreTransaction)
         throws -> [(name: String, referenced: Bool)]
     {
-        let beforeList = oldRefs ?? old.map { Reference.all(in: $0.data) } ?? []
-        let afterList = newRefs ?? new.map { Reference.all(in: $0.data) } ?? []
+        // `if let`, not `Optional.map`: the map copied the object (through the runtime's generic
+        // copy of an optional) for every event.
+        var beforeList: [Reference] = oldRefs ?? []
+        if oldRefs == nil, let old { beforeList = Reference.all(in: old.data) }
+        var afterList: [Reference] = newRefs ?? []
+        if newRefs == nil, let new { afterList = Reference.all(in: new.data) }
         // Most objects hold no reference: no sets to build and compare (a rebuild applies millions).
         guard !beforeList.isEmpty || !afterList.isEmpty else { return [] }
         let before = Set(beforeList)

@@ -269,7 +269,7 @@ public final class StoreWriter {
         }
         head = newHead
         return Applied(
-            event: event, chainHash: newHead.hash, object: applied?.after?.object, before: applied?.before, record: applied?.after?.record,
+            event: event, chainHash: newHead.hash, object: applied?.object, before: applied?.before, record: applied?.record,
             viewCount: viewCount, canonicalEvent: canonical, canonicalParts: (headEnd, cause))
     }
 
