@@ -250,30 +250,37 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// `epoll_wait` for up to `timeout` ms, after looking for work without sleeping for as long
-    /// as `idlePoll` says is worth it (see `IdlePoll`).
+    /// as `idlePoll` says is worth it (see `IdlePoll`). A loop about to poll first looks once for
+    /// work already there (`epoll_wait` with no timeout, about 0.2 µs), before the poll's
+    /// bookkeeping: a read of `/proc/loadavg` (1.2–1.3 µs here) and of the thread's switch count
+    /// (0.35 µs). Under load from many clients the next requests are usually there when a loop
+    /// comes back to wait, and that bookkeeping was paid at every turn of the loop for nothing
+    /// (docs/BENCHMARKS.md, "Work already there found before the poll's bookkeeping"). Work
+    /// already there says nothing of polling, so that look teaches `idlePoll` nothing, as before.
     private func waitForEvents(_ events: inout [UInt32], _ tokens: inout [UInt64], timeout: Int32) throws(SystemError) -> Int {
-        let mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
-            && (idlePoll.window == 0 || idlePoll.machineHasRoom())
+        var mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
+        if mayPoll && idlePoll.window > 0 {
+            let ready = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
+            if ready > 0 { return ready }
+            mayPoll = idlePoll.machineHasRoom()
+        }
         if mayPoll && idlePoll.window > 0 {
             // Another thread run on this vCPU while the loop yielded it shows as a switch away
             // from the loop (`ru_nivcsw`).
             let switches = IdlePoll.switchesAway()
             let began = monotonicMicroseconds()
-            var now = began
             repeat {
-                let count = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
-                if count > 0 {
-                    // Work already there when the poll began says nothing of polling.
-                    if now != began { idlePoll.found() }
-                    return count
-                }
                 sched_yield()
                 if IdlePoll.switchesAway() != switches {
                     idlePoll.preempted()
                     break
                 }
-                now = monotonicMicroseconds()
-            } while now - began < idlePoll.window
+                let count = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
+                if count > 0 {
+                    idlePoll.found()
+                    return count
+                }
+            } while monotonicMicroseconds() - began < idlePoll.window
         }
         let start = monotonicMicroseconds()
         let count = try epoll.wait(events: &events, tokens: &tokens, timeout: timeout)
