@@ -36,6 +36,11 @@ struct Catalog {
 
     func collectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
         if let tree = txn.catalogMemo?.collectionTrees[collection] { return tree }
+        if let memo = txn.readMemo { return try memo.collectionTree(collection) { try readCollectionTree(collection, txn) } }
+        return try readCollectionTree(collection, txn)
+    }
+
+    private func readCollectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
         guard let record = try txn.lmdb.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
         let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
         txn.catalogMemo?.collectionTrees[collection] = tree
@@ -114,12 +119,20 @@ struct Catalog {
     // MARK: Views
 
     func view(_ name: String, _ txn: StoreTransaction) throws -> View? {
+        if let memo = txn.readMemo { return try memo.view(name) { try readView(name, txn) } }
+        return try readView(name, txn)
+    }
+
+    private func readView(_ name: String, _ txn: StoreTransaction) throws -> View? {
         guard let record = try txn.lmdb.get(database, [UInt8(ascii: "v")] + Array(name.utf8)) else { return nil }
         return try decodeView(record)
     }
 
     func views(on collection: String, _ txn: StoreTransaction) throws -> [View] {
-        guard let memo = txn.catalogMemo else { return try readViews(on: collection, txn) }
+        guard let memo = txn.catalogMemo else {
+            if let readMemo = txn.readMemo { return try readMemo.views(on: collection) { try readViews(on: collection, txn) } }
+            return try readViews(on: collection, txn)
+        }
         if let views = memo.views[collection] { return views }
         // A write that has not changed the catalog sees the committed views.
         if !memo.changedViews, let views = committedViews.views(on: collection) {

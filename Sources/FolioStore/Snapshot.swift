@@ -7,9 +7,21 @@ import LMDB
 public struct Snapshot {
     let store: Store
     let txn: Transaction
+    /// Its reader's memo (`ReadMemo`), entered for this snapshot; nil for a one-off read.
+    let memo: ReadMemo?
+
+    init(store: Store, txn: Transaction, memo: ReadMemo? = nil) {
+        self.store = store
+        self.txn = txn
+        self.memo = memo
+        memo?.enter(txn)
+    }
 
     /// The snapshot as trees read it (no write cache).
-    var storeTxn: StoreTransaction { StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas, viewOps: store.databases.viewOps) }
+    var storeTxn: StoreTransaction {
+        StoreTransaction(
+            lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas, viewOps: store.databases.viewOps, readMemo: memo)
+    }
 
     var objects: ObjectTable { store.applier.objects }
     var catalog: Catalog { store.applier.catalog }

@@ -127,6 +127,8 @@ public final class Store: @unchecked Sendable {
     public final class Reader: @unchecked Sendable {
         let store: Store
         let reader: Environment.Reader
+        /// What this reader's snapshots of one committed state have read (`ReadMemo`).
+        let memo = ReadMemo()
 
         init(store: Store, reader: Environment.Reader) {
             self.store = store
@@ -134,7 +136,7 @@ public final class Store: @unchecked Sendable {
         }
 
         public func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
-            try reader.read { txn in try body(Snapshot(store: store, txn: txn)) }
+            try reader.read { txn in try body(Snapshot(store: store, txn: txn, memo: memo)) }
         }
 
         /// Ends the snapshot a reader made with `keepingSnapshot` holds between reads, if any.

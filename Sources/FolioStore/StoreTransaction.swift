@@ -13,14 +13,21 @@ struct StoreTransaction {
     let deltas: ViewDeltaCache?
     /// Where buffered trees' ops go (`ViewBuffer`); nil where no tree is buffered.
     let viewOps: ViewStreamDatabases?
+    /// A read snapshot's reader's memo of what earlier snapshots of the same state read; nil in
+    /// writes.
+    let readMemo: ReadMemo?
 
-    init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: ViewStreamDatabases? = nil) {
+    init(
+        lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: ViewStreamDatabases? = nil,
+        readMemo: ReadMemo? = nil
+    ) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
         self.deltas = deltas
         self.viewOps = viewOps
         catalogMemo = cache == nil ? nil : CatalogMemo()
+        self.readMemo = cache == nil ? readMemo : nil
     }
 
     private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?, viewOps: ViewStreamDatabases?) {
@@ -30,6 +37,7 @@ struct StoreTransaction {
         self.catalogMemo = catalogMemo
         self.deltas = deltas
         self.viewOps = viewOps
+        readMemo = nil
     }
 
     /// The resolution of `tree`'s ops that this transaction can build on: its write's own (or a
@@ -58,6 +66,9 @@ struct StoreTransaction {
 
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
         if let cached = cache?.lookup(key) { return cached }
+        if cache == nil, let readMemo {
+            return try readMemo.treeRecord(key) { try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } } }
+        }
         guard let cache, key.node == CountedTree.headerNode else { return try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } } }
         // A header: every insert into a view's tree reads it (five times a create into five views).
         if let read = cache.readHeader(tree: key.tree) { return read }

@@ -15,6 +15,8 @@ struct TreeNode {
 
     static let leafHeaderSize = 19
     static let branchHeaderSize = 3
+    /// The first byte of a branch's record (a leaf's is 0).
+    static let branchKind: UInt8 = 1
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -27,7 +29,7 @@ struct TreeNode {
 
     static func branch<Children: Collection>(children: Children) -> TreeNode where Children.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: branchHeaderSize)
-        header[0] = 1
+        header[0] = branchKind
         return TreeNode(header: header, entries: children)
     }
 
@@ -55,7 +57,7 @@ struct TreeNode {
         self.bytes = bytes
     }
 
-    var isLeaf: Bool { bytes[0] == 0 }
+    var isLeaf: Bool { bytes[0] != Self.branchKind }
     var count: Int { Int(bytes.loadLittleEndian(UInt16.self, at: 1)) }
     var size: Int { bytes.count }
 

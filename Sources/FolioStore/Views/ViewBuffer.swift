@@ -88,6 +88,9 @@ enum ViewBuffer {
     /// The stream's state: in a write, read from LMDB once and kept in its cache.
     static func state(_ txn: StoreTransaction) throws -> BufferState {
         if let known = txn.cache?.knownBufferState() { return known }
+        if let memo = txn.readMemo {
+            return try memo.bufferState { try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState($0) } ?? BufferState() }
+        }
         let state = try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState($0) } ?? BufferState()
         txn.cache?.setBufferState(state, changed: false)
         return state

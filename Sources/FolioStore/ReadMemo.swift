@@ -1,0 +1,85 @@
+import LMDB
+
+/// What a reader's snapshots read of the catalog (views, collections' trees), of the view buffers' state and of trees'
+/// headers and branches, kept for as long as the reader's snapshots are of the same committed
+/// state. LMDB numbers each committed state (its transaction id), so two snapshots of one
+/// environment with the same id hold the same bytes: what the first read, the next may take as
+/// read. A page of a view otherwise looked its view up and decoded it, and read the tree's header,
+/// the buffer state and the tree's upper nodes out of LMDB every time: about 15,000 of the 100,000
+/// instructions of a page of 20 (callgrind), and most of a count's 19,000. Any commit gives the
+/// next snapshot a new id, and the memo starts again empty.
+///
+/// Copies only, never pointers into the map: a memo outlives the transactions that filled it.
+/// Used by one thread at a time, as the reader that owns it.
+final class ReadMemo {
+    /// Branch and header records kept at most (bytes): a tree of a million keys has a few hundred
+    /// branches; a page reads a handful of them.
+    static let maxRecordBytes = 1 << 20
+
+    /// The committed state (LMDB transaction id) what is held was read from; -1: none yet.
+    private var transaction = -1
+    private var views: [String: Catalog.View] = [:]
+    private var viewsOn: [String: [Catalog.View]] = [:]
+    private var collectionTrees: [String: CountedTree] = [:]
+    private var records: [TreeNodeCache.NodeKey: [UInt8]] = [:]
+    private var recordBytes = 0
+    private var bufferState: BufferState?
+
+    /// Called as each snapshot starts: forgets everything read from another committed state.
+    func enter(_ txn: Transaction) {
+        let id = txn.id
+        guard id != transaction else { return }
+        transaction = id
+        if !views.isEmpty { views.removeAll(keepingCapacity: true) }
+        if !viewsOn.isEmpty { viewsOn.removeAll(keepingCapacity: true) }
+        if !collectionTrees.isEmpty { collectionTrees.removeAll(keepingCapacity: true) }
+        if !records.isEmpty { records.removeAll(keepingCapacity: true) }
+        recordBytes = 0
+        bufferState = nil
+    }
+
+    /// The view named `name`, read by `read` the first time (absent views are not kept).
+    func view(_ name: String, read: () throws -> Catalog.View?) rethrows -> Catalog.View? {
+        if let view = views[name] { return view }
+        guard let view = try read() else { return nil }
+        views[name] = view
+        return view
+    }
+
+    /// The views of `collection`, read by `read` the first time.
+    func views(on collection: String, read: () throws -> [Catalog.View]) rethrows -> [Catalog.View] {
+        if let views = viewsOn[collection] { return views }
+        let views = try read()
+        viewsOn[collection] = views
+        return views
+    }
+
+    /// The creation-order tree of `collection`, read by `read` the first time (absent: not kept).
+    func collectionTree(_ collection: String, read: () throws -> CountedTree?) rethrows -> CountedTree? {
+        if let tree = collectionTrees[collection] { return tree }
+        guard let tree = try read() else { return nil }
+        collectionTrees[collection] = tree
+        return tree
+    }
+
+    /// A tree's record, read by `read` the first time; headers and branches are kept, leaves
+    /// are not (a page reads its own leaves once, and there are a hundred times more of them).
+    func treeRecord(_ key: TreeNodeCache.NodeKey, read: () throws -> [UInt8]?) rethrows -> [UInt8]? {
+        if let record = records[key] { return record }
+        guard let record = try read() else { return nil }
+        let isHeader = key.node == CountedTree.headerNode
+        if (isHeader || record.first == TreeNode.branchKind) && recordBytes + record.count <= Self.maxRecordBytes {
+            records[key] = record
+            recordBytes += record.count
+        }
+        return record
+    }
+
+    /// The view buffers' state, read by `read` the first time.
+    func bufferState(read: () throws -> BufferState) rethrows -> BufferState {
+        if let bufferState { return bufferState }
+        let state = try read()
+        bufferState = state
+        return state
+    }
+}
