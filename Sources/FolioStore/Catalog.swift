@@ -69,6 +69,9 @@ struct Catalog {
     /// The tree of every reference held (`RefIndex`), created with the first one.
     func referenceTree(_ txn: StoreTransaction, creating: Bool) throws -> CountedTree? {
         if let tree = txn.catalogMemo?.referenceTree { return tree }
+        if let memo = txn.readMemo {
+            return try memo.referenceTree { try txn.lmdb.get(database, [UInt8(ascii: "r")]).map { CountedTree(id: $0.loadLittleEndian(UInt32.self, at: 0)) } }
+        }
         if let record = try txn.lmdb.get(database, [UInt8(ascii: "r")]) {
             let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
             txn.catalogMemo?.referenceTree = tree

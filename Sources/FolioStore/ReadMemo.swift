@@ -1,6 +1,6 @@
 import LMDB
 
-/// What a reader's snapshots read of the catalog (views, collections' trees), of the view buffers' state and of trees'
+/// What a reader's snapshots read of the catalog (views, collections' trees, the tree of references), of the view buffers' state and of trees'
 /// headers and branches, kept for as long as the reader's snapshots are of the same committed
 /// state. LMDB numbers each committed state (its transaction id), so two snapshots of one
 /// environment with the same id hold the same bytes: what the first read, the next may take as
@@ -21,6 +21,7 @@ final class ReadMemo {
     private var views: [String: Catalog.View] = [:]
     private var viewsOn: [String: [Catalog.View]] = [:]
     private var collectionTrees: [String: CountedTree] = [:]
+    private var referenceTree: CountedTree?
     private var records: [TreeNodeCache.NodeKey: [UInt8]] = [:]
     private var recordBytes = 0
     private var bufferState: BufferState?
@@ -33,6 +34,7 @@ final class ReadMemo {
         if !views.isEmpty { views.removeAll(keepingCapacity: true) }
         if !viewsOn.isEmpty { viewsOn.removeAll(keepingCapacity: true) }
         if !collectionTrees.isEmpty { collectionTrees.removeAll(keepingCapacity: true) }
+        referenceTree = nil
         if !records.isEmpty { records.removeAll(keepingCapacity: true) }
         recordBytes = 0
         bufferState = nil
@@ -60,6 +62,13 @@ final class ReadMemo {
         guard let tree = try read() else { return nil }
         collectionTrees[collection] = tree
         return tree
+    }
+
+    /// The tree of references, read by `read` the first time (absent: not kept).
+    func referenceTree(read: () throws -> CountedTree?) rethrows -> CountedTree? {
+        if let referenceTree { return referenceTree }
+        referenceTree = try read()
+        return referenceTree
     }
 
     /// A tree's record, read by `read` the first time; headers and branches are kept, leaves
