@@ -20,6 +20,16 @@ public struct Cursor {
         return try result(mdb_cursor_get(handle, &k, &v, MDB_SET_RANGE), k, v)
     }
 
+    /// The value stored under exactly `key`, or nil (`MDB_SET`). A cursor on a leaf that `key`
+    /// falls inside looks only through that leaf; `Transaction.get` descends from the root each
+    /// time. So a run of lookups of nearby keys, in either direction, is cheaper through a cursor;
+    /// for scattered keys it costs two comparisons more each.
+    public func value(at key: UnsafeRawBufferPointer) throws(LMDBError) -> UnsafeRawBufferPointer? {
+        var k = MDB_val(key)
+        var v = MDB_val()
+        return try result(mdb_cursor_get(handle, &k, &v, MDB_SET), k, v)?.value
+    }
+
     public func seek(atLeast key: [UInt8]) throws -> Entry? {
         try key.withUnsafeBytes { (key) in try seek(atLeast: key) }
     }

@@ -204,7 +204,16 @@ extension Snapshot {
         guard start < result.total else { return result }
         let position = try found ?? tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
         var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
-        try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
+        if case .creationOrder = source {
+            // Ids grow with creation, so a page in creation order reads neighbours in the objects'
+            // tree: through one cursor, most lookups stay in the leaf of the one before.
+            try txn.withCursor(objects.database) { cursor in
+                page.cursor = cursor
+                try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
+            }
+        } else {
+            try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
+        }
         result.plan.examined = page.examined
         page.finish(into: &result)
         return result
@@ -328,6 +337,8 @@ private struct PageWriter {
     private(set) var examined = 0
     /// The object keys' and items' heads for the collection of the last object read.
     private let heads = ObjectHeads()
+    /// Where objects are looked up when set (see `Cursor.value(at:)`), else with `Transaction.get`.
+    var cursor: Cursor?
 
     init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int) {
         self.query = query
@@ -353,7 +364,9 @@ private struct PageWriter {
             let id = UnsafeRawBufferPointer(rebasing: sortKey[SortKey.idRange(in: sortKey)])
             let end = heads.keyPrefix + id.count
             UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
-            let record = try objects.record(key: UnsafeRawBufferPointer(rebasing: heads.key[..<end]), txn)
+            let objectKey = UnsafeRawBufferPointer(rebasing: heads.key[..<end])
+            let record: UnsafeRawBufferPointer?
+            if let cursor { record = try cursor.value(at: objectKey) } else { record = try objects.record(key: objectKey, txn) }
             return (record, id.count, Names.areIDBytes(id))
         }
         guard let record else {
