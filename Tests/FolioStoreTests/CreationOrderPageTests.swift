@@ -4,11 +4,16 @@ import Testing
 
 @testable import FolioStore
 
-/// A page of a collection in creation order reads its objects through one cursor (ids grow with
-/// creation, so they are neighbours in the objects' tree): every page must be what the model has,
-/// whether the ids are generated (neighbours) or the clients' own (scattered), with the history of
-/// updated objects and the gaps of deleted ones between them, in either direction.
+/// A page in creation or id order (a collection's default list, a view sorted by `createdAt` or
+/// `id`, a range of a view whose next field is one of them) reads its objects through one cursor
+/// (ids grow with creation, so they are neighbours in the objects' tree): every page must be what
+/// the model has, whether the ids are generated (neighbours) or the clients' own (scattered), with
+/// the history of updated objects and the gaps of deleted ones between them, in either direction.
 @Suite struct CreationOrderPageTests {
+    private func view(_ name: String, _ sort: [String]) throws -> Command {
+        .defineView(try ViewDefinition(name: name, collection: "Item", whereJSON: nil, sort: SortOrder(parsing: .array(sort.map { JSON.string($0) })), unique: false))
+    }
+
     private func ids(_ result: QueryResult) throws -> [String] {
         guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
         return items.compactMap { $0.objectValue?["id"]?.stringValue }
@@ -20,12 +25,15 @@ import Testing
             let writer = TestWriter(store)
             var random = SeededGenerator(seed: 11)
             var live: [String] = []
+            try writer.execute(try view("newest", ["-createdAt"]))
+            try writer.execute(try view("byID", ["id"]))
+            try writer.execute(try view("byGroup", ["g", "createdAt"]))
             try store.write { txn in
                 for index in 0..<2500 {
                     // One object in five has a client's id, which sorts anywhere among the generated ones.
                     let id: String? = index % 5 == 0 ? "c\(UInt32.random(in: 0...UInt32.max, using: &random))" : nil
                     let created = try txn.execute(
-                        .create(collection: "Item", id: id, data: ["n": .int(Int64(index))]),
+                        .create(collection: "Item", id: id, data: ["n": .int(Int64(index)), "g": .int(Int64(index % 3))]),
                         Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index / 3)), origin: writer.origin), ids: &writer.ids)
                     live.append(created.appended[0].object!.id)
                 }
@@ -39,25 +47,45 @@ import Testing
                     try writer.execute(.update(collection: "Item", id: id, patch: ["m": .int(Int64(step))], ops: nil, ifVersion: nil))
                 }
             }
-            let model = try store.read { snapshot in
-                var objects: [(key: [UInt8], id: String)] = []
-                try snapshot.objects.forEach(in: "Item", snapshot.txn) { object in
-                    objects.append((SortOrder.creation.key(for: object, id: object.id), object.id))
-                    return true
+            /// The ids of the objects `matching`, in `sort`'s order.
+            func model(_ sort: SortOrder, matching: (StoredObject) -> Bool = { _ in true }) throws -> [String] {
+                try store.read { snapshot in
+                    var objects: [(key: [UInt8], id: String)] = []
+                    try snapshot.objects.forEach(in: "Item", snapshot.txn) { object in
+                        if matching(object) { objects.append((sort.key(for: object, id: object.id), object.id)) }
+                        return true
+                    }
+                    return objects.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.id)
                 }
-                return objects.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.id)
             }
-            #expect(model.count == live.count)
             let reader = try store.makeReader()
-            for offset in [0, 1, 19, 777, 1000, model.count - 20, model.count - 1, model.count] {
-                var query = try Query(source: .collection("Item"), limit: 20, start: .offset(offset))
-                let page = try reader.read { try $0.run(query) }
-                #expect(page.plan.source == .creationOrder("Item"))
-                #expect(try ids(page) == Array(model[min(offset, model.count)..<min(offset + 20, model.count)]), "offset \(offset)")
-                query.descending = true
-                let backwards = Array(model.reversed())
-                #expect(try ids(try reader.read { try $0.run(query) }) == Array(backwards[min(offset, model.count)..<min(offset + 20, model.count)]), "desc offset \(offset)")
+            /// Every page of 20 at these offsets, both ways, as `expected` has them.
+            func check(_ base: Query, _ expected: [String], idOrder: Bool) throws {
+                #expect(try store.read { snapshot in
+                    if case .tree(_, _, _, _, let planned) = try snapshot.plan(for: base) { return planned }
+                    return nil
+                } == idOrder, "\(base.source)")
+                for offset in [0, 1, 19, 777, expected.count / 2, expected.count - 20, expected.count - 1, expected.count] where offset >= 0 {
+                    var query = base
+                    query.limit = 20
+                    query.start = .offset(offset)
+                    let page = try reader.read { try $0.run(query) }
+                    #expect(try ids(page) == Array(expected[min(offset, expected.count)..<min(offset + 20, expected.count)]), "\(base.source) offset \(offset)")
+                    query.descending = true
+                    let backwards = Array(expected.reversed())
+                    #expect(try ids(try reader.read { try $0.run(query) }) == Array(backwards[min(offset, expected.count)..<min(offset + 20, expected.count)]), "\(base.source) desc offset \(offset)")
+                }
             }
+            let creation = try model(.creation)
+            #expect(creation.count == live.count)
+            try check(try Query(source: .collection("Item")), creation, idOrder: true)
+            try check(try Query(source: .view("newest")), try model(SortOrder(parsing: ["-createdAt"])), idOrder: true)
+            try check(try Query(source: .view("byID")), try model(SortOrder(parsing: ["id"])), idOrder: true)
+            let groupOne = try model(SortOrder(parsing: ["createdAt"])) { $0.data["g"] == .int(1) }
+            #expect(groupOne.count > creation.count / 4)
+            try check(try Query(source: .view("byGroup"), whereJSON: ["g": 1]), groupOne, idOrder: true)
+            try check(try Query(source: .collection("Item"), whereJSON: ["g": 1], sort: SortOrder(parsing: ["createdAt"])), groupOne, idOrder: true)
+            try check(try Query(source: .view("byGroup")), try model(SortOrder(parsing: ["g", "createdAt"])), idOrder: false)
         }
     }
 }

@@ -80,7 +80,7 @@ extension Snapshot {
     public func liveQuery(for query: Query) throws -> LiveQuery {
         let identity = query.fingerprint + withUnsafeBytes(of: UInt64(query.limit).bigEndian) { Array($0) }
         switch try plan(for: query) {
-        case .tree(_, let source, let collection, let range):
+        case .tree(_, let source, let collection, let range, _):
             switch source {
             case .view(let name), .viewRange(let name, _):
                 guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }

@@ -22,8 +22,8 @@ extension Snapshot {
     private func run(_ query: Query, plan: Plan, countOnly: Bool) throws -> QueryResult {
         var result: QueryResult
         switch plan {
-        case .tree(let tree, let source, let collection, let range):
-            result = try runOnTree(query, tree: tree, source: source, collection: collection, range: range, countOnly: countOnly)
+        case .tree(let tree, let source, let collection, let range, let idOrder):
+            result = try runOnTree(query, tree: tree, source: source, collection: collection, range: range, idOrder: idOrder, countOnly: countOnly)
         case .scan(let candidates, let source):
             result = try scan(query, candidates: candidates, source: source, countOnly: countOnly)
         case .links(let source, let references):
@@ -56,7 +56,9 @@ extension Snapshot {
     }
 
     enum Plan {
-        case tree(CountedTree, QueryPlan.Source, collection: String, range: KeyRange?)
+        /// `idOrder`: the tree (or its range) lists its objects in id order, or close to it (by
+        /// creation time, whose ids grow with it), so a page's objects are neighbours in theirs.
+        case tree(CountedTree, QueryPlan.Source, collection: String, range: KeyRange?, idOrder: Bool)
         case scan(Candidates, QueryPlan.Source)
         /// A field's references in their order, as `collection/id`.
         case links(QueryPlan.Source, [(collection: String, id: String)])
@@ -68,21 +70,25 @@ extension Snapshot {
         switch query.source {
         case .view(let name):
             guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
-            guard let filter = query.filter else { return .tree(view.tree, .view(name), collection: view.definition.collection, range: nil) }
+            guard let filter = query.filter else {
+                return .tree(view.tree, .view(name), collection: view.definition.collection, range: nil, idOrder: Self.listsByID(view.definition.sort, fixed: 0))
+            }
             guard let (prefix, fixed) = Self.fixedPrefix(of: view.definition, matching: filter, viewFilter: nil) else {
                 throw StoreError.invalid(
                     "the where of a list of view \(Names.quoted(name)) may only fix its leading sort fields by equality (\(view.definition.sort)): the view defines the rest")
             }
-            return .tree(view.tree, .viewRange(name, fixed: fixed), collection: view.definition.collection, range: KeyRange(prefix: prefix))
+            return .tree(
+                view.tree, .viewRange(name, fixed: fixed), collection: view.definition.collection, range: KeyRange(prefix: prefix),
+                idOrder: Self.listsByID(view.definition.sort, fixed: fixed.count))
         case .collection(let collection):
             let sort = query.sort ?? .creation
             if query.filter == nil && sort == .creation {
                 guard let tree = try catalog.collectionTree(collection, storeTxn) else { return .empty(.creationOrder(collection)) }
-                return .tree(tree, .creationOrder(collection), collection: collection, range: nil)
+                return .tree(tree, .creationOrder(collection), collection: collection, range: nil, idOrder: true)
             }
             let views = try catalog.views(on: collection, storeTxn)
             for view in views where view.definition.sort == sort && view.definition.filter == query.filter {
-                return .tree(view.tree, .view(view.definition.name), collection: collection, range: nil)
+                return .tree(view.tree, .view(view.definition.name), collection: collection, range: nil, idOrder: Self.listsByID(sort, fixed: 0))
             }
             // A view whose leading sort fields the where fixes, in the order the query asks for.
             if let filter = query.filter {
@@ -92,7 +98,9 @@ extension Snapshot {
                     else { continue }
                     guard query.sort == view.definition.sort || (fixed.count < fields.count && sort.fields == Array(fields[fixed.count...]))
                     else { continue }
-                    return .tree(view.tree, .viewRange(view.definition.name, fixed: fixed), collection: collection, range: KeyRange(prefix: prefix))
+                    return .tree(
+                        view.tree, .viewRange(view.definition.name, fixed: fixed), collection: collection, range: KeyRange(prefix: prefix),
+                        idOrder: Self.listsByID(view.definition.sort, fixed: fixed.count))
                 }
             }
             return .scan(.collection(collection), .scan(collection))
@@ -101,7 +109,8 @@ extension Snapshot {
             if query.filter == nil && query.sort == nil {
                 guard let tree = try catalog.referenceTree(storeTxn, creating: false) else { return .empty(.references(from)) }
                 let prefix = RefIndex.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
-                return .tree(tree, .references(from), collection: sourceCollection, range: KeyRange(prefix: prefix))
+                // Referrers come in their ids' order.
+                return .tree(tree, .references(from), collection: sourceCollection, range: KeyRange(prefix: prefix), idOrder: true)
             }
             let ids = try store.applier.references.sources(of: collection, id, from: sourceCollection, path: path, limit: .max, storeTxn).ids
             return .scan(.objects(ids.map { (sourceCollection, $0) }), .referenceScan(from))
@@ -125,6 +134,16 @@ extension Snapshot {
                 return .scan(.objects(shown), .linkScan(name))
             }
             return .links(.links(name), references)
+        }
+    }
+
+    /// Whether keys in `sort`, past its first `fixed` fields (equal in a range), come in id order or
+    /// in creation order (ids grow with creation; ties are broken by id).
+    static func listsByID(_ sort: SortOrder, fixed: Int) -> Bool {
+        guard fixed < sort.fields.count else { return true }
+        switch sort.fields[fixed].path {
+        case .id, .createdAt: return true
+        default: return false
         }
     }
 
@@ -171,9 +190,11 @@ extension Snapshot {
     }
 
     private func runOnTree(
-        _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, countOnly: Bool
+        _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, idOrder: Bool, countOnly: Bool
     ) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
+        // Made once: each `storeTxn` is a new value holding four references.
+        let storeTxn = storeTxn
         let top = try tree.top(storeTxn)
         let (lower, upper) = try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), from: top, storeTxn) } ?? (0, top.count)
         result.total = upper - lower
@@ -204,9 +225,10 @@ extension Snapshot {
         guard start < result.total else { return result }
         let position = try found ?? tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
         var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
-        if case .creationOrder = source {
-            // Ids grow with creation, so a page in creation order reads neighbours in the objects'
-            // tree: through one cursor, most lookups stay in the leaf of the one before.
+        if idOrder {
+            // A page in id order (or creation order: ids grow with creation) reads neighbours in the
+            // objects' tree: through one cursor, most lookups stay in the leaf of the one before.
+            // Scattered objects (a view in another order) are looked up from the root each.
             try txn.withCursor(objects.database) { cursor in
                 page.cursor = cursor
                 try tree.scan(from: position, forward: forward, storeTxn) { key in try page.take(key) }
