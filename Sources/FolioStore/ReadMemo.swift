@@ -15,6 +15,9 @@ final class ReadMemo {
     /// Branch and header records kept at most (bytes): a tree of a million keys has a few hundred
     /// branches; a page reads a handful of them.
     static let maxRecordBytes = 1 << 20
+    /// What an entry costs besides its record's bytes (its key, the array's header, the table's
+    /// slot), counted against `maxRecordBytes`.
+    static let entryOverhead = 64
 
     /// The committed state (LMDB transaction id) what is held was read from; -1: none yet.
     private var transaction = -1
@@ -77,9 +80,10 @@ final class ReadMemo {
         if let record = records[key] { return record }
         guard let record = try read() else { return nil }
         let isHeader = key.node == CountedTree.headerNode
-        if (isHeader || record.first == TreeNode.branchKind) && recordBytes + record.count <= Self.maxRecordBytes {
+        let cost = record.count + Self.entryOverhead
+        if (isHeader || record.first == TreeNode.branchKind) && recordBytes + cost <= Self.maxRecordBytes {
             records[key] = record
-            recordBytes += record.count
+            recordBytes += cost
         }
         return record
     }

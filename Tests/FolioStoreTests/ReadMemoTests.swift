@@ -93,7 +93,8 @@ import Testing
             defer { store.close() }
             let memo = ReadMemo()
             var reads = 0
-            let fit = ReadMemo.maxRecordBytes / 4096 - 1
+            // As many branches as fit beside the 3-byte header read first.
+            let fit = (ReadMemo.maxRecordBytes - (3 + ReadMemo.entryOverhead)) / (4096 + ReadMemo.entryOverhead)
             let branch = [TreeNode.branchKind] + [UInt8](repeating: 7, count: 4095)
             let leaf = [UInt8](repeating: 0, count: 100)
             func read(_ node: UInt64, _ record: [UInt8]) -> [UInt8]? {
