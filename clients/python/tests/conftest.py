@@ -176,13 +176,17 @@ class Proxy:
         try:
             with downstream.makefile("rb") as lines:
                 for line in lines:
-                    upstream.sendall(line)
-                    self.requests.append(json.loads(line))
+                    # Decided before the line goes on: marked after, a quick answer could pass
+                    # through before the mark (a create answered while this thread waited for the GIL).
                     predicate = self._drop_when
-                    if predicate is not None and predicate(line):
+                    dropped = predicate is not None and predicate(line)
+                    if dropped:
                         self._drop_when = None
                         with self._lock:
                             self._swallowing.add(pair)
+                    upstream.sendall(line)
+                    self.requests.append(json.loads(line))
+                    if dropped:
                         return
         except (OSError, ValueError):
             pass
