@@ -7,19 +7,23 @@ import LMDB
 public struct Snapshot {
     let store: Store
     let txn: Transaction
-    /// Its reader's memo (`ReadMemo`), entered for this snapshot; nil for a one-off read.
-    let memo: ReadMemo?
+    /// Its reader's memo (`ReadMemo`); nil for a one-off read. Not retained: the reader that owns
+    /// it outlives the snapshot (valid only inside its closure), and a second counted reference
+    /// made every copy of a snapshot cost a retain and a release more (a pipelined get 4,167 →
+    /// 4,491 instructions).
+    unowned(unsafe) let memo: ReadMemo?
 
     init(store: Store, txn: Transaction, memo: ReadMemo? = nil) {
         self.store = store
         self.txn = txn
         self.memo = memo
-        memo?.enter(txn)
     }
 
-    /// The snapshot as trees read it (no write cache).
+    /// The snapshot as trees read it (no write cache). The memo is entered here, where trees and
+    /// the catalog are first read, not for every snapshot: a plain get reads neither.
     var storeTxn: StoreTransaction {
-        StoreTransaction(
+        memo?.enter(txn)
+        return StoreTransaction(
             lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas, viewOps: store.databases.viewOps, readMemo: memo)
     }
 
