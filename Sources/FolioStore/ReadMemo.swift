@@ -1,13 +1,13 @@
 import LMDB
 
-/// What a reader's snapshots read of the catalog (views, collections' trees, the tree of references), of the view buffers' state and of trees'
-/// headers and branches, kept for as long as the reader's snapshots are of the same committed
-/// state. LMDB numbers each committed state (its transaction id), so two snapshots of one
-/// environment with the same id hold the same bytes: what the first read, the next may take as
-/// read. A page of a view otherwise looked its view up and decoded it, and read the tree's header,
-/// the buffer state and the tree's upper nodes out of LMDB every time: about 15,000 of the 100,000
-/// instructions of a page of 20 (callgrind), and most of a count's 19,000. Any commit gives the
-/// next snapshot a new id, and the memo starts again empty.
+/// What a reader's snapshots read of the catalog (views, collections' trees, the tree of
+/// references), of the view buffers' state and of trees' headers and branches, kept for as long as
+/// the reader's snapshots are of the same committed state. LMDB numbers each committed state (its
+/// transaction id), so two snapshots of one environment with the same id hold the same bytes: what
+/// the first read, the next may take as read. A page of a view otherwise looked its view up and
+/// decoded it, and read the tree's header, the buffer state and the tree's upper nodes out of LMDB
+/// every time: about 10,000 of the 100,000 instructions of a page of 20 (callgrind), and a third of
+/// a count's 19,000. Any commit gives the next snapshot a new id, and the memo starts again empty.
 ///
 /// Copies only, never pointers into the map: a memo outlives the transactions that filled it.
 /// Used by one thread at a time, as the reader that owns it.
@@ -29,7 +29,8 @@ final class ReadMemo {
     private var recordBytes = 0
     private var bufferState: BufferState?
 
-    /// Called as each snapshot starts: forgets everything read from another committed state.
+    /// Called before a snapshot reads through the memo (`Snapshot.storeTxn`): forgets everything
+    /// read from another committed state.
     func enter(_ txn: Transaction) {
         let id = txn.id
         guard id != transaction else { return }
