@@ -2,7 +2,6 @@ import CFolioSystem
 import FolioJSON
 import Foundation
 import Glibc
-import Synchronization
 
 /// One socket to foliod, shared by every task of a `Folio`.
 ///
@@ -50,9 +49,13 @@ final class Connection: @unchecked Sendable {
     private var chunk = [UInt8](repeating: 0, count: 1 << 16)
     private var untaggedError: FolioError?
 
-    /// Held while a line is written; true once the descriptor is closed (so no write can reach a
-    /// descriptor number reused by someone else).
-    private let writeLock = Mutex(false)
+    /// Held while a line is written. An `NSLock`, not a `Synchronization.Mutex`: on Linux that one
+    /// is a futex ThreadSanitizer does not see, and `make test-tsan` took the reader thread's close
+    /// and a `close()` from another thread, both under it, for a race.
+    private let writeLock = NSLock()
+    /// True once the descriptor is closed (so no write can reach a descriptor number reused by
+    /// someone else). Guarded by `writeLock`.
+    private var descriptorClosed = false
 
     /// Connects to the socket at `path` (socket, connect) and starts the reader thread.
     init(path: String) throws(FolioError) {
@@ -156,8 +159,8 @@ final class Connection: @unchecked Sendable {
     }
 
     private func shutdown() {
-        writeLock.withLock { closed in
-            if !closed { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        writeLock.withLock {
+            if !descriptorClosed { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -180,8 +183,8 @@ final class Connection: @unchecked Sendable {
 
     /// Writes all of `line`, or says why it could not.
     private func write(_ line: [UInt8]) -> FolioError? {
-        writeLock.withLock { closed -> FolioError? in
-            if closed { return .connectionLost("the connection is closed") }
+        writeLock.withLock { () -> FolioError? in
+            if descriptorClosed { return .connectionLost("the connection is closed") }
             var sent = 0
             while sent < line.count {
                 let count = line.withUnsafeBytes {
@@ -250,8 +253,8 @@ final class Connection: @unchecked Sendable {
             reading = .nobody
         }
         lock.unlock()
-        writeLock.withLock { closed in
-            closed = true
+        writeLock.withLock {
+            descriptorClosed = true
             Glibc.close(fd)
         }
     }
