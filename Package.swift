@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
         .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
-        .testTarget(name: "FolioServerTests", dependencies: ["FolioServer", "CFolioSystem"]),
+        .testTarget(name: "FolioServerTests", dependencies: ["FolioServer", "CFolioSystem", "FolioHarness"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FolioFuzzing"]),
         .testTarget(name: "FolioKitTests", dependencies: ["FolioKit", "FolioJSON", "FolioHarness"]),
         .testTarget(

@@ -1,3 +1,5 @@
+import FolioHarness
+
 /// Clients that each send a burst of long but legal `create` lines (just under `maxLine`) and close
 /// the connection at once, without waiting for an answer, then do it again on a new one: foliod
 /// must still apply the writes (`PROTOCOL.md` §1), and hold them meanwhile. A thread each.

@@ -1,5 +1,6 @@
 import FolioClient
 import FolioCommandLine
+import FolioHarness
 import Foundation
 
 /// `folio-bench apply-lag`: how long after a cluster node answers a write the other nodes have it.

@@ -1,5 +1,6 @@
 import FolioClient
 import FolioCommandLine
+import FolioHarness
 import Foundation
 
 /// `folio-bench fill`: writes N events as fast as atomic batches of creates go, from several

@@ -1,3 +1,5 @@
+import FolioHarness
+
 /// Short-lived connections (`ConnectionChurn`, every shape in turn) at a steady rate on a thread of
 /// their own, beside a long load.
 final class ChurningClient: @unchecked Sendable {

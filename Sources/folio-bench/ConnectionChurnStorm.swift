@@ -1,3 +1,5 @@
+import FolioHarness
+
 /// `cycles` short-lived connections (`ConnectionChurn`, every shape in turn) from a few threads, as
 /// fast as foliod takes them. Afterwards foliod must hold what it held before: the same descriptors
 /// and connections, no client memory, a heap that stopped growing after the first half; and every

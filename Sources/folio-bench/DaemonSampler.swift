@@ -1,4 +1,5 @@
 import FolioClient
+import FolioHarness
 
 /// Takes a `DaemonSample` every `interval` on a thread of its own, over a connection of its own,
 /// while a storm runs, so that the maximum memory and connections during it are seen, not only the

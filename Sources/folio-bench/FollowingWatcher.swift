@@ -1,3 +1,4 @@
+import FolioHarness
 import Glibc
 
 /// A watcher that keeps up: it watches every event from `after` on a thread of its own, reads each

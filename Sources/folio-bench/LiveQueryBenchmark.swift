@@ -1,6 +1,7 @@
 import CFolioSystem
 import FolioClient
 import FolioCommandLine
+import FolioHarness
 import FolioJSON
 import Foundation
 

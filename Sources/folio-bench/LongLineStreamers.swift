@@ -1,3 +1,5 @@
+import FolioHarness
+
 /// Clients that each stream one request line longer than foliod's `maxLine` as fast as the socket
 /// takes it (a `create` whose string never ends; every other client ends it with a newline at twice
 /// the limit), read what foliod answers, and start again on a new connection. A thread each.

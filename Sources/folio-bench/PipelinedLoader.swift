@@ -1,4 +1,5 @@
 import FolioClient
+import FolioHarness
 import Foundation
 
 /// Sends `count` request lines over several pipelining connections (line k from `line(k)`),

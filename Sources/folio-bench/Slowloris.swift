@@ -1,3 +1,4 @@
+import FolioHarness
 import Glibc
 
 /// Clients that each send the start of a request line one byte at a time, one byte every

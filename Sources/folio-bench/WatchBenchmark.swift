@@ -1,5 +1,6 @@
 import FolioClient
 import FolioCommandLine
+import FolioHarness
 import FolioJSON
 import Foundation
 

@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 import Testing
 
@@ -28,7 +29,7 @@ struct ReconnectTests {
             let answered = Counter()
             // The killer is a thread of its own, not a task: on a machine running the whole suite the
             // cooperative pool ran a killer task only after all 2,000 writes had been answered.
-            let killed = Guarded<Result<Int, any Error>?>(nil)
+            let killed = Locked<Result<Int, any Error>?>(nil)
             let killer = Thread {
                 while answered.value < 20 { usleep(200) }
                 let before = answered.value
@@ -70,23 +71,8 @@ struct ReconnectTests {
 }
 
 final class Counter: Sendable {
-    private let count = Guarded(0)
+    private let count = Locked(0)
     var value: Int { count.withLock { $0 } }
     func add() { count.withLock { $0 += 1 } }
 }
 
-/// A value shared between threads under an `NSLock`. Not a `Synchronization.Mutex`: on Linux that
-/// one is a futex ThreadSanitizer does not see, and `make test-tsan` reported the counter's
-/// increments, each under it, as races.
-final class Guarded<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}

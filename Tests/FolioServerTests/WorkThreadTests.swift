@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 import Glibc
 import Synchronization
@@ -7,9 +8,9 @@ import Testing
 
 @Suite struct WorkThreadTests {
     final class Recorder: Sendable {
-        /// Under a pthread mutex, not a `Synchronization.Mutex`: that one is a futex ThreadSanitizer
-        /// does not see, so `make test-tsan` took the test's reads of the items, under the lock, for
-        /// races with the work thread's appends (Tests/tsan-suppressions.txt).
+        /// A `Locked` (FolioHarness), not a `Synchronization.Mutex`: that one is a futex
+        /// ThreadSanitizer does not see, so `make test-tsan` took the test's reads of the items,
+        /// under the lock, for races with the work thread's appends.
         let items = Locked<[Int]>([])
         let tid = Atomic<Int32>(0)
         let thread = Atomic<UInt>(0)
@@ -159,15 +160,3 @@ import Testing
     }
 }
 
-/// A value shared between threads under a pthread mutex (`ConditionLock`), which ThreadSanitizer
-/// sees, unlike `Synchronization.Mutex`'s futex.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = ConditionLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        try lock.withLock { try body(&value) }
-    }
-}

@@ -1,3 +1,4 @@
+import FolioHarness
 import FolioJSON
 import Foundation
 import Glibc

@@ -1,4 +1,5 @@
 import FolioClient
+import FolioHarness
 import FolioJSON
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import FolioHarness
 import Foundation
 
 /// Runs `body(0) ... body(count - 1)` at once, each on its own thread (real threads: the clients
