@@ -75,4 +75,3 @@ final class Counter: Sendable {
     var value: Int { count.withLock { $0 } }
     func add() { count.withLock { $0 += 1 } }
 }
-

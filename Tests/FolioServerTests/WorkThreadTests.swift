@@ -159,4 +159,3 @@ import Testing
         #expect(recorder.items.withLock { $0 } == Array(0..<40))
     }
 }
-
