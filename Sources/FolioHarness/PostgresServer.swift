@@ -88,6 +88,21 @@ public final class PostgresServer: @unchecked Sendable {
         try runPsql(sql, database: "folio")
     }
 
+    /// Creates database `name` (a plain identifier) and returns a libpq connection string for it.
+    public func createDatabase(_ name: String) throws -> String {
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw HarnessError("not a plain database name: \(name)")
+        }
+        try runPsql("CREATE DATABASE \(name)", database: "postgres")
+        return "host=\(directory) port=\(port) user=postgres dbname=\(name)"
+    }
+
+    /// Runs `sql` through `psql -At -c` in database `database`, as `psql(_:)` does in `folio`.
+    @discardableResult
+    public func psql(_ sql: String, database: String) throws -> String {
+        try runPsql(sql, database: database)
+    }
+
     /// Stops the server (immediate) and removes the directory; idempotent, and what deinit does.
     public func remove() {
         let first = lock.withLock {

@@ -11,6 +11,7 @@ struct ChaosOptions {
                             [--power-loss-style STYLE] [--power-loss-names-need-dirsync]
                             [--power-loss-fail-writev N]]
                            [--lose-writes | --split-batches | --double-apply-retries]
+                           [--cluster N]
 
         The crash loop: starts foliod on a data directory, runs a mixed workload from many clients,
         kills foliod with SIGKILL at a random moment (also during start-up, during verify or backup,
@@ -56,6 +57,15 @@ struct ChaosOptions {
           --double-apply-retries fault injection: send replays without their key, so that foliod writes
                                  them again, and take the first answer as theirs: the second writes
                                  must be reported
+          --cluster N            N foliod nodes on one PostgreSQL log (docs/CLUSTER.md), started by
+                                 the loop in a temporary directory, a database of its own for each
+                                 store; client k writes through node k mod N. Each cycle's crash is
+                                 one node killed, every node killed, or PostgreSQL stopped with -m
+                                 immediate (its unflushed WAL lost) and started again while the nodes
+                                 serve; then every node must catch up with the log, hold PostgreSQL's
+                                 chain head and the same digest, and verify, and the history is
+                                 checked on node 1. No verify, backup, map-growth, stale-reader or
+                                 rebuild crash points (offline tools are not for a node's copy)
 
         A violation names the seed and cycle count that rerun its store: `--seed S --cycles C` with
         the same --clients and --cycles-per-store replays the same requests, crash points and delays
@@ -77,6 +87,8 @@ struct ChaosOptions {
     var faults = WorkloadClient.Faults()
     var foliodArguments: [String] = []
     var powerLoss: PowerLoss.Options?
+    /// Nodes of a cluster on PostgreSQL; 0 for a single foliod.
+    var clusterNodes = 0
     var showHelp = false
 
     init(_ argv: [String]) throws(UsageError) {
@@ -85,7 +97,7 @@ struct ChaosOptions {
             valued: [
                 "--cycles", "--seed", "--clients", "--cycles-per-store", "--workload-ms", "--map-size", "--durability",
                 "--foliod", "--directory", "--foliod-arg", "--power-loss", "--power-loss-image", "--power-loss-unit",
-                "--power-loss-style", "--power-loss-fail-writev",
+                "--power-loss-style", "--power-loss-fail-writev", "--cluster",
             ])
         if try arguments.flag("--help", "-h") {
             showHelp = true
@@ -123,6 +135,13 @@ struct ChaosOptions {
         powerLoss = try Self.powerLoss(&arguments)
         if powerLoss != nil && loseWrites {
             throw UsageError("--power-loss and --lose-writes both replace data.mdb after a kill: give one")
+        }
+        if let value = try arguments.integer("--cluster") {
+            guard (1...8).contains(value) else { throw UsageError("--cluster must be 1 to 8 nodes") }
+            clusterNodes = value
+        }
+        if clusterNodes > 0 && (powerLoss != nil || loseWrites) {
+            throw UsageError("--cluster kills nodes and stops PostgreSQL: it takes no --power-loss or --lose-writes")
         }
         try arguments.rejectUnused()
         if let extra = arguments.positionals.first { throw UsageError("unexpected argument '\(extra)'") }
@@ -173,6 +192,7 @@ struct ChaosOptions {
             "\(cyclesPerStore)", "--workload-ms", "\(workloadMilliseconds)", "--map-size", "\(mapSize)", "--durability", durability,
         ]
         for argument in foliodArguments { words += ["--foliod-arg", argument] }
+        if clusterNodes > 0 { words += ["--cluster", "\(clusterNodes)"] }
         if let powerLoss {
             words += [
                 "--power-loss", powerLoss.shim, "--power-loss-image", powerLoss.imageTool,

@@ -2,6 +2,16 @@ import FolioHarness
 import Foundation
 import Glibc
 
+/// One store of the loop and its cycles: a single foliod (`Epoch`) or a cluster's nodes (`ClusterEpoch`).
+protocol StoreEpoch: AnyObject {
+    /// Runs cycle `index` (0-based within this store); throws the first violation.
+    func cycle(_ index: Int, _ tally: inout Tally) throws
+    /// The files a violation leaves in the store's directory, for its message.
+    var keptFiles: String { get }
+    /// With `--power-loss`, where the data directory's files come from.
+    var powerLossNote: String? { get }
+}
+
 /// The whole run: stores one after another (store k on seed + k), cycles in each, a summary.
 struct CrashLoop {
     let options: ChaosOptions
@@ -32,6 +42,12 @@ struct CrashLoop {
                         + ($0.namesNeedDirectorySync ? ", names durable once their directory is flushed" : "")
                 } ?? "")
         )
+        var postgres: PostgresServer?
+        if options.clusterNodes > 0 {
+            do { postgres = try PostgresServer() } catch { return fail("cannot start PostgreSQL for --cluster: \(error)") }
+            Console.line("folio-chaos: \(options.clusterNodes) cluster node(s) on PostgreSQL in \(postgres!.directory)")
+        }
+        defer { postgres?.remove() }
         let clock = ContinuousClock()
         let start = clock.now
         var tally = Tally()
@@ -44,7 +60,14 @@ struct CrashLoop {
             do { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) } catch {
                 return fail("cannot create \(directory): \(error)")
             }
-            let epoch = Epoch(seed: seed, directory: directory, options: options)
+            let epoch: any StoreEpoch
+            if let postgres {
+                do { epoch = try ClusterEpoch(seed: seed, directory: directory, options: options, postgres: postgres) } catch {
+                    return fail("cannot set up the cluster's store \(seed): \(error)")
+                }
+            } else {
+                epoch = Epoch(seed: seed, directory: directory, options: options)
+            }
             tally.stores += 1
             var clean = true
             for index in 0..<min(options.cyclesPerStore, options.cycles - tally.cycles) {
@@ -57,7 +80,7 @@ struct CrashLoop {
                     var message = """
                         VIOLATION in cycle \(tally.cycles) (store seed \(seed), its cycle \(index + 1)): \(violation)
                           rerun: \(options.rerun(seed: seed, cycles: index + 1))
-                          kept: \(directory) (journal.jsonl, foliod.log, data/\(options.powerLoss == nil ? "" : ", powerloss/"))
+                          kept: \(directory) (\(epoch.keptFiles))
                         """
                     if let note = epoch.powerLossNote { message += "\n  power loss: " + note }
                     Console.line(message)

@@ -6,7 +6,7 @@ import Glibc
 
 /// One data directory and the crash cycles run on it, all decided by one seed: the clients'
 /// requests, the crash points and the delays.
-final class Epoch {
+final class Epoch: StoreEpoch {
     let seed: UInt64
     let directory: String
     private let options: ChaosOptions
@@ -184,6 +184,8 @@ final class Epoch {
         if let figures = try foliod.kill() { tally.powerLoss.add(figures) }
     }
 
+    var keptFiles: String { "journal.jsonl, foliod.log, data/" + (options.powerLoss == nil ? "" : ", powerloss/") }
+
     /// With `--power-loss`, where the data directory's files come from, for a violation's message.
     var powerLossNote: String? {
         guard let powerLoss = foliod.powerLoss, let command = powerLoss.lastCommand else { return nil }
@@ -195,7 +197,12 @@ final class Epoch {
     /// foliod is idle, so each must be acknowledged. One refused as not stored (its commit failed:
     /// `--power-loss-fail-writev`) changed nothing and is sent again, up to 20 times.
     private func defineSchemas() throws {
-        let connection = try FolioConnection.forChecks(foliod.socketPath, timeout: 120)
+        try Self.defineSchemas(socketPath: foliod.socketPath, ledger: ledgers[0])
+    }
+
+    /// `defineSchemas()` through the foliod (or cluster node) at `socketPath`, into client 0's `ledger`.
+    static func defineSchemas(socketPath: String, ledger: ClientLedger) throws {
+        let connection = try FolioConnection.forChecks(socketPath, timeout: 120)
         defer { connection.close() }
         for schema in RuleSchemas.definitions {
             let operation = SchemaDefineOperation(schema: schema)
@@ -206,8 +213,8 @@ final class Epoch {
                 let kind = try outcome.classify("\(operation.request)")
                 attempts += 1
                 if case .notStored = kind, attempts < 20 { continue }
-                ledgers[0].records.append(WriteRecord(client: 0, operation: operation, outcome: outcome))
-                try operation.record(kind, in: ledgers[0])
+                ledger.records.append(WriteRecord(client: 0, operation: operation, outcome: outcome))
+                try operation.record(kind, in: ledger)
                 break
             }
         }
@@ -215,6 +222,10 @@ final class Epoch {
 
     /// Appends this cycle's requests and answers to journal.jsonl in the store's directory.
     private func journal(_ service: ServiceClient) throws {
+        try Self.appendJournal(directory: directory, ledgers: ledgers, service: service.records)
+    }
+
+    static func appendJournal(directory: String, ledgers: [ClientLedger], service: [ServiceClient.Record]) throws {
         var text: [UInt8] = []
         for ledger in ledgers {
             for record in ledger.records {
@@ -222,7 +233,7 @@ final class Epoch {
                 text.append(0x0A)
             }
         }
-        for record in service.records {
+        for record in service {
             let line: JSON = [
                 "service": .string({ if case .verify = record.task { return "verify" } else { return "backup" } }()),
                 "answer": record.result.map { .object($0) } ?? .string(record.problem ?? ""),

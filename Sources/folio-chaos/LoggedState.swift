@@ -13,8 +13,25 @@ final class LoggedState {
     /// Every collection that ever had an object.
     private(set) var collections: Set<String> = []
     private var lastAt = ""
-    /// The last id foliod generated: they only increase, also across restarts.
-    private var lastGeneratedID = ""
+    /// The last id each generator made: they only increase, also across restarts. A single foliod
+    /// is one generator; each node of a cluster is one (client k writes through node k mod N), and
+    /// ids of different nodes may reach the log in either order (docs/CLUSTER.md).
+    private var lastGeneratedID: [String]
+
+    /// `generators`: 1 for a single foliod, N for a cluster of N nodes.
+    init(generators: Int = 1) {
+        lastGeneratedID = Array(repeating: "", count: max(1, generators))
+    }
+
+    /// The generator of a created object's id: the node of the client whose write (nonce `wCxN`)
+    /// created it; nil if the event names no such write.
+    private func generator(of event: LoggedEvent) -> Int? {
+        guard lastGeneratedID.count > 1 else { return 0 }
+        guard let nonce = event.nonce, nonce.hasPrefix("w"), let client = Int(nonce.dropFirst().prefix { $0 != "x" }) else {
+            return nil
+        }
+        return client % lastGeneratedID.count
+    }
 
     /// Whether foliod chose the id: 26 characters of Crockford base32 (the workload's own ids have
     /// lower-case letters).
@@ -47,12 +64,13 @@ final class LoggedState {
             switch event.type {
             case "created":
                 guard !prior.isPresent else { throw Violation("log: \(event) creates \(key), which exists (\(prior))") }
-                if prior.version == 0 && Self.isGenerated(key.id) {
-                    guard key.id > lastGeneratedID else {
+                if prior.version == 0 && Self.isGenerated(key.id), let generator = generator(of: event) {
+                    guard key.id > lastGeneratedID[generator] else {
                         throw Violation(
-                            "log: \(event) has the generated id \(key.id), not above the last one, \(lastGeneratedID)")
+                            "log: \(event) has the generated id \(key.id), not above the last one"
+                                + (lastGeneratedID.count > 1 ? " of node \(generator + 1)" : "") + ", \(lastGeneratedID[generator])")
                     }
-                    lastGeneratedID = key.id
+                    lastGeneratedID[generator] = key.id
                 }
                 objects[key] = ObjectState(version: prior.version + 1, data: event.data)
                 collections.insert(key.collection)

@@ -27,6 +27,8 @@ struct Tally {
     var leftovers: [String] = []
     var leftoverBytes = 0
     var violations: [String] = []
+    /// With `--cluster`: what the cycles crashed, and the nodes compared with node 1.
+    var cluster = ClusterFigures()
     /// With `--power-loss`: what the power losses put back.
     var powerLoss = PowerLoss.Figures()
     /// Seconds spent in each phase of the cycles, in the order phases first ended.
@@ -64,7 +66,9 @@ struct Tally {
     }
 
     var summary: String {
-        let points = CrashPoint.allCases.map { "\($0.name) \(crashPoints[$0] ?? 0)" }.joined(separator: ", ")
+        let points =
+            cluster.crashes > 0
+            ? cluster.summary : CrashPoint.allCases.map { "\($0.name) \(crashPoints[$0] ?? 0)" }.joined(separator: ", ")
         return """
             cycles \(cycles) (\(stores) stores), writes checked \(writes): \(acknowledged) acknowledged, \(refused) refused, \
             \(uncertain) unknown outcomes (\(uncertainApplied) found applied, \(uncertain - uncertainApplied) not)
@@ -78,5 +82,26 @@ struct Tally {
             entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
             time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
             """ + (powerLoss.strikes > 0 ? "\n" + powerLoss.summary : "") + "\nviolations \(violations.count)"
+    }
+}
+
+/// The crash loop's cluster figures (`ClusterEpoch`).
+struct ClusterFigures {
+    var nodeKills = 0
+    var allNodeKills = 0
+    var postgresStops = 0
+    /// Nodes killed while they started (caught up), before a cycle's start.
+    var startupKills = 0
+    /// Nodes other than node 1 found with its digest and chain head, and verified.
+    var nodesCompared = 0
+    /// The longest a node held the log's head but did not yet follow it (PostgreSQL just back).
+    var longestFollowWait = 0.0
+
+    var crashes: Int { nodeKills + allNodeKills + postgresStops }
+
+    var summary: String {
+        "one node killed \(nodeKills), every node killed \(allNodeKills), PostgreSQL stopped immediately \(postgresStops); "
+            + "nodes killed while starting \(startupKills); nodes compared with node 1 and verified \(nodesCompared); "
+            + "longest wait at the head for a node to follow the log again \(String(format: "%.2f", longestFollowWait)) s"
     }
 }

@@ -1,10 +1,12 @@
 import FolioClient
 import FolioHarness
 import FolioJSON
+import Glibc
 
 /// One writing client: over its own connection it sends a request, waits for the answer, takes
-/// it into its ledger, and goes on until the connection ends (foliod was killed) or a write's outcome
-/// is unknown (then the model's states stop being single until the next restart's checks).
+/// it into its ledger, and goes on until the connection ends (foliod was killed), a write's outcome
+/// is unknown (then the model's states stop being single until the next restart's checks), or
+/// `stopped` says so (a cluster's node that was not killed serves on).
 final class WorkloadClient: @unchecked Sendable {
     /// Pretended defects of foliod, to show that the checks catch them.
     struct Faults {
@@ -22,20 +24,25 @@ final class WorkloadClient: @unchecked Sendable {
     /// How long an answer may take while foliod runs; longer is a hung daemon.
     private let timeout: Double
     private let faults: Faults
+    private let stopped: @Sendable () -> Bool
     private(set) var violations: [Violation] = []
 
-    init(ledger: ClientLedger, seed: UInt64, socketPath: String, timeout: Double, faults: Faults = Faults()) {
+    init(
+        ledger: ClientLedger, seed: UInt64, socketPath: String, timeout: Double, faults: Faults = Faults(),
+        stopped: @escaping @Sendable () -> Bool = { false }
+    ) {
         self.ledger = ledger
         random = SplitMix64(seed: seed)
         self.socketPath = socketPath
         self.timeout = timeout
         self.faults = faults
+        self.stopped = stopped
     }
 
     func run() {
         // If foliod is already gone, there is nothing to send.
         guard let connection = try? FolioConnection(path: socketPath, timeout: timeout) else { return }
-        while true {
+        while !stopped() {
             let operation = nextOperation()
             let outcome = exchange(operation, connection)
             ledger.records.append(WriteRecord(client: ledger.client, operation: operation, outcome: outcome))
@@ -43,6 +50,9 @@ final class WorkloadClient: @unchecked Sendable {
                 let kind = try outcome.classify("\(operation.request)")
                 try operation.record(kind, in: ledger)
                 if case .uncertain = kind { return }
+                // Not stored (a cluster's PostgreSQL is down, a commit failed): back off a little,
+                // as a client would, rather than send thousands of writes into the outage.
+                if case .notStored = kind { usleep(5_000) }
             } catch {
                 violations.append(error)
                 return

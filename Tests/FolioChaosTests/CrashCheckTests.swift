@@ -86,4 +86,29 @@ import Testing
         try possible.acknowledge(ObjectState(version: 4, data: ["n": 2]), by: update.transition, "u")
         #expect(possible.single == ObjectState(version: 4, data: ["n": 2]))
     }
+
+    /// A created event of a generated id, made by client `client`'s write (its nonce `wCx1`).
+    private func created(_ seq: Int64, id: String, client: Int) throws -> LoggedEvent {
+        let text =
+            #"{"seq":\#(seq),"type":"created","at":"2026-12-07T05:00:00.000Z","collection":"Doc","id":"\#(id)","version":1,"data":{"w":"w\#(client)x1"}}"#
+        return try LoggedEvent(try #require(try JSONParser.parse(text).objectValue), text: text)
+    }
+
+    @Test func generatedIDsIncreaseInTheLogOfOneFoliodAndPerNodeInACluster() throws {
+        let later = "01M97E0K4XF1XM9G3GBP5BT4DY"
+        let earlier = "01M97E0K4WE9Y6CYFQ1VFHTF5F"
+        let hash = [UInt8](repeating: 0, count: 32)
+        // One foliod: one generator, so an id below the last one is a violation.
+        let single = LoggedState()
+        try single.apply(try created(1, id: later, client: 0), hash: hash)
+        #expect(throws: Violation.self) { try single.apply(try created(2, id: earlier, client: 1), hash: hash) }
+        // Two nodes: client 1 writes through node 2, whose ids may come after node 1's in the log.
+        let cluster = LoggedState(generators: 2)
+        try cluster.apply(try created(1, id: later, client: 0), hash: hash)
+        try cluster.apply(try created(2, id: earlier, client: 1), hash: hash)
+        // But client 2 writes through node 1 again: below node 1's last id is a violation.
+        #expect(throws: Violation.self) {
+            try cluster.apply(try created(3, id: "01M97E0K4XAAAAAAAAAAAAAAAA", client: 2), hash: hash)
+        }
+    }
 }
