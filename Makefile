@@ -8,8 +8,12 @@ CYCLES ?= 1000
 TEST_CYCLES ?= 20
 # Smaller stores and shorter workloads keep the debug build's checks within about a minute.
 TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
+# The crash loop on a cluster (`folio-chaos --cluster NODES`): cycles of `make chaos-cluster` and of
+# `make test` (about 20 s).
+NODES ?= 3
+TEST_CLUSTER_CYCLES ?= 8
 
-.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos power-loss power-loss-tools vm-power-cut faults relations bench bench-views bench-relations bench-access bench-instructions bench-write-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
+.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos chaos-cluster power-loss power-loss-tools vm-power-cut faults relations bench bench-views bench-relations bench-access bench-instructions bench-write-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, prometheus_client (PyPI), whose parser the
@@ -30,7 +34,8 @@ run: build
 
 # Every test: unit tests of each layer and integration tests against the real foliod binary (whose
 # lines go to the wire log WIRE_LOG), the protocol's examples and schema (test-protocol), then
-# TEST_CYCLES cycles of the crash loop (about a minute), and the tests again under AddressSanitizer
+# TEST_CYCLES cycles of the crash loop (about a minute) and TEST_CLUSTER_CYCLES of it on three cluster
+# nodes, and the tests again under AddressSanitizer
 # (test-asan). The fuzz targets run behind their own targets (fuzz, ci-fuzz): with them, a clean
 # clone's make test took 28 of CI's 30 minutes on 2026-12-03; `swift test` replays the inputs that
 # once found a defect (fuzz/regressions/).
@@ -42,6 +47,7 @@ test: deps
 	$(MAKE) test-protocol
 	FOLIO_TIMING_TESTS=1 $(SWIFT) test --filter BoundedCostTests
 	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cycles $(TEST_CYCLES) $(TEST_CHAOS_ARGS)
+	"$$($(SWIFT) build --show-bin-path)/folio-chaos" --cluster 3 --cycles $(TEST_CLUSTER_CYCLES) $(TEST_CHAOS_ARGS)
 	$(MAKE) test-asan
 
 # The Python client (clients/python): installs it and pytest, then runs its tests against the debug
@@ -70,6 +76,12 @@ test-protocol: deps
 chaos: deps
 	$(SWIFT) build -c release
 	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cycles $(CYCLES) $(CHAOS_ARGS)
+
+# The crash loop on NODES cluster nodes sharing one PostgreSQL log (docs/RELIABILITY.md, "Several
+# nodes"): each cycle kills one node, every node, or stops PostgreSQL with -m immediate mid-workload.
+chaos-cluster: deps
+	$(SWIFT) build -c release
+	"$$($(SWIFT) build -c release --show-bin-path)/folio-chaos" --cluster $(NODES) --cycles $(CYCLES) $(CHAOS_ARGS)
 
 # The crash loop with every kill a power loss (docs/POWERLOSS.md): foliod runs under the shim of
 # Tests/Faults/powerloss.c, and after each kill its data directory holds what a disk could: what was
