@@ -9,14 +9,17 @@ import Glibc
 /// PostgreSQL. Client k writes through node k mod N. Each cycle crashes one of three things while
 /// the clients write:
 ///
-/// - **one node** (`kill -9`): the others serve on for a moment, then it starts again and catches up;
+/// - **one node** (`kill -9`): the others serve on for a moment, then it starts again and catches up
+///   (one time in four from an empty data directory: it joins afresh and replays the whole log);
 /// - **every node**: each resumes from its own copy and catches up;
 /// - **PostgreSQL** (`pg_ctl stop -m immediate`: no checkpoint, its unflushed WAL lost), started
 ///   again while the nodes serve: writes meanwhile must fail, and nothing acknowledged may be lost.
 ///
-/// Then every node must reach PostgreSQL's head with its chain head, the history is checked on node 1
-/// (`RestartCheck`, as for a single foliod), and every other node must hold node 1's digest and chain
-/// head and pass `verify`. All decided by the store's seed, as `Epoch` is.
+/// Every other retry of a keyed write goes through the next node, which must answer it with the
+/// first answer and write nothing. Then every node must reach PostgreSQL's head with its chain
+/// head, the history is checked on node 1 (`RestartCheck`, as for a single foliod), and every other
+/// node must hold node 1's digest and chain head and pass `verify`. All decided by the store's
+/// seed, as `Epoch` is.
 final class ClusterEpoch: StoreEpoch {
     /// What a cycle crashes.
     enum Target: Equatable {
@@ -37,6 +40,9 @@ final class ClusterEpoch: StoreEpoch {
         /// A node killed while it starts (catching up), before the cycle's start: which, and after
         /// what fraction of the last start-up.
         let startupKill: (node: Int, fraction: Double)?
+        /// For `node`: its data directory is removed before it starts again, so that it joins
+        /// afresh and replays the whole log.
+        let emptied: Bool
 
         init(_ random: inout SplitMix64, nodes: Int, workloadMilliseconds: Int) {
             let draw = Int.random(in: 0..<4, using: &random)
@@ -48,6 +54,7 @@ final class ClusterEpoch: StoreEpoch {
             let startupNode = Int.random(in: 0..<nodes, using: &random)
             let fraction = Double.random(in: 0...1.2, using: &random)
             startupKill = Int.random(in: 0..<4, using: &random) == 0 ? (startupNode, fraction) : nil
+            emptied = Int.random(in: 0..<4, using: &random) == 0
         }
     }
 
@@ -108,7 +115,8 @@ final class ClusterEpoch: StoreEpoch {
             WorkloadClient(
                 ledger: ledger, seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) << 16 &+ UInt64(ledger.client),
                 socketPath: nodes[ledger.client % nodes.count].socketPath, timeout: 30, faults: options.faults,
-                stopped: { stopped.current })
+                stopped: { stopped.current },
+                retrySocketPath: nodes.count > 1 ? nodes[(ledger.client + 1) % nodes.count].socketPath : nil)
         }
         let finished = DispatchGroup()
         for client in clients {
@@ -144,11 +152,17 @@ final class ClusterEpoch: StoreEpoch {
         for (offset, node) in nodes.enumerated() where plan.target != .allNodes && plan.target != .node(offset) && !node.isRunning {
             throw Violation("node \(offset + 1) exited by itself after \(plan.target); its log ends:\n\(node.logTail())")
         }
+        tally.cluster.crossNodeRetries += clients.reduce(0) { $0 + $1.crossNodeRetries }
         if let violation = clients.flatMap(\.violations).first { throw violation }
         phases.end("workload")
         try Epoch.appendJournal(directory: directory, ledgers: ledgers, service: [])
 
-        // Restart what was killed; every node must catch up with the log.
+        // Restart what was killed (a killed node, one time in four, from an empty data directory);
+        // every node must catch up with the log.
+        if case .node(let number) = plan.target, plan.emptied {
+            try FileManager.default.removeItem(atPath: nodes[number].dataDirectory)
+            tally.cluster.rejoins += 1
+        }
         for node in nodes where !node.isRunning { try node.spawn() }
         for node in nodes { _ = try node.waitUntilServing(timeout: 120) }
         phases.end("restart")

@@ -92,6 +92,10 @@ struct ClusterFigures {
     var postgresStops = 0
     /// Nodes killed while they started (caught up), before a cycle's start.
     var startupKills = 0
+    /// Killed nodes started again from an empty data directory.
+    var rejoins = 0
+    /// Retries of keyed writes sent through another node than the first attempt.
+    var crossNodeRetries = 0
     /// Nodes other than node 1 found with its digest and chain head, and verified.
     var nodesCompared = 0
     /// The longest a node held the log's head but did not yet follow it (PostgreSQL just back).
@@ -101,7 +105,7 @@ struct ClusterFigures {
 
     var summary: String {
         "one node killed \(nodeKills), every node killed \(allNodeKills), PostgreSQL stopped immediately \(postgresStops); "
-            + "nodes killed while starting \(startupKills); nodes compared with node 1 and verified \(nodesCompared); "
+            + "nodes killed while starting \(startupKills), started again from an empty data directory \(rejoins); retries through another node \(crossNodeRetries); nodes compared with node 1 and verified \(nodesCompared); "
             + "longest wait at the head for a node to follow the log again \(String(format: "%.2f", longestFollowWait)) s"
     }
 }

@@ -25,11 +25,16 @@ final class WorkloadClient: @unchecked Sendable {
     private let timeout: Double
     private let faults: Faults
     private let stopped: @Sendable () -> Bool
+    /// Another cluster node, through which every other retry goes (it must answer as the first did).
+    private let retrySocketPath: String?
+    private var retryConnection: FolioConnection?
     private(set) var violations: [Violation] = []
+    /// Retries sent through `retrySocketPath`.
+    private(set) var crossNodeRetries = 0
 
     init(
         ledger: ClientLedger, seed: UInt64, socketPath: String, timeout: Double, faults: Faults = Faults(),
-        stopped: @escaping @Sendable () -> Bool = { false }
+        stopped: @escaping @Sendable () -> Bool = { false }, retrySocketPath: String? = nil
     ) {
         self.ledger = ledger
         random = SplitMix64(seed: seed)
@@ -37,6 +42,7 @@ final class WorkloadClient: @unchecked Sendable {
         self.timeout = timeout
         self.faults = faults
         self.stopped = stopped
+        self.retrySocketPath = retrySocketPath
     }
 
     func run() {
@@ -44,7 +50,18 @@ final class WorkloadClient: @unchecked Sendable {
         guard let connection = try? FolioConnection(path: socketPath, timeout: timeout) else { return }
         while !stopped() {
             let operation = nextOperation()
-            let outcome = exchange(operation, connection)
+            let outcome: Outcome
+            if let retrySocketPath, operation is RetryOperation, Bool.random(using: &random) {
+                crossNodeRetries += 1
+                if retryConnection == nil { retryConnection = try? FolioConnection(path: retrySocketPath, timeout: timeout) }
+                if let retryConnection {
+                    outcome = exchange(operation, retryConnection)
+                } else {
+                    outcome = .noAnswer("cannot connect to the other node \(retrySocketPath)")
+                }
+            } else {
+                outcome = exchange(operation, connection)
+            }
             ledger.records.append(WriteRecord(client: ledger.client, operation: operation, outcome: outcome))
             do {
                 let kind = try outcome.classify("\(operation.request)")
