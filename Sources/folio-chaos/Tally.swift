@@ -65,6 +65,18 @@ struct Tally {
         }.joined(separator: "; ")
     }
 
+    /// What only a single foliod's cycles do (a cluster's have none of these crash points).
+    private var singleFoliodSummary: String {
+        """
+        start-up kills \(startupKills), kills with verify unanswered \(killedMidVerify), with backup unanswered \
+        \(killedMidBackup), right after map growth \(mapGrowthKills), stale reader slots left \(staleReaders)
+        backups verified offline \(backupsChecked), verifies during workloads \(verifiesDuringWorkload), \
+        rebuild digests compared \(rebuildsCompared), \
+        entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
+
+        """
+    }
+
     var summary: String {
         let points =
             cluster.crashes > 0
@@ -75,12 +87,7 @@ struct Tally {
             events checked \(events) (made by delete rules \(consequences)); writes with a request key \(keyed); \
             counter values checked \(countersChecked); crash points: \(points)
             by kind (sent: acknowledged/refused/unknown, found applied): \(kindSummary)
-            start-up kills \(startupKills), kills with verify unanswered \(killedMidVerify), with backup unanswered \
-            \(killedMidBackup), right after map growth \(mapGrowthKills), stale reader slots left \(staleReaders)
-            backups verified offline \(backupsChecked), verifies during workloads \(verifiesDuringWorkload), \
-            rebuild digests compared \(rebuildsCompared), \
-            entries left in data directories \(leftovers.count) (\(leftoverBytes / 1024) KiB)
-            time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
+            \(cluster.crashes > 0 ? "" : singleFoliodSummary)time by phase: \(phases.map { "\($0.name) \(Int($0.seconds.rounded())) s" }.joined(separator: ", "))
             """ + (powerLoss.strikes > 0 ? "\n" + powerLoss.summary : "") + "\nviolations \(violations.count)"
     }
 }
