@@ -183,6 +183,25 @@ public final class Store: @unchecked Sendable {
     public func growMap() throws {
         try environment.grow(to: environment.info.mapSize * 2)
     }
+
+    /// Runs `attempt` (one or more write transactions that leave nothing behind when LMDB aborts
+    /// them, and can run again) and, each time it fails with `MDB_MAP_FULL`, doubles the map and
+    /// runs it again, up to 16 times. The store's own replays use it (rebuild, import, verify's
+    /// scratch store, the journal's records at start), so that a store that outgrew the map it is
+    /// opened with (the daemon's grows as it fills; LMDB opens a larger store with a map just the
+    /// size of its data) can still be rebuilt, verified and imported. The daemon's writer grows its
+    /// map the same way for the batches it retries.
+    func growingMap<R>(_ attempt: () throws -> R) throws -> R {
+        var grown = 0
+        while true {
+            do {
+                return try attempt()
+            } catch let error as LMDBError where error.code == .mapFull && grown < 16 {
+                grown += 1
+                try growMap()
+            }
+        }
+    }
 }
 
 extension Store {

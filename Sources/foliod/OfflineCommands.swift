@@ -11,16 +11,20 @@ enum OfflineCommands {
     /// How long request keys are remembered (`--request-key-ttl`), in ms: the request index is
     /// derived from the log and this, so verify and rebuild must use the daemon's.
     nonisolated(unsafe) static var retention = Store.Options().requestKeyRetention
+    /// The LMDB map to open with (`--map-size`, as the daemon's); each grows as it fills.
+    nonisolated(unsafe) static var mapSize = Store.Options().mapSize
 
     static let usage = """
         usage: foliod rebuild --data DIR     derive current state and every view again from the log
                foliod verify --data DIR      check the hash chain, replay the log and compare, re-hash every file's content (exit 1 on any mismatch)
                foliod import --data NEWDIR [FILE]   build a new store from `folio export` output (default: stdin)
-        Each takes --request-key-ttl SECONDS (default 86400), as the daemon that serves the store does.
+        Each takes --request-key-ttl SECONDS (default 86400), as the daemon that serves the store does,
+        and --map-size BYTES (default 1 GiB, at least 1 MiB): the first LMDB map of the store (verify: of its scratch
+        copy; import: of the new store), which doubles whenever it fills.
         """
 
     static func run(_ command: String, _ argv: [String]) throws -> Int32 {
-        var arguments = try Arguments(argv, valued: ["--data", "--request-key-ttl"])
+        var arguments = try Arguments(argv, valued: ["--data", "--request-key-ttl", "--map-size"])
         if try arguments.flag("--help", "-h") {
             print(usage)
             return 0
@@ -28,6 +32,8 @@ enum OfflineCommands {
         let defaults = DefaultPaths(environment: ProcessInfo.processInfo.environment, uid: getuid())
         let directory = arguments.value("--data") ?? defaults.dataDirectory
         if let seconds = try arguments.integer("--request-key-ttl") { retention = Int64(seconds) * 1000 }
+        // At least 1 MiB, as the daemon's.
+        if let bytes = try arguments.integer("--map-size") { mapSize = max(bytes, 1 << 20) }
         try arguments.rejectUnused()
         switch command {
         case "rebuild":
@@ -59,6 +65,7 @@ enum OfflineCommands {
         var options = Store.Options()
         options.sync = .noMetaSync
         options.requestKeyRetention = retention
+        options.mapSize = mapSize
         return (lock, try Store(directory: directory, options: options))
     }
 
@@ -105,7 +112,7 @@ enum OfflineCommands {
         defer { if file != nil { close(fd) } }
         let reader = LineReader(fd: fd)
         let meter = ProgressMeter(label: "import")
-        let summary = try Importer(directory: directory, requestKeyRetention: retention).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
+        let summary = try Importer(directory: directory, requestKeyRetention: retention, mapSize: mapSize).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
         meter.finish()
         print("imported \(summary.events) events into \(directory) in \(meter.elapsedText) (\(meter.rateText))")
         if summary.blobs > 0 { print("blobs      \(summary.blobs) (\(summary.blobBytes) bytes)") }

@@ -242,6 +242,49 @@ import Testing
             #expect(throws: StoreError.self) { try store.backup(to: root + "/backup") }
         }
     }
+
+    /// A store that outgrew the map it is opened with (the daemon's doubles as it fills, and LMDB
+    /// opens a larger store with a map just the size of its data) is verified, rebuilt and imported
+    /// in maps that grow too: verify's scratch store filled its map (`MDB_MAP_FULL`) at 1,350,000
+    /// events with ten views (`make bench-replay`), and an import or rebuild could fill theirs.
+    @Test func aStoreLargerThanItsMapIsVerifiedRebuiltAndImported() throws {
+        try withTemporaryDirectory { root in
+            var options = Store.Options()
+            options.mapSize = 1 << 20
+            var store = try Store(directory: root + "/live", options: options)
+            let writer = TestWriter(store)
+            for (name, sort) in [("byN", ["n"]), ("byTitle", ["title"]), ("byNDown", ["-n", "title"])] as [(String, JSON)] {
+                try writer.execute(.defineView(try ViewDefinition(name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: sort), unique: false)))
+            }
+            let padding = String(repeating: "p", count: 300)
+            for index in 0..<3000 {
+                let data: JSON = ["n": .int(Int64(index % 97)), "title": .string("task \(index) \(padding)")]
+                _ = try store.growingMap { try writer.create("Task", data) }
+            }
+            let digest = try store.read { try $0.digest() }
+            let used = try store.read { _ in store.environment.info.mapSize }
+            #expect(used >= 4 << 20, "the store grew its map to \(used) bytes")
+
+            // Verify's scratch store starts in the store's first map (1 MiB) and must grow.
+            let report = try store.verify(scratchDirectory: root + "/scratch")
+            #expect(report.isConsistent, "\(report.mismatches)")
+            #expect(report.digest == digest)
+            let lines = try exportLines(store)
+            store.close()
+
+            // Opened again with 1 MiB, LMDB maps just the data; the rebuild grows it as it needs.
+            store = try Store(directory: root + "/live", options: options)
+            try store.rebuild()
+            #expect(try store.read { try $0.digest() } == digest)
+            #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
+            store.close()
+
+            // An import into a first map of 1 MiB.
+            let remaining = LinesSource(lines)
+            let summary = try Importer(directory: root + "/imported", mapSize: 1 << 20).run(nextLine: { remaining.next() })
+            #expect(summary.digest == digest)
+        }
+    }
 }
 
 /// Lines handed out one by one, to the importer's reading thread.

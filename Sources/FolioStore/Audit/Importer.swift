@@ -37,10 +37,13 @@ public struct Importer {
 
     public let directory: String
     public let requestKeyRetention: Int64
+    /// The new store's first map; it doubles whenever the import fills it.
+    public let mapSize: Int
 
-    public init(directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention) {
+    public init(directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention, mapSize: Int = Store.Options().mapSize) {
         self.directory = directory
         self.requestKeyRetention = requestKeyRetention
+        self.mapSize = mapSize
     }
 
     /// `nextLine` is called from a thread of its own (reading and checking overlap with applying).
@@ -73,6 +76,7 @@ public struct Importer {
         var options = Store.Options()
         options.sync = .noSync
         options.requestKeyRetention = requestKeyRetention
+        options.mapSize = mapSize
         let store = try Store(directory: path, options: options)
         defer { store.close() }
         let reader = ExportReader(nextLine: nextLine)
@@ -94,13 +98,15 @@ public struct Importer {
                     }
                 }
             }
-            try store.write { writer in
-                // By index, not taken apart into a copied tuple (see `Store.rebuild`).
-                for index in events.indices {
-                    do {
-                        _ = try writer.append(events[index].event, isolated: false)
-                    } catch let error as StoreError {
-                        throw ImportError(line: events[index].line, message: "event \(events[index].event.sequence) does not apply: \(error)")
+            try store.growingMap {
+                try store.write { writer in
+                    // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                    for index in events.indices {
+                        do {
+                            _ = try writer.append(events[index].event, isolated: false)
+                        } catch let error as StoreError {
+                            throw ImportError(line: events[index].line, message: "event \(events[index].event.sequence) does not apply: \(error)")
+                        }
                     }
                 }
             }

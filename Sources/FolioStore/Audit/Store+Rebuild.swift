@@ -33,11 +33,13 @@ extension Store {
     /// Until it completes, the store is marked as rebuilding and `checkUsable()` refuses it.
     public func rebuild(progress: (Progress) -> Void = { _ in }) throws {
         let total = try read { try $0.head().sequence }
-        try environment.write { txn in
-            for database in databases.derived { try txn.empty(database) }
-            try txn.delete(databases.viewOps.main, ViewBuffer.stateKey)
-            try txn.delete(databases.meta, Array("nextTree".utf8))
-            try txn.put(databases.meta, Self.rebuildingKey, [1])
+        try growingMap {
+            try environment.write { txn in
+                for database in databases.derived { try txn.empty(database) }
+                try txn.delete(databases.viewOps.main, ViewBuffer.stateKey)
+                try txn.delete(databases.meta, Array("nextTree".utf8))
+                try txn.put(databases.meta, Self.rebuildingKey, [1])
+            }
         }
         databases.deltas.removeAll()
         applier.catalog.committedViews.removeAll()
@@ -59,19 +61,23 @@ extension Store {
             read.withLock { $0 = batch.last?.event.sequence ?? total }
             return batch.isEmpty ? nil : batch
         }, consume: { batch in
-            try environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas, viewOps: databases.viewOps)
-                // By index: taking each element apart into a tuple copied every event (its strings, its
-                // data tree), 6% of the applying thread.
-                for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data?[...]) }
-                try txn.flushTrees()
+            // A chunk the map cannot hold is aborted whole and applied again in a larger map.
+            try growingMap {
+                try environment.write { lmdb in
+                    let txn = StoreTransaction(
+                        lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas, viewOps: databases.viewOps)
+                    // By index: taking each element apart into a tuple copied every event (its strings, its
+                    // data tree), 6% of the applying thread.
+                    for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data?[...]) }
+                    try txn.flushTrees()
+                }
             }
             #if DEBUG
             try Failpoint.rebuildAfterChunk.check()
             #endif
             progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
         })
-        try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) }
+        try growingMap { try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) } }
         databases.deltas.removeAll()
         if environment.syncMode != .full { try environment.sync() }
     }
@@ -90,10 +96,12 @@ extension Store {
     /// `events` is called for the next batch after the given sequence and returns an empty array at the end.
     public func append(_ events: (UInt64) throws -> [Event]) throws {
         while true {
-            let appended = try write { writer in
-                let batch = try events(writer.lastSequence)
-                for event in batch { _ = try writer.append(event) }
-                return batch.count
+            let appended = try growingMap {
+                try write { writer in
+                    let batch = try events(writer.lastSequence)
+                    for event in batch { _ = try writer.append(event) }
+                    return batch.count
+                }
             }
             if appended == 0 { return }
         }

@@ -63,7 +63,8 @@ extension Store {
         try blobs.holdingSweeps { try read { snapshot in
             var scratchOptions = Options()
             scratchOptions.sync = .noSync
-            scratchOptions.mapSize = max(scratchOptions.mapSize, environment.info.mapSize)
+            // The map the store was opened with, grown as the replay fills it (`growingMap`).
+            scratchOptions.mapSize = options.mapSize
             scratchOptions.requestKeyRetention = options.requestKeyRetention
             let scratch: Store
             do {
@@ -108,15 +109,17 @@ struct Verifier {
         struct StopReplay: Error {}
         do {
             try runPipelined(produce: { try reader.next() }, consume: { batch in
-                try scratch.write { writer in
-                    // By index, not taken apart into a copied tuple (see `Store.rebuild`).
-                    for index in batch.indices {
-                        do {
-                            _ = try writer.append(batch[index].event, isolated: false)
-                        } catch let error as StoreError {
-                            let sequence = batch[index].event.sequence
-                            reader.mismatches.append(.init(kind: "event", description: "event \(sequence) does not apply, replay stops there: \(error)"))
-                            throw StopReplay()
+                try scratch.growingMap {
+                    try scratch.write { writer in
+                        // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                        for index in batch.indices {
+                            do {
+                                _ = try writer.append(batch[index].event, isolated: false)
+                            } catch let error as StoreError {
+                                let sequence = batch[index].event.sequence
+                                reader.mismatches.append(.init(kind: "event", description: "event \(sequence) does not apply, replay stops there: \(error)"))
+                                throw StopReplay()
+                            }
                         }
                     }
                 }

@@ -221,44 +221,38 @@ extension Store {
     /// store's chain: it must follow the last event, be canonical, and chain to the log's hash.
     /// Throws `ClusterDivergence` (nothing of the call is kept) when one does not.
     public func appendLogged(_ events: [LoggedEvent]) throws -> [StoreWriter.Applied] {
-        var attempts = 0
-        while true {
-            do {
-                return try write { writer in
-                    var applied: [StoreWriter.Applied] = []
-                    applied.reserveCapacity(events.count)
-                    for logged in events {
-                        guard logged.sequence == writer.lastSequence + 1 else {
-                            throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
-                        }
-                        let event: Event
-                        do {
-                            event = try logged.decoded ?? logged.decode()
-                        } catch {
-                            throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
-                        }
-                        guard event.sequence == logged.sequence else {
-                            throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
-                        }
-                        let one: StoreWriter.Applied
-                        do { one = try writer.append(event, isolated: false) } catch let error as StoreError {
-                            throw ClusterDivergence(sequence: logged.sequence, "the event does not apply to this store: \(error)")
-                        }
-                        guard sameBytes(one.canonicalEvent, logged.canonical) else {
-                            throw ClusterDivergence(sequence: logged.sequence, "the event's bytes are not its canonical form")
-                        }
-                        guard sameBytes(one.chainHash.bytes, logged.hash) else {
-                            throw ClusterDivergence(
-                                sequence: logged.sequence,
-                                "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's")
-                        }
-                        applied.append(one)
+        try growingMap {
+            try write { writer in
+                var applied: [StoreWriter.Applied] = []
+                applied.reserveCapacity(events.count)
+                for logged in events {
+                    guard logged.sequence == writer.lastSequence + 1 else {
+                        throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
                     }
-                    return applied
+                    let event: Event
+                    do {
+                        event = try logged.decoded ?? logged.decode()
+                    } catch {
+                        throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
+                    }
+                    guard event.sequence == logged.sequence else {
+                        throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
+                    }
+                    let one: StoreWriter.Applied
+                    do { one = try writer.append(event, isolated: false) } catch let error as StoreError {
+                        throw ClusterDivergence(sequence: logged.sequence, "the event does not apply to this store: \(error)")
+                    }
+                    guard sameBytes(one.canonicalEvent, logged.canonical) else {
+                        throw ClusterDivergence(sequence: logged.sequence, "the event's bytes are not its canonical form")
+                    }
+                    guard sameBytes(one.chainHash.bytes, logged.hash) else {
+                        throw ClusterDivergence(
+                            sequence: logged.sequence,
+                            "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's")
+                    }
+                    applied.append(one)
                 }
-            } catch let error as LMDBError where error.code == .mapFull && attempts < 16 {
-                attempts += 1
-                try growMap()
+                return applied
             }
         }
     }

@@ -352,21 +352,14 @@ public final class Journal: @unchecked Sendable {
             guard intact else { break }
             // The pin keeps the checkpoint's pages from being reused, so replay may need a larger map
             // than the one the records were first written in.
-            var grown = 0
-            while true {
-                do {
-                    try store.write { writer in
-                        for (event, hash) in events {
-                            let result = try writer.append(event, isolated: false)
-                            guard result.chainHash.bytes == hash else {
-                                throw StoreError.corrupted("journal event \(event.sequence) applies with another chain hash than it was written with")
-                            }
+            try store.growingMap {
+                try store.write { writer in
+                    for (event, hash) in events {
+                        let result = try writer.append(event, isolated: false)
+                        guard result.chainHash.bytes == hash else {
+                            throw StoreError.corrupted("journal event \(event.sequence) applies with another chain hash than it was written with")
                         }
                     }
-                    break
-                } catch let error as LMDBError where error.code == .mapFull && grown < 16 {
-                    grown += 1
-                    try store.growMap()
                 }
             }
             head = EventLog.Head(sequence: last, hash: chain)
