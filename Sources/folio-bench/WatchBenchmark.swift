@@ -158,31 +158,36 @@ struct WatchBenchmark {
 /// the replay benchmark.
 struct PopulateCommand {
     static let usage = """
-        usage: folio-bench populate --folio-socket PATH [--events N]
+        usage: folio-bench populate --folio-socket PATH [--events N] [--first K]
 
-        Writes N events (default 1,000,000): 80% creates of ~100-byte objects, then 20% updates.
+        Writes N events (default 1,000,000): 80% creates of ~100-byte objects (ids tK, tK+1, ...;
+        K is 0 by default), then 20% updates of those objects.
         """
 
     let socket: String
     let events: Int
+    let first: Int
 
     init(_ argv: [String]) throws(UsageError) {
-        var arguments = try Arguments(argv, valued: ["--folio-socket", "--events"])
+        var arguments = try Arguments(argv, valued: ["--folio-socket", "--events", "--first"])
         guard let socket = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
         self.socket = socket
         events = try arguments.integer("--events") ?? 1_000_000
+        first = try arguments.integer("--first") ?? 0
+        guard first >= 0 else { throw UsageError("--first takes a number from 0 on") }
         try arguments.rejectUnused()
     }
 
     func run() throws -> Int32 {
         let creates = events * 4 / 5
         let updates = events - creates
+        let first = self.first
         let start = MonotonicClock.now()
         try PipelinedLoader(socket: socket, count: creates, connections: 4) { k in
-            #"{"op":"create","collection":"Task","id":"t\#(k)","data":{"title":"task number \#(k)","done":false,"n":\#(k % 1000),"tags":["home","errand"],"due":{"$date":"2026-12-01T09:00:00Z"}}}"#
+            #"{"op":"create","collection":"Task","id":"t\#(first + k)","data":{"title":"task number \#(first + k)","done":false,"n":\#(k % 1000),"tags":["home","errand"],"due":{"$date":"2026-12-01T09:00:00Z"}}}"#
         }.load()
         try PipelinedLoader(socket: socket, count: updates, connections: 4) { k in
-            #"{"op":"update","collection":"Task","id":"t\#((k &* 7919) % creates)","patch":{"done":true,"n":\#(k % 977)}}"#
+            #"{"op":"update","collection":"Task","id":"t\#(first + (k &* 7919) % creates)","patch":{"done":true,"n":\#(k % 977)}}"#
         }.load()
         let seconds = Double(MonotonicClock.now() - start) / 1e9
         print("wrote \(events) events (\(creates) creates, \(updates) updates) in \(String(format: "%.1f", seconds)) s: \(Int(Double(events) / seconds)) events/s")
