@@ -5,7 +5,8 @@
 # raw LMDB ingest of the same export on the same disk (bench/lmdb_ingest.c: each event appended to a
 # log and put as a state record, commits of 10,000, no decoding, hashing or views). Then it defines
 # 10 views over the objects, tops them up to N objects, kills foliod with SIGKILL (idle, then
-# under a durable write load) and times each restart to the first answer. Then watch delivery latency:
+# under a durable write load, then under the load and started as on another boot, as after an OS
+# crash) and times each restart to the first answer. Then watch delivery latency:
 # 100 watchers on a fresh foliod under a steady durable write load.
 #
 #   bench/replay.sh [EVENTS]
@@ -83,6 +84,8 @@ if [ "$TOP_UP" -gt 0 ]; then
 fi
 
 # Kills foliod with SIGKILL, starts it again on the same data and times it; $1 says how it was killed.
+# With $2, foliod starts with that boot id (FOLIO_BOOT_ID), as after an OS crash: it goes back to
+# the last checkpoint and applies the journal instead of resuming at LMDB's last commit.
 restart() {
     local log_lines restart_start restart_end page_end items recovered worked_out
     kill -KILL "$FOLIO_PID"
@@ -90,7 +93,8 @@ restart() {
     FOLIO_PID=""
     log_lines=$(wc -l < "$WORK/foliod.log")
     restart_start=$(date +%s%N)
-    "$BIN/foliod" --data "$WORK/folio" --socket "$WORK/folio.sock" 2>>"$WORK/foliod.log" &
+    FOLIO_BOOT_ID="${2:-$(cat /proc/sys/kernel/random/boot_id)}" \
+        "$BIN/foliod" --data "$WORK/folio" --socket "$WORK/folio.sock" 2>>"$WORK/foliod.log" &
     FOLIO_PID=$!
     until "$BIN/folio" hello >/dev/null 2>&1; do sleep 0.005; done
     restart_end=$(date +%s%N)
@@ -99,7 +103,7 @@ restart() {
     page_end=$(date +%s%N)
     items=$(grep -o '"createdAt"' "$WORK/page.jsonl" | wc -l)
     [ "$items" = 20 ] || { echo "bench: the page read after the restart holds $items objects, not 20" >&2; exit 1; }
-    recovered=$(tail -n +"$((log_lines + 1))" "$WORK/foliod.log" | grep -o 'recovered from the checkpoint.*' | head -n 1 || true)
+    recovered=$(tail -n +"$((log_lines + 1))" "$WORK/foliod.log" | grep -oE '(recovered from the checkpoint|resumed at LMDB).*' | head -n 1 || true)
     worked_out=$(tail -n +"$((log_lines + 1))" "$WORK/foliod.log" | grep -o 'views: .* worked out in [0-9]* ms' | head -n 1 || true)
     echo "restart after kill -9 $1 to the first answer: $(awk -v a="$restart_start" -v b="$restart_end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') s," \
         "to a page of 20 at offset $((OBJECTS / 2)) of view n: $(awk -v a="$restart_start" -v b="$page_end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') s" \
@@ -112,6 +116,12 @@ restart "idle"
 LOAD_PID=$!
 sleep 3
 restart "under a durable write load"
+wait "$LOAD_PID" 2>/dev/null || true
+# The same, started as after an OS crash (another boot id): back to the checkpoint, the journal applied.
+"$BIN/folio-bench" populate --folio-socket "$WORK/folio.sock" --events 100000000 --first 4000000 >/dev/null 2>&1 &
+LOAD_PID=$!
+sleep 3
+restart "under a durable write load, started as on another boot" "bench-another-boot"
 wait "$LOAD_PID" 2>/dev/null || true
 "$BIN/folio" verify > "$WORK/verify-restart.json"
 grep -q '"ok":true' "$WORK/verify-restart.json" || { echo "bench: verify after the restarts: $(head -c 500 "$WORK/verify-restart.json")" >&2; exit 1; }

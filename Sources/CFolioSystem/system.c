@@ -87,7 +87,9 @@ int folio_unix_connect(int fd, const char *path) {
 }
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 int folio_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
@@ -219,6 +221,30 @@ ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed
 
 int folio_start_writeback(int fd, int64_t offset, int64_t length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int folio_file_identity(int fd, uint64_t *device, uint64_t *inode, uint64_t *birth) {
+    struct statx status;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &status) != 0) return -1;
+    *device = ((uint64_t)status.stx_dev_major << 32) | status.stx_dev_minor;
+    *inode = status.stx_ino;
+    *birth = (status.stx_mask & STATX_BTIME)
+        ? (uint64_t)status.stx_btime.tv_sec * 1000000000u + status.stx_btime.tv_nsec : 0;
+    return 0;
+}
+
+int folio_dirty_pages(int fd, uint64_t *dirty, uint64_t *writeback) {
+#ifdef SYS_cachestat
+    long number = SYS_cachestat;
+#else
+    long number = 451; /* the same on every architecture */
+#endif
+    struct { uint64_t offset, length; } range = { 0, 0 };
+    struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } status;
+    if (syscall(number, fd, &range, &status, 0) != 0) return -1;
+    *dirty = status.dirty;
+    *writeback = status.writeback;
+    return 0;
 }
 
 ssize_t folio_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t length) {

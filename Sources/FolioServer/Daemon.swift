@@ -50,7 +50,11 @@ public final class Daemon {
         storeOptions.requestKeyRetention = configuration.requestKeyRetentionSeconds * 1000
         let store = try Store(directory: configuration.dataDirectory, options: storeOptions)
         try store.checkUsable()
-        if let recovery = store.recovery {
+        if let recovery = store.recovery, recovery.resumed {
+            log.notice(
+                "resumed at LMDB's last commit after a crash of foliod alone: the log ends at event \(recovery.sequence) "
+                    + "(the checkpoint was at event \(recovery.checkpointSequence); no journal record applied)")
+        } else if let recovery = store.recovery {
             log.notice(
                 "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied"
                     + (recovery.cancelled > 0 ? " (\(recovery.cancelled) skipped: their commit had failed)" : "") + ", "
@@ -169,7 +173,7 @@ public final class Daemon {
             log.error("stopped after \(reason); exit status \(status)")
         } else {
             do {
-                try store.environment.sync()
+                try store.flushData()
                 try unsynced?.clear()
             } catch {
                 status = Self.ioErrorStatus
@@ -216,7 +220,7 @@ extension Daemon {
     private func prepareUnsyncedCopy() throws -> UnsyncedCopy? {
         guard configuration.clusterLog != nil else { return nil }
         guard let copy = UnsyncedCopy(directory: configuration.dataDirectory) else {
-            log.notice("cluster: cannot read \(UnsyncedCopy.bootIDPath); the copy of the log is flushed at every commit")
+            log.notice("cluster: cannot read \(BootID.path); the copy of the log is flushed at every commit")
             return nil
         }
         if let damage = copy.find().damage {

@@ -16,7 +16,6 @@ import LMDB
 /// page cache holds every commit.
 struct UnsyncedCopy: Sendable {
     static let fileName = "unsynced"
-    static let bootIDPath = "/proc/sys/kernel/random/boot_id"
 
     /// What a start finds in the data directory.
     enum Finding: Equatable {
@@ -46,11 +45,10 @@ struct UnsyncedCopy: Sendable {
     let directory: String
     let bootID: String
 
-    /// nil if the machine's boot id cannot be read: then a node flushes its copy at every commit.
-    init?(directory: String, bootIDPath: String = Self.bootIDPath) {
-        guard let text = try? String(contentsOfFile: bootIDPath, encoding: .utf8) else { return nil }
-        let boot = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !boot.isEmpty, boot.count <= 64 else { return nil }
+    /// nil if the machine's boot id cannot be read (`BootID`): then a node flushes its copy at
+    /// every commit.
+    init?(directory: String, bootID boot: String? = BootID.current()) {
+        guard let boot else { return nil }
         self.directory = directory
         bootID = boot
     }

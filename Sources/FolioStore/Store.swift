@@ -21,6 +21,9 @@ public final class Store: @unchecked Sendable {
         /// The journal's records written with `O_DIRECT` where the file system allows it
         /// (docs/DURABILITY.md, "Files"); `FOLIO_JOURNAL_DIRECT=0` in the environment turns it off too.
         public var journalDirectWrites = true
+        /// The machine's boot id (`BootID.current`), which decides with `DATA/resume` whether a start
+        /// after a crash may resume at LMDB's last commit (`ResumeMarker`); nil: it never does.
+        public var bootID: String? = BootID.current()
         public init() {}
     }
 
@@ -48,19 +51,33 @@ public final class Store: @unchecked Sendable {
         environmentOptions.sync = options.sync
         self.directory = directory
         blobs = BlobStore(directory: directory + "/blobs")
-        // A checkpoint means the last run journaled: data.mdb is made its checkpointed state again
-        // before LMDB opens it, and pinned at once, before any write can reuse a page of it.
+        // A checkpoint means the last run journaled. After a crash of foliod alone on this boot,
+        // with no flush of data.mdb failed or cut short since, LMDB's last commit is whole in the
+        // page cache and holds every answered write: the start resumes there (the flush first
+        // reports a failed write-back nothing has looked at). Otherwise data.mdb is made its
+        // checkpointed state again before LMDB opens it, and pinned at once, before any write can
+        // reuse a page of it. The marker says `dirty` before either writes anything.
         let checkpoint = try CheckpointFile.read(directory + "/" + Journal.checkpointName)
-        if let checkpoint { try Environment.restoreMeta(checkpoint.metaPage, in: directory) }
+        let marker = ResumeMarker(directory: directory, bootID: options.bootID)
+        var resuming = false
+        if let checkpoint {
+            let clean = marker.allowsResuming(directory)
+            try marker.clear()
+            resuming = clean && (try? Environment.flushData(in: directory)) != nil
+            if !resuming { try Environment.restoreMeta(checkpoint.metaPage, in: directory) }
+        }
         let environment = try Environment(path: directory, options: environmentOptions)
         self.environment = environment
-        let pin = checkpoint == nil ? nil : try environment.pin { _ in }.0
+        let pin = checkpoint == nil || resuming ? nil : try environment.pin { _ in }.0
         databases = try StoreDatabases(environment)
         applier = EventApplier(databases, definitions: definitions, requestRetention: options.requestKeyRetention)
         self.options = options
+        // (A store resumed is of this format: the marker names it. Converting one would write
+        // before the checkpoint below, with the old checkpoint's pages unpinned.)
         try checkFormat()
         (journal, recovery) = try Journal.open(
-            store: self, checkpoint: checkpoint, pin: pin, enabled: options.journal, size: options.journalSize, directWrites: options.journalDirectWrites)
+            store: self, checkpoint: checkpoint, pin: pin, resuming: resuming, marker: marker, enabled: options.journal,
+            size: options.journalSize, directWrites: options.journalDirectWrites)
         if journal != nil { try environment.stopSyncingCommits() }
     }
 
@@ -205,6 +222,12 @@ public final class Store: @unchecked Sendable {
 }
 
 extension Store {
+    /// Flushes `data.mdb`: through the journal when there is one, which keeps the resume marker
+    /// true across the flush (`Journal.flushData`).
+    public func flushData() throws {
+        if let journal { try journal.flushData() } else { try environment.sync() }
+    }
+
     /// Closes the LMDB environment. Release every `Reader` first.
     public func close() {
         journal?.close()

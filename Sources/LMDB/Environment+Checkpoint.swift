@@ -80,6 +80,28 @@ extension Environment {
         _ = folio_start_writeback(syncFile, 0, 0)
     }
 
+    /// Writes back `data.mdb`'s dirty pages and waits, polling, until at most `pages` of them are
+    /// dirty or under write-back, or `timeout` nanoseconds have passed, so that a flush after it has
+    /// little left to write and returns soon. Unlike a flush, it neither reports nor clears a
+    /// failed write-back (`cachestat`, Linux 6.5; on older kernels it returns at once, false).
+    @discardableResult
+    public func settleWriteback(atMost pages: UInt64, timeout: UInt64) -> Bool {
+        var started = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &started)
+        while true {
+            _ = folio_start_writeback(syncFile, 0, 0)
+            var dirty: UInt64 = 0
+            var writeback: UInt64 = 0
+            guard folio_dirty_pages(syncFile, &dirty, &writeback) == 0 else { return false }
+            if dirty + writeback <= pages { return true }
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let elapsed = (Int64(now.tv_sec) - Int64(started.tv_sec)) * 1_000_000_000 + Int64(now.tv_nsec) - Int64(started.tv_nsec)
+            if elapsed >= Int64(timeout) { return false }
+            usleep(500)
+        }
+    }
+
     /// The meta slot that holds `transaction`, read from the file (the page cache has what LMDB
     /// wrote, synced or not).
     private func metaPage(of transaction: Int) throws(LMDBError) -> [UInt8] {
@@ -123,6 +145,29 @@ extension Environment {
                 try writeFully(file, bytes, at: slot * metaPage.count, call: "write meta page of \(path)")
             }
         }
+        try flush(file, call: "fdatasync \(path)")
+    }
+
+    /// The identity of `data.mdb`: a copy of the file, or one put back in its place, is another
+    /// file, whatever it holds.
+    public var dataFileIdentity: FileIdentity? { FileIdentity(syncFile) }
+
+    /// The identity of `directory/data.mdb`, nil if it cannot be read.
+    public static func dataFileIdentity(in directory: String) -> FileIdentity? {
+        let file = open(directory + "/data.mdb", O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { Glibc.close(file) }
+        return FileIdentity(file)
+    }
+
+    /// Flushes `directory/data.mdb` (`fdatasync`) before any process opens the environment: it
+    /// reports a write-back of the file that failed since no `fsync` looked (the kernel reports
+    /// such a failure to the next file opened on it, once).
+    public static func flushData(in directory: String) throws(LMDBError) {
+        let path = directory + "/data.mdb"
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)") }
+        defer { Glibc.close(file) }
         try flush(file, call: "fdatasync \(path)")
     }
 
@@ -189,4 +234,24 @@ enum MetaPage {
         guard isMeta(page) else { return -1 }
         return page.withUnsafeBytes { Int(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: transactionOffset, as: UInt64.self))) }
     }
+}
+
+/// A file's device, inode number and birth time (nanoseconds; 0 where the file system keeps
+/// none): a file removed and another made in its place may get its inode number, not its birth.
+public struct FileIdentity: Equatable, Sendable, CustomStringConvertible {
+    public let device: UInt64
+    public let inode: UInt64
+    public let birth: UInt64
+
+    init?(_ file: Int32) {
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        var birth: UInt64 = 0
+        guard folio_file_identity(file, &device, &inode, &birth) == 0 else { return nil }
+        self.device = device
+        self.inode = inode
+        self.birth = birth
+    }
+
+    public var description: String { "dev=\(device) ino=\(inode) born=\(birth)" }
 }

@@ -254,8 +254,8 @@ final class Epoch: StoreEpoch {
     /// Whatever foliod left in its data directory besides its own files (a killed verify's scratch
     /// store, say): reported, and removed so that it is counted once.
     private func noteLeftovers(_ tally: inout Tally) {
-        // The journal's two files belong to a foliod run with --journal on (docs/DURABILITY.md).
-        let expected: Set<String> = ["data.mdb", "lock.mdb", "foliod.lock", "journal", "checkpoint"]
+        // The journal's files belong to a foliod run with --journal on (docs/DURABILITY.md).
+        let expected: Set<String> = ["data.mdb", "lock.mdb", "foliod.lock", "journal", "checkpoint", "resume"]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: foliod.dataDirectory)) ?? []
         where !expected.contains(entry) {
             let path = foliod.dataDirectory + "/" + entry

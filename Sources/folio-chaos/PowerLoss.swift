@@ -100,13 +100,20 @@ final class PowerLoss {
     /// powerloss_image's line for the last strike, and how to rebuild that image.
     private(set) var lastSummary: String?
     private(set) var lastCommand: String?
+    /// Power losses so far: each is a boot of its own (`boot`).
+    private var strikes = 0
+    private let bootPrefix: String
 
     init(options: Options, dataDirectory: String, directory: String, seed: UInt64) {
         self.options = options
         self.dataDirectory = dataDirectory
         self.directory = directory
         random = SplitMix64(seed: seed ^ 0x706F_7765_726C_6F73)
+        bootPrefix = String(seed, radix: 16)
     }
+
+    /// The boot id foliod sees: a new one after each power loss.
+    var boot: String { "powerloss-\(bootPrefix)-\(strikes)" }
 
     /// What foliod's environment needs for the shim to log.
     var environment: [String: String] {
@@ -117,6 +124,9 @@ final class PowerLoss {
             "POWERLOSS_EXCLUDE": Self.excluded.joined(separator: ":"),
         ]
         if let every = options.failWritev { environment["POWERLOSS_FAIL_WRITEV"] = "\(every)" }
+        // The machine comes back from a power loss with another boot id: a store whose resume
+        // marker names the boot before must go back to its checkpoint (docs/DURABILITY.md).
+        environment["FOLIO_BOOT_ID"] = boot
         return environment
     }
 
@@ -142,6 +152,7 @@ final class PowerLoss {
     /// After foliod was killed: its tracked files become an image of what the disk could hold.
     /// Returns what powerloss_image reported.
     func strike() throws(DriverError) -> Figures {
+        strikes += 1
         let files = FileManager.default
         let seed = random.next() >> 11
         let image = directory + "/image"

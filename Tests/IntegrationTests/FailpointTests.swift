@@ -62,7 +62,8 @@ import Testing
 
     /// A commit that fails after its record went to the journal (the 30th batch), then a crash a
     /// few commits later (the next record reuses its sequences; the refusal has been answered by
-    /// then), most likely before a checkpoint covered them: the restart skips the cancelled record,
+    /// then), most likely before a checkpoint covered them: the restart, on another boot, skips the
+    /// cancelled record,
     /// so the refused writes are not there and nothing after them is lost.
     @Test func aCommitFailingAfterItsJournalRecordIsCancelled() throws {
         try withFaultyDaemon(failpoints: "writer.afterJournal=error@30,writer.afterCommit=crash@45") { daemon in
@@ -71,7 +72,9 @@ import Testing
             load.wait(timeout: 60) { !$0.isRunning }
             #expect(daemon.waitForExit(timeout: 20) == Self.crashStatus, "\(daemon.log)")
             #expect(load.refused > 0, "the failed commit's writes were refused as not stored")
-            try expectRecovered(daemon, load)
+            // On another boot, so that the restart applies the journal and meets the cancel.
+            try expectRecovered(daemon, load, boot: "another-boot")
+            #expect(daemon.log.contains("recovered from the checkpoint"), "\(daemon.log)")
         }
     }
 
@@ -91,7 +94,7 @@ import Testing
             #expect(answers[4].errorCode == "unavailable", "\(answers[4])")
             #expect(answers[4].errorMessage?.contains("it may be stored or not") == true, "\(answers[4])")
             #expect(daemon.waitForExit(timeout: 20) == Self.ioErrorStatus, "\(daemon.log)")
-            daemon.environment = [:]
+            daemon.environment = ["FOLIO_BOOT_ID": "another-boot"]
             try daemon.start()
             for index in 1...4 {
                 #expect(try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK)
@@ -121,8 +124,10 @@ import Testing
             #expect(try create(9).isOK)
             _ = try? create(10)
             #expect(daemon.waitForExit(timeout: 20) == Self.crashStatus, "\(daemon.log)")
-            daemon.environment = [:]
+            // On another boot, so that the restart applies the journal and meets the cancel.
+            daemon.environment = ["FOLIO_BOOT_ID": "another-boot"]
             try daemon.start()
+            #expect(daemon.log.contains("recovered from the checkpoint"), "\(daemon.log)")
             for index in [1, 2, 3, 4, 6, 7, 8, 9] {
                 #expect(try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK, "n\(index)")
             }
@@ -271,11 +276,15 @@ func withFaultyDaemon(
 
 /// Starts foliod again without faults (if it is not running, else stops and restarts it), checks
 /// that it holds what `load` was promised, and that it stops and starts cleanly once more.
-func expectRecovered(_ daemon: RunningDaemon, _ load: WriteLoad, sourceLocation: SourceLocation = #_sourceLocation) throws {
+/// With `boot`, foliod starts as on a machine that restarted (`FOLIO_BOOT_ID`): after a crash it
+/// goes back to the checkpoint and applies the journal instead of resuming at LMDB's last commit.
+func expectRecovered(
+    _ daemon: RunningDaemon, _ load: WriteLoad, boot: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+) throws {
     load.stop()
     if daemon.isRunning { #expect(try daemon.stop() == 0, sourceLocation: sourceLocation) }
     _ = daemon.waitForExit(timeout: 0)
-    daemon.environment = [:]
+    daemon.environment = boot.map { ["FOLIO_BOOT_ID": $0] } ?? [:]
     try daemon.start()
     let problems = try load.check(daemon)
     #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(8))\nfoliod log:\n\(daemon.log)", sourceLocation: sourceLocation)

@@ -75,6 +75,14 @@ ssize_t folio_send_with_fd(int fd, const void *buffer, size_t length, int passed
 /// disk without waiting for them.
 int folio_start_writeback(int fd, int64_t offset, int64_t length);
 
+/// The file's device, inode number and birth time in nanoseconds (statx; 0 where the file system
+/// does not keep it). -1 with errno.
+int folio_file_identity(int fd, uint64_t *device, uint64_t *inode, uint64_t *birth);
+
+/// cachestat(2) of the whole file (Linux 6.5): its pages in the page cache that are dirty and under
+/// write-back. Neither reads nor clears a write-back error. -1 with errno (ENOSYS before 6.5).
+int folio_dirty_pages(int fd, uint64_t *dirty, uint64_t *writeback);
+
 /// copy_file_range(2): copies in the kernel from `in` at `*in_offset` to `out` at `*out_offset`.
 ssize_t folio_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t length);
 

@@ -121,7 +121,7 @@ public struct Importer {
             }
             return UInt64(missing.count)
         }
-        try store.environment.sync()
+        try store.flushData()
         try Environment.flushDirectory(path)
         return Summary(
             events: reader.lastSequence, chainHead: reader.chain, digest: try store.read { try $0.digest() },

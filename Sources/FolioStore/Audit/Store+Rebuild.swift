@@ -79,7 +79,7 @@ extension Store {
         })
         try growingMap { try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) } }
         databases.deltas.removeAll()
-        if environment.syncMode != .full { try environment.sync() }
+        if environment.syncMode != .full { try flushData() }
     }
 
     static let rebuildingKey = Array("rebuilding".utf8)

@@ -34,6 +34,8 @@ public final class Journal: @unchecked Sendable {
     private let directory: String
     private let ring: JournalRing
     private let checkpoints: CheckpointFile
+    /// Says whether a start after a crash may resume at LMDB's last commit (`ResumeMarker`).
+    private let marker: ResumeMarker
 
     /// Guards the positions, touched by the appending thread and by checkpoints.
     private let state = PThreadMutex()
@@ -52,13 +54,22 @@ public final class Journal: @unchecked Sendable {
     /// Checkpoints taken since the journal was opened (for `stats` and tests).
     public var checkpointCount: Int { checkpointing.locked { checkpointsTaken } }
 
+    /// Pages of `data.mdb` (dirty or under write-back) a checkpoint's flush is left to write, and
+    /// how long it waits for them to be that few first (`Environment.settleWriteback`).
+    static let settledPages: UInt64 = 256
+    static let settleTimeout: UInt64 = 2_000_000_000
+
     /// Bytes of records `append` copies before it writes them.
     private static let runBytes = 1 << 20
     /// A buffer reused by `append`.
     private var buffer: [UInt8] = []
 
-    private init(environment: Environment, events: Database, directory: String, ring: JournalRing, start: UInt64, last: CheckpointFile.Checkpoint) {
+    private init(
+        environment: Environment, events: Database, directory: String, ring: JournalRing, marker: ResumeMarker, start: UInt64,
+        last: CheckpointFile.Checkpoint
+    ) {
         self.environment = environment
+        self.marker = marker
         self.events = events
         self.directory = directory
         self.ring = ring
@@ -213,7 +224,10 @@ public final class Journal: @unchecked Sendable {
             let log = EventLog(database: events)
             let (pin, head) = try environment.pin { txn in try log.head(txn) }
             do {
-                try environment.sync()
+                // Most of the pages written back before the flush, which the resume marker must
+                // span, so that a crash of foliod rarely comes during one (`ResumeMarker`).
+                environment.settleWriteback(atMost: Self.settledPages, timeout: Self.settleTimeout)
+                try flushDataLocked()
                 let checkpoint = CheckpointFile.Checkpoint(
                     generation: last.generation + 1, transaction: UInt64(pin.transaction), sequence: head.sequence,
                     hash: head.hash.bytes, journalStart: start, metaPage: pin.metaPage)
@@ -231,6 +245,20 @@ public final class Journal: @unchecked Sendable {
         }
     }
 
+    /// Flushes `data.mdb` (`fdatasync`), with the resume marker `dirty` while it runs: every flush
+    /// of `data.mdb` while journaling goes through here (`Store.flushData`), so that a failed one,
+    /// whose failure the kernel reports only once, is never followed by a start that trusts the
+    /// page cache (`ResumeMarker`).
+    public func flushData() throws {
+        try checkpointing.locked { try flushDataLocked() }
+    }
+
+    private func flushDataLocked() throws {
+        try marker.clear()
+        try environment.sync()
+        marker.certify(environment.dataFileIdentity)
+    }
+
     // MARK: Opening and recovery
 
     /// What `open` found and did.
@@ -241,20 +269,41 @@ public final class Journal: @unchecked Sendable {
         public let records: Int
         /// Records skipped because a cancel followed them (their commit had failed).
         public let cancelled: Int
+        /// The start resumed at LMDB's last commit, after a crash of foliod alone: nothing was
+        /// restored or applied (`ResumeMarker`).
+        public let resumed: Bool
     }
 
     /// Run by `Store.init` after the environment is open (and, if there was a checkpoint, its meta
-    /// page restored and the environment pinned at once): applies the journal past the
-    /// checkpoint, then either keeps journaling (`enabled`, with a fresh checkpoint) or makes
-    /// `data.mdb` durable and removes both files.
+    /// page restored and the environment pinned at once, unless `resuming`): applies the journal
+    /// past the checkpoint (or, `resuming`, checks that LMDB's last commit follows it and applies
+    /// nothing), then either keeps journaling (`enabled`, with a fresh checkpoint) or makes
+    /// `data.mdb` durable and removes the journal's files.
     static func open(
-        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, enabled: Bool, size: Int, directWrites: Bool
+        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, resuming: Bool, marker: ResumeMarker, enabled: Bool,
+        size: Int, directWrites: Bool
     ) throws -> (Journal?, Recovery?) {
         let directory = store.directory
         let journalPath = directory + "/" + journalName
         var recovery: Recovery?
         var end: UInt64 = 0
-        if let checkpoint {
+        if let checkpoint, resuming {
+            // The last commit holds every answered write; it must continue the checkpoint's log.
+            let log = EventLog(database: store.databases.events)
+            let (head, hash) = try store.environment.read { txn in
+                (try log.head(txn), try log.record(checkpoint.sequence, txn).map { Array(try EventLog.hash(of: $0).bytes) })
+            }
+            guard head.sequence >= checkpoint.sequence, checkpoint.sequence == 0 || hash == checkpoint.hash else {
+                throw StoreError.corrupted(
+                    "data.mdb ends at event \(head.sequence) and does not continue the checkpoint's log at event \(checkpoint.sequence)")
+            }
+            // Past every position the records after the checkpoint can have taken (the ring never
+            // holds more than its size past the last durable checkpoint's start).
+            let ring = try JournalRing.open(journalPath, size: size, directory: directory)
+            end = checkpoint.journalStart + UInt64(ring.size)
+            ring.close()
+            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: head.sequence, records: 0, cancelled: 0, resumed: true)
+        } else if let checkpoint {
             let head = try store.environment.read { txn in try EventLog(database: store.databases.events).head(txn) }
             guard head.sequence == checkpoint.sequence, head.hash.bytes == checkpoint.hash else {
                 throw StoreError.corrupted(
@@ -269,7 +318,8 @@ public final class Journal: @unchecked Sendable {
                 defer { ring.close() }
                 (end, records, cancelled, sequence) = try replay(ring, from: checkpoint.journalStart, into: store, after: head)
             }
-            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: sequence, records: records, cancelled: cancelled)
+            recovery = Recovery(
+                checkpointSequence: checkpoint.sequence, sequence: sequence, records: records, cancelled: cancelled, resumed: false)
         } else if access(journalPath, F_OK) == 0 {
             // Left by a journal being turned off: the checkpoint went first, so data.mdb is durable.
             unlink(journalPath)
@@ -281,6 +331,7 @@ public final class Journal: @unchecked Sendable {
                 unlink(journalPath)
                 try Environment.flushDirectory(directory)
             }
+            marker.remove()
             pin?.release()
             return (nil, recovery)
         }
@@ -288,7 +339,7 @@ public final class Journal: @unchecked Sendable {
         // A fresh lap: no record left in the file, whole or torn, can pass for one written from here.
         let start = checkpoint == nil ? ring.nextLap(0) : ring.nextLap(end)
         let journal = Journal(
-            environment: store.environment, events: store.databases.events, directory: directory, ring: ring, start: start,
+            environment: store.environment, events: store.databases.events, directory: directory, ring: ring, marker: marker, start: start,
             last: checkpoint ?? CheckpointFile.Checkpoint(generation: 0, transaction: 0, sequence: 0, hash: [], journalStart: 0, metaPage: []))
         try journal.checkpoint()
         pin?.release()
