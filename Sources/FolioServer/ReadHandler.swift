@@ -492,6 +492,13 @@ final class ReadHandler: Sendable {
             writer.write(journal.checkpointCount)
             writer.writeKey("direct")
             writer.writeRaw(journal.writesDirectly ? "true" : "false")
+            // How this run's start went: resumed at LMDB's last commit, back to the checkpoint
+            // with the journal applied, or on a store with no checkpoint yet.
+            writer.writeKey("start")
+            let recovery = store.recovery
+            writer.write(recovery.map { $0.resumed ? "resumed" : "recovered" } ?? "fresh")
+            writer.writeKey("startRecords")
+            writer.write(recovery?.records ?? 0)
             writer.bytes.append(UInt8(ascii: "}"))
         } else {
             writer.writeRaw("null")

@@ -186,6 +186,7 @@ import Testing
 
     @Test func aKillNineOnTheSameBootResumesAndAnotherBootReplays() throws {
         try withRunningDaemon { daemon in
+            #expect(try daemon.request(["op": "stats"]).result?["journal"]?["start"] == "fresh")
             try create(try daemon.connect(), 0..<700)
             // Idle long enough for the checkpoint after the writes to end, so that no flush of
             // data.mdb is under way at the kill (one would send the start back to the checkpoint;
@@ -194,6 +195,8 @@ import Testing
             daemon.killHard()
             try daemon.start()
             #expect(daemon.log.contains("resumed at LMDB's last commit after a crash of foliod alone: the log ends at event 700"), "\(daemon.log)")
+            let resumed = try daemon.request(["op": "stats"]).result?["journal"]
+            #expect(resumed?["start"] == "resumed" && resumed?["startRecords"] == 0, "\(String(describing: resumed))")
             try expectAll(daemon, 700)
 
             try create(try daemon.connect(), 700..<900)
@@ -202,6 +205,7 @@ import Testing
             try daemon.start()
             let recovered = daemon.log.split(separator: "\n").last { $0.contains("recovered from the checkpoint") } ?? ""
             #expect(recovered.contains("the log ends at event 900"), "\(daemon.log)")
+            #expect(try daemon.request(["op": "stats"]).result?["journal"]?["start"] == "recovered")
             try expectAll(daemon, 900)
         }
     }

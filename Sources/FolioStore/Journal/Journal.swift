@@ -55,9 +55,11 @@ public final class Journal: @unchecked Sendable {
     public var checkpointCount: Int { checkpointing.locked { checkpointsTaken } }
 
     /// Pages of `data.mdb` (dirty or under write-back) a checkpoint's flush is left to write, and
-    /// how long it waits for them to be that few first (`Environment.settleWriteback`).
+    /// how long it waits for them to be that few first (`Environment.settleWriteback`): at most a
+    /// checkpoint's interval, so that writes that keep dirtying pages faster than the disk takes
+    /// them delay a checkpoint by no more than that (its flush then writes the rest, as before).
     static let settledPages: UInt64 = 256
-    static let settleTimeout: UInt64 = 2_000_000_000
+    static let settleTimeout: UInt64 = 250_000_000
 
     /// Bytes of records `append` copies before it writes them.
     private static let runBytes = 1 << 20
