@@ -52,8 +52,8 @@ public final class Daemon {
         try store.checkUsable()
         if let recovery = store.recovery, recovery.resumed {
             log.notice(
-                "resumed at LMDB's last commit after a crash of foliod alone: the log ends at event \(recovery.sequence) "
-                    + "(the checkpoint was at event \(recovery.checkpointSequence); no journal record applied)")
+                "resumed at LMDB's last commit: the log ends at event \(recovery.sequence) (the checkpoint was at event "
+                    + "\(recovery.checkpointSequence); after a stop, or a crash of foliod alone on this boot, no journal record is applied)")
         } else if let recovery = store.recovery {
             log.notice(
                 "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied"

@@ -194,7 +194,7 @@ import Testing
             usleep(1_000_000)
             daemon.killHard()
             try daemon.start()
-            #expect(daemon.log.contains("resumed at LMDB's last commit after a crash of foliod alone: the log ends at event 700"), "\(daemon.log)")
+            #expect(daemon.log.contains("resumed at LMDB's last commit: the log ends at event 700"), "\(daemon.log)")
             let resumed = try daemon.request(["op": "stats"]).result?["journal"]
             #expect(resumed?["start"] == "resumed" && resumed?["startRecords"] == 0, "\(String(describing: resumed))")
             try expectAll(daemon, 700)
