@@ -1,0 +1,193 @@
+// The disk's floor under one client's durable writes: the I/O a write of foliod (journal on, the
+// default) and a write of Redis (`appendfsync always`) make, with no other work, one write at a
+// time, alternating in rounds on the same disk. What it says: how fast one client's durable
+// creates could go on this disk if the CPU work were free, for each design.
+//
+//   aof       Redis: `write` of a 130-byte command to a growing append-only file, `fdatasync`.
+//   journal   foliod's journal alone: a 4 KiB `O_DIRECT` write into a ring file written once
+//             beforehand (no size or extent change), `fdatasync`.
+//   foliod    the journal's write and sync, after PAGES pages of 4 KiB written (buffered) into a
+//             data file at the next free offsets, as an LMDB commit without a sync writes its
+//             copy-on-write pages; another thread starts their write-back every millisecond
+//             (`sync_file_range`) and flushes the file every 250 ms, as foliod's checkpointer does.
+//
+// The data file is written with zeros first (foliod keeps zeros past LMDB's last page), so the
+// pages land in allocated blocks, as foliod's do.
+//
+//     cc -O2 -Wall -o io_floor bench/io_floor.c -lpthread
+//     ./io_floor DIR [SECONDS] [ROUNDS] [PAGES[,PAGES...]]        (make bench-io-floor)
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096
+#define DATA_BYTES (512LL << 20)
+#define RING_BYTES (8LL << 20)
+
+static int data_fd = -1;
+static atomic_int stop_background;
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "io_floor: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static int compare(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void fill_zeros(int fd, long long bytes) {
+    static char zeros[1 << 20];
+    for (long long at = 0; at < bytes; at += sizeof zeros)
+        if (pwrite(fd, zeros, sizeof zeros, at) != (ssize_t)sizeof zeros) die("pwrite zeros");
+    if (fdatasync(fd) != 0) die("fdatasync zeros");
+}
+
+// The checkpointer: write-back every millisecond, a flush every 250 ms.
+static void *checkpointer(void *unused) {
+    (void)unused;
+    uint64_t last_flush = now_ns();
+    while (!atomic_load(&stop_background)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        if (sync_file_range(data_fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) die("sync_file_range");
+        if (now_ns() - last_flush >= 250000000u) {
+            if (fdatasync(data_fd) != 0) die("fdatasync data");
+            last_flush = now_ns();
+        }
+    }
+    return NULL;
+}
+
+struct result {
+    double ops_per_second;
+    double p50_us, p99_us;
+};
+
+// Runs one mode for `seconds`; pages < 0 is the AOF, 0 the journal alone, > 0 foliod.
+static struct result run(const char *dir, int pages, double seconds) {
+    char path[4096];
+    static uint64_t latencies[4 << 20];
+    size_t count = 0;
+    int fd;
+    void *block;
+    if (posix_memalign(&block, PAGE, (size_t)(pages > 0 ? pages : 1) * PAGE) != 0) die("posix_memalign");
+    memset(block, 'x', (size_t)(pages > 0 ? pages : 1) * PAGE);
+    pthread_t background;
+    long long data_offset = 0;
+    if (pages < 0) {
+        snprintf(path, sizeof path, "%s/appendonly.aof", dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+        if (fd < 0) die("open aof");
+    } else {
+        snprintf(path, sizeof path, "%s/journal", dir);
+        fd = open(path, O_WRONLY | O_DIRECT);
+        if (fd < 0) die("open journal");
+        if (pages > 0) {
+            atomic_store(&stop_background, 0);
+            if (pthread_create(&background, NULL, checkpointer, NULL) != 0) die("pthread_create");
+        }
+    }
+    long long ring_at = 0;
+    uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9);
+    for (;;) {
+        uint64_t t0 = now_ns();
+        if (t0 >= end || count == sizeof latencies / sizeof latencies[0]) break;
+        if (pages < 0) {
+            if (write(fd, block, 130) != 130) die("write aof");
+        } else {
+            if (pages > 0) {
+                if (data_offset + (long long)pages * PAGE > DATA_BYTES) data_offset = 0;
+                if (pwrite(data_fd, block, (size_t)pages * PAGE, data_offset) != (ssize_t)pages * PAGE) die("pwrite data");
+                data_offset += (long long)pages * PAGE;
+            }
+            if (pwrite(fd, block, PAGE, ring_at) != PAGE) die("pwrite journal");
+            ring_at = (ring_at + PAGE) % RING_BYTES;
+        }
+        if (fdatasync(fd) != 0) die("fdatasync");
+        latencies[count++] = now_ns() - t0;
+    }
+    double elapsed = (now_ns() - start) / 1e9;
+    if (pages > 0) {
+        atomic_store(&stop_background, 1);
+        pthread_join(background, NULL);
+    }
+    close(fd);
+    free(block);
+    qsort(latencies, count, sizeof latencies[0], compare);
+    struct result r = {count / elapsed, latencies[count / 2] / 1e3, latencies[count * 99 / 100] / 1e3};
+    return r;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: io_floor DIR [SECONDS] [ROUNDS] [PAGES[,PAGES...]]\n");
+        return 64;
+    }
+    const char *dir = argv[1];
+    double seconds = argc > 2 ? atof(argv[2]) : 3;
+    int rounds = argc > 3 ? atoi(argv[3]) : 3;
+    int modes[16] = {-1, 0}, mode_count = 2;
+    char *list = strdup(argc > 4 ? argv[4] : "14");
+    for (char *item = strtok(list, ","); item && mode_count < 16; item = strtok(NULL, ",")) modes[mode_count++] = atoi(item);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/journal", dir);
+    int ring = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (ring < 0) die("create journal");
+    fill_zeros(ring, RING_BYTES);
+    close(ring);
+    snprintf(path, sizeof path, "%s/data", dir);
+    data_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (data_fd < 0) die("create data");
+    fill_zeros(data_fd, DATA_BYTES);
+
+    printf("%-22s %6s %12s %10s %10s %14s\n", "mode", "round", "writes/s", "p50 µs", "p99 µs", "÷ aof (round)");
+    double sums[16] = {0};
+    for (int round = 0; round < rounds; round++) {
+        struct result results[16];
+        for (int k = 0; k < mode_count; k++) {
+            // Alternate the order each round, so that neither side always follows the other.
+            int m = round % 2 == 0 ? k : mode_count - 1 - k;
+            results[m] = run(dir, modes[m], seconds);
+        }
+        for (int m = 0; m < mode_count; m++) {
+            char name[64];
+            if (modes[m] < 0) snprintf(name, sizeof name, "aof (Redis)");
+            else if (modes[m] == 0) snprintf(name, sizeof name, "journal alone");
+            else snprintf(name, sizeof name, "foliod, %d pages", modes[m]);
+            double ratio = results[m].ops_per_second / results[0].ops_per_second;
+            sums[m] += ratio;
+            printf("%-22s %6d %12.0f %10.1f %10.1f %14.2f\n", name, round + 1, results[m].ops_per_second, results[m].p50_us, results[m].p99_us, ratio);
+        }
+    }
+    printf("mean ratio to aof over %d rounds:", rounds);
+    for (int m = 1; m < mode_count; m++) {
+        if (modes[m] == 0) printf(" journal alone %.2f", sums[m] / rounds);
+        else printf(", foliod with %d pages %.2f", modes[m], sums[m] / rounds);
+    }
+    printf("\n");
+    close(data_fd);
+    snprintf(path, sizeof path, "%s/data", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/journal", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/appendonly.aof", dir);
+    unlink(path);
+    return 0;
+}
