@@ -11,6 +11,8 @@
 #
 #   bench/replay.sh [EVENTS]
 #
+# ANOTHER_BOOT_KILLS=N repeats the last kill N more times, each 1 to 5 s into the load.
+#
 # Environment: see bench/lib.sh (SCRATCH, BENCH_TMPDIR, SWIFT).
 source "$(dirname "$0")/lib.sh"
 EVENTS="${1:-1000000}"
@@ -123,6 +125,15 @@ LOAD_PID=$!
 sleep 3
 restart "under a durable write load, started as on another boot" "bench-another-boot"
 wait "$LOAD_PID" 2>/dev/null || true
+# ANOTHER_BOOT_KILLS more of those (default 0), each 1 to 5 s into the load, for the worst case of a
+# start that goes back to the checkpoint (after an OS crash, or a kill during a checkpoint's flush).
+for kill_number in $(seq "${ANOTHER_BOOT_KILLS:-0}"); do
+    "$BIN/folio-bench" populate --folio-socket "$WORK/folio.sock" --events 100000000 --first $((5000000 + kill_number * 1000000)) >/dev/null 2>&1 &
+    LOAD_PID=$!
+    sleep $((1 + RANDOM % 5))
+    restart "under a durable write load, started as on another boot (kill $kill_number)" "bench-another-boot-$kill_number"
+    wait "$LOAD_PID" 2>/dev/null || true
+done
 "$BIN/folio" verify > "$WORK/verify-restart.json"
 grep -q '"ok":true' "$WORK/verify-restart.json" || { echo "bench: verify after the restarts: $(head -c 500 "$WORK/verify-restart.json")" >&2; exit 1; }
 echo "verify after the restarts: ok"
