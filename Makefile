@@ -165,11 +165,12 @@ bench-handoff:
 	@dir="$$(mktemp -d /tmp/folio-handoff.XXXXXX)"; $(CC) -O2 -Wall -o "$$dir/handoff" bench/handoff.c -lpthread && "$$dir/handoff" $(BENCH_ARGS); status=$$?; rm -rf "$$dir"; exit $$status
 
 # The disk's floor under one client's durable writes: the I/O of a foliod create (the journal's
-# write and sync after a commit's pages, written back every millisecond) against Redis's AOF append
-# and sync, with no other work, alternating on the same disk (bench/io_floor.c).
+# write and sync after a commit's pages, written back every millisecond; the pages as a real foliod
+# wrote them among the modes) against Redis's AOF append and sync, with no other work, alternating
+# on the same disk (bench/io_floor.sh, bench/io_floor.c).
 .PHONY: bench-io-floor
-bench-io-floor:
-	@dir="$$(mktemp -d "$${BENCH_TMPDIR:-$${TMPDIR:-/tmp}}/folio-io-floor.XXXXXX")"; $(CC) -O2 -Wall -o "$$dir/io_floor" bench/io_floor.c -lpthread && "$$dir/io_floor" "$$dir" $(BENCH_ARGS); status=$$?; rm -rf "$$dir"; exit $$status
+bench-io-floor: deps
+	SWIFT="$(SWIFT)" bench/io_floor.sh $(BENCH_ARGS)
 
 # Which LMDB pages a durable create writes, by database, from 1 and 16 clients (bench/page_writes.sh,
 # with the pwrite/writev shim bench/page_writes.c preloaded into foliod).

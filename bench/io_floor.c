@@ -15,12 +15,16 @@
 //             back (pages freed before the last checkpoint, reused). `strace` of foliod's writer
 //             under one client's creates: 7 runs a commit at the median, 5 pages apart at the
 //             median and 780 at the 90th percentile.
+//   trace     the same with the commits of a real foliod: TRACE is a file of lines "OFFSET PAGES",
+//             one per run (a `writev` or `pwrite` of LMDB's), a blank line after each commit, as
+//             bench/io_floor.sh takes them from `strace` of foliod's writer. They are written in
+//             turn at their offsets, and again from the first, 96 MiB further on, once all are.
 //
 // The data file is written with zeros first (foliod keeps zeros past LMDB's last page), so the
 // pages land in allocated blocks, as foliod's do.
 //
 //     cc -O2 -Wall -o io_floor bench/io_floor.c -lpthread
-//     ./io_floor DIR [SECONDS] [ROUNDS] [PAGES[/RUNS][,...]]      (make bench-io-floor)
+//     ./io_floor DIR [SECONDS] [ROUNDS] [PAGES[/RUNS]|trace[,...]] [TRACE]   (bench/io_floor.sh)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +42,44 @@
 #define RING_BYTES (8LL << 20)
 
 static int data_fd = -1;
+
+static void die(const char *what);
+
+// A foliod's commits (the `trace` mode): each run's offset and pages, and where each commit ends.
+#define TRACE_MODE 0x7fffffff
+static long long *trace_offsets;
+static int *trace_pages, *trace_commit_ends;
+static int trace_commits;
+
+static void load_trace(const char *path) {
+    FILE *file = fopen(path, "r");
+    if (!file) die(path);
+    size_t capacity = 1 << 16, runs = 0;
+    trace_offsets = malloc(capacity * sizeof *trace_offsets);
+    trace_pages = malloc(capacity * sizeof *trace_pages);
+    trace_commit_ends = malloc(capacity * sizeof *trace_commit_ends);
+    char line[128];
+    while (fgets(line, sizeof line, file) && runs < capacity && (size_t)trace_commits < capacity) {
+        long long offset;
+        int pages;
+        if (sscanf(line, "%lld %d", &offset, &pages) == 2) {
+            if (pages < 1 || pages > 64 || offset < 0 || offset % PAGE) {
+                fprintf(stderr, "io_floor: %s: a run of %d pages at %lld\n", path, pages, offset);
+                exit(1);
+            }
+            trace_offsets[runs] = offset;
+            trace_pages[runs++] = pages;
+        } else if (runs > 0 && (trace_commits == 0 || (size_t)trace_commit_ends[trace_commits - 1] < runs)) {
+            trace_commit_ends[trace_commits++] = (int)runs;
+        }
+    }
+    if (runs > 0 && (trace_commits == 0 || (size_t)trace_commit_ends[trace_commits - 1] < runs)) trace_commit_ends[trace_commits++] = (int)runs;
+    fclose(file);
+    if (trace_commits == 0) {
+        fprintf(stderr, "io_floor: %s holds no commit\n", path);
+        exit(1);
+    }
+}
 static atomic_int stop_background;
 
 static uint64_t now_ns(void) {
@@ -91,8 +133,11 @@ static struct result run(const char *dir, int pages, int runs, double seconds) {
     size_t count = 0;
     int fd;
     void *block;
-    if (posix_memalign(&block, PAGE, (size_t)(pages > 0 ? pages : 1) * PAGE) != 0) die("posix_memalign");
-    memset(block, 'x', (size_t)(pages > 0 ? pages : 1) * PAGE);
+    size_t block_pages = pages == TRACE_MODE ? 64 : (size_t)(pages > 0 ? pages : 1);
+    if (posix_memalign(&block, PAGE, block_pages * PAGE) != 0) die("posix_memalign");
+    memset(block, 'x', block_pages * PAGE);
+    int commit = 0;
+    long long lap = 0;
     pthread_t background;
     long long data_offset = 2048LL * PAGE;
     if (pages < 0) {
@@ -116,7 +161,18 @@ static struct result run(const char *dir, int pages, int runs, double seconds) {
         if (pages < 0) {
             if (write(fd, block, 130) != 130) die("write aof");
         } else {
-            if (pages > 0) {
+            if (pages == TRACE_MODE) {
+                int from = commit == 0 ? 0 : trace_commit_ends[commit - 1];
+                for (int k = from; k < trace_commit_ends[commit]; k++) {
+                    long long at = (trace_offsets[k] + lap) % (DATA_BYTES - 64 * PAGE);
+                    at -= at % PAGE;
+                    if (pwrite(data_fd, block, (size_t)trace_pages[k] * PAGE, at) != (ssize_t)trace_pages[k] * PAGE) die("pwrite data");
+                }
+                if (++commit == trace_commits) {
+                    commit = 0;
+                    lap += 96LL << 20;
+                }
+            } else if (pages > 0) {
                 int singles = runs > 1 ? runs - 1 : 0, appended = pages - singles;
                 if (data_offset + (long long)pages * PAGE > DATA_BYTES) data_offset = 2048LL * PAGE;
                 if (pwrite(data_fd, block, (size_t)appended * PAGE, data_offset) != (ssize_t)appended * PAGE) die("pwrite data");
@@ -149,7 +205,7 @@ static struct result run(const char *dir, int pages, int runs, double seconds) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: io_floor DIR [SECONDS] [ROUNDS] [PAGES[,PAGES...]]\n");
+        fprintf(stderr, "usage: io_floor DIR [SECONDS] [ROUNDS] [PAGES[/RUNS]|trace[,...]] [TRACE]\n");
         return 64;
     }
     const char *dir = argv[1];
@@ -157,7 +213,17 @@ int main(int argc, char **argv) {
     int rounds = argc > 3 ? atoi(argv[3]) : 3;
     int modes[16] = {-1, 0}, run_counts[16] = {1, 1}, mode_count = 2;
     char *list = strdup(argc > 4 ? argv[4] : "17,17/7");
+    if (argc > 5) load_trace(argv[5]);
     for (char *item = strtok(list, ","); item && mode_count < 16; item = strtok(NULL, ",")) {
+        if (strcmp(item, "trace") == 0) {
+            if (argc <= 5) {
+                fprintf(stderr, "io_floor: the trace mode needs a TRACE file\n");
+                return 64;
+            }
+            run_counts[mode_count] = 1;
+            modes[mode_count++] = TRACE_MODE;
+            continue;
+        }
         char *slash = strchr(item, '/');
         run_counts[mode_count] = slash ? atoi(slash + 1) : 1;
         modes[mode_count++] = atoi(item);
@@ -191,6 +257,7 @@ int main(int argc, char **argv) {
             char name[64];
             if (modes[m] < 0) snprintf(name, sizeof name, "aof (Redis)");
             else if (modes[m] == 0) snprintf(name, sizeof name, "journal alone");
+            else if (modes[m] == TRACE_MODE) snprintf(name, sizeof name, "foliod, its commits");
             else if (run_counts[m] > 1) snprintf(name, sizeof name, "foliod, %d pages/%d runs", modes[m], run_counts[m]);
             else snprintf(name, sizeof name, "foliod, %d pages", modes[m]);
             double ratio = results[m].ops_per_second / results[0].ops_per_second;
@@ -201,6 +268,7 @@ int main(int argc, char **argv) {
     printf("mean ratio to aof over %d rounds:", rounds);
     for (int m = 1; m < mode_count; m++) {
         if (modes[m] == 0) printf(" journal alone %.2f", sums[m] / rounds);
+        else if (modes[m] == TRACE_MODE) printf(", foliod's own commits %.2f", sums[m] / rounds);
         else if (run_counts[m] > 1) printf(", foliod with %d pages in %d runs %.2f", modes[m], run_counts[m], sums[m] / rounds);
         else printf(", foliod with %d pages %.2f", modes[m], sums[m] / rounds);
     }
