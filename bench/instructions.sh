@@ -19,10 +19,7 @@ BASELINE="${BASELINE-61ec72b}"
 PEER_USER="${PEER_USER:-nobody}"
 PYTHON="$(command -v python3)"
 [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3 # readable by $PEER_USER, unlike a pyenv shim
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "bench: installing valgrind" >&2
-    $SUDO apt-get update -q && $SUDO apt-get install -y -q valgrind
-fi
+need valgrind
 
 build
 BASELINE_FOLIOD="$(build_baseline "$BASELINE")"

@@ -13,10 +13,7 @@ source "$(dirname "$0")/lib.sh"
 SECONDS_EACH="${1:-3}"
 ROUNDS="${2:-4}"
 MODES="${3:-17,17/7,8/4,trace}"
-if ! command -v strace >/dev/null 2>&1; then
-    echo "bench: installing strace" >&2
-    $SUDO apt-get update -q && $SUDO apt-get install -y -q strace
-fi
+need strace
 
 build
 header "$@"

@@ -54,13 +54,17 @@ build() {
     "$SWIFT" build -c release --scratch-path "$SCRATCH" --product folio-bench >&2
 }
 
+# Installs the Debian package $2 (default $1) when there is no command $1.
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "bench: installing ${2:-$1}" >&2
+    $SUDO apt-get update -q && $SUDO apt-get install -y -q "${2:-$1}"
+}
+
 # Redis with one configuration for every scenario: appendonly yes, appendfsync always (each write on
 # disk before its reply, like Folio's default durability), no RDB snapshots.
 start_redis() {
-    if ! command -v redis-server >/dev/null 2>&1; then
-        echo "bench: installing redis-server" >&2
-        $SUDO apt-get update -q && $SUDO apt-get install -y -q redis-server
-    fi
+    need redis-server
     mkdir -p "$WORK/redis"
     redis-server --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --port 0 \
         --appendonly yes --appendfsync always --dir "$WORK/redis" --save '' \

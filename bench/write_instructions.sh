@@ -21,10 +21,7 @@ source "$(dirname "$0")/lib.sh"
 CREATES="${1:-16000}"
 EVENTS="${2:-50000}"
 BASELINE="${BASELINE-8eafad8}"
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "bench: installing valgrind" >&2
-    $SUDO apt-get update -q && $SUDO apt-get install -y -q valgrind
-fi
+need valgrind
 
 build
 BASELINE_FOLIOD="$(build_baseline "$BASELINE")"
