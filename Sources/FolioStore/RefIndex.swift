@@ -183,7 +183,7 @@ struct RefIndex {
         var ids: [String] = []
         let count = min(limit, total - start)
         try tree.scan(from: try tree.position(atRank: first + start, txn), forward: true, txn) { key in
-            ids.append(key.withUnsafeBytes { SortKey.id(in: $0) })
+            ids.append(SortKey.id(in: key))
             return ids.count < count
         }
         return (ids, total)

@@ -77,6 +77,15 @@ struct StoreTransaction {
         return bytes
     }
 
+    /// A tree's record where LMDB holds it, for a read snapshot (no `cache`: nothing changed sits
+    /// elsewhere), valid until the transaction ends (in a write that writes through, as tests
+    /// make, until it next writes): a leaf a page reads once is neither copied nor kept. Nil if
+    /// absent.
+    func treeRecordInPlace(_ key: TreeNodeCache.NodeKey) throws -> UnsafeRawBufferPointer? {
+        precondition(cache == nil, "a write's tree nodes may be changed in its cache")
+        return try key.withBytes { try lmdb.get(trees, $0) }
+    }
+
     /// A record about to be changed and stored again: taken out of a top-level cache, so that it is
     /// uniquely held and changes in place instead of being copied.
     func takeTreeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {

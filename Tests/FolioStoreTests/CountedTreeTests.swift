@@ -371,6 +371,60 @@ import Testing
         }
     }
 
+    /// A reader scans its leaves where LMDB holds them; a leaf whose header or offsets point
+    /// outside its record is a `corrupted` error, not a read out of bounds, and the same scan in a
+    /// write (on the node as the write has it) says the same.
+    @Test(arguments: [false, true])
+    func aDamagedLeafIsAnErrorWhereverItIsScanned(inWrite: Bool) throws {
+        try withTree(cached: true) { fixture in
+            let tree = fixture.tree
+            try fixture.write { txn throws in
+                for value in 0..<20 { try tree.insert([UInt8(value), 1, 2, 3], txn) }
+            }
+            let leaf = try {
+                var leaves: [UInt64] = []
+                try fixture.read { txn throws in leaves = try tree.nodeIDs(txn).leaves }
+                return try #require(leaves.first)
+            }()
+            let key = TreeNodeCache.NodeKey(tree: 7, node: leaf).bytes
+            // An intact leaf first: its 20 keys, forwards and backwards.
+            try fixture.read { txn throws in
+                var keys: [[UInt8]] = []
+                try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) { keys.append(Array($0)); return true }
+                #expect(keys == (0..<20).map { [UInt8($0), 1, 2, 3] })
+                keys = []
+                try tree.scan(from: try tree.position(atRank: 20, txn), forward: false, txn) { keys.append(Array($0)); return true }
+                #expect(keys == (0..<20).reversed().map { [UInt8($0), 1, 2, 3] })
+            }
+            let intact = try fixture.environment.read { txn in try #require(try txn.get(fixture.database, key)).map { $0 } }
+            var damaged: [[UInt8]] = []
+            // Its entry count far beyond the record.
+            var count = intact
+            count[1] = 0xFF
+            count[2] = 0x7F
+            damaged.append(count)
+            // The last entry's end past the record (the offsets follow the 19-byte header).
+            var offsets = intact
+            let last = TreeNode.leafHeaderSize + 2 * 20
+            offsets[last] = 0xFF
+            offsets[last + 1] = 0x7F
+            damaged.append(offsets)
+            // Cut short inside the header.
+            damaged.append(Array(intact.prefix(10)))
+            for bytes in damaged {
+                try fixture.environment.write { txn in try txn.put(fixture.database, key, bytes) }
+                let scan = { (txn: StoreTransaction) throws in
+                    try tree.scan(from: CountedTree.Position(leaf: leaf, index: 0), forward: true, txn) { _ in true }
+                }
+                if inWrite {
+                    #expect(throws: StoreError.self) { try fixture.write { txn throws in try scan(txn) } }
+                } else {
+                    #expect(throws: StoreError.self) { try fixture.read { txn throws in try scan(txn) } }
+                }
+            }
+        }
+    }
+
     /// Also when the doomed tree exists only in the write cache (defined and dropped in one batch).
     @Test(arguments: [false, true])
     func destroyRemovesEveryRecordOfTheTreeOnly(cached: Bool) throws {

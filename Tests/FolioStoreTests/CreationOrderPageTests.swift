@@ -88,4 +88,53 @@ import Testing
             try check(try Query(source: .view("byGroup")), try model(SortOrder(parsing: ["g", "createdAt"])), idOrder: false)
         }
     }
+
+    /// A page stops after the item that takes it past `Snapshot.pageByteBudget`, with a cursor at
+    /// that item: walking the pages by their cursors gives every object once, in order, both ways,
+    /// from a view's tree and from a sorted scan alike.
+    @Test func pagesCutByTheirBytesGoOnWhereTheyStopped() throws {
+        try withTemporaryStore { store in
+            defer { store.close() }
+            let writer = TestWriter(store)
+            try writer.execute(try view("byRank", ["rank"]))
+            // 30 objects of about 700 KB: a page of 20 would be 14 MB.
+            let filler = String(repeating: "x", count: 700_000)
+            var order: [(rank: Int, id: String)] = []
+            for index in 0..<30 {
+                let rank = (index * 7) % 30
+                let created = try writer.execute(
+                    .create(collection: "Item", id: nil, data: ["rank": .int(Int64(rank)), "unviewed": .int(Int64(rank)), "blob": .string(filler)]))
+                order.append((rank, created.object!.id))
+            }
+            let expected = order.sorted { $0.rank < $1.rank }.map(\.id)
+            let reader = try store.makeReader()
+            let scanned = try Query(source: .collection("Item"), sort: SortOrder(parsing: ["unviewed"]))
+            #expect(try store.read { snapshot in
+                if case .tree = try snapshot.plan(for: scanned) { return false }
+                return true
+            })
+            for base in [try Query(source: .view("byRank")), scanned] {
+                for descending in [false, true] {
+                    var query = base
+                    query.limit = 20
+                    query.descending = descending
+                    var seen: [String] = []
+                    var pages = 0
+                    while true {
+                        let page = try reader.read { try $0.run(query) }
+                        let items = try ids(page)
+                        pages += 1
+                        #expect(!items.isEmpty && items.count < 20, "\(base.source): a page of \(items.count)")
+                        #expect(page.items.count >= Snapshot.pageByteBudget || page.next == nil)
+                        seen += items
+                        guard let next = page.next else { break }
+                        query.start = .after(next)
+                        if pages > 10 { break }
+                    }
+                    #expect(seen == (descending ? expected.reversed() : expected), "\(base.source) descending \(descending)")
+                    #expect(pages == 3, "\(base.source): \(pages) pages")
+                }
+            }
+        }
+    }
 }

@@ -279,7 +279,7 @@ extension Snapshot {
         }
         var page = PageWriter(query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start)
         for entry in keys[start...] {
-            guard try page.take(entry.key[...], collection: entry.collection) else { break }
+            guard try entry.key.withUnsafeBytes({ try page.take($0, collection: entry.collection) }) else { break }
         }
         page.finish(into: &result)
         return result
@@ -354,11 +354,14 @@ private struct PageWriter {
     private var remaining: Int
     private var writer: JSONWriter
     private var itemCount = 0
-    private var lastKey: ArraySlice<UInt8>?
+    /// The last item's sort key, for the next page's cursor, once the page is full with keys left.
+    private var lastKey: [UInt8] = []
     private var hasMore = false
     private(set) var examined = 0
     /// The object keys' and items' heads for the collection of the last object read.
     private let heads = ObjectHeads()
+    /// Whether `heads` are set for `collection` (when keys come without their own).
+    private var headsSet = false
     /// Where objects are looked up when set (see `Cursor.value(at:)`), else with `Transaction.get`.
     var cursor: Cursor?
 
@@ -371,55 +374,57 @@ private struct PageWriter {
         writer = JSONWriter(capacity: 256 * min(query.limit, 100))
     }
 
-    /// Writes the object of `key`; returns whether to go on.
-    mutating func take(_ key: ArraySlice<UInt8>, collection keyCollection: String? = nil) throws -> Bool {
+    /// Writes the object of `key` (a sort key, read only during the call); returns whether to go on.
+    mutating func take(_ key: UnsafeRawBufferPointer, collection keyCollection: String? = nil) throws -> Bool {
+        // A limit of 0: no item, and more to come (a full page stops the scan after its last item).
         guard itemCount < query.limit && writer.bytes.count < Snapshot.pageByteBudget else {
             hasMore = true
             return false
         }
         examined += 1
-        let collection = keyCollection ?? self.collection!
-        let heads = heads
-        if collection != heads.collection { try heads.set(collection) }
-        // The object's key, `collection 0 id`: the id copied after the prefix, which stays.
-        let (record, idCount, idIsPlain) = try key.withUnsafeBytes { sortKey in
-            let id = UnsafeRawBufferPointer(rebasing: sortKey[SortKey.idRange(in: sortKey)])
-            let end = heads.keyPrefix + id.count
-            UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
-            let objectKey = UnsafeRawBufferPointer(rebasing: heads.key[..<end])
-            let record: UnsafeRawBufferPointer?
-            if let cursor { record = try cursor.value(at: objectKey) } else { record = try objects.record(key: objectKey, txn) }
-            return (record, id.count, Names.areIDBytes(id))
+        if let keyCollection {
+            if keyCollection != heads.collection { try heads.set(keyCollection) }
+        } else if !headsSet {
+            try heads.set(collection!)
+            headsSet = true
         }
+        // The object's key, `collection 0 id`: the id copied after the prefix, which stays.
+        let id = UnsafeRawBufferPointer(rebasing: key[SortKey.idRange(in: key)])
+        let end = heads.keyPrefix + id.count
+        UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
+        let objectKey = UnsafeRawBufferPointer(rebasing: heads.key[..<end])
+        let record: UnsafeRawBufferPointer?
+        if let cursor { record = try cursor.value(at: objectKey) } else { record = try objects.record(key: objectKey, txn) }
         guard let record else {
-            let id = key.withUnsafeBytes { SortKey.id(in: $0) }
-            throw StoreError.corrupted("an index of \(collection) lists \(id), which does not exist")
+            throw StoreError.corrupted("an index of \(keyCollection ?? collection!) lists \(SortKey.id(in: key)), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
         let head = UnsafeRawBufferPointer(rebasing: heads.item[..<heads.itemCount])
-        if idIsPlain {
+        if Names.areIDBytes(id) {
             // A valid id needs no escaping (Names.validateID): its bytes are its JSON string.
-            let id = UnsafeRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<(heads.keyPrefix + idCount)])
-            try ObjectTable.writeWireForm(record, head: head, plainID: id, to: &writer)
+            try ObjectTable.writeWireForm(record, head: head, plainID: UnsafeRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]), to: &writer)
         } else {
             writer.bytes.append(contentsOf: head)
-            writer.write(key.withUnsafeBytes { SortKey.id(in: $0) })
+            writer.write(SortKey.id(in: key))
             try ObjectTable.writeWireForm(record, head: UnsafeRawBufferPointer(start: nil, count: 0), plainID: nil, to: &writer)
         }
         itemCount += 1
-        lastKey = key
         remaining -= 1
-        if remaining > 0 && itemCount == query.limit {
+        guard remaining > 0 else { return false }
+        // Full (in items or bytes) with keys left: the page ends here, and its cursor is this key,
+        // copied once a page while it is still valid.
+        if itemCount == query.limit || writer.bytes.count >= Snapshot.pageByteBudget {
             hasMore = true
+            lastKey = Array(key)
             return false
         }
-        return remaining > 0
+        return true
     }
 
     func finish(into result: inout QueryResult) {
         result.items = writer.bytes
         result.itemCount = itemCount
-        if hasMore, let lastKey { result.next = PageCursor(fingerprint: query.checkedFingerprint, key: Array(lastKey)) }
+        if hasMore && !lastKey.isEmpty { result.next = PageCursor(fingerprint: query.checkedFingerprint, key: lastKey) }
     }
 }
 

@@ -1110,8 +1110,9 @@ struct CountedTree {
     }
 
     /// Calls `body` with each key from `position` on, ascending or descending, until it returns
-    /// false or the keys run out. Descending starts at the key just before `position`.
-    func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
+    /// false or the keys run out. Descending starts at the key just before `position`. A key's
+    /// bytes are valid only during the call that gets them.
+    func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
         guard let delta = position.changes else { return try scanNodes(from: position, forward: forward, txn, body) }
         // The nodes' keys, with the changes' added keys put in between and removed keys left out.
         let count = delta.changeCount
@@ -1120,11 +1121,11 @@ struct CountedTree {
         try scanNodes(from: position, forward: forward, txn) { key in
             while forward ? next < count : next >= 0 {
                 let change = delta.change(next)
-                let order = compareBytes(change.key, key)
+                let order = change.key.withUnsafeBytes { compareBytes($0, key) }
                 if forward ? order > 0 : order < 0 { break }
                 next += forward ? 1 : -1
                 if order == 0 { return true }  // removed
-                if change.added, try !body(change.key[...]) {
+                if change.added, try !change.key.withUnsafeBytes(body) {
                     stopped = true
                     return false
                 }
@@ -1139,38 +1140,59 @@ struct CountedTree {
         while forward ? next < count : next >= 0 {
             let change = delta.change(next)
             next += forward ? 1 : -1
-            if change.added, try !body(change.key[...]) { return }
+            if change.added, try !change.key.withUnsafeBytes(body) { return }
         }
     }
 
-    private func scanNodes(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Bool) throws {
+    /// The nodes' keys from `position` on. A reader's leaves are read where LMDB holds them: a
+    /// page reads one or two leaves once each, and a copy of each (4 KiB and an allocation) and a
+    /// reference counted slice of every key cost it more than its lookups' descents
+    /// (docs/BENCHMARKS.md, "A page's leaves read in place").
+    private func scanNodes(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var leafID = position.leaf
-        var leaf = try load(leafID, txn)
-        var index = forward ? position.index : min(position.index, leaf.count) - 1
-        while true {
-            if forward {
-                while index < leaf.count {
-                    if try !body(leaf.entry(index)) { return }
-                    index += 1
+        var first = true
+        repeat {
+            let next: UInt64? = try withLeaf(leafID, txn) { leaf in
+                if forward {
+                    var index = first ? position.index : 0
+                    while index < leaf.count {
+                        guard let key = leaf.entry(index) else { throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged") }
+                        if try !body(key) { return nil }
+                        index += 1
+                    }
+                    return leaf.next
                 }
-                leafID = leaf.next
-                index = 0
-            } else {
+                var index = (first ? min(position.index, leaf.count) : leaf.count) - 1
                 while index >= 0 {
-                    if try !body(leaf.entry(index)) { return }
+                    guard let key = leaf.entry(index) else { throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged") }
+                    if try !body(key) { return nil }
                     index -= 1
                 }
-                leafID = leaf.previous
-                index = Int.max
+                return leaf.previous
             }
-            if leafID == 0 { return }
-            leaf = try load(leafID, txn)
-            if index == Int.max { index = leaf.count - 1 }
+            guard let next else { return }
+            first = false
+            leafID = next
+        } while leafID != 0
+    }
+
+    /// Runs `body` on leaf `node`: in place in a read snapshot, on the node as the write has it
+    /// otherwise (its cache may hold it changed).
+    private func withLeaf<R>(_ node: UInt64, _ txn: StoreTransaction, _ body: (RawLeaf) throws -> R) throws -> R {
+        if txn.cache == nil {
+            guard let raw = try txn.treeRecordInPlace(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+            guard let leaf = RawLeaf(raw) else { throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf") }
+            return try body(leaf)
+        }
+        let leaf = try load(node, txn)
+        return try leaf.bytes.withUnsafeBytes { raw in
+            guard let leaf = RawLeaf(raw) else { throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf") }
+            return try body(leaf)
         }
     }
 
     /// Every key in order: for checks and digests.
-    func forEach(_ txn: StoreTransaction, _ body: (ArraySlice<UInt8>) throws -> Void) throws {
+    func forEach(_ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try scan(from: try position(atRank: 0, txn), forward: true, txn) { key in
             try body(key)
             return true

@@ -290,7 +290,7 @@ struct RawNode {
         payload = header + 2 * (count + 1)
     }
 
-    private func offset(_ index: Int) -> Int {
+    fileprivate func offset(_ index: Int) -> Int {
         Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: header + 2 * index, as: UInt16.self)))
     }
 
@@ -301,6 +301,31 @@ struct RawNode {
     /// A branch entry's count (its bytes 8..<16), read at its start: no slice of the entry made.
     func childCount(_ index: Int) -> UInt64 {
         UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: payload + offset(index) + 8, as: UInt64.self))
+    }
+}
+
+/// A leaf's bytes where they lie (in LMDB's map, for a reader), checked as far as they are read:
+/// a damaged record is an error, not a read out of bounds.
+struct RawLeaf {
+    private let node: RawNode
+
+    /// Nil unless `raw` holds a leaf's header and offsets.
+    init?(_ raw: UnsafeRawBufferPointer) {
+        guard raw.count >= TreeNode.leafHeaderSize, raw[0] == 0 else { return nil }
+        node = RawNode(raw)
+        guard node.payload <= raw.count else { return nil }
+    }
+
+    var count: Int { node.count }
+    var previous: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: 3, as: UInt64.self)) }
+    var next: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: 11, as: UInt64.self)) }
+
+    /// Entry `index` (in `0..<count`), or nil if its offsets lie outside the record.
+    func entry(_ index: Int) -> UnsafeRawBufferPointer? {
+        let start = node.payload + node.offset(index)
+        let end = node.payload + node.offset(index + 1)
+        guard start <= end && end <= node.raw.count else { return nil }
+        return UnsafeRawBufferPointer(rebasing: node.raw[start..<end])
     }
 }
 
