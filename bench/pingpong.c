@@ -3,9 +3,10 @@
 //
 //     cc -O2 -o pingpong bench/pingpong.c
 //     taskset -c 0 ./pingpong FOLIO_SOCKET '{"op":"list","view":"byRank","offset":50000,"limit":20}' 5000
-//     taskset -c 0 ./pingpong REDIS_SOCKET '*2|\n$5|\nZCARD|\n$5|\nranks|' 5000 redis
+//     taskset -c 0 ./pingpong REDIS_SOCKET $'*2|\n$5|\nZCARD|\n$5|\nranks|' 5000 redis
 //
-// foliod's answers end at a newline. For Redis, `|` in the command stands for `\r`, and every
+// foliod's answers end at a newline. For Redis, `|` in the command stands for `\r` (the newlines are
+// the shell's: `$'...'`, not `'...'`, which would send a backslash and an n), and every
 // answer must be as long as the first (the same command each time: a fixed-size reply), which is
 // read whole after a pause the first time.
 #define _GNU_SOURCE
