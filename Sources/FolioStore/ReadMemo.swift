@@ -19,6 +19,10 @@ final class ReadMemo {
     /// slot), counted against `maxRecordBytes`.
     static let entryOverhead = 64
 
+    /// The buffers of this reader's pages (`PageWriter`), which depend on a collection's name only
+    /// and so are kept across commits.
+    let objectHeads = ObjectHeads()
+
     /// The committed state (LMDB transaction id) what is held was read from; -1: none yet.
     private var transaction = -1
     private var views: [String: Catalog.View] = [:]

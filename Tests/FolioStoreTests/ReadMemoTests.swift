@@ -126,4 +126,39 @@ import Testing
             }
         }
     }
+    /// A reader's pages share its object keys' and items' heads (`ReadMemo.objectHeads`), set for
+    /// the collection of its last page: pages of two collections in turn, by view, in creation
+    /// order and by a sorted scan, each name their own collection and objects.
+    @Test func pagesOfCollectionsInTurnOnOneReaderNameTheirOwn() throws {
+        try withTemporaryStore { store in
+            defer { store.close() }
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try definition("ranked", sort: ["rank"])))
+            for index in 0..<30 {
+                try writer.execute(.create(collection: "Item", id: "i\(index)", data: ["rank": .int(Int64(29 - index))]))
+                try writer.execute(.create(collection: "Longer_collection_name", id: "o\(index)", data: ["rank": .int(Int64(index))]))
+            }
+            let reader = try store.makeReader(keepingSnapshot: true)
+            defer { reader.releaseSnapshot() }
+            func page(_ query: Query) throws -> [(collection: String, id: String)] {
+                let result = try reader.read { try $0.run(query) }
+                guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
+                return items.compactMap { item in
+                    guard let object = item.objectValue, let collection = object["collection"]?.stringValue, let id = object["id"]?.stringValue else { return nil }
+                    return (collection, id)
+                }
+            }
+            for round in 0..<3 {
+                var byView = try Query(source: .view("ranked"))
+                byView.limit = 5
+                #expect(try page(byView).map { "\($0.collection)/\($0.id)" } == (25..<30).reversed().map { "Item/i\($0)" }, "round \(round)")
+                var other = try Query(source: .collection("Longer_collection_name"))
+                other.limit = 5
+                #expect(try page(other).map { "\($0.collection)/\($0.id)" } == (0..<5).map { "Longer_collection_name/o\($0)" }, "round \(round)")
+                var sorted = try Query(source: .collection("Item"), sort: SortOrder(parsing: ["-rank"]))
+                sorted.limit = 3
+                #expect(try page(sorted).map { "\($0.collection)/\($0.id)" } == ["Item/i0", "Item/i1", "Item/i2"], "round \(round)")
+            }
+        }
+    }
 }

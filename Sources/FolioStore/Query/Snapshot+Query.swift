@@ -224,7 +224,8 @@ extension Snapshot {
         }
         guard start < result.total else { return result }
         let position = try found ?? tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
-        var page = PageWriter(query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start)
+        var page = PageWriter(
+            query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start, heads: storeTxn.readMemo?.objectHeads)
         if idOrder {
             // A page in id order (or creation order: ids grow with creation) reads neighbours in the
             // objects' tree: through one cursor, most lookups stay in the leaf of the one before.
@@ -277,7 +278,7 @@ extension Snapshot {
             try checkCursor(cursor, query)
             start = keys.partitioningIndex { query.descending ? compareBytes($0.key, cursor.key) < 0 : compareBytes($0.key, cursor.key) > 0 }
         }
-        var page = PageWriter(query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start)
+        var page = PageWriter(query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start, heads: memo?.objectHeads)
         for entry in keys[start...] {
             guard try entry.key.withUnsafeBytes({ try page.take($0, collection: entry.collection) }) else { break }
         }
@@ -358,14 +359,16 @@ private struct PageWriter {
     private var lastKey: [UInt8] = []
     private var hasMore = false
     private(set) var examined = 0
-    /// The object keys' and items' heads for the collection of the last object read.
-    private let heads = ObjectHeads()
-    /// Whether `heads` are set for `collection` (when keys come without their own).
+    /// The object keys' and items' heads for the collection of the last object read: the
+    /// reader's own (`ReadMemo.objectHeads`), still set for the collection of its last page, or new.
+    private let heads: ObjectHeads
+    /// Whether `heads` are checked for `collection` (when keys come without their own).
     private var headsSet = false
     /// Where objects are looked up when set (see `Cursor.value(at:)`), else with `Transaction.get`.
     var cursor: Cursor?
 
-    init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int) {
+    init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int, heads: ObjectHeads?) {
+        self.heads = heads ?? ObjectHeads()
         self.query = query
         self.collection = collection
         self.objects = objects
@@ -385,7 +388,7 @@ private struct PageWriter {
         if let keyCollection {
             if keyCollection != heads.collection { try heads.set(keyCollection) }
         } else if !headsSet {
-            try heads.set(collection!)
+            if collection != heads.collection { try heads.set(collection!) }
             headsSet = true
         }
         // The object's key, `collection 0 id`: the id copied after the prefix, which stays.
@@ -429,9 +432,10 @@ private struct PageWriter {
 }
 
 /// A page's object key (`collection 0 id`) and item head (`{"collection":"<collection>","id":` as
-/// JSON) for one collection, in buffers of their largest size: one allocation a page, not an array
-/// and its reference counting per object.
-private final class ObjectHeads {
+/// JSON) for one collection, in buffers of their largest size: no array and its reference counting
+/// per object. A reader keeps one for its pages (`ReadMemo.objectHeads`), one page at a time: the
+/// buffers are not made again, nor the heads while the collection stays.
+final class ObjectHeads {
     /// `collection 0`, then the id of the object being read.
     let key = UnsafeMutableRawBufferPointer.allocate(byteCount: Names.maxCollectionLength * 4 + 1 + 255, alignment: 1)
     private(set) var keyPrefix = 0
