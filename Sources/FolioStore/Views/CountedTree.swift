@@ -1147,7 +1147,7 @@ struct CountedTree {
     /// The nodes' keys from `position` on. A reader's leaves are read where LMDB holds them: a
     /// page reads one or two leaves once each, and a copy of each (4 KiB and an allocation) and a
     /// reference counted slice of every key cost it more than its lookups' descents
-    /// (docs/BENCHMARKS.md, "A page's leaves read in place").
+    /// (docs/BENCHMARKS.md, "A page's leaves read where LMDB holds them").
     private func scanNodes(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var leafID = position.leaf
         var first = true
