@@ -1153,22 +1153,16 @@ struct CountedTree {
         var first = true
         repeat {
             let next: UInt64? = try withLeaf(leafID, txn) { leaf in
-                if forward {
-                    var index = first ? position.index : 0
-                    while index < leaf.count {
-                        guard let key = leaf.entry(index) else { throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged") }
-                        if try !body(key) { return nil }
-                        index += 1
-                    }
-                    return leaf.next
-                }
-                var index = (first ? min(position.index, leaf.count) : leaf.count) - 1
-                while index >= 0 {
+                // Forward from `position.index` in the first leaf, from the start in the others;
+                // backward from just before it, or from the end.
+                let count = leaf.count
+                var index = forward ? (first ? position.index : 0) : (first ? min(position.index, count) : count) - 1
+                while forward ? index < count : index >= 0 {
                     guard let key = leaf.entry(index) else { throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged") }
                     if try !body(key) { return nil }
-                    index -= 1
+                    index += forward ? 1 : -1
                 }
-                return leaf.previous
+                return forward ? leaf.next : leaf.previous
             }
             guard let next else { return }
             first = false
@@ -1179,16 +1173,13 @@ struct CountedTree {
     /// Runs `body` on leaf `node`: in place in a read snapshot, on the node as the write has it
     /// otherwise (its cache may hold it changed).
     private func withLeaf<R>(_ node: UInt64, _ txn: StoreTransaction, _ body: (RawLeaf) throws -> R) throws -> R {
-        if txn.cache == nil {
-            guard let raw = try txn.treeRecordInPlace(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        func run(_ raw: UnsafeRawBufferPointer) throws -> R {
             guard let leaf = RawLeaf(raw) else { throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf") }
             return try body(leaf)
         }
-        let leaf = try load(node, txn)
-        return try leaf.bytes.withUnsafeBytes { raw in
-            guard let leaf = RawLeaf(raw) else { throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf") }
-            return try body(leaf)
-        }
+        guard txn.cache == nil else { return try load(node, txn).bytes.withUnsafeBytes(run) }
+        guard let raw = try txn.treeRecordInPlace(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        return try run(raw)
     }
 
     /// Every key in order: for checks and digests.

@@ -14,6 +14,9 @@ struct TreeNode {
     private(set) var bytes: [UInt8]
 
     static let leafHeaderSize = 19
+    /// Where a leaf's header holds the ids of the leaves before and after it.
+    static let previousOffset = 3
+    static let nextOffset = 11
     static let branchHeaderSize = 3
     /// The first byte of a branch's record (a leaf's is 0).
     static let branchKind: UInt8 = 1
@@ -22,8 +25,8 @@ struct TreeNode {
 
     static func leaf<Keys: Collection>(previous: UInt64, next: UInt64, keys: Keys) -> TreeNode where Keys.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: leafHeaderSize)
-        header.storeLittleEndian(previous, at: 3)
-        header.storeLittleEndian(next, at: 11)
+        header.storeLittleEndian(previous, at: previousOffset)
+        header.storeLittleEndian(next, at: nextOffset)
         return TreeNode(header: header, entries: keys)
     }
 
@@ -80,13 +83,13 @@ struct TreeNode {
     // MARK: Leaves
 
     var previous: UInt64 {
-        get { bytes.loadLittleEndian(UInt64.self, at: 3) }
-        set { bytes.storeLittleEndian(newValue, at: 3) }
+        get { bytes.loadLittleEndian(UInt64.self, at: Self.previousOffset) }
+        set { bytes.storeLittleEndian(newValue, at: Self.previousOffset) }
     }
 
     var next: UInt64 {
-        get { bytes.loadLittleEndian(UInt64.self, at: 11) }
-        set { bytes.storeLittleEndian(newValue, at: 11) }
+        get { bytes.loadLittleEndian(UInt64.self, at: Self.nextOffset) }
+        set { bytes.storeLittleEndian(newValue, at: Self.nextOffset) }
     }
 
     /// The first index whose key is ≥ `key` (or > with `strictly`), and whether that key equals it.
@@ -317,8 +320,8 @@ struct RawLeaf {
     }
 
     var count: Int { node.count }
-    var previous: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: 3, as: UInt64.self)) }
-    var next: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: 11, as: UInt64.self)) }
+    var previous: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.previousOffset, as: UInt64.self)) }
+    var next: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.nextOffset, as: UInt64.self)) }
 
     /// Entry `index` (in `0..<count`), or nil if its offsets lie outside the record.
     func entry(_ index: Int) -> UnsafeRawBufferPointer? {
