@@ -4,7 +4,7 @@
 // `-sanitize=fuzzer,address`, never by the main package's `swift build`.
 import PackageDescription
 
-let targets = ["RequestDecoder", "JSONParser", "Query", "PageCursor", "ExportReader", "EventDecoder"]
+let targets = ["RequestDecoder", "JSONParser", "Query", "PageCursor", "ExportReader", "EventDecoder", "TreeRecord"]
 
 let package = Package(
     name: "FolioFuzz",

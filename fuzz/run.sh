@@ -8,10 +8,11 @@
 # fuzz/regressions/<target>/ once fixed, so that `swift test` replays it).
 #
 #   FUZZ_SECONDS   seconds per target (default 300)
-#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all six, the decoder twice:
+#   FUZZ_TARGETS   which targets, e.g. "json-parser query" (default: all seven, the decoder twice:
 #                  request-decoder, and request-decoder-large on inputs up to 1 MiB)
 #   FUZZ_MAX_LEN   longest input in bytes (default: 1 MiB for request-decoder-large, 1 KiB for
-#                  page-cursor, 4 KiB for event-decoder, 16 KiB for export-reader, 64 KiB for the others)
+#                  page-cursor, 2 KiB for tree-record, 4 KiB for event-decoder, 16 KiB for
+#                  export-reader, 64 KiB for the others)
 #   FUZZ_JOBS      targets run at once (default 1)
 #   FUZZ_RUNS      stop a target after this many executions instead (FUZZ_SECONDS still bounds it)
 #   FUZZ_ARGS      more libFuzzer flags
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
-TARGETS=${FUZZ_TARGETS:-request-decoder request-decoder-large json-parser query page-cursor export-reader event-decoder}
+TARGETS=${FUZZ_TARGETS:-request-decoder request-decoder-large json-parser query page-cursor export-reader event-decoder tree-record}
 WORK=$PWD/.build/fuzz-work
 BIN=$PWD/.build/fuzz/release
 
@@ -36,6 +37,7 @@ executable() {
         page-cursor) echo FuzzPageCursor ;;
         export-reader) echo FuzzExportReader ;;
         event-decoder) echo FuzzEventDecoder ;;
+        tree-record) echo FuzzTreeRecord ;;
         *) echo "unknown fuzz target $1" >&2; exit 64 ;;
     esac
 }
@@ -53,6 +55,7 @@ fuzz_target() {
         page-cursor) default_len=1024 ;; # a view's cursor: at most 17 + 512 bytes, 706 in base64
         export-reader) default_len=16384 ;;
         event-decoder) default_len=4096 ;;
+        tree-record) default_len=2048 ;; # a node is at most 1,900 bytes (CountedTree.maxNodeBytes)
         *) default_len=65536 ;;
     esac
     corpus=$WORK/corpus/$target

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Writes a seed corpus for each fuzz target into OUT/<target>/, from the examples in proto/PROTOCOL.md:
 the request lines (after "→ "), the answers (after "← "), the `where`, `sort` and cursors they hold,
-and the events they show, as export files. Usage: seeds.py PROTOCOL.md OUT"""
+and the events they show, as export files; and records of a counted tree laid out as the store lays
+them out (tree-record). Usage: seeds.py PROTOCOL.md OUT"""
 import hashlib
 import json
 import os
+import struct
 import sys
 
 def lines_after(text, arrow):
@@ -32,6 +34,26 @@ def walk(value):
     elif isinstance(value, list):
         for child in value:
             yield from walk(child)
+
+def tree_records():
+    """Records of a counted tree as the store lays them out (FolioStore's TreeNode and header): leaves of
+    keys like a view's (sort key, then an id), branches over them, and headers."""
+    def node(kind, header, entries):
+        offsets, end = [0], 0
+        for entry in entries:
+            end += len(entry)
+            offsets.append(end)
+        return bytes([kind]) + struct.pack("<H", len(entries)) + header + b"".join(struct.pack("<H", o) for o in offsets) + b"".join(entries)
+
+    keys = [b"\x02" + struct.pack(">q", n * 37) + b"\x00" + b"01J%023d" % n for n in range(40)]
+    for count in (0, 1, 2, 7, 40):
+        yield node(0, struct.pack("<QQ", 3, 5), keys[:count])
+    children = [struct.pack("<QQ", 10 + n, 100 + n) + (keys[n * 8] if n else b"") for n in range(5)]
+    for count in (1, 2, 5):
+        yield node(1, b"", children[:count])
+    yield struct.pack("<QQQQ", 1, 0, 2, 0)
+    yield struct.pack("<QQQQQ", 7, 2, 40, 1234, 1)
+
 
 def main():
     protocol, out = sys.argv[1], sys.argv[2]
@@ -83,6 +105,8 @@ def main():
         compact({"op": "count", "collection": "T", "where": {"$or": [{f"f{i}": {"$gte": i}} for i in range(120)]}}),
         compact({"op": "create", "collection": "T", "data": {"a": [{"$date": "2026-11-30T01:41:09.675Z"}] * 24000}}),
     }
+
+    seeds["tree-record"] = set(tree_records())
 
     for name, items in seeds.items():
         directory = os.path.join(out, name)

@@ -67,14 +67,26 @@ struct StoreTransaction {
     func treeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
         if let cached = cache?.lookup(key) { return cached }
         if cache == nil, let readMemo {
-            return try readMemo.treeRecord(key) { try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } } }
+            return try readMemo.treeRecord(key) { try storedTreeRecord(key) }
         }
-        guard let cache, key.node == CountedTree.headerNode else { return try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } } }
+        guard let cache, key.node == CountedTree.headerNode else { return try storedTreeRecord(key) }
         // A header: every insert into a view's tree reads it (five times a create into five views).
         if let read = cache.readHeader(tree: key.tree) { return read }
-        let bytes = try key.withBytes { try lmdb.get(trees, $0).map { Array($0) } }
+        let bytes = try storedTreeRecord(key)
         cache.noteReadHeader(bytes, tree: key.tree)
         return bytes
+    }
+
+    /// A tree's record as LMDB holds it, checked (`CountedTree.problem(in:node:)`): what the caches
+    /// hold came from here or from the trees' own edits, so nothing reads a damaged record.
+    private func storedTreeRecord(_ key: TreeNodeCache.NodeKey) throws -> [UInt8]? {
+        try key.withBytes { keyBytes in
+            guard let raw = try lmdb.get(trees, keyBytes) else { return nil }
+            if let problem = CountedTree.problem(in: raw, node: key.node) {
+                throw StoreError.corrupted("tree \(key.tree): \(key.node == CountedTree.headerNode ? "its header" : "node \(key.node)") is damaged: \(problem)")
+            }
+            return Array(raw)
+        }
     }
 
     /// A tree's record where LMDB holds it, for a read snapshot (no `cache`: nothing changed sits

@@ -425,6 +425,113 @@ import Testing
         }
     }
 
+    private struct RolledBack: Error {}
+
+    /// Every record a tree reads from LMDB is checked before its bytes are read unchecked: a
+    /// damaged header, branch or leaf is a `corrupted` error in every operation that reaches it,
+    /// in a reader and in a write (cached or written through), not a trap or a read or write out
+    /// of bounds; and the check accepts every record the tree itself writes.
+    @Test(arguments: [false, true])
+    func aDamagedRecordIsAnErrorWhereverItIsRead(cached: Bool) throws {
+        try withTree(cached: cached) { fixture in
+            let tree = fixture.tree
+            let keys = (0..<600).map { Array(String(format: "%05d", $0 * 2).utf8) + [UInt8](repeating: 7, count: 40) }
+            try fixture.write { txn throws in
+                for key in keys { #expect(try tree.insert(key, txn)) }
+            }
+            var branches: [UInt64] = []
+            var leaves: [UInt64] = []
+            try fixture.read { txn throws in
+                (branches, leaves) = try tree.nodeIDs(txn)
+                #expect(try tree.structuralProblems(txn).isEmpty)
+            }
+            let root = try #require(branches.first)
+            #expect(leaves.count > 2)
+            func record(_ node: UInt64) throws -> (key: [UInt8], bytes: [UInt8]) {
+                let key = TreeNodeCache.NodeKey(tree: 7, node: node).bytes
+                let bytes = try fixture.environment.read { txn in try #require(try txn.get(fixture.database, key)).map { $0 } }
+                return (key, bytes)
+            }
+            // Every record as the tree wrote it passes the check, and the fuzz target's properties.
+            for node in branches + leaves + [CountedTree.headerNode] {
+                let bytes = try record(node).bytes
+                #expect(bytes.withUnsafeBytes { CountedTree.problem(in: $0, node: node) } == nil)
+                #expect(bytes.withUnsafeBytes { TreeRecordFuzzing.run($0) } == nil)
+            }
+
+            func set(_ u16: Int, at offset: Int, in bytes: inout [UInt8]) {
+                bytes[offset] = UInt8(u16 & 0xFF)
+                bytes[offset + 1] = UInt8(u16 >> 8)
+            }
+            let header = try record(CountedTree.headerNode)
+            let branch = try record(root)
+            let leaf = try record(leaves[1])
+            var damages: [(what: String, key: [UInt8], bytes: [UInt8])] = []
+            damages.append(("a header cut short", header.key, Array(header.bytes.prefix(10))))
+            var tall = header.bytes
+            tall[15] = 0x40
+            damages.append(("a header of a huge height", header.key, tall))
+            damages.append(("a branch of an unknown kind", branch.key, [7] + branch.bytes.dropFirst()))
+            damages.append(("a branch taken for a leaf", branch.key, [0] + branch.bytes.dropFirst()))
+            var many = branch.bytes
+            set(0x7FFF, at: 1, in: &many)
+            damages.append(("a branch counting more entries than it holds", branch.key, many))
+            let children = Int(branch.bytes[1]) | Int(branch.bytes[2]) << 8
+            var short = branch.bytes
+            set(8, at: TreeNode.branchHeaderSize + 2, in: &short)
+            damages.append(("a branch whose first child is 8 bytes", branch.key, short))
+            var backwards = branch.bytes
+            set(0, at: TreeNode.branchHeaderSize + 2 * children, in: &backwards)
+            damages.append(("a branch whose last entry ends before it starts", branch.key, backwards))
+            damages.append(("a branch with bytes after its entries", branch.key, branch.bytes + [0]))
+            damages.append(("a branch without children", branch.key, [1, 0, 0, 0, 0]))
+            damages.append(("a leaf taken for a branch", leaf.key, [1] + leaf.bytes.dropFirst()))
+            var farLeaf = leaf.bytes
+            set(0x7FFF, at: TreeNode.leafHeaderSize + 2, in: &farLeaf)
+            damages.append(("a leaf whose first key ends past the record", leaf.key, farLeaf))
+
+            let low = keys[100]
+            let high = keys[500]
+            for damage in damages {
+                #expect(damage.bytes.withUnsafeBytes { TreeRecordFuzzing.run($0) } == nil, "\(damage.what)")
+                try fixture.environment.write { txn in try txn.put(fixture.database, damage.key, damage.bytes) }
+                // Each operation that reaches the record, in a reader and in a write.
+                let operations: [(String, writes: Bool, (StoreTransaction) throws -> Void)] = [
+                    ("count", false, { _ = try tree.count($0) }),
+                    ("position", false, { txn in _ = try tree.position(atRank: 401, txn) }),
+                    ("rank", false, { txn in _ = try tree.rank(of: high, txn) }),
+                    ("ranks", false, { txn in _ = try tree.ranks(of: low, and: high, txn) }),
+                    ("scan", false, { txn in try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) { _ in true } }),
+                    // Writes that succeed are rolled back, so each damage meets the same tree.
+                    ("insert", true, { txn in _ = try tree.insert(high + [1], txn); throw RolledBack() }),
+                    ("remove", true, { txn in _ = try tree.remove(high, txn); throw RolledBack() }),
+                ]
+                var failed = 0
+                for (name, writes, operation) in operations {
+                    for inWrite in writes ? [true] : [false, true] {
+                        do {
+                            if inWrite { try fixture.write(operation) } else { try fixture.read(operation) }
+                        } catch is RolledBack {
+                        } catch let error as StoreError {
+                            guard case .corrupted = error else {
+                                Issue.record("\(damage.what), \(name): \(error)")
+                                continue
+                            }
+                            failed += 1
+                        }
+                    }
+                }
+                // A damaged header or root is met by every operation; a damaged leaf by some.
+                #expect(failed > (damage.key == leaf.key ? 0 : 9), "\(damage.what): \(failed) of 12 operations failed")
+                try fixture.environment.write { txn in try txn.put(fixture.database, damage.key, damage.key == header.key ? header.bytes : damage.key == branch.key ? branch.bytes : leaf.bytes) }
+            }
+            try fixture.read { txn throws in
+                #expect(try allKeys(tree, txn) == keys)
+                #expect(try tree.structuralProblems(txn).isEmpty)
+            }
+        }
+    }
+
     /// Also when the doomed tree exists only in the write cache (defined and dropped in one batch).
     @Test(arguments: [false, true])
     func destroyRemovesEveryRecordOfTheTreeOnly(cached: Bool) throws {

@@ -20,6 +20,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case exportReader = "export-reader"
     /// `Event(decoding:)`: an object event read by its canonical layout against the general decoder.
     case eventDecoder = "event-decoder"
+    /// A counted tree's record as LMDB would hand it over, damaged or not (`TreeRecordFuzzing`):
+    /// checked, read in place, searched, edited.
+    case treeRecord = "tree-record"
 
     /// Nil when every property held; otherwise what failed, for the crash report.
     public func run(_ bytes: UnsafeRawBufferPointer) -> String? {
@@ -30,6 +33,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .pageCursor: return Self.pageCursor(bytes)
         case .exportReader: return Self.exportReader(bytes)
         case .eventDecoder: return Self.eventDecoder(bytes)
+        case .treeRecord: return TreeRecordFuzzing.run(bytes)
         }
     }
 

@@ -86,6 +86,15 @@ struct CountedTree {
             self.buffered = buffered
         }
 
+        /// What is wrong with `raw` as a stored header, or nil: 32 or 40 bytes, a height a tree
+        /// of 2^64 keys could have (checked with the nodes, `TreeNode.problem(in:)`).
+        static func problem(in raw: UnsafeRawBufferPointer) -> String? {
+            guard raw.count == 32 || raw.count == 40 else { return "a header of \(raw.count) bytes" }
+            let height = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            guard height <= 64 else { return "a header of height \(height)" }
+            return nil
+        }
+
         init(_ bytes: [UInt8]) {
             root = bytes.loadLittleEndian(UInt64.self, at: 0)
             height = Int(bytes.loadLittleEndian(UInt64.self, at: 8))
@@ -100,6 +109,11 @@ struct CountedTree {
     /// The header's record: after every node's, beside the newest nodes (an append's leaf, the
     /// last to be made), so that the two records an append rewrites tend to share an LMDB page.
     static let headerNode = UInt64.max
+
+    /// What is wrong with `raw` as the record of `node` (a header or a node), or nil.
+    static func problem(in raw: UnsafeRawBufferPointer, node: UInt64) -> String? {
+        node == headerNode ? Header.problem(in: raw) : TreeNode.problem(in: raw)
+    }
 
     private func recordKey(_ node: UInt64) -> TreeNodeCache.NodeKey {
         TreeNodeCache.NodeKey(tree: id, node: node)
@@ -118,10 +132,12 @@ struct CountedTree {
         return Header(bytes)
     }
 
-    /// A node that will be changed and stored again (see `StoreTransaction.takeTreeRecord`).
+    /// A leaf that will be changed and stored again (see `StoreTransaction.takeTreeRecord`).
     private func take(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
         guard let bytes = try txn.takeTreeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
-        return TreeNode(bytes: bytes)
+        let taken = TreeNode(bytes: bytes)
+        guard taken.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a branch where a leaf should be") }
+        return taken
     }
 
     private func store(_ header: Header, _ txn: StoreTransaction) throws {
@@ -131,6 +147,13 @@ struct CountedTree {
     func load(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
         guard let bytes = try txn.treeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
         return TreeNode(bytes: bytes)
+    }
+
+    /// A node a descent passes through above the leaves, which must be a branch.
+    private func loadBranch(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
+        let loaded = try load(node, txn)
+        guard !loaded.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be") }
+        return loaded
     }
 
     /// Stores `node`, a branch with its last count zeroed (in place: the caller is done with it).
@@ -151,7 +174,9 @@ struct CountedTree {
         guard let (bytes, taken) = try txn.takeTreeRecordNotingCache(recordKey(node)) else {
             throw StoreError.corrupted("tree \(id) lacks node \(node)")
         }
-        return (TreeNode(bytes: bytes), taken)
+        let branch = TreeNode(bytes: bytes)
+        guard !branch.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be") }
+        return (branch, taken)
     }
 
     /// A node read for a change that is stored only if it changes: its last count filled in.
@@ -440,7 +465,7 @@ struct CountedTree {
 
         // A root branch with a single child hands the root down.
         while header.height > 0 {
-            let root = try load(header.root, txn)
+            let root = try loadBranch(header.root, txn)
             guard root.count <= 1 else { break }
             try txn.removeTreeRecord(recordKey(header.root))
             if root.count == 0 {
@@ -676,7 +701,7 @@ struct CountedTree {
             branches.append(contentsOf: level)
             var below: [UInt64] = []
             for branchID in level {
-                let branch = try load(branchID, txn)
+                let branch = try loadBranch(branchID, txn)
                 for index in 0..<branch.count { below.append(branch.childID(index)) }
             }
             level = below
@@ -880,7 +905,7 @@ struct CountedTree {
         -> (rank: Int, position: Position)
     {
         var step = Descent(node: header.root, total: header.count)
-        for _ in 0..<header.height { step.enter(try load(step.node, txn), toward: key) }
+        for _ in 0..<header.height { step.enter(try loadBranch(step.node, txn), toward: key) }
         let index = try load(step.node, txn).search(key, strictly: inclusive).index
         return (Int(step.rank) + index, Position(leaf: step.node, index: index))
     }
@@ -921,7 +946,7 @@ struct CountedTree {
         var nodeID = header.root
         var total = header.count
         for _ in 0..<header.height {
-            let (node, taken) = taking ? try takeBranch(nodeID, txn) : (try load(nodeID, txn), false)
+            let (node, taken) = taking ? try takeBranch(nodeID, txn) : (try loadBranch(nodeID, txn), false)
             let index = node.childIndex(for: key)
             branches.append((nodeID, node, index, total, false, taken))
             // The others' counts are summed only for the last child, whose count is not stored.
@@ -982,8 +1007,8 @@ struct CountedTree {
         var lower = Descent(node: header.root, total: header.count)
         var upper = lower
         for _ in 0..<header.height {
-            let node = try load(lower.node, txn)
-            let other = upper.node == lower.node ? node : try load(upper.node, txn)
+            let node = try loadBranch(lower.node, txn)
+            let other = upper.node == lower.node ? node : try loadBranch(upper.node, txn)
             lower.enter(node, toward: low)
             upper.enter(other, toward: high)
         }
@@ -1079,7 +1104,7 @@ struct CountedTree {
         var total = header.count
         var nodeID = header.root
         for _ in 0..<header.height {
-            let node = try load(nodeID, txn)
+            let node = try loadBranch(nodeID, txn)
             // The last child (whose count is not stored) unless an earlier one holds the rank.
             let (chosen, before) = node.child(holdingRank: remaining)
             remaining &-= before

@@ -23,6 +23,40 @@ struct TreeNode {
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
+    /// What is wrong with `raw` as a stored node, or nil if it is laid out exactly as this type
+    /// writes one: a kind of 0 or 1, the whole header and offset table, offsets from 0 that never
+    /// decrease and end at the record's end, and for a branch at least one child, each entry
+    /// holding a child's id and count. Every read of a node's bytes relies on this, and most of them
+    /// without bounds checks, so a record read from LMDB is checked once before any other use
+    /// (`StoreTransaction.treeRecord`): a damaged store is an error, not a read or a write out of
+    /// bounds.
+    static func problem(in raw: UnsafeRawBufferPointer) -> String? {
+        guard raw.count >= branchHeaderSize else { return "a record of \(raw.count) bytes" }
+        guard raw[0] <= branchKind else { return "a node of kind \(raw[0])" }
+        let isBranch = raw[0] == branchKind
+        let header = isBranch ? branchHeaderSize : leafHeaderSize
+        guard raw.count >= header else { return "a leaf of \(raw.count) bytes" }
+        let count = Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        if isBranch && count == 0 { return "a branch without children" }
+        let payload = header + 2 * (count + 1)
+        guard payload <= raw.count else { return "\(count) entries in a record of \(raw.count) bytes" }
+        func offset(_ index: Int) -> Int {
+            Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: header + 2 * index, as: UInt16.self)))
+        }
+        guard offset(0) == 0 else { return "a first entry at \(offset(0))" }
+        let least = isBranch ? 16 : 0
+        var end = 0
+        for index in stride(from: 1, through: count, by: 1) {
+            let next = offset(index)
+            guard next - end >= least else {
+                return next < end ? "entry \(index - 1) ends before it starts" : "child \(index - 1) of \(next - end) bytes"
+            }
+            end = next
+        }
+        guard payload + end == raw.count else { return "entries ending at \(payload + end) in a record of \(raw.count) bytes" }
+        return nil
+    }
+
     static func leaf<Keys: Collection>(previous: UInt64, next: UInt64, keys: Keys) -> TreeNode where Keys.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: leafHeaderSize)
         header.storeLittleEndian(previous, at: previousOffset)
@@ -122,12 +156,25 @@ struct TreeNode {
 
     // MARK: Branches
 
-    func childID(_ index: Int) -> UInt64 { bytes.loadLittleEndian(UInt64.self, at: range(of: index).lowerBound) }
-    func childCount(_ index: Int) -> UInt64 { bytes.loadLittleEndian(UInt64.self, at: range(of: index).lowerBound + 8) }
-    func fence(_ index: Int) -> ArraySlice<UInt8> { bytes[(range(of: index).lowerBound + 16)..<range(of: index).upperBound] }
+    // A branch's entries hold 16 bytes or more (`problem(in:)`); these read a shorter entry, which
+    // only a leaf taken for a branch in a damaged tree has, as child 0 (no node: "lacks node 0")
+    // with no keys, instead of reading past it.
+
+    func childID(_ index: Int) -> UInt64 {
+        let entry = range(of: index)
+        return entry.count >= 16 ? bytes.loadLittleEndian(UInt64.self, at: entry.lowerBound) : 0
+    }
+
+    func childCount(_ index: Int) -> UInt64 {
+        let entry = range(of: index)
+        return entry.count >= 16 ? bytes.loadLittleEndian(UInt64.self, at: entry.lowerBound + 8) : 0
+    }
+
+    func fence(_ index: Int) -> ArraySlice<UInt8> { bytes[range(of: index)].dropFirst(16) }
 
     mutating func setChildCount(_ index: Int, _ count: UInt64) {
-        bytes.storeLittleEndian(count, at: range(of: index).lowerBound + 8)
+        let entry = range(of: index)
+        if entry.count >= 16 { bytes.storeLittleEndian(count, at: entry.lowerBound + 8) }
     }
 
     mutating func addToChildCount(_ index: Int, _ delta: Int) {
@@ -301,9 +348,12 @@ struct RawNode {
         UnsafeRawBufferPointer(rebasing: raw[(payload + offset(index))..<(payload + offset(index + 1))])
     }
 
-    /// A branch entry's count (its bytes 8..<16), read at its start: no slice of the entry made.
+    /// A branch entry's count (its bytes 8..<16), read at its start: no slice of the entry made
+    /// (0 for an entry too short to hold one, as `TreeNode.childCount`).
     func childCount(_ index: Int) -> UInt64 {
-        UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: payload + offset(index) + 8, as: UInt64.self))
+        let start = payload + offset(index)
+        guard payload + offset(index + 1) - start >= 16 else { return 0 }
+        return UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self))
     }
 }
 
