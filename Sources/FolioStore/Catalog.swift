@@ -42,7 +42,7 @@ struct Catalog {
 
     private func readCollectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
         guard let record = try txn.lmdb.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
-        let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+        let tree = CountedTree(id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(collection)"))
         txn.catalogMemo?.collectionTrees[collection] = tree
         return tree
     }
@@ -59,7 +59,8 @@ struct Catalog {
     func collections(_ txn: StoreTransaction) throws -> [(name: String, tree: CountedTree)] {
         var result: [(String, CountedTree)] = []
         try forEach(prefix: UInt8(ascii: "c"), txn) { name, value in
-            result.append((String(decoding: name, as: UTF8.self), CountedTree(id: value.loadLittleEndian(UInt32.self, at: 0))))
+            let name = String(decoding: name, as: UTF8.self)
+            result.append((name, CountedTree(id: try value.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(name)"))))
         }
         return result
     }
@@ -70,10 +71,12 @@ struct Catalog {
     func referenceTree(_ txn: StoreTransaction, creating: Bool) throws -> CountedTree? {
         if let tree = txn.catalogMemo?.referenceTree { return tree }
         if let memo = txn.readMemo {
-            return try memo.referenceTree { try txn.lmdb.get(database, [UInt8(ascii: "r")]).map { CountedTree(id: $0.loadLittleEndian(UInt32.self, at: 0)) } }
+            return try memo.referenceTree {
+                try txn.lmdb.get(database, [UInt8(ascii: "r")]).map { CountedTree(id: try $0.leadingLittleEndian(UInt32.self, of: "the catalog's record of references")) }
+            }
         }
         if let record = try txn.lmdb.get(database, [UInt8(ascii: "r")]) {
-            let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+            let tree = CountedTree(id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of references"))
             txn.catalogMemo?.referenceTree = tree
             return tree
         }
@@ -195,7 +198,7 @@ struct Catalog {
     }
 
     private func decodeView(_ record: UnsafeRawBufferPointer) throws -> View {
-        let tree = CountedTree(id: record.loadLittleEndian(UInt32.self, at: 0))
+        let tree = CountedTree(id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of a view"))
         return View(definition: try definitions.definition(UnsafeRawBufferPointer(rebasing: record[4...])), tree: tree)
     }
 
@@ -215,7 +218,7 @@ struct Catalog {
 
     private func allocateTreeID(_ txn: StoreTransaction) throws -> UInt32 {
         let key = Array("nextTree".utf8)
-        let next = try txn.lmdb.get(meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } ?? 1
+        let next = try txn.lmdb.get(meta, key).map { try $0.leadingLittleEndian(UInt32.self, of: "the next tree id") } ?? 1
         var value: [UInt8] = []
         value.appendLittleEndian(next + 1)
         try txn.lmdb.put(meta, key, value)

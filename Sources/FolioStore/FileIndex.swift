@@ -64,7 +64,7 @@ struct FileIndex {
     /// Names using the content with this hash (0 for content no name refers to).
     func references(toBlob sha256: String, _ txn: Transaction) throws -> UInt64 {
         guard let digest = ChainHash(hex: sha256)?.bytes, let record = try txn.get(database, Self.blobKey(digest)) else { return 0 }
-        return record.loadLittleEndian(UInt64.self, at: 0)
+        return try record.leadingLittleEndian(UInt64.self, of: "the reference count of content \(sha256)")
     }
 
     /// Every content some name refers to, in hash order, with its size: O(blobs).

@@ -126,7 +126,7 @@ struct HistoryIndex {
             guard let (key, value) = try cursor.seek(atMost: prefix + [UInt8](repeating: 0xFF, count: 8)),
                 key.count == prefix.count + 8, key.starts(with: prefix)
             else { return 0 }
-            return value.loadLittleEndian(UInt64.self, at: 0)
+            return try value.leadingLittleEndian(UInt64.self, of: "the history entry of \(collection)/\(id)")
         }
     }
 }

@@ -83,7 +83,7 @@ public final class Store: @unchecked Sendable {
 
     private func checkFormat() throws {
         let key = Array("format".utf8)
-        let stored = try environment.read { txn in try txn.get(databases.meta, key).map { $0.loadLittleEndian(UInt32.self, at: 0) } }
+        let stored = try environment.read { txn in try txn.get(databases.meta, key).map { try $0.leadingLittleEndian(UInt32.self, of: "the store's format record") } }
         switch stored {
         case StoreDatabases.formatVersion?: return
         case 5?, 6?, 7?:

@@ -160,7 +160,18 @@ enum Keys {
 }
 
 extension UnsafeRawBufferPointer {
+    /// Bounds-checked in every build (`loadUnaligned` checks only in debug builds): these bytes
+    /// come from LMDB, and a damaged record must stop here rather than be read past its end.
+    /// Callers check a record's size first and throw `corrupted`; this is the net under them.
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
-        T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+        precondition(offset >= 0 && offset <= count - MemoryLayout<T>.size, "a load of \(MemoryLayout<T>.size) bytes at \(offset) of \(count)")
+        return T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+
+    /// The integer a record of LMDB's starts with (a tree id, a count, a version), or `corrupted`,
+    /// naming `what`, if the record is too short to hold one.
+    func leadingLittleEndian<T: FixedWidthInteger>(_: T.Type, of what: @autoclosure () -> String) throws -> T {
+        guard count >= MemoryLayout<T>.size else { throw StoreError.corrupted("\(what()) of \(count) bytes") }
+        return loadLittleEndian(T.self, at: 0)
     }
 }

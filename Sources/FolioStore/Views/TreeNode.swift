@@ -456,10 +456,11 @@ func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> I
 
 extension Array where Element == UInt8 {
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
-        withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+        withUnsafeBytes { $0.loadLittleEndian(T.self, at: offset) }
     }
 
     mutating func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        precondition(offset >= 0 && offset <= count - MemoryLayout<T>.size, "a store of \(MemoryLayout<T>.size) bytes at \(offset) of \(count)")
         withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 
