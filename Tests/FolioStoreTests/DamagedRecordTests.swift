@@ -63,6 +63,49 @@ import Testing
         }
     }
 
+    /// The state of the views' pending ops, which every read of a view and every write into its
+    /// collection reads: cut short, and with a merge round claiming more trees than it holds.
+    @Test(arguments: [false, true])
+    func theViewOpsStateDamaged(round: Bool) throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            try writer.create("Task", ["rank": 1], id: "t1")
+            let main = store.databases.viewOps.main
+            try store.environment.write { txn in
+                let intact = try #require(try txn.get(main, ViewBuffer.stateKey)).map { $0 }
+                #expect(intact.count >= 24)
+                var damaged: [UInt8] = []
+                if round {
+                    damaged.appendLittleEndian(BufferState.roundMark)
+                    for value: UInt64 in [0, 0, 0, 0] { damaged.appendLittleEndian(value) }
+                    damaged.appendLittleEndian(UInt32(0))
+                    damaged.appendLittleEndian(UInt32(0x7FFF_FFFF))
+                } else {
+                    damaged = Array(intact.prefix(10))
+                }
+                try txn.put(main, ViewBuffer.stateKey, damaged)
+            }
+            let naming = round ? "merge round of 2147483647 trees" : "is cut short"
+            for (what, operation) in [
+                ("a page", { _ = try store.read { try $0.run(try Query(source: .view("byRank"))) } }),
+                ("a create", { try writer.create("Task", ["rank": 2], id: "t2") }),
+            ] as [(String, () throws -> Void)] {
+                do {
+                    try operation()
+                    Issue.record("\(what): no error")
+                } catch {
+                    let underlying = (error as? StoreWriter.SpoiledTransaction)?.underlying ?? error
+                    guard case StoreError.corrupted(let message) = underlying else {
+                        Issue.record("\(what): \(error); expected corrupted")
+                        continue
+                    }
+                    #expect(message.contains("view ops' state") && message.contains(naming), "\(what): \(message)")
+                }
+            }
+        }
+    }
+
     @Test func theFormatRecordCutShort() throws {
         try withTemporaryDirectory { path in
             do {

@@ -89,9 +89,9 @@ enum ViewBuffer {
     static func state(_ txn: StoreTransaction) throws -> BufferState {
         if let known = txn.cache?.knownBufferState() { return known }
         if let memo = txn.readMemo {
-            return try memo.bufferState { try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState($0) } ?? BufferState() }
+            return try memo.bufferState { try txn.lmdb.get(databases(txn).main, stateKey).map { try BufferState($0) } ?? BufferState() }
         }
-        let state = try txn.lmdb.get(databases(txn).main, stateKey).map { BufferState($0) } ?? BufferState()
+        let state = try txn.lmdb.get(databases(txn).main, stateKey).map { try BufferState($0) } ?? BufferState()
         txn.cache?.setBufferState(state, changed: false)
         return state
     }
@@ -380,26 +380,34 @@ struct BufferState {
 
     init() {}
 
-    init(_ bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { BufferState($0) }
+    init(_ bytes: [UInt8]) throws {
+        self = try bytes.withUnsafeBytes { try BufferState($0) }
     }
 
     /// Decoded where LMDB holds it: a page of a buffered view reads the state once, and an array
     /// copy of it, with `counts` grown an entry at a time, took five allocations of a page's ~22.
-    init(_ bytes: UnsafeRawBufferPointer) {
+    /// A record too short for what it says it holds is `corrupted`.
+    init(_ bytes: UnsafeRawBufferPointer) throws {
+        func damaged(_ what: String) -> StoreError { StoreError.corrupted("the view ops' state (\(bytes.count) bytes) \(what)") }
         var offset = 0
         let mark = bytes.count >= 8 ? bytes.loadLittleEndian(UInt64.self, at: 0) : 0
         let withRound = mark == Self.roundMark || mark == Self.formatSixRoundMark
         if withRound { offset = 8 }
+        guard offset + 24 <= bytes.count else { throw damaged("is cut short") }
         epoch = bytes.loadLittleEndian(UInt64.self, at: offset)
         firstOp = bytes.loadLittleEndian(UInt64.self, at: offset + 8)
         nextOp = bytes.loadLittleEndian(UInt64.self, at: offset + 16)
         offset += 24
         if withRound {
+            guard offset + 16 <= bytes.count else { throw damaged("is cut short in its merge round") }
             let end = bytes.loadLittleEndian(UInt64.self, at: offset)
             let done = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 8))
             let count = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 12))
             offset += 16
+            let tail = mark == Self.roundMark ? 16 : 0
+            guard count <= (bytes.count - offset - tail) / 4, done <= count else {
+                throw damaged("holds a merge round of \(count) trees, \(done) done")
+            }
             let trees = (0..<count).map { bytes.loadLittleEndian(UInt32.self, at: offset + 4 * $0) }
             offset += 4 * count
             if mark == Self.roundMark {
