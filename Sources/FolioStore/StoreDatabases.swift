@@ -163,8 +163,9 @@ extension UnsafeRawBufferPointer {
     /// Bounds-checked in every build (`loadUnaligned` checks only in debug builds): these bytes
     /// come from LMDB, and a damaged record must stop here rather than be read past its end.
     /// Callers check a record's size first and throw `corrupted`; this is the net under them.
+    @inline(__always)
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
-        precondition(offset >= 0 && offset <= count - MemoryLayout<T>.size, "a load of \(MemoryLayout<T>.size) bytes at \(offset) of \(count)")
+        precondition(offset >= 0 && offset <= count &- MemoryLayout<T>.size)
         return T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 

@@ -455,12 +455,14 @@ func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> I
 }
 
 extension Array where Element == UInt8 {
+    @inline(__always)
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         withUnsafeBytes { $0.loadLittleEndian(T.self, at: offset) }
     }
 
+    @inline(__always)
     mutating func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        precondition(offset >= 0 && offset <= count - MemoryLayout<T>.size, "a store of \(MemoryLayout<T>.size) bytes at \(offset) of \(count)")
+        precondition(offset >= 0 && offset <= count &- MemoryLayout<T>.size)
         withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 
