@@ -64,9 +64,10 @@ import Testing
     }
 
     /// The state of the views' pending ops, which every read of a view and every write into its
-    /// collection reads: cut short, and with a merge round claiming more trees than it holds.
-    @Test(arguments: [false, true])
-    func theViewOpsStateDamaged(round: Bool) throws {
+    /// collection reads: cut short; with a merge round claiming more trees than it holds; with a
+    /// round of no trees cut inside its turns.
+    @Test(arguments: ["cut short", "more trees", "cut in its turns"])
+    func theViewOpsStateDamaged(damage: String) throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
@@ -76,17 +77,19 @@ import Testing
                 let intact = try #require(try txn.get(main, ViewBuffer.stateKey)).map { $0 }
                 #expect(intact.count >= 24)
                 var damaged: [UInt8] = []
-                if round {
+                if damage == "cut short" {
+                    damaged = Array(intact.prefix(10))
+                } else {
                     damaged.appendLittleEndian(BufferState.roundMark)
                     for value: UInt64 in [0, 0, 0, 0] { damaged.appendLittleEndian(value) }
                     damaged.appendLittleEndian(UInt32(0))
-                    damaged.appendLittleEndian(UInt32(0x7FFF_FFFF))
-                } else {
-                    damaged = Array(intact.prefix(10))
+                    damaged.appendLittleEndian(UInt32(damage == "more trees" ? 0x7FFF_FFFF : 0))
+                    // No trees, then 13 of the round's 16 bytes of turns, chunk and partial.
+                    if damage == "cut in its turns" { damaged += [UInt8](repeating: 0, count: 13) }
                 }
                 try txn.put(main, ViewBuffer.stateKey, damaged)
             }
-            let wrong = round ? "merge round of 2147483647 trees" : "is cut short"
+            let wrong = ["cut short": "is cut short", "more trees": "merge round of 2147483647 trees", "cut in its turns": "merge round of 0 trees"][damage]!
             expectCorrupted("view ops' state", saying: wrong, in: "a page") { _ = try store.read { try $0.run(try Query(source: .view("byRank"))) } }
             expectCorrupted("view ops' state", saying: wrong, in: "a create") { try writer.create("Task", ["rank": 2], id: "t2") }
         }

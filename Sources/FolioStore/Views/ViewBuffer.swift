@@ -405,7 +405,7 @@ struct BufferState {
             let count = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 12))
             offset += 16
             let tail = mark == Self.roundMark ? 16 : 0
-            guard count <= (bytes.count - offset - tail) / 4, done <= count else {
+            guard offset + tail <= bytes.count, count <= (bytes.count - offset - tail) / 4, done <= count else {
                 throw damaged("holds a merge round of \(count) trees, \(done) done")
             }
             let trees = (0..<count).map { bytes.loadLittleEndian(UInt32.self, at: offset + 4 * $0) }
