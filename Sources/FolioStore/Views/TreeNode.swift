@@ -36,24 +36,20 @@ struct TreeNode {
         let isBranch = raw[0] == branchKind
         let header = isBranch ? branchHeaderSize : leafHeaderSize
         guard raw.count >= header else { return "a leaf of \(raw.count) bytes" }
-        let count = Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
-        if isBranch && count == 0 { return "a branch without children" }
-        let payload = header + 2 * (count + 1)
-        guard payload <= raw.count else { return "\(count) entries in a record of \(raw.count) bytes" }
-        func offset(_ index: Int) -> Int {
-            Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: header + 2 * index, as: UInt16.self)))
-        }
-        guard offset(0) == 0 else { return "a first entry at \(offset(0))" }
+        let node = RawNode(raw)
+        if isBranch && node.count == 0 { return "a branch without children" }
+        guard node.payload <= raw.count else { return "\(node.count) entries in a record of \(raw.count) bytes" }
+        guard node.offset(0) == 0 else { return "a first entry at \(node.offset(0))" }
         let least = isBranch ? 16 : 0
         var end = 0
-        for index in stride(from: 1, through: count, by: 1) {
-            let next = offset(index)
+        for index in stride(from: 1, through: node.count, by: 1) {
+            let next = node.offset(index)
             guard next - end >= least else {
                 return next < end ? "entry \(index - 1) ends before it starts" : "child \(index - 1) of \(next - end) bytes"
             }
             end = next
         }
-        guard payload + end == raw.count else { return "entries ending at \(payload + end) in a record of \(raw.count) bytes" }
+        guard node.payload + end == raw.count else { return "entries ending at \(node.payload + end) in a record of \(raw.count) bytes" }
         return nil
     }
 
