@@ -12,10 +12,6 @@ public struct QueryCondition<Record: FolioRecord>: Sendable {
     /// The where-object, or why it could not be made (thrown when the query runs).
     let clause: Result<JSONObject, FolioError>
 
-    init(clause: Result<JSONObject, FolioError>) {
-        self.clause = clause
-    }
-
     /// A condition on the field `keyPath` names: `{name: condition}`.
     static func on<Value>(_ keyPath: KeyPath<Record, Value>, _ condition: () throws -> JSON) -> QueryCondition {
         do {

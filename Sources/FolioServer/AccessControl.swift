@@ -172,7 +172,8 @@ enum AccessControl {
                 // Only a view is left: collection(of:) answered the other sources.
                 guard case .view(let name) = query.source else { return nil }
                 return viewCollection(name, reader).map { [$0] } ?? []
-            case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen, .fileOrphans: return nil  // answered by collection(of:)
+            // Answered by collection(of:).
+            case .get, .history, .fileGet, .fileRead, .fileList, .fileOpen, .fileOrphans: return nil
             case .hello, .events, .stats, .viewList, .schemaList, .verify, .backup, .metrics: return nil
             }
         case .stream(.live(let query, _)):

@@ -158,4 +158,6 @@ struct Peer: Sendable {
     }
 }
 
+// swift-format-ignore: TypeNamesShouldBeCapitalized
+// Named as C names it, beside Glibc's passwd.
 typealias group_t = Glibc.group

@@ -92,8 +92,8 @@ struct FaultSweepTests {
     private func run(_ kind: IOKind, nth: Int) throws -> Outcome {
         var outcome = Outcome.notReached
         try withShimmedDaemon(arguments: ["--durability", kind.durability], start: false) { daemon, shim in
-            let where_ = daemon.dataDirectory + (kind.file.isEmpty ? "" : "/" + kind.file)
-            try shim.set(.init(calls: kind.calls, nth: nth, error: kind.error, sticky: kind.sticky, path: where_))
+            let path = daemon.dataDirectory + (kind.file.isEmpty ? "" : "/" + kind.file)
+            try shim.set(.init(calls: kind.calls, nth: nth, error: kind.error, sticky: kind.sticky, path: path))
             let load = WriteLoad(clients: 2)
             do {
                 try daemon.start()

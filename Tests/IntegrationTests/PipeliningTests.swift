@@ -181,7 +181,8 @@ import Testing
             }
             for round in 0..<10 {
                 for index in 0..<5 { get("q\(index + round)", "a\(round).\(index)") }
-                lines.append(Array(#"{"op":"get","tag":"bad\#(round)","collection":"#.utf8))  // not JSON: no tag comes back
+                // Not JSON: no tag comes back.
+                lines.append(Array(#"{"op":"get","tag":"bad\#(round)","collection":"#.utf8))
                 expected.append("-")
                 for index in 0..<3 { get("q\(index)", "b\(round).\(index)") }
                 lines.append(JSON.object(["op": "count", "collection": "Item", "where": ["n": ["$gte": 0]], "tag": .string("c\(round)")]).serialized())

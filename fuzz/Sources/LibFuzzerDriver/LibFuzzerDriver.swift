@@ -1,7 +1,7 @@
 /// libFuzzer's driver (in libclang_rt.fuzzer, linked by `-sanitize=fuzzer`): parses the flags, then
 /// calls `testOneInput` with each input it makes.
 @_silgen_name("LLVMFuzzerRunDriver")
-private func LLVMFuzzerRunDriver(
+private func runLibFuzzerDriver(
     _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
     _ testOneInput: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
 
@@ -12,5 +12,5 @@ public func runLibFuzzer(
 ) -> CInt {
     var argc = argc
     var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, testOneInput)
+    return runLibFuzzerDriver(&argc, &argv, testOneInput)
 }
