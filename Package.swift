@@ -6,7 +6,9 @@ import PackageDescription
 /// or a captured variable): 3.7% of a create's instructions, 6.1% of a create into five views, 2.6%
 /// of a page of 20 (docs/BENCHMARKS.md, "Exclusivity checks left to debug builds"). Debug builds,
 /// which every test runs, keep them, so an overlapping access still traps there.
-let releaseWithoutExclusivityChecks: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+let releaseWithoutExclusivityChecks: [SwiftSetting] = [
+    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
+]
 
 let package = Package(
     name: "Folio",
@@ -39,18 +41,29 @@ let package = Package(
         // release builds.
         .target(name: "Failpoints"),
         // LMDB binding: knows nothing of JSON or Folio.
-        .target(name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"], swiftSettings: releaseWithoutExclusivityChecks),
+        .target(
+            name: "LMDB", dependencies: ["CLMDB", "CFolioSystem", "Failpoints"],
+            swiftSettings: releaseWithoutExclusivityChecks),
         // Byte kernels of the pure layers (JSON string scans, base64), AVX2 where the CPU has it: no I/O.
         // Debug information in DWARF 4, like Swift's: valgrind (bench/instructions.sh) gives up on a
         // binary with two C units in clang's DWARF 5.
         .target(name: "CFolioKernels", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
         // Pure layers: no platform I/O.
-        .target(name: "FolioJSON", dependencies: ["CFolioKernels"], swiftSettings: releaseWithoutExclusivityChecks, linkerSettings: [.linkedLibrary("m")]),
-        .target(name: "FolioModel", dependencies: ["FolioJSON", "CFolioKernels"], swiftSettings: releaseWithoutExclusivityChecks, linkerSettings: [.linkedLibrary("m")]),
+        .target(
+            name: "FolioJSON", dependencies: ["CFolioKernels"], swiftSettings: releaseWithoutExclusivityChecks,
+            linkerSettings: [.linkedLibrary("m")]),
+        .target(
+            name: "FolioModel", dependencies: ["FolioJSON", "CFolioKernels"],
+            swiftSettings: releaseWithoutExclusivityChecks, linkerSettings: [.linkedLibrary("m")]),
         // Event log, current state, views, replay: LMDB, no sockets.
-        .target(name: "FolioStore", dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "CFolioSystem", "Failpoints"], swiftSettings: releaseWithoutExclusivityChecks),
+        .target(
+            name: "FolioStore",
+            dependencies: ["LMDB", "FolioModel", "FolioJSON", "CCrypto", "CFolioSystem", "Failpoints"],
+            swiftSettings: releaseWithoutExclusivityChecks),
         // Wire messages and codec: pure.
-        .target(name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"], swiftSettings: releaseWithoutExclusivityChecks),
+        .target(
+            name: "FolioProtocol", dependencies: ["FolioModel", "FolioJSON"],
+            swiftSettings: releaseWithoutExclusivityChecks),
         // A blocking client of the socket protocol (CLI, benchmark, tests).
         .target(name: "FolioClient", dependencies: ["FolioProtocol", "FolioJSON", "CFolioSystem"]),
         // Cluster mode: the log on PostgreSQL (libpq), proposals checked and numbered there, the tailer
@@ -59,7 +72,10 @@ let package = Package(
         // Sockets, connections, the writer: wires store and protocol.
         .target(
             name: "FolioServer",
-            dependencies: ["FolioStore", "FolioCluster", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem", "Failpoints"],
+            dependencies: [
+                "FolioStore", "FolioCluster", "FolioProtocol", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem",
+                "Failpoints",
+            ],
             swiftSettings: releaseWithoutExclusivityChecks),
 
         // The Swift SDK (async/await client). FolioJSON, FolioModel and CFolioSystem stay internal to it: its public
@@ -68,7 +84,8 @@ let package = Package(
         // The SDK's example: the ParseSwift seed's to-do flow against a running foliod.
         .executableTarget(name: "TodoList", dependencies: ["FolioKit"], path: "Examples/TodoList"),
         // Times `get` through FolioKit against raw lines on one connection (`make bench-sdk`).
-        .executableTarget(name: "foliokit-bench", dependencies: ["FolioKit", "CFolioSystem"], path: "bench/foliokit-bench"),
+        .executableTarget(
+            name: "foliokit-bench", dependencies: ["FolioKit", "CFolioSystem"], path: "bench/foliokit-bench"),
 
         // Command-line parsing shared by the executables.
         .target(name: "FolioCommandLine"),
@@ -76,22 +93,30 @@ let package = Package(
         .target(name: "FolioHarness", dependencies: ["CFolioSystem"]),
 
         .executableTarget(
-            name: "foliod", dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
-        .executableTarget(name: "folio", dependencies: ["FolioClient", "FolioProtocol", "FolioModel", "FolioJSON", "FolioCommandLine"]),
+            name: "foliod",
+            dependencies: ["FolioServer", "FolioStore", "FolioModel", "FolioProtocol", "FolioJSON", "FolioCommandLine"]),
         .executableTarget(
-            name: "folio-bench", dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "CSQLite", "FolioCommandLine", "FolioHarness"]),
+            name: "folio",
+            dependencies: ["FolioClient", "FolioProtocol", "FolioModel", "FolioJSON", "FolioCommandLine"]),
+        .executableTarget(
+            name: "folio-bench",
+            dependencies: ["FolioClient", "FolioJSON", "CFolioSystem", "CSQLite", "FolioCommandLine", "FolioHarness"]),
         // The crash loop: kills foliod at random moments and checks the store against the history.
         .executableTarget(
-            name: "folio-chaos", dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
+            name: "folio-chaos",
+            dependencies: ["FolioClient", "FolioJSON", "CCrypto", "CFolioSystem", "FolioCommandLine", "FolioHarness"]),
 
         // The fuzz targets' properties, shared by the libFuzzer executables (fuzz/Package.swift) and the
         // replay of fuzz/regressions in FuzzRegressionTests.
-        .target(name: "FolioFuzzing", dependencies: ["FolioProtocol", "FolioStore", "FolioModel", "FolioJSON"], path: "fuzz/Harness"),
+        .target(
+            name: "FolioFuzzing", dependencies: ["FolioProtocol", "FolioStore", "FolioModel", "FolioJSON"],
+            path: "fuzz/Harness"),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "FolioJSONTests", dependencies: ["FolioJSON"]),
         .testTarget(name: "FolioModelTests", dependencies: ["FolioModel", "FolioJSON", "FolioHarness"]),
-        .testTarget(name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
+        .testTarget(
+            name: "FolioStoreTests", dependencies: ["FolioStore", "FolioModel", "FolioJSON", "LMDB", "CFolioSystem"]),
         .testTarget(name: "FolioChaosTests", dependencies: ["folio-chaos", "FolioJSON"]),
         .testTarget(name: "FolioProtocolTests", dependencies: ["FolioProtocol", "FolioModel", "FolioJSON"]),
         .testTarget(name: "FolioServerTests", dependencies: ["FolioServer", "CFolioSystem", "FolioHarness"]),
@@ -100,7 +125,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel", "FolioHarness",
+                "FolioClient", "FolioProtocol", "FolioJSON", "LMDB", "CFolioSystem", "FolioStore", "FolioModel",
+                "FolioHarness",
                 "FolioCluster",
             ]),
     ]

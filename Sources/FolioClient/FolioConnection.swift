@@ -76,7 +76,9 @@ public final class FolioConnection {
     public func send(bytes: [UInt8]) throws(ClientError) {
         var sent = 0
         while sent < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            let count = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("send") }
@@ -102,7 +104,9 @@ public final class FolioConnection {
     public func readLine() throws(ClientError) -> [UInt8]? {
         while true {
             let newline: Int? = buffer.withUnsafeBytes { bytes in
-                guard bufferStart < bytes.count, let found = memchr(bytes.baseAddress! + bufferStart, 0x0A, bytes.count - bufferStart) else {
+                guard bufferStart < bytes.count,
+                    let found = memchr(bytes.baseAddress! + bufferStart, 0x0A, bytes.count - bufferStart)
+                else {
                     return nil
                 }
                 return UnsafeRawPointer(found) - bytes.baseAddress!
@@ -120,10 +124,16 @@ public final class FolioConnection {
             var passedCount: Int32 = 0
             let count = chunk.withUnsafeMutableBytes { buffer in
                 withUnsafeMutableBytes(of: &passed) {
-                    folio_recv_with_fds(fd, buffer.baseAddress, buffer.count, $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
+                    folio_recv_with_fds(
+                        fd, buffer.baseAddress, buffer.count, $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4,
+                        &passedCount)
                 }
             }
-            if passedCount > 0 { passedDescriptors += withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) } }
+            if passedCount > 0 {
+                passedDescriptors += withUnsafeBytes(of: passed) {
+                    Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount)))
+                }
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { throw ClientError.timedOut("recv") }
@@ -174,7 +184,8 @@ public enum ClientError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .notRunning(let path):
-            return "foliod is not running (no daemon answers on \(path)); start it with `foliod` (or `make run`, or `systemctl start foliod`)"
+            return
+                "foliod is not running (no daemon answers on \(path)); start it with `foliod` (or `make run`, or `systemctl start foliod`)"
         case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
         case .closed: return "foliod closed the connection"
         case .malformedResponse(let detail): return "foliod sent a malformed response: \(detail)"

@@ -12,7 +12,9 @@ public struct LiveQueryWindow: Sendable {
 
     /// Takes the result of the `watch` answer: a first page (`items`), or a resumed window's change.
     public mutating func start(with result: JSON) throws {
-        guard let seq = result.objectValue?["seq"]?.integerValue else { throw ClientError.malformedResponse("a live query's answer without seq") }
+        guard let seq = result.objectValue?["seq"]?.integerValue else {
+            throw ClientError.malformedResponse("a live query's answer without seq")
+        }
         if case .array(let page)? = result.objectValue?["items"] {
             items = page
             total = result.objectValue?["total"]?.integerValue ?? Int64(page.count)

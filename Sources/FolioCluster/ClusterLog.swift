@@ -64,12 +64,14 @@ public final class ClusterLog: @unchecked Sendable {
     /// Up to `limit` events after `sequence`, in order.
     public func events(after sequence: UInt64, limit: Int) throws -> [LoggedEvent] {
         let result = try run(
-            "SELECT seq, canonical, hash FROM folio_events WHERE seq > $1 ORDER BY seq LIMIT $2", [.int(Int64(sequence)), .int(Int64(limit))],
+            "SELECT seq, canonical, hash FROM folio_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            [.int(Int64(sequence)), .int(Int64(limit))],
             prepared: "folio_events_after")
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            guard let seq = result.int64(row, 0), let canonical = result.bytes(row, 1), let hash = result.bytes(row, 2) else {
+            guard let seq = result.int64(row, 0), let canonical = result.bytes(row, 1), let hash = result.bytes(row, 2)
+            else {
                 throw ClusterLogError.unexpected("folio_events has a row with a NULL")
             }
             events.append(LoggedEvent(sequence: UInt64(seq), canonical: canonical, hash: hash))
@@ -130,8 +132,10 @@ public final class ClusterLog: @unchecked Sendable {
         let result = try run(
             "SELECT * FROM folio_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             [
-                .int(Int64(snapshot)), .text(at.rfc3339), .boolArray(all), .byteaArray(reads), .int4Array(readOwners), .byteaArray(keys),
-                .int4Array(keyOwners), .int4Array(eventOwners), .textArray(types), .textArray(tails), .int4Array(causes), .textArray(rests),
+                .int(Int64(snapshot)), .text(at.rfc3339), .boolArray(all), .byteaArray(reads), .int4Array(readOwners),
+                .byteaArray(keys),
+                .int4Array(keyOwners), .int4Array(eventOwners), .textArray(types), .textArray(tails),
+                .int4Array(causes), .textArray(rests),
             ], prepared: "folio_append")
         guard result.rowCount >= 1, let answer = result.withBytes(0, 0, { Self.firstsAndHead($0) }) else {
             throw ClusterLogError.unexpected("folio_append returned no row")
@@ -139,14 +143,18 @@ public final class ClusterLog: @unchecked Sendable {
         var events: [LoggedEvent] = []
         events.reserveCapacity(result.rowCount - 1)
         for row in 1..<result.rowCount {
-            guard let seq = result.int64(row, 1), let canonical = result.bytes(row, 2), let hash = result.bytes(row, 3) else {
+            guard let seq = result.int64(row, 1), let canonical = result.bytes(row, 2), let hash = result.bytes(row, 3)
+            else {
                 throw ClusterLogError.unexpected("folio_append returned an event row with a NULL")
             }
             events.append(LoggedEvent(sequence: UInt64(seq), canonical: canonical, hash: hash))
         }
-        guard let (firsts, head) = answer else { throw ClusterLogError.unexpected("folio_append returned \(result.string(0, 0) ?? "")") }
+        guard let (firsts, head) = answer else {
+            throw ClusterLogError.unexpected("folio_append returned \(result.string(0, 0) ?? "")")
+        }
         guard firsts.count == writes.count else {
-            throw ClusterLogError.unexpected("folio_append answered \(firsts.count) writes of \(writes.count): \(result.string(0, 0) ?? "")")
+            throw ClusterLogError.unexpected(
+                "folio_append answered \(firsts.count) writes of \(writes.count): \(result.string(0, 0) ?? "")")
         }
         return Decision(firstSequences: firsts.map { $0 == 0 ? nil : $0 }, head: head, events: events)
     }
@@ -194,7 +202,9 @@ public final class ClusterLog: @unchecked Sendable {
 
     /// Runs `sql`; with `prepared`, as a statement of that name prepared once per connection (the
     /// calls every round makes, which PostgreSQL then does not parse and plan each time).
-    private func run(_ sql: String, _ parameters: [PostgresValue?], prepared name: String? = nil) throws -> PostgresResult {
+    private func run(_ sql: String, _ parameters: [PostgresValue?], prepared name: String? = nil) throws
+        -> PostgresResult
+    {
         let connection = try connected()
         do {
             if let name { return try connection.execute(prepared: name, sql, parameters, timeout: timeout) }
@@ -222,7 +232,8 @@ public final class ClusterLog: @unchecked Sendable {
             guard let stored = version.int64(0, 0), stored == Int64(ClusterSchema.version) else {
                 fresh.close()
                 throw ClusterLogError.incompatible(
-                    "the log in PostgreSQL has format \(version.int64(0, 0).map(String.init) ?? "?"); this foliod writes format \(ClusterSchema.version)")
+                    "the log in PostgreSQL has format \(version.int64(0, 0).map(String.init) ?? "?"); this foliod writes format \(ClusterSchema.version)"
+                )
             }
             connection = fresh
             return fresh

@@ -15,49 +15,64 @@ public enum PostgresValue: Sendable {
 
     /// `bytea[]`.
     public static func byteaArray(_ elements: [[UInt8]]) -> PostgresValue {
-        .array(type: 1001, bytes: binaryArray(of: TypeOID.bytea, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
-            copy(elements[index], to: out)
-        })
+        .array(
+            type: 1001,
+            bytes: binaryArray(of: TypeOID.bytea, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) {
+                index, out in
+                copy(elements[index], to: out)
+            })
     }
 
     /// `text[]` of UTF-8 bytes (without zero bytes).
     public static func textArray(_ elements: [[UInt8]]) -> PostgresValue {
-        .array(type: 1009, bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) { index, out in
-            copy(elements[index], to: out)
-        })
+        .array(
+            type: 1009,
+            bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.count }) {
+                index, out in
+                copy(elements[index], to: out)
+            })
     }
 
     /// `text[]` of strings (without zero bytes).
     public static func textArray(_ elements: [String]) -> PostgresValue {
-        .array(type: 1009, bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.utf8.count }) { index, out in
-            var element = elements[index]
-            return element.withUTF8 { copy(UnsafeRawBufferPointer($0), to: out) }
-        })
+        .array(
+            type: 1009,
+            bytes: binaryArray(of: 25, elements.count, elementBytes: elements.reduce(0) { $0 + $1.utf8.count }) {
+                index, out in
+                var element = elements[index]
+                return element.withUTF8 { copy(UnsafeRawBufferPointer($0), to: out) }
+            })
     }
 
     /// `int4[]`.
     public static func int4Array(_ elements: [Int32]) -> PostgresValue {
-        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
-            out.storeBytes(of: elements[index].bigEndian, as: Int32.self)
-            return 4
-        })
+        .array(
+            type: 1007,
+            bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
+                out.storeBytes(of: elements[index].bigEndian, as: Int32.self)
+                return 4
+            })
     }
 
     /// `int4[]` with NULLs.
     public static func int4Array(_ elements: [Int32?]) -> PostgresValue {
-        .array(type: 1007, bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
-            guard let element = elements[index] else { return nil }
-            out.storeBytes(of: element.bigEndian, as: Int32.self)
-            return 4
-        })
+        .array(
+            type: 1007,
+            bytes: binaryArray(of: TypeOID.int4, elements.count, elementBytes: 4 * elements.count) { index, out in
+                guard let element = elements[index] else { return nil }
+                out.storeBytes(of: element.bigEndian, as: Int32.self)
+                return 4
+            })
     }
 
     /// `bool[]`.
     public static func boolArray(_ elements: [Bool]) -> PostgresValue {
-        .array(type: 1000, bytes: binaryArray(of: TypeOID.bool, elements.count, elementBytes: elements.count) { index, out in
-            out.storeBytes(of: elements[index] ? 1 : 0, as: UInt8.self)
-            return 1
-        })
+        .array(
+            type: 1000,
+            bytes: binaryArray(of: TypeOID.bool, elements.count, elementBytes: elements.count) { index, out in
+                out.storeBytes(of: elements[index] ? 1 : 0, as: UInt8.self)
+                return 1
+            })
     }
 
     /// The binary array format: dimensions, a no-NULL flag, the element type, then each element as
@@ -67,12 +82,15 @@ public enum PostgresValue: Sendable {
     /// place (an array for each element and each length, then an append for each, cost a cluster
     /// node's writing thread 5%, then 3% of its instructions).
     private static func binaryArray(
-        of element: Oid, _ count: Int, elementBytes: Int, _ write: (_ index: Int, _ out: UnsafeMutableRawPointer) -> Int?
+        of element: Oid, _ count: Int, elementBytes: Int,
+        _ write: (_ index: Int, _ out: UnsafeMutableRawPointer) -> Int?
     ) -> [UInt8] {
         let capacity = 20 + 4 * count + elementBytes
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
             let base = UnsafeMutableRawPointer(buffer.baseAddress!)
-            func put(_ value: UInt32, at offset: Int) { base.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self) }
+            func put(_ value: UInt32, at offset: Int) {
+                base.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self)
+            }
             put(count == 0 ? 0 : 1, at: 0)
             put(0, at: 4)  // no NULL, until one is written
             put(element, at: 8)
@@ -171,12 +189,16 @@ public final class PostgresConnection: @unchecked Sendable {
     /// throws `.server` and leaves the connection usable. A text parameter with a zero byte throws what
     /// the server would (`.server`, SQLSTATE 22021) without sending anything.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [PostgresValue?] = [], timeout: Double) throws(PostgresError) -> PostgresResult {
+    public func execute(_ sql: String, _ parameters: [PostgresValue?] = [], timeout: Double) throws(PostgresError)
+        -> PostgresResult
+    {
         let deadline = Deadline(seconds: timeout)
         let encoded = try Encoded(parameters)
         return try run(deadline, timeout: timeout) { connection in
             encoded.withValues { values in
-                PQsendQueryParams(connection, sql, Int32(parameters.count), encoded.types, values, encoded.lengths, encoded.formats, 1)
+                PQsendQueryParams(
+                    connection, sql, Int32(parameters.count), encoded.types, values, encoded.lengths, encoded.formats, 1
+                )
             }
         }
     }
@@ -185,18 +207,22 @@ public final class PostgresConnection: @unchecked Sendable {
     /// first call prepares it (`PQsendPrepare`, with the types of its parameters), and every call
     /// runs it (`PQsendQueryPrepared`), so the server does not parse and plan it each time.
     @discardableResult
-    public func execute(prepared name: String, _ sql: String, _ parameters: [PostgresValue?], timeout: Double) throws(PostgresError)
+    public func execute(prepared name: String, _ sql: String, _ parameters: [PostgresValue?], timeout: Double)
+        throws(PostgresError)
         -> PostgresResult
     {
         let deadline = Deadline(seconds: timeout)
         let encoded = try Encoded(parameters)
         if !prepared.contains(name) {
-            _ = try run(deadline, timeout: timeout) { PQsendPrepare($0, name, sql, Int32(parameters.count), encoded.types) }
+            _ = try run(deadline, timeout: timeout) {
+                PQsendPrepare($0, name, sql, Int32(parameters.count), encoded.types)
+            }
             prepared.insert(name)
         }
         return try run(deadline, timeout: timeout) { connection in
             encoded.withValues { values in
-                PQsendQueryPrepared(connection, name, Int32(parameters.count), values, encoded.lengths, encoded.formats, 1)
+                PQsendQueryPrepared(
+                    connection, name, Int32(parameters.count), values, encoded.lengths, encoded.formats, 1)
             }
         }
     }
@@ -212,7 +238,8 @@ public final class PostgresConnection: @unchecked Sendable {
 
         /// A text parameter with a zero byte throws what the server would (`.server`, SQLSTATE 22021).
         init(_ parameters: [PostgresValue?]) throws(PostgresError) {
-            precondition(parameters.count <= Int(UInt16.max), "\(parameters.count) parameters: the protocol allows 65535")
+            precondition(
+                parameters.count <= Int(UInt16.max), "\(parameters.count) parameters: the protocol allows 65535")
             for (index, parameter) in parameters.enumerated() {
                 let offset = buffer.count
                 switch parameter {
@@ -224,7 +251,8 @@ public final class PostgresConnection: @unchecked Sendable {
                 case .text(let text):
                     guard !text.utf8.contains(0) else {
                         throw .server(
-                            sqlState: "22021", message: "parameter $\(index + 1) has a zero byte, which text cannot hold", detail: nil)
+                            sqlState: "22021",
+                            message: "parameter $\(index + 1) has a zero byte, which text cannot hold", detail: nil)
                     }
                     buffer += text.utf8
                     buffer.append(0)
@@ -278,7 +306,8 @@ public final class PostgresConnection: @unchecked Sendable {
             while let notification = PQnotifies(connection) {
                 arrived.append(
                     PostgresNotification(
-                        channel: String(cString: notification.pointee.relname), payload: String(cString: notification.pointee.extra)))
+                        channel: String(cString: notification.pointee.relname),
+                        payload: String(cString: notification.pointee.extra)))
                 PQfreemem(notification)
             }
             if !arrived.isEmpty { return arrived }
@@ -294,23 +323,35 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Sends with `send`, then reads every result until libpq has none left, so the connection is ready
     /// for the next statement. Throws the first error; returns the last result.
-    private func run(_ deadline: Deadline, timeout: Double, _ send: (OpaquePointer) -> Int32) throws(PostgresError) -> PostgresResult {
+    private func run(_ deadline: Deadline, timeout: Double, _ send: (OpaquePointer) -> Int32) throws(PostgresError)
+        -> PostgresResult
+    {
         let connection = try usableHandle()
         guard send(connection) == 1 else { throw fail("cannot send the statement: \(errorMessage)") }
         // A large statement may not fit the socket's buffer: libpq sends the rest as the server reads.
         while true {
             let flushed = PQflush(connection)
             if flushed == 0 { break }
-            guard flushed == 1 else { throw fail("connection lost while sending: \(errorMessage); the outcome is unknown") }
-            guard try waitForSocket(POLLIN | POLLOUT, until: deadline, doing: "sending") else { throw timedOut(timeout) }
-            guard PQconsumeInput(connection) == 1 else { throw fail("connection lost: \(errorMessage); the outcome is unknown") }
+            guard flushed == 1 else {
+                throw fail("connection lost while sending: \(errorMessage); the outcome is unknown")
+            }
+            guard try waitForSocket(POLLIN | POLLOUT, until: deadline, doing: "sending") else {
+                throw timedOut(timeout)
+            }
+            guard PQconsumeInput(connection) == 1 else {
+                throw fail("connection lost: \(errorMessage); the outcome is unknown")
+            }
         }
         var last: PostgresResult?
         var firstError: (sqlState: String?, message: String, detail: String?)?
         while true {
             while PQisBusy(connection) == 1 {
-                guard try waitForSocket(POLLIN, until: deadline, doing: "waiting for the answer") else { throw timedOut(timeout) }
-                guard PQconsumeInput(connection) == 1 else { throw fail("connection lost: \(errorMessage); the outcome is unknown") }
+                guard try waitForSocket(POLLIN, until: deadline, doing: "waiting for the answer") else {
+                    throw timedOut(timeout)
+                }
+                guard PQconsumeInput(connection) == 1 else {
+                    throw fail("connection lost: \(errorMessage); the outcome is unknown")
+                }
             }
             guard let result = PQgetResult(connection) else { break }
             switch PQresultStatus(result) {
@@ -321,17 +362,27 @@ public final class PostgresConnection: @unchecked Sendable {
                 throw fail("COPY is not supported; the connection is closed")
             default:
                 if firstError == nil {
-                    func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
-                    let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
-                    firstError = (field(DiagnosticField.sqlState), field(DiagnosticField.message) ?? message, field(DiagnosticField.detail))
+                    func field(_ code: Int32) -> String? {
+                        PQresultErrorField(result, code).map { String(cString: $0) }
+                    }
+                    let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(
+                        in: .whitespacesAndNewlines)
+                    firstError = (
+                        field(DiagnosticField.sqlState), field(DiagnosticField.message) ?? message,
+                        field(DiagnosticField.detail)
+                    )
                 }
                 PQclear(result)
             }
         }
-        if PQstatus(connection) == CONNECTION_BAD { throw fail("connection lost: \(errorMessage); the outcome is unknown") }
+        if PQstatus(connection) == CONNECTION_BAD {
+            throw fail("connection lost: \(errorMessage); the outcome is unknown")
+        }
         if let firstError {
             // An error without SQLSTATE is libpq's own (out of memory, a protocol violation), not the server's.
-            guard let sqlState = firstError.sqlState else { throw fail("\(firstError.message); the outcome is unknown") }
+            guard let sqlState = firstError.sqlState else {
+                throw fail("\(firstError.message); the outcome is unknown")
+            }
             throw .server(sqlState: sqlState, message: firstError.message, detail: firstError.detail)
         }
         guard let last else { throw fail("the server sent no result; the outcome is unknown") }
@@ -345,7 +396,9 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// poll(2) on the socket for `events` until `deadline`, retrying EINTR; false once the deadline
     /// passed. POLLERR and POLLHUP count as ready: the libpq call that follows finds out what happened.
-    private func waitForSocket(_ events: Int32, until deadline: Deadline, doing activity: String) throws(PostgresError) -> Bool {
+    private func waitForSocket(_ events: Int32, until deadline: Deadline, doing activity: String) throws(PostgresError)
+        -> Bool
+    {
         let socket = socket
         guard socket >= 0 else { throw fail("\(activity): the connection has no socket: \(errorMessage)") }
         var entry = pollfd(fd: socket, events: Int16(events), revents: 0)
@@ -380,8 +433,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// libpq's last error message, on one line.
     private var errorMessage: String {
         guard let handle else { return "closed" }
-        return String(cString: PQerrorMessage(handle)).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-            .joined(separator: " ")
+        return String(cString: PQerrorMessage(handle)).split(whereSeparator: \.isNewline).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        .joined(separator: " ")
     }
 }
 

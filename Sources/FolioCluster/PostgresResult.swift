@@ -48,7 +48,8 @@ public struct PostgresResult: Sendable {
         withBytes(row, column) { value in
             guard isBinary(column) else {
                 guard let number = Int64(String(decoding: value, as: UTF8.self)) else {
-                    preconditionFailure("column \(column) holds \(String(decoding: value, as: UTF8.self)), not an integer")
+                    preconditionFailure(
+                        "column \(column) holds \(String(decoding: value, as: UTF8.self)), not an integer")
                 }
                 return number
             }
@@ -57,7 +58,8 @@ public struct PostgresResult: Sendable {
             case (TypeOID.int4, 4): return Int64(Int32(bigEndian: value.loadUnaligned(as: Int32.self)))
             case (TypeOID.int2, 2): return Int64(Int16(bigEndian: value.loadUnaligned(as: Int16.self)))
             case (TypeOID.oid, 4): return Int64(UInt32(bigEndian: value.loadUnaligned(as: UInt32.self)))
-            case (let type, let count): preconditionFailure("column \(column) is of type OID \(type) (\(count) bytes), not an integer")
+            case (let type, let count):
+                preconditionFailure("column \(column) is of type OID \(type) (\(count) bytes), not an integer")
             }
         }
     }
@@ -67,7 +69,8 @@ public struct PostgresResult: Sendable {
         withBytes(row, column) { value in
             guard isBinary(column) else { return value.first == UInt8(ascii: "t") }
             precondition(
-                typeOID(column) == TypeOID.bool && value.count == 1, "column \(column) is of type OID \(typeOID(column)), not boolean")
+                typeOID(column) == TypeOID.bool && value.count == 1,
+                "column \(column) is of type OID \(typeOID(column)), not boolean")
             return value[0] != 0
         }
     }

@@ -65,7 +65,9 @@ public struct Arguments {
         var found: String?
         for name in names { if let value = value(name) { found = value } }
         guard let found else { return nil }
-        guard let number = Int(found), number >= 0 else { throw UsageError("\(names[0]) needs a non-negative integer, not '\(found)'") }
+        guard let number = Int(found), number >= 0 else {
+            throw UsageError("\(names[0]) needs a non-negative integer, not '\(found)'")
+        }
         return number
     }
 

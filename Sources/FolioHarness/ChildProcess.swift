@@ -13,7 +13,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// and `descriptors` maps more of its descriptor numbers to descriptors of this process (a
     /// listening socket as fd 3, as systemd passes one).
     public init(
-        executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32, stderr: Int32,
+        executable: String, arguments: [String], environment: [String: String], stdin: Int32, stdout: Int32,
+        stderr: Int32,
         descriptors: [Int32: Int32] = [:]
     ) throws {
         var actions = posix_spawn_file_actions_t()
@@ -22,7 +23,9 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, stdin, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
-        for (target, source) in descriptors.sorted(by: { $0.key < $1.key }) { posix_spawn_file_actions_adddup2(&actions, source, target) }
+        for (target, source) in descriptors.sorted(by: { $0.key < $1.key }) {
+            posix_spawn_file_actions_adddup2(&actions, source, target)
+        }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

@@ -21,7 +21,8 @@ public struct CommandRun: CustomStringConvertible {
     /// Runs `executable` with `arguments`, `input` on its stdin (nothing by default); kills it and
     /// throws if it runs longer than `timeout` seconds.
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:], input: [UInt8]? = nil, timeout: Double = 30
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], input: [UInt8]? = nil,
+        timeout: Double = 30
     ) throws -> CommandRun {
         var merged = ProcessInfo.processInfo.environment
         merged["FOLIO_SOCKET"] = nil
@@ -35,7 +36,8 @@ public struct CommandRun: CustomStringConvertible {
         let process: ChildProcess
         do {
             process = try ChildProcess(
-                executable: executable, arguments: arguments, environment: merged, stdin: nullDevice, stdout: output[1], stderr: errors[1])
+                executable: executable, arguments: arguments, environment: merged, stdin: nullDevice, stdout: output[1],
+                stderr: errors[1])
         } catch {
             for fd in output + errors { Glibc.close(fd) }
             throw error
@@ -54,14 +56,22 @@ public struct CommandRun: CustomStringConvertible {
         while open.contains(true) {
             guard Date() < deadline else {
                 process.killAndWait()
-                throw HarnessError("`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it")
+                throw HarnessError(
+                    "`\(([executable] + arguments).joined(separator: " "))` did not finish within \(timeout) s; killed it"
+                )
             }
-            var fds = [output[0], errors[0]].enumerated().filter { open[$0.offset] }.map { pollfd(fd: $0.element, events: Int16(POLLIN), revents: 0) }
+            var fds = [output[0], errors[0]].enumerated().filter { open[$0.offset] }.map {
+                pollfd(fd: $0.element, events: Int16(POLLIN), revents: 0)
+            }
             guard poll(&fds, nfds_t(fds.count), 100) >= 0 || errno == EINTR else { throw HarnessError("poll failed") }
             for entry in fds where entry.revents != 0 {
                 let index = entry.fd == output[0] ? 0 : 1
                 let count = chunk.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                if count > 0 { texts[index] += chunk[..<count] } else if count == 0 || errno != EINTR { open[index] = false }
+                if count > 0 {
+                    texts[index] += chunk[..<count]
+                } else if count == 0 || errno != EINTR {
+                    open[index] = false
+                }
             }
         }
         if !process.waitForExit(timeout: max(1, deadline.timeIntervalSinceNow)) {

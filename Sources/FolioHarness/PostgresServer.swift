@@ -28,7 +28,8 @@ public final class PostgresServer: @unchecked Sendable {
     /// creates the database `folio`.
     public init(settings: [String: String] = [:]) throws {
         guard let binaries = Self.binaryDirectory else {
-            throw HarnessError("PostgreSQL not found: install postgresql, or set FOLIO_PG_BIN to the directory of initdb")
+            throw HarnessError(
+                "PostgreSQL not found: install postgresql, or set FOLIO_PG_BIN to the directory of initdb")
         }
         Self.removeAbandoned()
         var template = Array("/tmp/folio-pg-XXXXXX".utf8CString)
@@ -47,9 +48,13 @@ public final class PostgresServer: @unchecked Sendable {
         }
         do {
             try runAsOwner(
-                "initdb", ["-D", dataDirectory, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"], timeout: 120)
+                "initdb",
+                ["-D", dataDirectory, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
+                timeout: 120)
             try appendToConfiguration(
-                ["listen_addresses": "", "unix_socket_directories": directory, "port": String(port)].merging(settings) { $1 })
+                ["listen_addresses": "", "unix_socket_directories": directory, "port": String(port)].merging(settings) {
+                    $1
+                })
             try start()
             try runPsql("CREATE DATABASE folio", database: "postgres")
         } catch {
@@ -64,10 +69,12 @@ public final class PostgresServer: @unchecked Sendable {
     /// server's log if it does not start.
     public func start() throws {
         do {
-            try runAsOwner("pg_ctl", ["start", "-w", "-t", "60", "-s", "-D", dataDirectory, "-l", logFile], timeout: 90)
+            try runAsOwner(
+                "pg_ctl", ["start", "-w", "-t", "60", "-s", "-D", dataDirectory, "-l", logFile], timeout: 90)
         } catch {
             let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "(no log)"
-            throw HarnessError("PostgreSQL in \(directory) did not start: \(error)\nserver log (\(logFile)):\n\(log.suffix(8_000))")
+            throw HarnessError(
+                "PostgreSQL in \(directory) did not start: \(error)\nserver log (\(logFile)):\n\(log.suffix(8_000))")
         }
     }
 
@@ -75,7 +82,8 @@ public final class PostgresServer: @unchecked Sendable {
     /// as in a crash).
     public func stop(immediate: Bool = false) throws {
         try runAsOwner(
-            "pg_ctl", ["stop", "-w", "-t", "60", "-s", "-D", dataDirectory, "-m", immediate ? "immediate" : "fast"], timeout: 90)
+            "pg_ctl", ["stop", "-w", "-t", "60", "-s", "-D", dataDirectory, "-m", immediate ? "immediate" : "fast"],
+            timeout: 90)
     }
 
     /// Whether the server's process (postmaster.pid) is alive.
@@ -122,8 +130,12 @@ public final class PostgresServer: @unchecked Sendable {
         if let configured = environment["FOLIO_PG_BIN"], !configured.isEmpty { return configured }
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         let installed = versions.filter { access("/usr/lib/postgresql/\($0)/bin/initdb", X_OK) == 0 }
-        if let newest = installed.max(by: { (Double($0) ?? 0) < (Double($1) ?? 0) }) { return "/usr/lib/postgresql/\(newest)/bin" }
-        return (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init).first { access("\($0)/initdb", X_OK) == 0 }
+        if let newest = installed.max(by: { (Double($0) ?? 0) < (Double($1) ?? 0) }) {
+            return "/usr/lib/postgresql/\(newest)/bin"
+        }
+        return (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init).first {
+            access("\($0)/initdb", X_OK) == 0
+        }
     }
 
     private var serverProcess: pid_t? { Self.serverProcess(of: dataDirectory) }
@@ -140,7 +152,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// (init, for the postmaster pg_ctl leaves behind, or for a killed test run).
     private static func isAlive(_ pid: pid_t) -> Bool {
         guard kill(pid, 0) == 0 || errno == EPERM else { return false }
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let name = stat.lastIndex(of: ")") else {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let name = stat.lastIndex(of: ")")
+        else {
             return true
         }
         return stat[name...].dropFirst(2).first != "Z"
@@ -151,7 +165,11 @@ public final class PostgresServer: @unchecked Sendable {
         // psql is a client: it runs as whoever we are. Debian keeps it on PATH and not always beside initdb.
         let psql = access(binaries + "/psql", X_OK) == 0 ? binaries + "/psql" : "/usr/bin/psql"
         let run = try CommandRun.run(
-            psql, ["-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", String(port), "-U", "postgres", "-d", database, "-c", sql],
+            psql,
+            [
+                "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", directory, "-p", String(port), "-U", "postgres", "-d",
+                database, "-c", sql,
+            ],
             timeout: 60)
         guard run.status == 0 else { throw HarnessError("psql failed: \(run)") }
         return run.stdout.hasSuffix("\n") ? String(run.stdout.dropLast()) : run.stdout
@@ -167,7 +185,9 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private func appendToConfiguration(_ settings: [String: String]) throws {
-        let lines = settings.sorted { $0.key < $1.key }.map { "\($0.key) = '\($0.value.replacingOccurrences(of: "'", with: "''"))'\n" }
+        let lines = settings.sorted { $0.key < $1.key }.map {
+            "\($0.key) = '\($0.value.replacingOccurrences(of: "'", with: "''"))'\n"
+        }
         guard let file = FileHandle(forWritingAtPath: dataDirectory + "/postgresql.conf") else {
             throw HarnessError("cannot open \(dataDirectory)/postgresql.conf")
         }
@@ -179,7 +199,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// As root: hands `directory` to the `postgres` user and returns the runuser prefix; otherwise nothing.
     private static func ownerCommand(for directory: String) throws -> [String] {
         guard getuid() == 0 else { return [] }
-        guard let owner = getpwnam("postgres") else { throw HarnessError("PostgreSQL does not run as root, and there is no postgres user") }
+        guard let owner = getpwnam("postgres") else {
+            throw HarnessError("PostgreSQL does not run as root, and there is no postgres user")
+        }
         guard chown(directory, owner.pointee.pw_uid, owner.pointee.pw_gid) == 0 else {
             throw HarnessError("chown \(directory) to postgres: \(String(cString: strerror(errno)))")
         }

@@ -1,4 +1,5 @@
 import CFolioKernels
+
 /// Why a text is not acceptable JSON, and at which byte offset.
 public struct JSONError: Error, Equatable, CustomStringConvertible, Sendable {
     public let message: String
@@ -45,7 +46,9 @@ public struct JSONParser: ~Copyable {
     }
 
     /// Parses, and tells where the value of top-level field `key` lies in `bytes` (to echo it verbatim).
-    public static func parse(_ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?) throws(JSONError) -> JSON {
+    public static func parse(_ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?)
+        throws(JSONError) -> JSON
+    {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
         parser.rangeKey = key
         let value = try parser.parseWhole()
@@ -60,7 +63,8 @@ public struct JSONParser: ~Copyable {
     /// read once, where it is used, not copied into a `String` first. Any other value is parsed as
     /// usual and `deferred` is nil.
     public static func parse(
-        _ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?, deferring deferredKey: String, deferred: inout Range<Int>?
+        _ bytes: UnsafeRawBufferPointer, rangeOf key: String, range: inout Range<Int>?, deferring deferredKey: String,
+        deferred: inout Range<Int>?
     ) throws(JSONError) -> JSON {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
         parser.rangeKey = key
@@ -75,7 +79,9 @@ public struct JSONParser: ~Copyable {
     /// `depth` levels of arrays and objects (which count toward `defaultMaxDepth`), and where it ends.
     /// What follows it is not looked at: a caller that knows the text around the value (an event's
     /// canonical bytes) reads only the values it needs with the full parser.
-    public static func parseValue(in bytes: UnsafeRawBufferPointer, at start: Int, depth: Int) throws(JSONError) -> (value: JSON, end: Int) {
+    public static func parseValue(in bytes: UnsafeRawBufferPointer, at start: Int, depth: Int) throws(JSONError) -> (
+        value: JSON, end: Int
+    ) {
         var parser = JSONParser(bytes, maxDepth: defaultMaxDepth)
         parser.position = start
         parser.depth = depth
@@ -115,9 +121,15 @@ public struct JSONParser: ~Copyable {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw error("unexpected character '\(printable(bytes[position]))'")
         }
@@ -392,7 +404,9 @@ public struct JSONParser: ~Copyable {
         if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
             integral = false
             position += 1
-            guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digit expected after '.'") }
+            guard position < bytes.count, isDigit(bytes[position]) else {
+                throw error("invalid number: digit expected after '.'")
+            }
             while position < bytes.count, isDigit(bytes[position]) {
                 nonzero = nonzero || bytes[position] != UInt8(ascii: "0")
                 position += 1
@@ -404,7 +418,9 @@ public struct JSONParser: ~Copyable {
             if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
                 position += 1
             }
-            guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digit expected in the exponent") }
+            guard position < bytes.count, isDigit(bytes[position]) else {
+                throw error("invalid number: digit expected in the exponent")
+            }
             while position < bytes.count, isDigit(bytes[position]) { position += 1 }
         }
         if integral && !overflow {
@@ -415,7 +431,9 @@ public struct JSONParser: ~Copyable {
         // Beyond a double's range either way is refused alike: too large would read as infinity,
         // too small (below the least subnormal) as zero.
         guard let value = Double(text), value.isFinite, value != 0 || !nonzero else {
-            throw JSONError(message: "number out of range (a double holds magnitudes from about 4.9e-324 to 1.8e308)", offset: start)
+            throw JSONError(
+                message: "number out of range (a double holds magnitudes from about 4.9e-324 to 1.8e308)", offset: start
+            )
         }
         return .double(value)
     }

@@ -1,4 +1,5 @@
 import CFolioKernels
+
 /// Serializes JSON values into UTF-8 bytes: compact, fields in their stored order, so the same value
 /// always gives the same bytes. Non-ASCII text is written as is; only `"`, `\` and control characters
 /// are escaped.

@@ -138,7 +138,9 @@ public final class Folio: Sendable {
                 lostAt = lostAt ?? .now
             } catch FolioError.connectionLost(let reason) {
                 guard retry else { throw FolioError.connectionLost(reason) }
-                if let lostAt, ContinuousClock.now - lostAt > reconnectTimeout { throw FolioError.connectionLost(reason) }
+                if let lostAt, ContinuousClock.now - lostAt > reconnectTimeout {
+                    throw FolioError.connectionLost(reason)
+                }
                 lostAt = lostAt ?? .now
             }
         }

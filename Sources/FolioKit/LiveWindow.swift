@@ -28,8 +28,10 @@ struct LiveWindow<Record: FolioRecord> {
         }
         total = Int(line.total)
         return LiveChange(
-            removed: line.removed.map { LiveChange.Removal(index: $0.index, id: $0.id) }, inserted: line.inserted.map(\.index),
-            updated: line.updated.map(\.index), moved: line.moved.map { LiveChange.Move(from: $0.from, to: $0.to, id: $0.id) })
+            removed: line.removed.map { LiveChange.Removal(index: $0.index, id: $0.id) },
+            inserted: line.inserted.map(\.index),
+            updated: line.updated.map(\.index),
+            moved: line.moved.map { LiveChange.Move(from: $0.from, to: $0.to, id: $0.id) })
     }
 
     private static func item(_ object: JSON) throws -> (id: String, record: Record) {

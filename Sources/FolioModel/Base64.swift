@@ -32,7 +32,11 @@ public enum Base64 {
         alphabet.withUnsafeBufferPointer { alphabet in
             text.withUnsafeMutableBufferPointer { buffer in
                 let out = UnsafeMutableBufferPointer(rebasing: buffer[start...])
-                var input = bytes.count < 32 ? 0 : folio_base64_encode_prefix(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, out.baseAddress!)
+                var input =
+                    bytes.count < 32
+                    ? 0
+                    : folio_base64_encode_prefix(
+                        bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, out.baseAddress!)
                 var output = input / 3 * 4
                 while input + 3 <= bytes.count {
                     let group = UInt32(bytes[input]) << 16 | UInt32(bytes[input + 1]) << 8 | UInt32(bytes[input + 2])
@@ -57,7 +61,8 @@ public enum Base64 {
     /// Throws naming the offset (in characters of the field's text) of the first character that is
     /// not base64 where it stands.
     public static func decode(_ text: String.UTF8View, field: String) throws(ValidationError) -> [UInt8] {
-        let result = text.withContiguousStorageIfAvailable { decode(UnsafeRawBufferPointer($0), field: field) }
+        let result =
+            text.withContiguousStorageIfAvailable { decode(UnsafeRawBufferPointer($0), field: field) }
             ?? Array(text).withUnsafeBytes { decode($0, field: field) }
         return try result.get()
     }
@@ -77,24 +82,31 @@ public enum Base64 {
     /// Decodes `text` where it lies: the content takes the first bytes of `text` (3 for every 4
     /// characters, fewer for the padding); answers how many. The rest of `text` is left undefined,
     /// also on failure. No allocation: a file piece is decoded in the request line it came in.
-    public static func decodeInPlace(_ text: UnsafeMutableRawBufferPointer, field: String) -> Result<Int, ValidationError> {
+    public static func decodeInPlace(_ text: UnsafeMutableRawBufferPointer, field: String) -> Result<
+        Int, ValidationError
+    > {
         decode(UnsafeRawBufferPointer(text), into: text.baseAddress?.assumingMemoryBound(to: UInt8.self), field: field)
     }
 
     /// Decodes `characters` into `out` (room for `characters.count / 4 * 3` bytes), which may be
     /// where the characters are: each group is read before its bytes are written, and they never
     /// land past it.
-    private static func decode(_ characters: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>?, field: String) -> Result<Int, ValidationError> {
+    private static func decode(
+        _ characters: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>?, field: String
+    ) -> Result<Int, ValidationError> {
         let count = characters.count
         guard count % 4 == 0 else {
-            return .failure(ValidationError("field \"\(field)\": base64 of \(count) characters, not a multiple of 4 (pad with '=')"))
+            return .failure(
+                ValidationError("field \"\(field)\": base64 of \(count) characters, not a multiple of 4 (pad with '=')")
+            )
         }
         guard count > 0, let out else { return .success(0) }
         var invalidAt: Int?
         let written = values.withUnsafeBufferPointer { values in
             // Whole blocks with AVX2 while they are valid, then a group at a time: an invalid
             // character is found, and named, by the loop below.
-            var index = folio_base64_decode_prefix(characters.baseAddress!.assumingMemoryBound(to: UInt8.self), count, out)
+            var index = folio_base64_decode_prefix(
+                characters.baseAddress!.assumingMemoryBound(to: UInt8.self), count, out)
             var output = index / 4 * 3
             // Every group but the last has no padding.
             while index + 4 < count {
@@ -118,7 +130,9 @@ public enum Base64 {
             var padding = 0
             for position in 0..<4 {
                 let character = characters[index + position]
-                if character == UInt8(ascii: "=") && position >= 2 && (position == 3 || characters[index + 3] == UInt8(ascii: "=")) {
+                if character == UInt8(ascii: "=") && position >= 2
+                    && (position == 3 || characters[index + 3] == UInt8(ascii: "="))
+                {
                     padding += 1
                     group <<= 6
                     continue
@@ -142,7 +156,9 @@ public enum Base64 {
             }
             return output
         }
-        if let invalidAt { return .failure(ValidationError("field \"\(field)\": invalid base64 at offset \(invalidAt)")) }
+        if let invalidAt {
+            return .failure(ValidationError("field \"\(field)\": invalid base64 at offset \(invalidAt)"))
+        }
         return .success(written)
     }
 }

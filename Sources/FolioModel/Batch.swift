@@ -20,7 +20,8 @@ public struct BatchOperation: Sendable {
 
     /// `{"$result": n}`: the reference to op n's object.
     public static func resultIndex(of object: JSONObject) -> Int? {
-        guard object.count == 1, let field = object.fields.first, field.key == "$result", case .int(let index) = field.value, index >= 0,
+        guard object.count == 1, let field = object.fields.first, field.key == "$result",
+            case .int(let index) = field.value, index >= 0,
             index < maxOperations
         else { return nil }
         return Int(index)
@@ -33,7 +34,9 @@ public struct BatchOperation: Sendable {
             guard index < results.count else {
                 throw ValidationError("{\"$result\": \(index)} names op \(index), which does not come before this one")
             }
-            guard let result = results[index] else { throw ValidationError("{\"$result\": \(index)} names op \(index), which failed") }
+            guard let result = results[index] else {
+                throw ValidationError("{\"$result\": \(index)} names op \(index), which failed")
+            }
             return result
         }
         func resolve(_ value: JSON) throws(ValidationError) -> JSON {
@@ -63,7 +66,8 @@ public struct BatchOperation: Sendable {
             guard let idResult else { return id }
             let result = try target(idResult)
             guard result.collection == collection else {
-                throw ValidationError("{\"$result\": \(idResult)} is an object of \(result.collection), not of \(collection)")
+                throw ValidationError(
+                    "{\"$result\": \(idResult)} is an object of \(result.collection), not of \(collection)")
             }
             return result.id
         }
@@ -88,7 +92,8 @@ public struct BatchOperation: Sendable {
                 resolvedOps = FieldOperations(entries)
             }
             return .update(
-                collection: collection, id: try resolveID(collection, id), patch: hasResultValues ? try resolveObject(patch) : patch,
+                collection: collection, id: try resolveID(collection, id),
+                patch: hasResultValues ? try resolveObject(patch) : patch,
                 ops: resolvedOps, ifVersion: ifVersion)
         case .delete(let collection, let id, let ifVersion):
             return .delete(collection: collection, id: try resolveID(collection, id), ifVersion: ifVersion)

@@ -19,12 +19,16 @@ extension Event {
     /// checks, made on the same values) and says what is wrong with the rest. So this needs no error
     /// messages of its own, and a layout it does not know (another key order, whitespace, an escape
     /// in a name) costs only the general decoding.
-    @_spi(Fuzzing) public static func decodingCanonicalObjectEvent(_ bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool) -> Event? {
+    @_spi(Fuzzing) public static func decodingCanonicalObjectEvent(
+        _ bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool
+    ) -> Event? {
         var scan = CanonicalScanner(bytes)
         guard scan.literal("{\"seq\":"), let sequence = scan.unsigned(), sequence > 0, scan.literal(",\"type\":\""),
-            let kind = scan.literal("created\"") ? 0 : scan.literal("updated\"") ? 1 : scan.literal("deleted\"") ? 2 : nil,
+            let kind = scan.literal("created\"")
+                ? 0 : scan.literal("updated\"") ? 1 : scan.literal("deleted\"") ? 2 : nil,
             scan.literal(",\"at\":"), let at = scan.plainStringBytes(), let timestamp = Timestamp(rfc3339: at),
-            scan.literal(",\"collection\":"), let collection = scan.plainString(), scan.literal(",\"id\":"), let id = scan.plainString(),
+            scan.literal(",\"collection\":"), let collection = scan.plainString(), scan.literal(",\"id\":"),
+            let id = scan.plainString(),
             scan.literal(",\"version\":"), let version = scan.unsigned(), version > 0
         else { return nil }
         do {
@@ -35,14 +39,18 @@ extension Event {
         var data: Range<Int>?
         switch kind {
         case 0:
-            guard scan.literal(",\"data\":"), let (value, range) = scan.value(), case .object(let object) = value else { return nil }
+            guard scan.literal(",\"data\":"), let (value, range) = scan.value(), case .object(let object) = value else {
+                return nil
+            }
             if checkingData {
                 do { try RecordData.validate(data: object) } catch { return nil }
             }
             data = range
             change = .created(collection: collection, id: id, data: object)
         case 1:
-            guard scan.literal(",\"patch\":"), let (value, _) = scan.value(), case .object(let patch) = value else { return nil }
+            guard scan.literal(",\"patch\":"), let (value, _) = scan.value(), case .object(let patch) = value else {
+                return nil
+            }
             if checkingData {
                 do { try RecordData.validate(patch: patch) } catch { return nil }
             }
@@ -65,13 +73,15 @@ extension Event {
             guard let (json, _) = scan.value() else { return nil }
             do { request = try RequestRecord(parsing: json) } catch { return nil }
         }
-        guard scan.literal(",\"by\":{\"uid\":"), let uid = scan.unsigned(), uid <= UInt64(UInt32.max), scan.literal(",\"gid\":"),
+        guard scan.literal(",\"by\":{\"uid\":"), let uid = scan.unsigned(), uid <= UInt64(UInt32.max),
+            scan.literal(",\"gid\":"),
             let gid = scan.unsigned(), gid <= UInt64(UInt32.max), scan.literal(",\"pid\":"), let pid = scan.signed(),
             let pidValue = Int32(exactly: pid), scan.literal("}}"), scan.atEnd
         else { return nil }
         dataRange = data
         return Event(
-            sequence: sequence, timestamp: timestamp, origin: Origin(uid: UInt32(uid), gid: UInt32(gid), pid: pidValue), version: version,
+            sequence: sequence, timestamp: timestamp, origin: Origin(uid: UInt32(uid), gid: UInt32(gid), pid: pidValue),
+            version: version,
             change: change, cause: cause, request: request)
     }
 }
@@ -89,7 +99,9 @@ private struct CanonicalScanner {
     /// Passes over `text` if it comes next.
     mutating func literal(_ text: StaticString) -> Bool {
         let count = text.utf8CodeUnitCount
-        guard bytes.count - position >= count, let base = bytes.baseAddress, memcmp(base + position, text.utf8Start, count) == 0 else { return false }
+        guard bytes.count - position >= count, let base = bytes.baseAddress,
+            memcmp(base + position, text.utf8Start, count) == 0
+        else { return false }
         position += count
         return true
     }

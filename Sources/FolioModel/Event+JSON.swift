@@ -43,7 +43,9 @@ extension Event {
         write(to: &writer, dataRange: &dataRange, headEnd: &headEnd, causeRange: &causeRange)
     }
 
-    private func write(to writer: inout JSONWriter, dataRange: inout Range<Int>?, headEnd: inout Int, causeRange: inout Range<Int>?) {
+    private func write(
+        to writer: inout JSONWriter, dataRange: inout Range<Int>?, headEnd: inout Int, causeRange: inout Range<Int>?
+    ) {
         // The head in one chunk: an append per piece cost about a hundred instructions each, for
         // every event the writer applies and every event a cluster node checks.
         writer.appendChunk(capacity: 96) { chunk in
@@ -167,14 +169,17 @@ extension Event {
 
     /// Printable ASCII without a quote or a backslash: written as is between quotes.
     private static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        for byte in bytes where byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+        for byte in bytes where byte < 0x20 || byte >= 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+        { return false }
         return true
     }
 
     /// Decodes canonical event bytes, checking every field; `extraKeys` may appear besides
     /// (an export line carries `hash`). `checkingData: false` trusts the data and patch to follow the
     /// record rules: for events this store accepted itself, whose bytes the hash chain vouches for.
-    public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
+    public init(decoding bytes: UnsafeRawBufferPointer, allowing extraKeys: Set<String> = [], checkingData: Bool = true)
+        throws(ValidationError)
+    {
         var ignored: Range<Int>?
         try self.init(decoding: bytes, dataRange: &ignored, checkingData: checkingData)
     }
@@ -182,7 +187,9 @@ extension Event {
     /// Decodes canonical event bytes and tells where the data of a `created` event lies in them.
     /// An object event in its canonical layout is read by that layout (`decodingCanonicalObjectEvent`);
     /// anything else, and anything that fails a check there, the general way.
-    public init(decoding bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true) throws(ValidationError) {
+    public init(decoding bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true)
+        throws(ValidationError)
+    {
         if let event = Self.decodingCanonicalObjectEvent(bytes, dataRange: &dataRange, checkingData: checkingData) {
             self = event
             return
@@ -192,7 +199,9 @@ extension Event {
 
     /// Decodes event bytes through a JSON tree of the whole event: any key order and whitespace,
     /// and an error that says what is wrong.
-    @_spi(Fuzzing) public init(decodingGenerally bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true) throws(ValidationError) {
+    @_spi(Fuzzing) public init(
+        decodingGenerally bytes: UnsafeRawBufferPointer, dataRange: inout Range<Int>?, checkingData: Bool = true
+    ) throws(ValidationError) {
         let json: JSON
         do { json = try JSONParser.parse(bytes, rangeOf: "data", range: &dataRange) } catch {
             throw ValidationError("event is not valid JSON: \(error)")
@@ -200,10 +209,14 @@ extension Event {
         try self.init(json: json, checkingData: checkingData)
     }
 
-    private static let objectEventKeys: Set<String> = ["seq", "type", "at", "by", "collection", "id", "version", "cause", "request"]
+    private static let objectEventKeys: Set<String> = [
+        "seq", "type", "at", "by", "collection", "id", "version", "cause", "request",
+    ]
     private static let viewEventKeys: Set<String> = ["seq", "type", "at", "by", "view", "request"]
     private static let schemaEventKeys: Set<String> = ["seq", "type", "at", "by", "schema", "collection", "request"]
-    private static let fileEventKeys: Set<String> = ["seq", "type", "at", "by", "name", "sha256", "size", "contentType", "replace", "request"]
+    private static let fileEventKeys: Set<String> = [
+        "seq", "type", "at", "by", "name", "sha256", "size", "contentType", "replace", "request",
+    ]
 
     public init(json: JSON, allowing extraKeys: Set<String> = [], checkingData: Bool = true) throws(ValidationError) {
         guard case .object(let object) = json else { throw ValidationError("an event must be a JSON object") }
@@ -212,7 +225,9 @@ extension Event {
             return value
         }
         func string(_ key: String) throws(ValidationError) -> String {
-            guard case .string(let value) = try field(key) else { throw ValidationError("event field \"\(key)\" must be a string") }
+            guard case .string(let value) = try field(key) else {
+                throw ValidationError("event field \"\(key)\" must be a string")
+            }
             return value
         }
         func unsigned(_ value: JSON, _ key: String, max: UInt64 = UInt64(Int64.max)) throws(ValidationError) -> UInt64 {
@@ -228,7 +243,8 @@ extension Event {
         guard let timestamp = Timestamp(rfc3339: try string("at")) else {
             throw ValidationError("event field \"at\" must be an RFC 3339 time with milliseconds")
         }
-        guard case .object(let by) = try field("by"), by.count == 3, let uid = by["uid"], let gid = by["gid"], let pid = by["pid"]
+        guard case .object(let by) = try field("by"), by.count == 3, let uid = by["uid"], let gid = by["gid"],
+            let pid = by["pid"]
         else { throw ValidationError("event field \"by\" must be {\"uid\", \"gid\", \"pid\"}") }
         guard case .int(let pidNumber) = pid, let pidValue = Int32(exactly: pidNumber) else {
             throw ValidationError("event field \"by.pid\" must be an integer")
@@ -251,12 +267,16 @@ extension Event {
             guard version > 0 else { throw ValidationError("event field \"version\" must be positive") }
             switch type {
             case "created":
-                guard case .object(let data) = try field("data") else { throw ValidationError("event field \"data\" must be an object") }
+                guard case .object(let data) = try field("data") else {
+                    throw ValidationError("event field \"data\" must be an object")
+                }
                 if checkingData { try RecordData.validate(data: data) }
                 payloadKey = "data"
                 change = .created(collection: collection, id: id, data: data)
             case "updated":
-                guard case .object(let patch) = try field("patch") else { throw ValidationError("event field \"patch\" must be an object") }
+                guard case .object(let patch) = try field("patch") else {
+                    throw ValidationError("event field \"patch\" must be an object")
+                }
                 if checkingData { try RecordData.validate(patch: patch) }
                 payloadKey = "patch"
                 var ops: FieldOperations?
@@ -286,9 +306,12 @@ extension Event {
             let sha256 = try string("sha256")
             let contentType = try string("contentType")
             try FileBinding.validate(sha256: sha256, contentType: contentType)
-            guard case .bool(let replace) = try field("replace") else { throw ValidationError("event field \"replace\" must be true or false") }
+            guard case .bool(let replace) = try field("replace") else {
+                throw ValidationError("event field \"replace\" must be true or false")
+            }
             let size = try unsigned(try field("size"), "size")
-            change = .filePut(FileBinding(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace))
+            change = .filePut(
+                FileBinding(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace))
         case "file.deleted":
             let name = try string("name")
             try FileName.validate(name)
@@ -305,17 +328,22 @@ extension Event {
         case .fileDeleted: expected = Self.fileEventKeys.subtracting(["sha256", "size", "contentType", "replace"])
         default: expected = Self.objectEventKeys
         }
-        for key in object.keys where !expected.contains(key) && key != payloadKey && key != extraPayloadKey && !extraKeys.contains(key) {
+        for key in object.keys
+        where !expected.contains(key) && key != payloadKey && key != extraPayloadKey && !extraKeys.contains(key) {
             throw ValidationError("unexpected field \(Names.quoted(key)) in a \(type) event")
         }
         var cause: UInt64?
         if let value = object["cause"] {
             cause = try unsigned(value, "cause")
-            guard let cause, cause > 0, cause < sequence else { throw ValidationError("event field \"cause\" must name an earlier event") }
+            guard let cause, cause > 0, cause < sequence else {
+                throw ValidationError("event field \"cause\" must name an earlier event")
+            }
         }
         var request: RequestRecord?
         if let value = object["request"] { request = try RequestRecord(parsing: value) }
-        self.init(sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change, cause: cause, request: request)
+        self.init(
+            sequence: sequence, timestamp: timestamp, origin: origin, version: version, change: change, cause: cause,
+            request: request)
     }
 }
 
@@ -326,7 +354,10 @@ extension Event.RequestRecord {
         if !failed.isEmpty {
             object["failed"] = .array(
                 failed.map { failure in
-                    var entry: JSONObject = ["index": .int(Int64(failure.index)), "code": .string(failure.code), "message": .string(failure.message)]
+                    var entry: JSONObject = [
+                        "index": .int(Int64(failure.index)), "code": .string(failure.code),
+                        "message": .string(failure.message),
+                    ]
                     if !failure.details.isEmpty { entry["details"] = .object(failure.details) }
                     return .object(entry)
                 })
@@ -335,20 +366,28 @@ extension Event.RequestRecord {
     }
 
     init(parsing json: JSON) throws(ValidationError) {
-        guard case .object(let object) = json, case .string(let key)? = object["key"], case .string(let digest)? = object["digest"],
+        guard case .object(let object) = json, case .string(let key)? = object["key"],
+            case .string(let digest)? = object["digest"],
             case .int(let events)? = object["events"], events > 0
         else { throw ValidationError("event field \"request\" must be {\"key\", \"digest\", \"events\"}") }
         try RequestKey.validate(key)
         var failed: [Failure] = []
         if let list = object["failed"] {
-            guard case .array(let entries) = list else { throw ValidationError("event field \"request.failed\" must be an array") }
+            guard case .array(let entries) = list else {
+                throw ValidationError("event field \"request.failed\" must be an array")
+            }
             for entry in entries {
                 guard case .object(let failure) = entry, case .int(let index)? = failure["index"], index >= 0,
                     case .string(let code)? = failure["code"], case .string(let message)? = failure["message"]
-                else { throw ValidationError("event field \"request.failed\" holds {\"index\", \"code\", \"message\", \"details\"?} entries") }
+                else {
+                    throw ValidationError(
+                        "event field \"request.failed\" holds {\"index\", \"code\", \"message\", \"details\"?} entries")
+                }
                 var details: JSONObject = [:]
                 if let value = failure["details"] {
-                    guard case .object(let object) = value else { throw ValidationError("event field \"request.failed.details\" must be an object") }
+                    guard case .object(let object) = value else {
+                        throw ValidationError("event field \"request.failed.details\" must be an object")
+                    }
                     details = object
                 }
                 for key in failure.keys where !["index", "code", "message", "details"].contains(key) {

@@ -106,7 +106,8 @@ public struct Event: Sendable, Equatable {
     /// The collection and id of the object the event changes; nil for view, schema and file events.
     public var object: (collection: String, id: String)? {
         switch change {
-        case .created(let collection, let id, _), .updated(let collection, let id, _, _), .deleted(let collection, let id):
+        case .created(let collection, let id, _), .updated(let collection, let id, _, _),
+            .deleted(let collection, let id):
             return (collection, id)
         case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped, .filePut, .fileDeleted:
             return nil
@@ -129,7 +130,9 @@ extension Event {
     public func applied(to object: StoredObject?) throws(ValidationError) -> StoredObject? {
         switch change {
         case .created(let collection, let id, let data):
-            return StoredObject(collection: collection, id: id, version: version, createdAt: timestamp, updatedAt: timestamp, data: data)
+            return StoredObject(
+                collection: collection, id: id, version: version, createdAt: timestamp, updatedAt: timestamp, data: data
+            )
         case .updated(_, _, let patch, let ops):
             guard var object else { return nil }
             object.version = version

@@ -50,7 +50,9 @@ public struct FieldOperations: Sendable, Equatable {
 
     /// As `init(parsing:beside:)`, in op n of a batch: values may be `{"$result": i}` for i in
     /// `results`; `found` tells whether any was.
-    public init(parsing json: JSON, beside patch: JSONObject?, results: Range<Int>?, found: inout Bool) throws(ValidationError) {
+    public init(parsing json: JSON, beside patch: JSONObject?, results: Range<Int>?, found: inout Bool)
+        throws(ValidationError)
+    {
         guard case .object(let object) = json else { throw ValidationError("\"ops\" must be an object of field paths") }
         var entries: [Entry] = []
         for field in object {
@@ -60,11 +62,17 @@ public struct FieldOperations: Sendable, Equatable {
                 throw ValidationError("ops: field path \(Names.quoted(text)) has an empty segment or a '$' segment")
             }
             try Names.validateTopLevelField(path[0])
-            guard case .object(let spec) = field.value, !spec.isEmpty, spec.keys.allSatisfy({ $0.hasPrefix("$") }) else {
-                throw ValidationError("ops.\(text): expected operations, e.g. {\"$set\": v}, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}")
+            guard case .object(let spec) = field.value, !spec.isEmpty, spec.keys.allSatisfy({ $0.hasPrefix("$") })
+            else {
+                throw ValidationError(
+                    "ops.\(text): expected operations, e.g. {\"$set\": v}, {\"$inc\": n}, {\"$push\": [...]}, {\"$addToSet\": [...]}, {\"$pull\": [...]} or {\"$unset\": true}"
+                )
             }
             for (name, operand) in spec.fields.map({ ($0.key, $0.value) }) {
-                entries.append(Entry(path: path, operation: try Self.operation(name, operand, at: text, results: results, found: &found)))
+                entries.append(
+                    Entry(
+                        path: path,
+                        operation: try Self.operation(name, operand, at: text, results: results, found: &found)))
             }
         }
         guard !entries.isEmpty else { throw ValidationError("\"ops\" is empty: give at least one field operation") }
@@ -80,7 +88,8 @@ public struct FieldOperations: Sendable, Equatable {
             for segment in entry.path {
                 if let shorter = node.path {
                     throw ValidationError(
-                        "ops: \(Names.quoted(shorter.joined(separator: "."))) and \(Names.quoted(entry.pathText)) overlap; give each field once")
+                        "ops: \(Names.quoted(shorter.joined(separator: "."))) and \(Names.quoted(entry.pathText)) overlap; give each field once"
+                    )
                 }
                 if let next = node.children[segment] {
                     node = next
@@ -92,7 +101,8 @@ public struct FieldOperations: Sendable, Equatable {
             }
             if node.path == nil, let longer = node.children.first {
                 throw ValidationError(
-                    "ops: \(Names.quoted(entry.pathText)) and a field below it (\(Names.quoted(entry.pathText + "." + longer.key))) overlap; give each field once")
+                    "ops: \(Names.quoted(entry.pathText)) and a field below it (\(Names.quoted(entry.pathText + "." + longer.key))) overlap; give each field once"
+                )
             }
             node.path = entry.path
             if let patch, Self.touches(patch, entry.path) {
@@ -102,7 +112,9 @@ public struct FieldOperations: Sendable, Equatable {
         self.entries = entries
     }
 
-    private static func operation(_ name: String, _ operand: JSON, at text: String, results: Range<Int>?, found: inout Bool) throws(ValidationError)
+    private static func operation(
+        _ name: String, _ operand: JSON, at text: String, results: Range<Int>?, found: inout Bool
+    ) throws(ValidationError)
         -> Operation
     {
         switch name {
@@ -126,7 +138,8 @@ public struct FieldOperations: Sendable, Equatable {
             if try RecordData.validateValue(operand, at: "ops.\(text)", results: results) { found = true }
             return .set(operand)
         default:
-            throw ValidationError("ops.\(text): unknown operation \(Names.quoted(name)) (known: \(names.joined(separator: " ")))")
+            throw ValidationError(
+                "ops.\(text): unknown operation \(Names.quoted(name)) (known: \(names.joined(separator: " ")))")
         }
     }
 
@@ -150,7 +163,9 @@ public struct FieldOperations: Sendable, Equatable {
             case .unset: (name, operand) = ("$unset", true)
             case .set(let value): (name, operand) = ("$set", value)
             }
-            if let last = fields.last, last.key == entry.pathText, case .object(var spec) = last.value, spec[name] == nil {
+            if let last = fields.last, last.key == entry.pathText, case .object(var spec) = last.value,
+                spec[name] == nil
+            {
                 spec[name] = operand
                 fields[fields.count - 1].value = .object(spec)
             } else {
@@ -168,7 +183,9 @@ public struct FieldOperations: Sendable, Equatable {
         return result
     }
 
-    private static func apply(_ entry: Entry, at path: ArraySlice<String>, in object: inout JSONObject) throws(ValidationError) {
+    private static func apply(_ entry: Entry, at path: ArraySlice<String>, in object: inout JSONObject)
+        throws(ValidationError)
+    {
         let key = path.first!
         if path.count > 1 {
             var nested: JSONObject
@@ -179,7 +196,9 @@ public struct FieldOperations: Sendable, Equatable {
             case .object(let existing)? where TypedValue.recognize(existing) == nil:
                 nested = existing
             case let other?:
-                throw ValidationError("field \(Names.quoted(entry.pathText)): \(Names.quoted(key)) holds \(other.kindDescription), not an object")
+                throw ValidationError(
+                    "field \(Names.quoted(entry.pathText)): \(Names.quoted(key)) holds \(other.kindDescription), not an object"
+                )
             }
             try apply(entry, at: path.dropFirst(), in: &nested)
             object[key] = .object(nested)
@@ -198,7 +217,9 @@ public struct FieldOperations: Sendable, Equatable {
             switch current {
             case nil: elements = []
             case .array(let existing)?: elements = existing
-            case let other?: throw ValidationError("field \(Names.quoted(entry.pathText)): expected an array, found \(other.kindDescription)")
+            case let other?:
+                throw ValidationError(
+                    "field \(Names.quoted(entry.pathText)): expected an array, found \(other.kindDescription)")
             }
             switch entry.operation {
             case .push: elements += values
@@ -217,17 +238,23 @@ public struct FieldOperations: Sendable, Equatable {
         switch (current ?? .int(0), amount) {
         case (.int(let a), .int(let b)):
             let (sum, overflow) = a.addingReportingOverflow(b)
-            guard !overflow else { throw ValidationError("field \(Names.quoted(entry.pathText)): $inc overflows a 64-bit integer") }
+            guard !overflow else {
+                throw ValidationError("field \(Names.quoted(entry.pathText)): $inc overflows a 64-bit integer")
+            }
             return .int(sum)
         case (.int(let a), .double(let b)): return try finite(Double(a) + b, entry)
         case (.double(let a), .int(let b)): return try finite(a + Double(b), entry)
         case (.double(let a), .double(let b)): return try finite(a + b, entry)
-        case (let other, _): throw ValidationError("field \(Names.quoted(entry.pathText)): $inc needs a number, found \(other.kindDescription)")
+        case (let other, _):
+            throw ValidationError(
+                "field \(Names.quoted(entry.pathText)): $inc needs a number, found \(other.kindDescription)")
         }
     }
 
     private static func finite(_ value: Double, _ entry: Entry) throws(ValidationError) -> JSON {
-        guard value.isFinite else { throw ValidationError("field \(Names.quoted(entry.pathText)): $inc goes beyond a double's range") }
+        guard value.isFinite else {
+            throw ValidationError("field \(Names.quoted(entry.pathText)): $inc goes beyond a double's range")
+        }
         return .double(value)
     }
 }

@@ -26,7 +26,8 @@ public enum FieldPath: Hashable, Sendable, CustomStringConvertible {
                 throw ValidationError("field path \(Names.quoted(text)) names a reserved field")
             }
             if segments.contains(where: { $0.hasPrefix("$") }) {
-                throw ValidationError("field path \(Names.quoted(text)) reaches into a typed value or names a reserved field")
+                throw ValidationError(
+                    "field path \(Names.quoted(text)) reaches into a typed value or names a reserved field")
             }
             self = .data(segments)
         }

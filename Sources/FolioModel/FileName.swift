@@ -13,13 +13,17 @@ public enum FileName {
         guard !bytes.isEmpty, bytes.count <= maxBytes else {
             throw ValidationError("file name must be 1 to \(maxBytes) bytes, found \(bytes.count)")
         }
-        if let offset = bytes.firstIndex(of: 0) { throw ValidationError("file name holds a NUL byte at byte \(offset)") }
+        if let offset = bytes.firstIndex(of: 0) {
+            throw ValidationError("file name holds a NUL byte at byte \(offset)")
+        }
         if bytes.first == UInt8(ascii: "/") || bytes.last == UInt8(ascii: "/") {
             throw ValidationError("file name \(Names.quoted(name)) may not start or end with '/'")
         }
         for segment in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if segment.isEmpty { throw ValidationError("file name \(Names.quoted(name)) has an empty segment ('//')") }
-            if segment.elementsEqual("..".utf8) { throw ValidationError("file name \(Names.quoted(name)) has a '..' segment") }
+            if segment.elementsEqual("..".utf8) {
+                throw ValidationError("file name \(Names.quoted(name)) has a '..' segment")
+            }
         }
     }
 }

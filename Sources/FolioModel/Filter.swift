@@ -41,7 +41,9 @@ public indirect enum Filter: Equatable, Sendable {
         self = try Filter.parseObject(json, at: "where", budget: &budget)
     }
 
-    private static func parseObject(_ json: JSON, at location: String, budget: inout Int) throws(ValidationError) -> Filter {
+    private static func parseObject(_ json: JSON, at location: String, budget: inout Int) throws(ValidationError)
+        -> Filter
+    {
         guard case .object(let object) = json else {
             throw ValidationError("\(location) must be an object, found \(json.kindDescription)")
         }
@@ -62,17 +64,22 @@ public indirect enum Filter: Equatable, Sendable {
                 parts.append(field.key == "$and" ? .all(children) : .any(children))
             default:
                 if field.key.hasPrefix("$") {
-                    throw ValidationError("\(location): unknown operator \(Names.quoted(field.key)) (expected a field, $and or $or)")
+                    throw ValidationError(
+                        "\(location): unknown operator \(Names.quoted(field.key)) (expected a field, $and or $or)")
                 }
                 let path: FieldPath
-                do { path = try FieldPath(parsing: field.key) } catch { throw ValidationError("\(location): \(error.message)") }
+                do { path = try FieldPath(parsing: field.key) } catch {
+                    throw ValidationError("\(location): \(error.message)")
+                }
                 parts.append(contentsOf: try parseConditions(field.value, path: path, at: "\(location).\(field.key)"))
             }
         }
         return parts.count == 1 ? parts[0] : .all(parts)
     }
 
-    private static func parseConditions(_ json: JSON, path: FieldPath, at location: String) throws(ValidationError) -> [Filter] {
+    private static func parseConditions(_ json: JSON, path: FieldPath, at location: String) throws(ValidationError)
+        -> [Filter]
+    {
         guard case .object(let object) = json, object.keys.contains(where: { $0.hasPrefix("$") }) else {
             return [.condition(path, .equal(try operand(json, at: location)))]
         }
@@ -96,7 +103,9 @@ public indirect enum Filter: Equatable, Sendable {
                     throw ValidationError("\(at) takes an array, found \(field.value.kindDescription)")
                 }
                 var values: [Value] = []
-                for (index, element) in elements.enumerated() { values.append(try operand(element, at: "\(at)[\(index)]")) }
+                for (index, element) in elements.enumerated() {
+                    values.append(try operand(element, at: "\(at)[\(index)]"))
+                }
                 values.sort { Value.compare($0, $1) < 0 }
                 condition = field.key == "$in" ? .oneOf(values) : .noneOf(values)
             case "$exists":
@@ -112,7 +121,8 @@ public indirect enum Filter: Equatable, Sendable {
             case "$contains": condition = .contains(try operand(field.value, at: at))
             default:
                 throw ValidationError(
-                    "\(location): unknown operator \(Names.quoted(field.key)) (known: $eq $ne $gt $gte $lt $lte $in $nin $exists $prefix $contains)")
+                    "\(location): unknown operator \(Names.quoted(field.key)) (known: $eq $ne $gt $gte $lt $lte $in $nin $exists $prefix $contains)"
+                )
             }
             conditions.append(.condition(path, condition))
         }

@@ -165,7 +165,9 @@ extension Instant {
 }
 
 /// Writes `value` in exactly `digits` decimal digits, zeros first, at `start`; returns where they end.
-private func writeDigits(_ value: Int64, _ digits: Int, to text: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
+private func writeDigits(_ value: Int64, _ digits: Int, to text: UnsafeMutableBufferPointer<UInt8>, at start: Int)
+    -> Int
+{
     var value = value
     var index = start + digits
     while index > start {

@@ -18,7 +18,8 @@ public enum Names {
     public static func validateCollection(_ name: String, role: String = "collection") throws(ValidationError) {
         guard isIdentifier(name, maxLength: maxCollectionLength) else {
             throw ValidationError(
-                "\(role) \(quoted(name)) is not a valid name: a letter, then letters, digits or '_', at most \(maxCollectionLength)")
+                "\(role) \(quoted(name)) is not a valid name: a letter, then letters, digits or '_', at most \(maxCollectionLength)"
+            )
         }
     }
 
@@ -45,7 +46,8 @@ public enum Names {
         switch utf8.count {
         case 2, 7, 9, 10:  // the lengths of the system fields' names
             if isSystemField(key) {
-                throw ValidationError("field \(quoted(key)) is reserved (collection, id, version, createdAt, updatedAt)")
+                throw ValidationError(
+                    "field \(quoted(key)) is reserved (collection, id, version, createdAt, updatedAt)")
             }
         default: break
         }
@@ -117,7 +119,8 @@ public enum Names {
     ]
 
     private static func isLetter(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
     }
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

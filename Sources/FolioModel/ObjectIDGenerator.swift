@@ -15,7 +15,10 @@ public struct ObjectIDGenerator {
     public mutating func next(at timestamp: Timestamp) -> String {
         if timestamp.milliseconds > lastMilliseconds {
             lastMilliseconds = timestamp.milliseconds
-            lastRandom = (UInt16.random(in: 0...UInt16.max, using: &random) >> 1, UInt64.random(in: 0...UInt64.max, using: &random))
+            lastRandom = (
+                UInt16.random(in: 0...UInt16.max, using: &random) >> 1,
+                UInt64.random(in: 0...UInt64.max, using: &random)
+            )
         } else {
             let (low, carry) = lastRandom.low.addingReportingOverflow(1)
             lastRandom = (lastRandom.high &+ (carry ? 1 : 0), low)

@@ -37,7 +37,8 @@ public struct Query: Sendable {
     public var readable: (@Sendable (String) -> Bool)?
 
     public init(
-        source: Source, whereJSON: JSON? = nil, sort: SortOrder? = nil, descending: Bool = false, limit: Int = defaultLimit,
+        source: Source, whereJSON: JSON? = nil, sort: SortOrder? = nil, descending: Bool = false,
+        limit: Int = defaultLimit,
         start: Start = .offset(0), explain: Bool = false, include: [IncludePath] = []
     ) throws(ValidationError) {
         self.source = source
@@ -142,10 +143,15 @@ public struct PageCursor: Sendable, Equatable {
                 let end = raw.count - 8
                 let stored = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: end, as: UInt64.self))
                 guard stored == Self.checkValue(UnsafeRawBufferPointer(rebasing: raw[..<end])) else { return nil }
-                return (Array(UnsafeRawBufferPointer(rebasing: raw[1..<9])), Array(UnsafeRawBufferPointer(rebasing: raw[9..<end])))
+                return (
+                    Array(UnsafeRawBufferPointer(rebasing: raw[1..<9])),
+                    Array(UnsafeRawBufferPointer(rebasing: raw[9..<end]))
+                )
             })
         else {
-            throw ValidationError("after: not a cursor returned by list, or a damaged one (use the \"next\" of a previous page as it came)")
+            throw ValidationError(
+                "after: not a cursor returned by list, or a damaged one (use the \"next\" of a previous page as it came)"
+            )
         }
         (fingerprint, key) = parts
     }
@@ -220,7 +226,10 @@ public enum Base64URL {
                     var bits = 0
                     for character in utf8 {
                         let digit = digits[Int(character)]
-                        guard digit >= 0 else { valid = false; break }
+                        guard digit >= 0 else {
+                            valid = false
+                            break
+                        }
                         value = (value << 6 | UInt32(digit)) & 0xFFFF
                         bits += 6
                         if bits >= 8 {

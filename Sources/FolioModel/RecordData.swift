@@ -24,13 +24,17 @@ public enum RecordData {
 
     /// A value anywhere in a record or a query: its `$` objects must be well-formed typed values.
     @discardableResult
-    public static func validateValue(_ value: JSON, at path: String, results: Range<Int>? = nil) throws(ValidationError) -> Bool {
+    public static func validateValue(_ value: JSON, at path: String, results: Range<Int>? = nil) throws(ValidationError)
+        -> Bool
+    {
         var found = false
         try validate(value: value, at: path, results: results, found: &found)
         return found
     }
 
-    private static func validate(value: JSON, at path: String, results: Range<Int>?, found: inout Bool) throws(ValidationError) {
+    private static func validate(value: JSON, at path: String, results: Range<Int>?, found: inout Bool)
+        throws(ValidationError)
+    {
         var trail: [PathStep] = []
         do throws(ValidationError) {
             try validate(value: value, trail: &trail, results: results, found: &found)
@@ -53,13 +57,19 @@ public enum RecordData {
         }
     }
 
-    private static func validate(value: JSON, trail: inout [PathStep], results: Range<Int>?, found: inout Bool) throws(ValidationError) {
+    private static func validate(value: JSON, trail: inout [PathStep], results: Range<Int>?, found: inout Bool)
+        throws(ValidationError)
+    {
         switch value {
         case .object(let object):
             if let results, object.count == 1, object.fields[0].key == "$result" {
                 guard let index = BatchOperation.resultIndex(of: object), results.contains(index) else {
-                    if results.isEmpty { throw ValidationError("{\"$result\": n} names an earlier op of the batch, and the first op has none") }
-                    throw ValidationError("{\"$result\": n} names an earlier op of the batch: n from 0 to \(results.upperBound - 1)")
+                    if results.isEmpty {
+                        throw ValidationError(
+                            "{\"$result\": n} names an earlier op of the batch, and the first op has none")
+                    }
+                    throw ValidationError(
+                        "{\"$result\": n} names an earlier op of the batch: n from 0 to \(results.upperBound - 1)")
                 }
                 found = true
                 return

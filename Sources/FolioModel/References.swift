@@ -50,7 +50,9 @@ public struct Reference: Sendable, Hashable {
 
     private static func isDate(_ object: JSONObject) -> Bool { object.count == 1 && object.fields[0].key == "$date" }
 
-    private static func collect(_ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>?) {
+    private static func collect(
+        _ value: JSON, path: inout [String], into found: inout [Reference], _ seen: inout Set<Reference>?
+    ) {
         switch value {
         case .array(let elements):
             for element in elements { collect(element, path: &path, into: &found, &seen) }
@@ -64,7 +66,8 @@ public struct Reference: Sendable, Hashable {
             case .date?, nil: target = nil
             }
             if let target {
-                let reference = Reference(path: path.joined(separator: "."), collection: target.collection, id: target.id)
+                let reference = Reference(
+                    path: path.joined(separator: "."), collection: target.collection, id: target.id)
                 if found.count < 16 {
                     if !found.contains(reference) { found.append(reference) }
                 } else {

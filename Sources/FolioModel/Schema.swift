@@ -75,14 +75,18 @@ public struct Schema: Sendable, Equatable {
         for key in object.keys where !["collection", "fields", "additionalFields"].contains(key) {
             throw ValidationError("schema: unknown field \(Names.quoted(key))")
         }
-        guard case .string(let collection)? = object["collection"] else { throw ValidationError("schema needs \"collection\", a string") }
+        guard case .string(let collection)? = object["collection"] else {
+            throw ValidationError("schema needs \"collection\", a string")
+        }
         try Names.validateCollection(collection)
         guard case .object(let specs)? = object["fields"] else {
             throw ValidationError("schema needs \"fields\": an object of field name to {\"type\": ...}")
         }
         var additional = true
         if let flag = object["additionalFields"], !flag.isNull {
-            guard case .bool(let value) = flag else { throw ValidationError("schema: \"additionalFields\" must be true or false") }
+            guard case .bool(let value) = flag else {
+                throw ValidationError("schema: \"additionalFields\" must be true or false")
+            }
             additional = value
         }
         var fields: [Field] = []
@@ -96,47 +100,60 @@ public struct Schema: Sendable, Equatable {
     }
 
     private static func field(_ name: String, _ json: JSON) throws(ValidationError) -> Field {
-        guard case .object(let spec) = json else { throw ValidationError("schema field \(Names.quoted(name)) must be an object with \"type\"") }
+        guard case .object(let spec) = json else {
+            throw ValidationError("schema field \(Names.quoted(name)) must be an object with \"type\"")
+        }
         for key in spec.keys where !["type", "required", "ref", "items", "onTargetDelete", "owns"].contains(key) {
             throw ValidationError("schema field \(Names.quoted(name)): unknown key \(Names.quoted(key))")
         }
         let type = try fieldType(spec, at: name)
         var required = false
         if let flag = spec["required"], !flag.isNull {
-            guard case .bool(let value) = flag else { throw ValidationError("schema field \(Names.quoted(name)): \"required\" must be true or false") }
+            guard case .bool(let value) = flag else {
+                throw ValidationError("schema field \(Names.quoted(name)): \"required\" must be true or false")
+            }
             required = value
         }
         var rule = DeleteRule.keep
         if let text = spec["onTargetDelete"], !text.isNull {
             guard case .string(let value) = text, let parsed = DeleteRule(rawValue: value) else {
-                throw ValidationError("schema field \(Names.quoted(name)): \"onTargetDelete\" must be keep, nullify, cascade or deny")
+                throw ValidationError(
+                    "schema field \(Names.quoted(name)): \"onTargetDelete\" must be keep, nullify, cascade or deny")
             }
             rule = parsed
         }
         var owns = false
         if let flag = spec["owns"], !flag.isNull {
-            guard case .bool(let value) = flag else { throw ValidationError("schema field \(Names.quoted(name)): \"owns\" must be true or false") }
+            guard case .bool(let value) = flag else {
+                throw ValidationError("schema field \(Names.quoted(name)): \"owns\" must be true or false")
+            }
             owns = value
         }
         if rule != .keep || owns {
             guard type.referencedCollection != nil else {
-                throw ValidationError("schema field \(Names.quoted(name)): onTargetDelete and owns apply to fields of type ref or an array of refs")
+                throw ValidationError(
+                    "schema field \(Names.quoted(name)): onTargetDelete and owns apply to fields of type ref or an array of refs"
+                )
             }
         }
         if rule == .nullify && required, case .ref = type {
-            throw ValidationError("schema field \(Names.quoted(name)): a required field cannot be nullified; use cascade, deny or keep")
+            throw ValidationError(
+                "schema field \(Names.quoted(name)): a required field cannot be nullified; use cascade, deny or keep")
         }
         return Field(name: name, type: type, required: required, onTargetDelete: rule, owns: owns)
     }
 
     private static func fieldType(_ spec: JSONObject, at name: String) throws(ValidationError) -> FieldType {
         guard case .string(let typeName)? = spec["type"] else {
-            throw ValidationError("schema field \(Names.quoted(name)) needs \"type\": string, number, integer, boolean, date, ref, array, object, file or any")
+            throw ValidationError(
+                "schema field \(Names.quoted(name)) needs \"type\": string, number, integer, boolean, date, ref, array, object, file or any"
+            )
         }
         switch typeName {
         case "string", "number", "integer", "boolean", "date", "file", "object", "any":
             for key in ["ref", "items"] where spec[key] != nil && spec[key] != .null {
-                throw ValidationError("schema field \(Names.quoted(name)): \"\(key)\" applies to type \(key == "ref" ? "ref" : "array")")
+                throw ValidationError(
+                    "schema field \(Names.quoted(name)): \"\(key)\" applies to type \(key == "ref" ? "ref" : "array")")
             }
             switch typeName {
             case "string": return .string
@@ -151,7 +168,9 @@ public struct Schema: Sendable, Equatable {
         case "ref":
             var collection: String?
             if let target = spec["ref"], !target.isNull {
-                guard case .string(let value) = target else { throw ValidationError("schema field \(Names.quoted(name)): \"ref\" names a collection") }
+                guard case .string(let value) = target else {
+                    throw ValidationError("schema field \(Names.quoted(name)): \"ref\" names a collection")
+                }
                 try Names.validateCollection(value)
                 collection = value
             }
@@ -159,7 +178,9 @@ public struct Schema: Sendable, Equatable {
         case "array":
             guard let items = spec["items"], !items.isNull else { return .array(items: nil) }
             guard case .object(let itemSpec) = items else {
-                throw ValidationError("schema field \(Names.quoted(name)): \"items\" must be a type spec, e.g. {\"type\": \"ref\", \"ref\": \"Item\"}")
+                throw ValidationError(
+                    "schema field \(Names.quoted(name)): \"items\" must be a type spec, e.g. {\"type\": \"ref\", \"ref\": \"Item\"}"
+                )
             }
             for key in itemSpec.keys where !["type", "ref", "items"].contains(key) {
                 throw ValidationError("schema field \(Names.quoted(name)).items: unknown key \(Names.quoted(key))")
@@ -179,7 +200,9 @@ public struct Schema: Sendable, Equatable {
             if field.owns { spec["owns"] = true }
             specs[field.name] = .object(spec)
         }
-        return ["collection": .string(collection), "fields": .object(specs), "additionalFields": .bool(additionalFields)]
+        return [
+            "collection": .string(collection), "fields": .object(specs), "additionalFields": .bool(additionalFields),
+        ]
     }
 
     private static func typeJSON(_ type: FieldType) -> JSONObject {
@@ -199,14 +222,18 @@ public struct Schema: Sendable, Equatable {
     public func validate(_ data: JSONObject) throws(ValidationError) {
         for field in fields {
             guard let value = data[field.name], !value.isNull else {
-                if field.required { throw ValidationError("field \(Names.quoted(field.name)) is required by the schema of \(collection)") }
+                if field.required {
+                    throw ValidationError(
+                        "field \(Names.quoted(field.name)) is required by the schema of \(collection)")
+                }
                 continue
             }
             try Self.check(value, field.type, at: field.name)
         }
         if !additionalFields {
             for key in data.keys where field(named: key) == nil {
-                throw ValidationError("field \(Names.quoted(key)) is not in the schema of \(collection), which allows no other fields")
+                throw ValidationError(
+                    "field \(Names.quoted(key)) is not in the schema of \(collection), which allows no other fields")
             }
         }
     }
@@ -227,11 +254,16 @@ public struct Schema: Sendable, Equatable {
             guard case .int = value else { throw fail("integer") }
         case .boolean: guard case .bool = value else { throw fail("boolean") }
         case .date:
-            guard case .object(let object) = value, case .date? = TypedValue.recognize(object) else { throw fail("date") }
+            guard case .object(let object) = value, case .date? = TypedValue.recognize(object) else {
+                throw fail("date")
+            }
         case .file:
-            guard case .object(let object) = value, case .file? = TypedValue.recognize(object) else { throw fail("file") }
+            guard case .object(let object) = value, case .file? = TypedValue.recognize(object) else {
+                throw fail("file")
+            }
         case .ref(let collection):
-            guard case .object(let object) = value, case .reference(let target, _)? = TypedValue.recognize(object) else { throw fail("ref") }
+            guard case .object(let object) = value, case .reference(let target, _)? = TypedValue.recognize(object)
+            else { throw fail("ref") }
             if let collection, target != collection { throw fail("ref to \(collection)") }
         case .object:
             guard case .object(let object) = value, TypedValue.recognize(object) == nil else { throw fail("object") }

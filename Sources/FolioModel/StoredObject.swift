@@ -10,7 +10,9 @@ public struct StoredObject: Sendable, Equatable {
     public var updatedAt: Timestamp
     public var data: JSONObject
 
-    public init(collection: String, id: String, version: UInt64, createdAt: Timestamp, updatedAt: Timestamp, data: JSONObject) {
+    public init(
+        collection: String, id: String, version: UInt64, createdAt: Timestamp, updatedAt: Timestamp, data: JSONObject
+    ) {
         self.collection = collection
         self.id = id
         self.version = version
@@ -45,7 +47,8 @@ public struct StoredObject: Sendable, Equatable {
         var fields: [JSONObject.Field] = [
             .init(key: "collection", value: .string(collection)), .init(key: "id", value: .string(id)),
             .init(key: "version", value: .int(Int64(version))),
-            .init(key: "createdAt", value: .string(createdAt.rfc3339)), .init(key: "updatedAt", value: .string(updatedAt.rfc3339)),
+            .init(key: "createdAt", value: .string(createdAt.rfc3339)),
+            .init(key: "updatedAt", value: .string(updatedAt.rfc3339)),
         ]
         fields.append(contentsOf: data.fields)
         return .object(JSONObject(fields))

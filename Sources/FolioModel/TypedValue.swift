@@ -14,7 +14,8 @@ public enum TypedValue: Equatable, Sendable {
     public static func parse(_ object: JSONObject) throws(ValidationError) -> TypedValue? {
         guard object.fields.contains(where: { $0.key.hasPrefix("$") }) else { return nil }
         guard object.count == 1, let first = object.fields.first else {
-            throw ValidationError("an object with a '$' key must be exactly {\"$date\": ...}, {\"$ref\": ...} or {\"$file\": ...}")
+            throw ValidationError(
+                "an object with a '$' key must be exactly {\"$date\": ...}, {\"$ref\": ...} or {\"$file\": ...}")
         }
         switch first.key {
         case "$date":
@@ -37,7 +38,9 @@ public enum TypedValue: Equatable, Sendable {
             }
             return .reference(collection: collection, id: id)
         case "$file":
-            guard case .string(let name) = first.value else { throw ValidationError("$file must be a string, the name of a stored file") }
+            guard case .string(let name) = first.value else {
+                throw ValidationError("$file must be a string, the name of a stored file")
+            }
             do {
                 try FileName.validate(name)
             } catch {
@@ -45,7 +48,8 @@ public enum TypedValue: Equatable, Sendable {
             }
             return .file(name: name)
         default:
-            throw ValidationError("unknown typed value \(Names.quoted(first.key)): only $date, $ref and $file are defined")
+            throw ValidationError(
+                "unknown typed value \(Names.quoted(first.key)): only $date, $ref and $file are defined")
         }
     }
 

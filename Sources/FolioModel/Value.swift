@@ -33,7 +33,10 @@ public indirect enum Value: Sendable {
             // A file is the name it holds: as an object of one field it already compares by that
             // name, and its sort keys stay what they were before `$file` existed.
             case .file?, nil:
-                self = .object(object.fields.map { (key: $0.key, value: Value($0.value)) }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })
+                self = .object(
+                    object.fields.map { (key: $0.key, value: Value($0.value)) }.sorted {
+                        $0.key.utf8.lexicographicallyPrecedes($1.key.utf8)
+                    })
             }
         }
     }
@@ -144,7 +147,9 @@ extension Value: CustomStringConvertible {
         case .reference(let target): return "{\"$ref\":\(JSON.string(target).description)}"
         case .array(let elements): return "[" + elements.map(\.description).joined(separator: ",") + "]"
         case .object(let fields):
-            return "{" + fields.map { JSON.string($0.key).description + ":" + $0.value.description }.joined(separator: ",") + "}"
+            return "{"
+                + fields.map { JSON.string($0.key).description + ":" + $0.value.description }.joined(separator: ",")
+                + "}"
         }
     }
 }

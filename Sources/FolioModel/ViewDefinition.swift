@@ -11,7 +11,9 @@ public struct ViewDefinition: Equatable, Sendable {
     public var sort: SortOrder
     public var unique: Bool
 
-    public init(name: String, collection: String, whereJSON: JSON?, sort: SortOrder, unique: Bool) throws(ValidationError) {
+    public init(name: String, collection: String, whereJSON: JSON?, sort: SortOrder, unique: Bool)
+        throws(ValidationError)
+    {
         try Names.validateView(name)
         try Names.validateCollection(collection)
         self.name = name
@@ -29,7 +31,8 @@ public struct ViewDefinition: Equatable, Sendable {
             throw ValidationError("view: \"collection\" must be a string")
         }
         let whereJSON = object["where"].flatMap { $0.isNull ? nil : $0 }
-        let sort = try object["sort"].map { (json) throws(ValidationError) in try SortOrder(parsing: json) } ?? .creation
+        let sort =
+            try object["sort"].map { (json) throws(ValidationError) in try SortOrder(parsing: json) } ?? .creation
         var unique = false
         if let flag = object["unique"] {
             guard case .bool(let value) = flag else { throw ValidationError("view: \"unique\" must be true or false") }

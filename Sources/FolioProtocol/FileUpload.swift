@@ -107,7 +107,9 @@ public struct FileContent: Sendable {
 
     /// Decodes the base64 at `range` of `text` in place: `text` is the line `buffer` holds, open for
     /// writing by the decoder (`RequestDecoder.decode(owning:)`).
-    static func decoding(_ text: UnsafeMutableRawBufferPointer, at range: Range<Int>, in buffer: LineBuffer) throws(ProtocolError) -> FileContent {
+    static func decoding(_ text: UnsafeMutableRawBufferPointer, at range: Range<Int>, in buffer: LineBuffer)
+        throws(ProtocolError) -> FileContent
+    {
         switch Base64.decodeInPlace(UnsafeMutableRawBufferPointer(rebasing: text[range]), field: "data") {
         case .success(let count): return FileContent(buffer: buffer, range: range.lowerBound..<range.lowerBound + count)
         case .failure(let error): throw ProtocolError(.badRequest, error.message)

@@ -19,32 +19,42 @@ public struct LiveChangeLine: Sendable {
             guard case .array(let values)? = change.objectValue?[key] else { throw Self.malformed("without \(key)") }
             var objects: [JSONObject] = []
             for value in values {
-                guard case .object(let entry) = value else { throw Self.malformed("whose \(key) holds \(value.kindDescription)") }
+                guard case .object(let entry) = value else {
+                    throw Self.malformed("whose \(key) holds \(value.kindDescription)")
+                }
                 objects.append(entry)
             }
             return objects
         }
         func index(_ entry: JSONObject, _ key: String) throws(ProtocolError) -> Int {
-            guard let value = entry[key]?.integerValue, value >= 0 else { throw Self.malformed("with an entry without \(key)") }
+            guard let value = entry[key]?.integerValue, value >= 0 else {
+                throw Self.malformed("with an entry without \(key)")
+            }
             return Int(value)
         }
         func object(_ entry: JSONObject) throws(ProtocolError) -> JSON {
             guard let object = entry["object"] else { throw Self.malformed("with an entry without object") }
             return object
         }
-        guard let sequence = change.objectValue?["seq"]?.integerValue, let total = change.objectValue?["total"]?.integerValue else {
+        guard let sequence = change.objectValue?["seq"]?.integerValue,
+            let total = change.objectValue?["total"]?.integerValue
+        else {
             throw Self.malformed("without seq or total")
         }
         self.sequence = UInt64(sequence)
         self.total = total
         var removed: [(Int, String)] = []
-        for entry in try entries("removed") { removed.append((try index(entry, "index"), entry["id"]?.stringValue ?? "")) }
+        for entry in try entries("removed") {
+            removed.append((try index(entry, "index"), entry["id"]?.stringValue ?? ""))
+        }
         var inserted: [(Int, JSON)] = []
         for entry in try entries("inserted") { inserted.append((try index(entry, "index"), try object(entry))) }
         var updated: [(Int, JSON)] = []
         for entry in try entries("updated") { updated.append((try index(entry, "index"), try object(entry))) }
         var moved: [(Int, Int, String)] = []
-        for entry in try entries("moved") { moved.append((try index(entry, "from"), try index(entry, "to"), entry["id"]?.stringValue ?? "")) }
+        for entry in try entries("moved") {
+            moved.append((try index(entry, "from"), try index(entry, "to"), entry["id"]?.stringValue ?? ""))
+        }
         (self.removed, self.inserted, self.updated, self.moved) = (removed, inserted, updated, moved)
     }
 

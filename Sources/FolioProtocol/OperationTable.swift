@@ -100,8 +100,11 @@ public enum OperationTable {
         OperationSpec("batch", .write, .write(keyed: true, RequestDecoder.batch)),
         OperationSpec("list", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true)) }),
         OperationSpec("count", .read, .read(.byPlan) { .count(try RequestDecoder.query(&$0, paging: false)) }),
-        OperationSpec("links", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
-        OperationSpec("backlinks", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
+        OperationSpec(
+            "links", .read, .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .links)) }),
+        OperationSpec(
+            "backlinks", .read,
+            .read(.byPlan) { .list(try RequestDecoder.query(&$0, paging: true, source: .backlinks)) }),
         OperationSpec("history", .read, .read(.inline, RequestDecoder.history)),
         OperationSpec("events", .read, .read(.inline, RequestDecoder.events)),
         // Counts per collection and, when the cached digest is stale, a digest of everything.

@@ -2,7 +2,7 @@ import FolioJSON
 import FolioModel
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A `get` of the plain form (`RequestDecoder.decodeLine`), its collection and id still bytes of the
@@ -18,7 +18,8 @@ public struct PlainGet {
     /// What the general decoder gives for the same line.
     public var request: Request {
         let get = Request.ReadOperation.get(
-            collection: String(decoding: collection, as: UTF8.self), id: String(decoding: id, as: UTF8.self), at: nil, include: [])
+            collection: String(decoding: collection, as: UTF8.self), id: String(decoding: id, as: UTF8.self), at: nil,
+            include: [])
         return Request(tag: tag, operation: .read(get), spec: Self.spec)
     }
 }
@@ -90,14 +91,30 @@ extension RequestDecoder {
             guard scan.take(UInt8(ascii: ":")) else { return nil }
             scan.skipSpace()
             switch scan.key(key) {
-            case .op?: guard op == nil, let value = scan.plainString() else { return nil }; op = value
-            case .collection?: guard collection == nil, let value = scan.plainString() else { return nil }; collection = value
-            case .id?: guard id == nil, let value = scan.plainString() else { return nil }; id = value
-            case .view?: guard view == nil, let value = scan.plainString() else { return nil }; view = value
-            case .after?: guard after == nil, let value = scan.plainString() else { return nil }; after = value
-            case .limit?: guard limit == nil, let value = scan.plainInteger() else { return nil }; limit = value.value
-            case .offset?: guard offset == nil, let value = scan.plainInteger() else { return nil }; offset = value.value
-            case .explain?: guard explain == nil, let value = scan.literalBool() else { return nil }; explain = value
+            case .op?:
+                guard op == nil, let value = scan.plainString() else { return nil }
+                op = value
+            case .collection?:
+                guard collection == nil, let value = scan.plainString() else { return nil }
+                collection = value
+            case .id?:
+                guard id == nil, let value = scan.plainString() else { return nil }
+                id = value
+            case .view?:
+                guard view == nil, let value = scan.plainString() else { return nil }
+                view = value
+            case .after?:
+                guard after == nil, let value = scan.plainString() else { return nil }
+                after = value
+            case .limit?:
+                guard limit == nil, let value = scan.plainInteger() else { return nil }
+                limit = value.value
+            case .offset?:
+                guard offset == nil, let value = scan.plainInteger() else { return nil }
+                offset = value.value
+            case .explain?:
+                guard explain == nil, let value = scan.literalBool() else { return nil }
+                explain = value
             case .tag?:
                 guard !sawTag, let value = scan.tag() else { return nil }
                 sawTag = true
@@ -127,7 +144,8 @@ extension RequestDecoder {
         let source: Query.Source
         switch (view, collection) {
         case (let view?, nil) where scan.isCollectionName(view): source = .view(scan.string(view))
-        case (nil, let collection?) where scan.isCollectionName(collection): source = .collection(scan.string(collection))
+        case (nil, let collection?) where scan.isCollectionName(collection):
+            source = .collection(scan.string(collection))
         default: return nil
         }
         let pageLimit = limit ?? Int64(Query.defaultLimit)
@@ -137,8 +155,11 @@ extension RequestDecoder {
             guard let cursor = try? PageCursor(token: scan.string(after)) else { return nil }
             start = .after(cursor)
         }
-        guard let query = try? Query(source: source, limit: Int(pageLimit), start: start, explain: explain ?? false) else { return nil }
-        return .request(Request(tag: tag, operation: .read(paging ? .list(query) : .count(query)), spec: paging ? listSpec : countSpec))
+        guard let query = try? Query(source: source, limit: Int(pageLimit), start: start, explain: explain ?? false)
+        else { return nil }
+        return .request(
+            Request(
+                tag: tag, operation: .read(paging ? .list(query) : .count(query)), spec: paging ? listSpec : countSpec))
     }
 
     /// The `get` as our clients write it: compact, `op`, `collection` and `id` in that order, and a
@@ -166,7 +187,9 @@ extension RequestDecoder {
             guard let value = scan.tag() else { return nil }
             tag = value
         }
-        guard scan.take(UInt8(ascii: "}")), scan.atEnd, scan.isCollectionName(collection), scan.isID(id) else { return nil }
+        guard scan.take(UInt8(ascii: "}")), scan.atEnd, scan.isCollectionName(collection), scan.isID(id) else {
+            return nil
+        }
         return PlainGet(collection: scan.bytes(collection), id: scan.bytes(id), tag: tag)
     }
 
@@ -210,8 +233,10 @@ private struct FlatScan {
         if let base = bytes.baseAddress {
             while position + 8 <= bytes.count {
                 let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-                let stops = Self.zeroBytes(word ^ Self.eachByte(0x22)) | Self.zeroBytes(word ^ Self.eachByte(0x5C))
-                    | Self.zeroBytes(word ^ Self.eachByte(0x7F)) | Self.bytesBelow(0x20, in: word) | (word & Self.eachByte(0x80))
+                let stops =
+                    Self.zeroBytes(word ^ Self.eachByte(0x22)) | Self.zeroBytes(word ^ Self.eachByte(0x5C))
+                    | Self.zeroBytes(word ^ Self.eachByte(0x7F)) | Self.bytesBelow(0x20, in: word)
+                    | (word & Self.eachByte(0x80))
                 if stops == 0 {
                     position += 8
                     continue
@@ -242,7 +267,9 @@ private struct FlatScan {
     private static func zeroBytes(_ word: UInt64) -> UInt64 { (word &- eachByte(1)) & ~word & eachByte(0x80) }
 
     /// The high bit of each byte of `word` below `limit` (at most 0x80), and perhaps of bytes after one that is.
-    private static func bytesBelow(_ limit: UInt8, in word: UInt64) -> UInt64 { (word &- eachByte(limit)) & ~word & eachByte(0x80) }
+    private static func bytesBelow(_ limit: UInt8, in word: UInt64) -> UInt64 {
+        (word &- eachByte(limit)) & ~word & eachByte(0x80)
+    }
 
     /// A non-negative integer of 1 to 18 digits without leading zeros (so that it is an `Int64` and
     /// its text its one spelling): its value and its text's range.
@@ -258,7 +285,9 @@ private struct FlatScan {
         let digits = position - start
         guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
         // A number must end here: `1.5`, `1e3` are other numbers.
-        if position < bytes.count, bytes[position] == UInt8(ascii: ".") || bytes[position] | 0x20 == UInt8(ascii: "e") { return nil }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") || bytes[position] | 0x20 == UInt8(ascii: "e") {
+            return nil
+        }
         return (value, start..<position)
     }
 
@@ -296,7 +325,9 @@ private struct FlatScan {
         if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
             // A string that is not plain is the general decoder's, whatever follows the byte it stopped at.
             guard let characters = plainString() else { return nil }
-            return Tag(value: .string(string(characters)), text: Array(UnsafeRawBufferPointer(rebasing: bytes[start..<position])))
+            return Tag(
+                value: .string(string(characters)),
+                text: Array(UnsafeRawBufferPointer(rebasing: bytes[start..<position])))
         }
         guard let number = plainInteger() else { return nil }
         return Tag(value: .int(number.value), text: Array(UnsafeRawBufferPointer(rebasing: bytes[number.range])))
@@ -334,7 +365,9 @@ private struct FlatScan {
     }
 
     /// A collection's or a view's name (they follow one rule), checked on its bytes.
-    func isCollectionName(_ range: Range<Int>) -> Bool { Names.isCollectionName(UnsafeRawBufferPointer(rebasing: bytes[range])) }
+    func isCollectionName(_ range: Range<Int>) -> Bool {
+        Names.isCollectionName(UnsafeRawBufferPointer(rebasing: bytes[range]))
+    }
 
     func isID(_ range: Range<Int>) -> Bool { Names.isID(UnsafeRawBufferPointer(rebasing: bytes[range])) }
 }

@@ -18,7 +18,9 @@ public enum RequestDecoder {
     /// `file.put` or `file.write` is decoded in it, in place (`FileContent`). `recycle` gets the
     /// array back once nothing holds it: at the end of the decoding, or once the request is done
     /// with its content.
-    public static func decode(owning line: consuming [UInt8], recycle: (@Sendable ([UInt8]) -> Void)? = nil) -> Result<Request, TaggedError> {
+    public static func decode(owning line: consuming [UInt8], recycle: (@Sendable ([UInt8]) -> Void)? = nil) -> Result<
+        Request, TaggedError
+    > {
         let buffer = LineBuffer(line, recycle: recycle)
         return buffer.bytes.withUnsafeMutableBytes { decode(UnsafeRawBufferPointer($0), owner: ($0, buffer)) }
     }
@@ -27,7 +29,10 @@ public enum RequestDecoder {
     private static func decode(
         _ line: UnsafeRawBufferPointer, owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
     ) -> Result<Request, TaggedError> {
-        if line.isEmpty { return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object"))) }
+        if line.isEmpty {
+            return .failure(
+                TaggedError(tag: nil, error: ProtocolError(.badRequest, "empty line: expected a JSON object")))
+        }
         let json: JSON
         var tagRange: Range<Int>?
         var dataRange: Range<Int>?
@@ -41,7 +46,11 @@ public enum RequestDecoder {
             return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "invalid JSON: \(error)")))
         }
         guard case .object(let object) = json else {
-            return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "a request must be a JSON object, found \(json.kindDescription)")))
+            return .failure(
+                TaggedError(
+                    tag: nil,
+                    error: ProtocolError(.badRequest, "a request must be a JSON object, found \(json.kindDescription)"))
+            )
         }
         var tag: Tag?
         switch object["tag"] {
@@ -50,19 +59,29 @@ public enum RequestDecoder {
             let text = tagRange.map { Array(UnsafeRawBufferPointer(rebasing: line[$0])) } ?? value.serialized()
             tag = Tag(value: value, text: text)
         case let value?:
-            return .failure(TaggedError(tag: nil, error: ProtocolError(.badRequest, "tag must be a string or a number, found \(value.kindDescription)")))
+            return .failure(
+                TaggedError(
+                    tag: nil,
+                    error: ProtocolError(
+                        .badRequest, "tag must be a string or a number, found \(value.kindDescription)")))
         }
         guard let opValue = object["op"] else {
             return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "missing field \"op\"")))
         }
         guard case .string(let op) = opValue else {
-            return .failure(TaggedError(tag: tag, error: ProtocolError(.badRequest, "field \"op\" must be a string, found \(opValue.kindDescription)")))
+            return .failure(
+                TaggedError(
+                    tag: tag,
+                    error: ProtocolError(.badRequest, "field \"op\" must be a string, found \(opValue.kindDescription)")
+                ))
         }
         guard let spec = OperationTable.spec(named: op) else {
             return .failure(
                 TaggedError(
                     tag: tag,
-                    error: ProtocolError(.unknownOp, "unknown op \(Names.quoted(op)); known ops: \(OperationTable.names.joined(separator: ", "))")))
+                    error: ProtocolError(
+                        .unknownOp,
+                        "unknown op \(Names.quoted(op)); known ops: \(OperationTable.names.joined(separator: ", "))")))
         }
         do {
             var fields = Fields(object: object, op: op)
@@ -73,11 +92,14 @@ public enum RequestDecoder {
                 switch operation {
                 case .read: break
                 case .write, .upload:
-                    throw ProtocolError(.badRequest, "minSeq is for reads; a write always runs on the newest state of the log")
+                    throw ProtocolError(
+                        .badRequest, "minSeq is for reads; a write always runs on the newest state of the log")
                 case .stream:
                     throw ProtocolError(
                         .badRequest,
-                        op == "watch" ? "minSeq is for reads; watch takes after or resumeAfter to say where to start" : "minSeq is for reads; \(op) is not one")
+                        op == "watch"
+                            ? "minSeq is for reads; watch takes after or resumeAfter to say where to start"
+                            : "minSeq is for reads; \(op) is not one")
                 }
             }
             try fields.rejectUnknown()
@@ -118,7 +140,9 @@ public enum RequestDecoder {
         if atSeq != nil && asOf != nil { throw ProtocolError(.badRequest, "get takes atSeq or asOf, not both") }
         let point = atSeq.map(PointInTime.sequence) ?? asOf.map(PointInTime.instant)
         let include = try fields.include()
-        if point != nil && !include.isEmpty { throw ProtocolError(.badRequest, "get takes include or a point in time, not both") }
+        if point != nil && !include.isEmpty {
+            throw ProtocolError(.badRequest, "get takes include or a point in time, not both")
+        }
         return .get(collection: collection, id: id, at: point, include: include)
     }
 
@@ -133,19 +157,28 @@ public enum RequestDecoder {
     /// `{"ops": [...], "atomic"?: true}`: each op an object with `op` create, update or delete and
     /// that op's fields (no `tag`, no `requestKey`).
     static func batch(_ fields: inout Fields) throws -> Command {
-        guard let value = fields.take("ops") else { throw ProtocolError(.badRequest, "batch needs field \"ops\": an array of writes") }
-        guard case .array(let elements) = value, !elements.isEmpty, elements.count <= BatchOperation.maxOperations else {
-            throw ProtocolError(.badRequest, "batch: \"ops\" must be an array of 1 to \(BatchOperation.maxOperations) writes")
+        guard let value = fields.take("ops") else {
+            throw ProtocolError(.badRequest, "batch needs field \"ops\": an array of writes")
+        }
+        guard case .array(let elements) = value, !elements.isEmpty, elements.count <= BatchOperation.maxOperations
+        else {
+            throw ProtocolError(
+                .badRequest, "batch: \"ops\" must be an array of 1 to \(BatchOperation.maxOperations) writes")
         }
         let atomic = try fields.optionalBool("atomic") ?? true
         var operations: [BatchOperation] = []
         operations.reserveCapacity(elements.count)
         for (index, element) in elements.enumerated() {
             do {
-                guard case .object(let object) = element else { throw ProtocolError(.badRequest, "must be an object, found \(element.kindDescription)") }
-                guard case .string(let op)? = object["op"] else { throw ProtocolError(.badRequest, "needs \"op\": create, update or delete") }
+                guard case .object(let object) = element else {
+                    throw ProtocolError(.badRequest, "must be an object, found \(element.kindDescription)")
+                }
+                guard case .string(let op)? = object["op"] else {
+                    throw ProtocolError(.badRequest, "needs \"op\": create, update or delete")
+                }
                 guard ["create", "update", "delete"].contains(op) else {
-                    throw ProtocolError(.badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
+                    throw ProtocolError(
+                        .badRequest, "op \(Names.quoted(op)) cannot be in a batch: only create, update and delete")
                 }
                 var opFields = Fields(object: object, op: op, nested: true)
                 _ = opFields.take("op")
@@ -153,7 +186,8 @@ public enum RequestDecoder {
                 try opFields.rejectUnknown()
                 operations.append(operation)
             } catch let error as ProtocolError {
-                throw ProtocolError(.badRequest, "batch ops[\(index)]: \(error.message)", details: [("index", String(index))])
+                throw ProtocolError(
+                    .badRequest, "batch ops[\(index)]: \(error.message)", details: [("index", String(index))])
             }
         }
         return .batch(operations, atomic: atomic)
@@ -167,15 +201,22 @@ public enum RequestDecoder {
         switch op {
         case "create":
             let data = try fields.requiredObject("data")
-            let found = try validated { () throws(ValidationError) in try RecordData.validate(data: data, results: results) }
+            let found = try validated { () throws(ValidationError) in
+                try RecordData.validate(data: data, results: results)
+            }
             let id = try fields.optionalString("id")
             if let id { try validated { () throws(ValidationError) in try Names.validateID(id) } }
-            return BatchOperation(command: .create(collection: collection, id: id, data: data), idResult: nil, hasResultValues: found)
+            return BatchOperation(
+                command: .create(collection: collection, id: id, data: data), idResult: nil, hasResultValues: found)
         case "update":
             let (id, idResult) = try batchID(&fields, results: results)
             let patch = try fields.optionalObject("patch")
             var found = false
-            if let patch { found = try validated { () throws(ValidationError) in try RecordData.validate(patch: patch, results: results) } }
+            if let patch {
+                found = try validated { () throws(ValidationError) in
+                    try RecordData.validate(patch: patch, results: results)
+                }
+            }
             var ops: FieldOperations?
             if let opsJSON = fields.take("ops") {
                 var opsFound = false
@@ -184,21 +225,27 @@ public enum RequestDecoder {
                 }
                 found = found || opsFound
             }
-            guard patch != nil || ops != nil else { throw ProtocolError(.badRequest, "update needs \"patch\" or \"ops\" (or both)") }
+            guard patch != nil || ops != nil else {
+                throw ProtocolError(.badRequest, "update needs \"patch\" or \"ops\" (or both)")
+            }
             let command = Command.update(
-                collection: collection, id: id, patch: patch ?? JSONObject(), ops: ops, ifVersion: try fields.optionalUnsigned("ifVersion"))
+                collection: collection, id: id, patch: patch ?? JSONObject(), ops: ops,
+                ifVersion: try fields.optionalUnsigned("ifVersion"))
             return BatchOperation(command: command, idResult: idResult, hasResultValues: found)
         default:
             let (id, idResult) = try batchID(&fields, results: results)
             return BatchOperation(
-                command: .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")), idResult: idResult,
+                command: .delete(collection: collection, id: id, ifVersion: try fields.optionalUnsigned("ifVersion")),
+                idResult: idResult,
                 hasResultValues: false)
         }
     }
 
     /// The `id` of an update or delete; in a batch it may be `{"$result": n}`.
     private static func batchID(_ fields: inout Fields, results: Range<Int>?) throws -> (String, Int?) {
-        if let results, case .object(let object)? = fields.peek("id"), let index = BatchOperation.resultIndex(of: object) {
+        if let results, case .object(let object)? = fields.peek("id"),
+            let index = BatchOperation.resultIndex(of: object)
+        {
             _ = fields.take("id")
             guard results.contains(index) else {
                 throw ProtocolError(.badRequest, "\"id\": {\"$result\": \(index)} must name an earlier op of the batch")
@@ -211,7 +258,9 @@ public enum RequestDecoder {
     static func defineSchema(_ fields: inout Fields) throws -> Command {
         var object = JSONObject()
         object["collection"] = .string(try fields.collection())
-        guard let specs = fields.take("fields") else { throw ProtocolError(.badRequest, "schema.define needs field \"fields\"") }
+        guard let specs = fields.take("fields") else {
+            throw ProtocolError(.badRequest, "schema.define needs field \"fields\"")
+        }
         object["fields"] = specs
         if let additional = fields.take("additionalFields") { object["additionalFields"] = additional }
         return .defineSchema(try validated { () throws(ValidationError) in try Schema(parsing: .object(object)) })
@@ -253,13 +302,17 @@ public enum RequestDecoder {
         if let value = fields.take("query") {
             guard fields.peek("after") == nil, fields.peek("collection") == nil else {
                 throw ProtocolError(
-                    .badRequest, "watch takes \"query\" (a live query) or \"after\" and \"collection\" (a watch of events), not both")
+                    .badRequest,
+                    "watch takes \"query\" (a live query) or \"after\" and \"collection\" (a watch of events), not both"
+                )
             }
             let query = try liveQuery(value)
             return .live(query, resumeAfter: try fields.optionalUnsigned("resumeAfter"))
         }
         if fields.peek("resumeAfter") != nil {
-            throw ProtocolError(.badRequest, "\"resumeAfter\" resumes a live query, which needs \"query\"; a watch of events resumes with \"after\"")
+            throw ProtocolError(
+                .badRequest,
+                "\"resumeAfter\" resumes a live query, which needs \"query\"; a watch of events resumes with \"after\"")
         }
         let after = try fields.optionalUnsigned("after")
         let collection = try fields.optionalString("collection")
@@ -271,10 +324,14 @@ public enum RequestDecoder {
     /// reads more than the window (`include`, `explain`).
     private static func liveQuery(_ value: JSON) throws -> Query {
         guard case .object(let object) = value else {
-            throw ProtocolError(.badRequest, "watch: \"query\" must be an object {collection | view, where?, sort?, order?, limit?}, found \(value.kindDescription)")
+            throw ProtocolError(
+                .badRequest,
+                "watch: \"query\" must be an object {collection | view, where?, sort?, order?, limit?}, found \(value.kindDescription)"
+            )
         }
         for (field, reason) in [
-            ("offset", "its window is always the first limit objects"), ("after", "its window is always the first limit objects"),
+            ("offset", "its window is always the first limit objects"),
+            ("after", "its window is always the first limit objects"),
             ("include", "references stay references in its objects"), ("explain", "its plan is not reported"),
         ] where object[field].map({ !$0.isNull }) ?? false {
             throw ProtocolError(.badRequest, "watch: a live query takes no \(Names.quoted(field)): \(reason)")
@@ -298,21 +355,29 @@ public enum RequestDecoder {
 
     static func backup(_ fields: inout Fields) throws -> Request.ReadOperation {
         let directory = try fields.requiredString("directory")
-        guard directory.hasPrefix("/") else { throw ProtocolError(.badRequest, "backup: \"directory\" must be an absolute path") }
+        guard directory.hasPrefix("/") else {
+            throw ProtocolError(.badRequest, "backup: \"directory\" must be an absolute path")
+        }
         return .backup(directory: directory)
     }
 
     static func filePut(_ fields: inout Fields) throws -> UploadOperation {
         let (name, contentType, replace) = try fileTarget(&fields)
         if try fields.optionalBool("fd") == true {
-            guard fields.peek("data") == nil else { throw ProtocolError(.badRequest, "file.put: \"data\" and \"fd\": give one of them") }
-            return .putDescriptor(UploadPlan(name: name, contentType: contentType, replace: replace, size: nil, sha256: nil), descriptor: -1)
+            guard fields.peek("data") == nil else {
+                throw ProtocolError(.badRequest, "file.put: \"data\" and \"fd\": give one of them")
+            }
+            return .putDescriptor(
+                UploadPlan(name: name, contentType: contentType, replace: replace, size: nil, sha256: nil),
+                descriptor: -1)
         }
-        return .put(FileUpload(name: name, contentType: contentType, content: try fields.fileContent(), replace: replace))
+        return .put(
+            FileUpload(name: name, contentType: contentType, content: try fields.fileContent(), replace: replace))
     }
 
     /// The fields of `file.put` and `file.begin` that say where the content goes.
-    private static func fileTarget(_ fields: inout Fields) throws -> (name: String?, contentType: String, replace: Bool) {
+    private static func fileTarget(_ fields: inout Fields) throws -> (name: String?, contentType: String, replace: Bool)
+    {
         let name = try fields.optionalString("name")
         if let name { try validated { () throws(ValidationError) in try FileName.validate(name) } }
         let contentType = try fields.optionalString("contentType") ?? FileBinding.defaultContentType
@@ -326,39 +391,51 @@ public enum RequestDecoder {
         let size = try fields.optionalUnsigned("size")
         let sha256 = try fields.optionalString("sha256")
         if let sha256 {
-            try validated { () throws(ValidationError) in try FileBinding.validate(sha256: sha256, contentType: contentType) }
+            try validated { () throws(ValidationError) in
+                try FileBinding.validate(sha256: sha256, contentType: contentType)
+            }
         }
         return .begin(UploadPlan(name: name, contentType: contentType, replace: replace, size: size, sha256: sha256))
     }
 
     static func fileWrite(_ fields: inout Fields) throws -> UploadOperation {
         let upload = try fields.uploadID()
-        guard let offset = try fields.optionalUnsigned("offset") else { throw ProtocolError(.badRequest, "file.write needs field \"offset\"") }
+        guard let offset = try fields.optionalUnsigned("offset") else {
+            throw ProtocolError(.badRequest, "file.write needs field \"offset\"")
+        }
         return .write(upload: upload, offset: offset, content: try fields.fileContent())
     }
 
     static func fileRead(_ fields: inout Fields) throws -> Request.ReadOperation {
         let source: FileRead.Source
         if let sha256 = try fields.optionalString("sha256") {
-            guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            guard sha256.utf8.count == 64,
+                sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else {
                 throw ProtocolError(.badRequest, "file.read: \"sha256\" is 64 lowercase hex digits")
             }
-            guard try fields.optionalString("name") == nil else { throw ProtocolError(.badRequest, "file.read takes \"name\" or \"sha256\", not both") }
+            guard try fields.optionalString("name") == nil else {
+                throw ProtocolError(.badRequest, "file.read takes \"name\" or \"sha256\", not both")
+            }
             source = .content(sha256: sha256)
         } else {
             source = .name(try fields.fileName())
         }
         if try fields.optionalBool("fd") == true {
-            guard case .name(let name) = source else { throw ProtocolError(.badRequest, "file.read: \"fd\" reads a file by its \"name\"") }
+            guard case .name(let name) = source else {
+                throw ProtocolError(.badRequest, "file.read: \"fd\" reads a file by its \"name\"")
+            }
             guard fields.peek("offset") == nil && fields.peek("length") == nil else {
-                throw ProtocolError(.badRequest, "file.read: with \"fd\", the whole content is passed: no \"offset\" or \"length\"")
+                throw ProtocolError(
+                    .badRequest, "file.read: with \"fd\", the whole content is passed: no \"offset\" or \"length\"")
             }
             return .fileOpen(name: name)
         }
         let offset = try fields.optionalUnsigned("offset") ?? 0
         let length = try fields.optionalUnsigned("length") ?? UInt64(FileRead.maxLength)
         guard length <= UInt64(FileRead.maxLength) else {
-            throw ProtocolError(.badRequest, "file.read: length \(length) is more than \(FileRead.maxLength) (512 KiB); read in pieces")
+            throw ProtocolError(
+                .badRequest, "file.read: length \(length) is more than \(FileRead.maxLength) (512 KiB); read in pieces")
         }
         return .fileRead(source, offset: offset, length: Int(length))
     }
@@ -367,7 +444,8 @@ public enum RequestDecoder {
         let name = try fields.fileName()
         guard try fields.optionalBool("referrers") == true else {
             if fields.peek("limit") != nil {
-                throw ProtocolError(.badRequest, "file.get: \"limit\" applies to the referrers; ask for them with \"referrers\": true")
+                throw ProtocolError(
+                    .badRequest, "file.get: \"limit\" applies to the referrers; ask for them with \"referrers\": true")
             }
             return .fileGet(name: name, referrers: nil)
         }
@@ -386,7 +464,8 @@ public enum RequestDecoder {
         let (prefix, after, limit) = try fields.filePage()
         let olderThan = try fields.optionalUnsigned("olderThan") ?? 0
         guard olderThan <= maxOlderThan else {
-            throw ProtocolError(.badRequest, "file.orphans: olderThan \(olderThan) is more than \(maxOlderThan) seconds (100 years)")
+            throw ProtocolError(
+                .badRequest, "file.orphans: olderThan \(olderThan) is more than \(maxOlderThan) seconds (100 years)")
         }
         return .fileOrphans(prefix: prefix, after: after, olderThan: olderThan, limit: limit)
     }
@@ -397,9 +476,12 @@ public enum RequestDecoder {
         switch try fields.optionalBool("ifUnreferenced") {
         case false?:
             throw ProtocolError(
-                .badRequest, "file.delete: \"ifUnreferenced\" may only be true (the default); to delete a file records refer to, send \"force\": true")
+                .badRequest,
+                "file.delete: \"ifUnreferenced\" may only be true (the default); to delete a file records refer to, send \"force\": true"
+            )
         case true? where force:
-            throw ProtocolError(.badRequest, "file.delete: \"force\": true and \"ifUnreferenced\": true contradict each other")
+            throw ProtocolError(
+                .badRequest, "file.delete: \"force\": true and \"ifUnreferenced\": true contradict each other")
         default:
             return .deleteFile(name: name, force: force)
         }
@@ -411,7 +493,9 @@ public enum RequestDecoder {
         case collectionOrView, links, backlinks
     }
 
-    static func query(_ fields: inout Fields, paging: Bool, source kind: QuerySource = .collectionOrView) throws -> Query {
+    static func query(_ fields: inout Fields, paging: Bool, source kind: QuerySource = .collectionOrView) throws
+        -> Query
+    {
         let source: Query.Source
         var isView = false
         switch kind {
@@ -436,7 +520,9 @@ public enum RequestDecoder {
                 source = .collection(collection)
             case (nil, nil):
                 guard !paging, fields.peek("ref") != nil else {
-                    throw ProtocolError(.badRequest, "\(fields.op) needs \"collection\" or \"view\"\(paging ? "" : " (or \"ref\" and \"from\")")")
+                    throw ProtocolError(
+                        .badRequest,
+                        "\(fields.op) needs \"collection\" or \"view\"\(paging ? "" : " (or \"ref\" and \"from\")")")
                 }
                 source = try backlinksSource(&fields)
             case (_?, _?): throw ProtocolError(.badRequest, "\(fields.op) takes \"collection\" or \"view\", not both")
@@ -454,7 +540,8 @@ public enum RequestDecoder {
             switch try fields.optionalString("order") {
             case nil, "asc"?: descending = false
             case "desc"?: descending = true
-            case let other?: throw ProtocolError(.badRequest, "order must be \"asc\" or \"desc\", found \(Names.quoted(other))")
+            case let other?:
+                throw ProtocolError(.badRequest, "order must be \"asc\" or \"desc\", found \(Names.quoted(other))")
             }
             limit = try fields.limit(default: Query.defaultLimit, max: Query.maxLimit)
             let offset = try fields.optionalUnsigned("offset")
@@ -462,7 +549,8 @@ public enum RequestDecoder {
             switch (offset, after) {
             case (_?, _?): throw ProtocolError(.badRequest, "list takes \"offset\" or \"after\", not both")
             case (let offset?, nil): start = .offset(Int(offset))
-            case (nil, let token?): start = .after(try validated { () throws(ValidationError) in try PageCursor(token: token) })
+            case (nil, let token?):
+                start = .after(try validated { () throws(ValidationError) in try PageCursor(token: token) })
             case (nil, nil): break
             }
         }
@@ -470,7 +558,8 @@ public enum RequestDecoder {
         let include = paging ? try fields.include() : []
         return try validated { () throws(ValidationError) in
             try Query(
-                source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start, explain: explain,
+                source: source, whereJSON: whereJSON, sort: sort, descending: descending, limit: limit, start: start,
+                explain: explain,
                 include: include)
         }
     }
@@ -479,7 +568,8 @@ public enum RequestDecoder {
     private static func backlinksSource(_ fields: inout Fields) throws -> Query.Source {
         let (collection, id) = try fields.reference("ref")
         let from = try fields.requiredString("from")
-        guard let dot = from.firstIndex(ofASCII: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex else {
+        guard let dot = from.firstIndex(ofASCII: "."), dot != from.startIndex, from.index(after: dot) != from.endIndex
+        else {
             throw ProtocolError(.badRequest, "\"from\" must be \"<Collection>.<field>\", e.g. \"Category.items\"")
         }
         let sourceCollection = String(from[..<dot])
@@ -525,7 +615,10 @@ public struct Fields {
         /// `line` open for writing, and the buffer holding it, if the decoder owns it.
         let owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
 
-        init(line: UnsafeRawBufferPointer, range: Range<Int>, owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?) {
+        init(
+            line: UnsafeRawBufferPointer, range: Range<Int>,
+            owner: (bytes: UnsafeMutableRawBufferPointer, buffer: LineBuffer)?
+        ) {
             self.line = line
             self.range = range
             self.owner = owner
@@ -561,7 +654,9 @@ public struct Fields {
         }
         if let index = object.fields.firstIndex(where: { $0.key == "data" }) { read[index] = true }
         self.data = nil
-        guard let owner = data.owner else { return try FileContent.decoding(UnsafeRawBufferPointer(rebasing: data.line[data.range])) }
+        guard let owner = data.owner else {
+            return try FileContent.decoding(UnsafeRawBufferPointer(rebasing: data.line[data.range]))
+        }
         // The parser is done with the line, and nothing else reads these characters.
         return try FileContent.decoding(owner.bytes, at: data.range, in: owner.buffer)
     }
@@ -607,12 +702,16 @@ public struct Fields {
 
     /// `"<Collection>/<id>"` (or `{"$ref": ...}`).
     mutating func reference(_ key: String) throws -> (collection: String, id: String) {
-        guard let value = take(key) else { throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\": \"<Collection>/<id>\"") }
+        guard let value = take(key) else {
+            throw ProtocolError(.badRequest, "\(op) needs field \"\(key)\": \"<Collection>/<id>\"")
+        }
         var text: String
         switch value {
         case .string(let string): text = string
         case .object(let object) where object.count == 1 && object.keys[0] == "$ref":
-            guard case .string(let string) = object.fields[0].value else { throw wrongType(key, "\"<Collection>/<id>\"", value) }
+            guard case .string(let string) = object.fields[0].value else {
+                throw wrongType(key, "\"<Collection>/<id>\"", value)
+            }
             text = string
         default: throw wrongType(key, "\"<Collection>/<id>\"", value)
         }
@@ -629,11 +728,14 @@ public struct Fields {
     mutating func include() throws -> [IncludePath] {
         guard let value = take("include") else { return [] }
         guard case .array(let elements) = value, elements.count <= IncludePath.maxPaths else {
-            throw ProtocolError(.badRequest, "field \"include\" must be an array of at most \(IncludePath.maxPaths) field paths")
+            throw ProtocolError(
+                .badRequest, "field \"include\" must be an array of at most \(IncludePath.maxPaths) field paths")
         }
         return try elements.map { element in
             guard case .string(let text) = element else { throw wrongType("include", "an array of field paths", value) }
-            do throws(ValidationError) { return try IncludePath(parsing: text) } catch { throw ProtocolError(.badRequest, error.message) }
+            do throws(ValidationError) { return try IncludePath(parsing: text) } catch {
+                throw ProtocolError(.badRequest, error.message)
+            }
         }
     }
 
@@ -657,7 +759,9 @@ public struct Fields {
 
     mutating func optionalUnsigned(_ key: String) throws -> UInt64? {
         guard let value = take(key) else { return nil }
-        guard let number = value.integerValue, number >= 0 else { throw wrongType(key, "a non-negative integer", value) }
+        guard let number = value.integerValue, number >= 0 else {
+            throw wrongType(key, "a non-negative integer", value)
+        }
         return UInt64(number)
     }
 

@@ -4,7 +4,9 @@ import FolioJSON
 /// `{"tag":...,"ok":false,"error":{"code":...,"message":...}}\n`; `tag` only when the request had one.
 public enum Response {
     /// `seq`: a write's last event, answered beside its result.
-    public static func appendSuccess(tag: Tag?, seq: UInt64? = nil, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void) rethrows {
+    public static func appendSuccess(
+        tag: Tag?, seq: UInt64? = nil, to bytes: inout [UInt8], result: (inout JSONWriter) throws -> Void
+    ) rethrows {
         var writer = JSONWriter(capacity: 0)
         swap(&writer.bytes, &bytes)
         defer { swap(&writer.bytes, &bytes) }

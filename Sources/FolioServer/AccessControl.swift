@@ -89,7 +89,11 @@ enum AccessControl {
         let needed = request.spec.role
         guard needed > .any, !access.isAdmin else { return nil }
         // The common case, an op on one collection the peer may use: no list of names to build.
-        if let collection = Self.collection(of: request.operation), access.role(for: collection).rawValue >= needed.rawValue { return nil }
+        if let collection = Self.collection(of: request.operation),
+            access.role(for: collection).rawValue >= needed.rawValue
+        {
+            return nil
+        }
         let collections = Self.collections(of: request.operation, reader: reader)
         /// The peer's role on the collection, or, for an op on every collection, what it holds on some.
         func held(_ collection: String?) -> String {
@@ -110,7 +114,9 @@ enum AccessControl {
             if needed == .admin { return access.role(for: nil) >= .admin ? nil : refuse(nil) }
             return access.bestRole.rawValue >= needed.rawValue ? nil : refuse(nil)
         }
-        for collection in collections where access.role(for: collection).rawValue < needed.rawValue { return refuse(collection) }
+        for collection in collections where access.role(for: collection).rawValue < needed.rawValue {
+            return refuse(collection)
+        }
         return nil
     }
 
@@ -131,15 +137,18 @@ enum AccessControl {
         switch operation {
         case .write(let write):
             switch write.command {
-            case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return collection
+            case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _):
+                return collection
             case .putFile, .deleteFile: return filesCollection
             default: return nil
             }
-        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen), .read(.fileOrphans): return filesCollection
+        case .upload, .read(.fileGet), .read(.fileRead), .read(.fileList), .read(.fileOpen), .read(.fileOrphans):
+            return filesCollection
         case .read(.get(let collection, _, _, _)), .read(.history(let collection, _, _, _)): return collection
         case .read(.list(let query)), .read(.count(let query)), .stream(.live(let query, _)):
             switch query.source {
-            case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _): return collection
+            case .collection(let collection), .links(let collection, _, _), .backlinks(_, _, let collection, _):
+                return collection
             case .view: return nil
             }
         default: return nil
@@ -158,12 +167,17 @@ enum AccessControl {
             case .defineSchema(let schema): return [schema.collection]
             case .dropSchema(let collection): return [collection]
             case .batch(let operations, _):
-                return Array(Set(operations.compactMap { operation -> String? in
-                    switch operation.command {
-                    case .create(let collection, _, _), .update(let collection, _, _, _, _), .delete(let collection, _, _): return collection
-                    default: return nil
-                    }
-                })).sorted()
+                return Array(
+                    Set(
+                        operations.compactMap { operation -> String? in
+                            switch operation.command {
+                            case .create(let collection, _, _), .update(let collection, _, _, _, _),
+                                .delete(let collection, _, _):
+                                return collection
+                            default: return nil
+                            }
+                        })
+                ).sorted()
             }
         case .read(let read):
             switch read {
@@ -184,7 +198,8 @@ enum AccessControl {
     }
 
     private static func viewCollection(_ name: String, _ reader: Store.Reader) -> String? {
-        try? reader.read { snapshot in try snapshot.views().first { $0.definition.name == name }?.definition.collection }
+        try? reader.read { snapshot in try snapshot.views().first { $0.definition.name == name }?.definition.collection
+        }
     }
 }
 

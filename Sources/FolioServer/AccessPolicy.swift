@@ -52,7 +52,8 @@ public struct AccessPolicy: Sendable, Equatable {
     mutating func add(key: String, value: String) throws(SettingError) {
         let parts = key.split(separator: ".", maxSplits: 2).map(String.init)
         guard parts.count == 3, !parts[2].isEmpty else {
-            throw SettingError("\(key): an access entry is access.user.NAME, access.group.NAME, access.uid.N or access.gid.N")
+            throw SettingError(
+                "\(key): an access entry is access.user.NAME, access.group.NAME, access.uid.N or access.gid.N")
         }
         let subject: Subject
         switch parts[1] {
@@ -62,14 +63,18 @@ public struct AccessPolicy: Sendable, Equatable {
             guard let number = UInt32(parts[2]) else { throw SettingError("\(key): \(parts[1]) takes a number") }
             subject = parts[1] == "uid" ? .uid(number) : .gid(number)
         default:
-            throw SettingError("\(key): an access entry is access.user.NAME, access.group.NAME, access.uid.N or access.gid.N")
+            throw SettingError(
+                "\(key): an access entry is access.user.NAME, access.group.NAME, access.uid.N or access.gid.N")
         }
         let words = value.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         guard let first = words.first, let role = Role(name: first), role != .none else {
-            throw SettingError("\(key): the value is 'ROLE COLLECTION...' with ROLE read, write or admin, not '\(value)'")
+            throw SettingError(
+                "\(key): the value is 'ROLE COLLECTION...' with ROLE read, write or admin, not '\(value)'")
         }
         let names = Array(words.dropFirst())
-        guard !names.isEmpty else { throw SettingError("\(key): name the collections after the role, or * for all of them") }
+        guard !names.isEmpty else {
+            throw SettingError("\(key): name the collections after the role, or * for all of them")
+        }
         var collections: Set<String>?
         if !names.contains("*") {
             for name in names where name != AccessControl.filesCollection {
@@ -134,7 +139,9 @@ struct Peer: Sendable {
         var buffer = [CChar](repeating: 0, count: 16384)
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
-        if getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let found = result, let user = found.pointee.pw_name {
+        if getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let found = result,
+            let user = found.pointee.pw_name
+        {
             name = String(cString: user)
             var count: Int32 = 64
             var list = [gid_t](repeating: 0, count: Int(count))
@@ -150,7 +157,9 @@ struct Peer: Sendable {
         for group in groups {
             var groupEntry = group_t()
             var groupResult: UnsafeMutablePointer<group_t>?
-            if getgrgid_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, let found = groupResult, let text = found.pointee.gr_name {
+            if getgrgid_r(group, &groupEntry, &buffer, buffer.count, &groupResult) == 0, let found = groupResult,
+                let text = found.pointee.gr_name
+            {
                 names.insert(String(cString: text))
             }
         }

@@ -14,7 +14,8 @@ final class AppliedSequence: Sendable {
     func advance(to sequence: UInt64) {
         var current = value.load(ordering: .relaxed)
         while current < sequence {
-            let (exchanged, original) = value.compareExchange(expected: current, desired: sequence, ordering: .acquiringAndReleasing)
+            let (exchanged, original) = value.compareExchange(
+                expected: current, desired: sequence, ordering: .acquiringAndReleasing)
             if exchanged { break }
             current = original
         }

@@ -16,7 +16,9 @@ final class BlobSweeper: @unchecked Sendable {
             while !lock.withLock({ stopping }) {
                 let now = Double(monotonicMicroseconds()) / 1_000_000
                 let expired = uploads.expire(now: monotonicMilliseconds(), timeout: UInt64(uploadTimeoutSeconds * 1000))
-                if expired > 0 { log.notice("aborted \(expired) upload(s) that got no piece for \(Int(uploadTimeoutSeconds)) s") }
+                if expired > 0 {
+                    log.notice("aborted \(expired) upload(s) that got no piece for \(Int(uploadTimeoutSeconds)) s")
+                }
                 do {
                     let removed = try store.blobs.sweep(grace: graceSeconds, now: now) { sha256 in
                         try store.read { try $0.fileReferences(toBlob: sha256) > 0 }

@@ -90,7 +90,8 @@ final class ClusterNode: @unchecked Sendable {
 
     init(
         store: Store, conninfo: String, configuration: ServerConfiguration, statistics: ServerStatistics, log: Log,
-        publish: @escaping @Sendable ([StoreWriter.Applied]) -> Void, deliver: @escaping @Sendable ([Writer.Outcome]) -> Void
+        publish: @escaping @Sendable ([StoreWriter.Applied]) -> Void,
+        deliver: @escaping @Sendable ([Writer.Outcome]) -> Void
     ) throws {
         self.store = store
         logStore = ClusterLog(conninfo: conninfo, timeout: configuration.clusterTimeoutSeconds)
@@ -99,7 +100,9 @@ final class ClusterNode: @unchecked Sendable {
         self.log = log
         self.publish = publish
         self.deliver = deliver
-        (applied, lastTimestamp) = try store.read { snapshot in (try snapshot.head().sequence, (try snapshot.lastTimestamp()?.milliseconds ?? -1) + 1) }
+        (applied, lastTimestamp) = try store.read { snapshot in
+            (try snapshot.head().sequence, (try snapshot.lastTimestamp()?.milliseconds ?? -1) + 1)
+        }
         statistics.cluster.withLock { $0 = ClusterStatus() }
     }
 
@@ -117,7 +120,8 @@ final class ClusterNode: @unchecked Sendable {
                 // A node with a copy serves reads of it while PostgreSQL is away, as it would had it
                 // been running: the chain check of the first event it applies later covers the
                 // check skipped here.
-                log.notice("cluster: \(error); serving reads of this node's copy (event \(applied)) until PostgreSQL answers")
+                log.notice(
+                    "cluster: \(error); serving reads of this node's copy (event \(applied)) until PostgreSQL answers")
                 noteFailure(error)
                 return
             default:
@@ -138,7 +142,10 @@ final class ClusterNode: @unchecked Sendable {
             }
         }
         var lastReport = 0.0
-        let prefetcher = head.sequence - applied > UInt64(Self.chunk) ? Prefetcher(conninfo: logStore.conninfo, timeout: logStore.timeout, after: applied, through: head.sequence) : nil
+        let prefetcher =
+            head.sequence - applied > UInt64(Self.chunk)
+            ? Prefetcher(conninfo: logStore.conninfo, timeout: logStore.timeout, after: applied, through: head.sequence)
+            : nil
         defer { prefetcher?.stop() }
         while applied < head.sequence {
             if let prefetcher {
@@ -335,7 +342,9 @@ final class ClusterNode: @unchecked Sendable {
     /// Whether the log appended exactly the events of `writes` as this node executed them after
     /// `snapshot`: every write accepted, nothing of another node's in between, and each event with
     /// the same sequence, canonical bytes (so the same time) and chain hash.
-    static func logHolds(_ writes: [ProposedWrite], exactlyAs decision: ClusterLog.Decision, after snapshot: UInt64) -> Bool {
+    static func logHolds(_ writes: [ProposedWrite], exactlyAs decision: ClusterLog.Decision, after snapshot: UInt64)
+        -> Bool
+    {
         guard decision.firstSequences.allSatisfy({ $0 != nil }) else { return false }
         var sequence = snapshot
         var index = 0
@@ -344,7 +353,8 @@ final class ClusterNode: @unchecked Sendable {
                 sequence += 1
                 guard index < decision.events.count else { return false }
                 let logged = decision.events[index]
-                guard logged.sequence == sequence, executed.event.sequence == sequence, sameBytes(logged.canonical, executed.canonicalEvent),
+                guard logged.sequence == sequence, executed.event.sequence == sequence,
+                    sameBytes(logged.canonical, executed.canonicalEvent),
                     sameBytes(logged.hash, executed.chainHash.bytes)
                 else { return false }
                 index += 1
@@ -363,8 +373,13 @@ final class ClusterNode: @unchecked Sendable {
         var attempts = 0
         while start < jobs.count {
             if let reason = diverged {
-                let refusal = ProtocolError(.unavailable, "the write was not stored: this node stopped following the log (\(reason)); send it to another node")
-                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal)) }
+                let refusal = ProtocolError(
+                    .unavailable,
+                    "the write was not stored: this node stopped following the log (\(reason)); send it to another node"
+                )
+                for index in start..<jobs.count {
+                    outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal))
+                }
                 break
             }
             let round = Array(jobs[start...])
@@ -384,7 +399,9 @@ final class ClusterNode: @unchecked Sendable {
                     proposals = executed
                     // A refusal must be as fresh as the request: another node may have made the
                     // write possible just before it came (created the object, moved the version).
-                    if !self.caughtUpForRound, executed.contains(where: { if case .settled(.failure) = $0 { true } else { false } }) {
+                    if !self.caughtUpForRound,
+                        executed.contains(where: { if case .settled(.failure) = $0 { true } else { false } })
+                    {
                         staleRefusal = true
                         return false
                     }
@@ -402,13 +419,17 @@ final class ClusterNode: @unchecked Sendable {
             } catch {
                 if decision == nil {
                     log.error("cluster: executing \(round.count) writes failed: \(error)")
-                    let failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
-                    for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                    let failure = ProtocolError(
+                        .unavailable, "the write was not stored: \(ProtocolError(error).message)")
+                    for index in start..<jobs.count {
+                        outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure))
+                    }
                     break
                 }
                 // The log took the writes, but this node could not keep its transaction: it applies
                 // the log's events instead, as for any other round.
-                log.error("cluster: keeping \(round.count) writes the log took failed: \(error); applying them from the log")
+                log.error(
+                    "cluster: keeping \(round.count) writes the log took failed: \(error); applying them from the log")
                 kept = false
             }
             if staleRefusal {
@@ -435,14 +456,18 @@ final class ClusterNode: @unchecked Sendable {
                                 + "send it again with the same requestKey to be sure it is stored once")
                     case .unreachable(let reason):
                         failure = ProtocolError(
-                            .unavailable, "the write was not stored: PostgreSQL, which holds the cluster's log, cannot be reached (\(reason))")
+                            .unavailable,
+                            "the write was not stored: PostgreSQL, which holds the cluster's log, cannot be reached (\(reason))"
+                        )
                     default:
                         failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                     }
                 default:
                     failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                 }
-                for index in start..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure)) }
+                for index in start..<jobs.count {
+                    outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(failure))
+                }
                 break
             }
             if let decision {
@@ -458,19 +483,27 @@ final class ClusterNode: @unchecked Sendable {
                     let accepted = decision.firstSequences.count(where: { $0 != nil })
                     if kept { status?.keptWrites += accepted } else { status?.reappliedWrites += accepted }
                 }
-                if decision.head > applied { catchUp() } else if applied == decision.head { atHeadSince = monotonicMilliseconds() }
+                if decision.head > applied {
+                    catchUp()
+                } else if applied == decision.head {
+                    atHeadSince = monotonicMilliseconds()
+                }
                 for (slot, first) in decision.firstSequences.enumerated() {
                     let (index, write) = proposed[slot]
                     guard let first else {
                         firstRefused = min(firstRefused, index)
                         continue
                     }
-                    outcomes[index] = kept ? Writer.Outcome(job: jobs[index], result: .success(write.executed)) : answer(jobs[index], write, first: first)
+                    outcomes[index] =
+                        kept
+                        ? Writer.Outcome(job: jobs[index], result: .success(write.executed))
+                        : answer(jobs[index], write, first: first)
                 }
             }
             for (offset, proposal) in proposals.enumerated() where start + offset < firstRefused {
                 if case .settled(let result) = proposal {
-                    outcomes[start + offset] = Writer.Outcome(job: jobs[start + offset], result: result.mapError { ProtocolError(storeError: $0) })
+                    outcomes[start + offset] = Writer.Outcome(
+                        job: jobs[start + offset], result: result.mapError { ProtocolError(storeError: $0) })
                 }
             }
             guard firstRefused < jobs.count else { break }
@@ -479,8 +512,11 @@ final class ClusterNode: @unchecked Sendable {
             if attempts >= Self.maxAttempts {
                 let refusal = ProtocolError(
                     .unavailable,
-                    "the write was not stored: \(Self.maxAttempts) times another node changed what it read before the log took it; send it again")
-                for index in firstRefused..<jobs.count { outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal)) }
+                    "the write was not stored: \(Self.maxAttempts) times another node changed what it read before the log took it; send it again"
+                )
+                for index in firstRefused..<jobs.count {
+                    outcomes[index] = Writer.Outcome(job: jobs[index], result: .failure(refusal))
+                }
                 break
             }
             start = firstRefused
@@ -495,7 +531,9 @@ final class ClusterNode: @unchecked Sendable {
             var taken: Writer.Outcome? = nil
             swap(&taken, &outcomes[index])
             guard let outcome = taken else {
-                answered.append(Writer.Outcome(job: jobs[index], result: .failure(ProtocolError(.internal, "the write got no answer"))))
+                answered.append(
+                    Writer.Outcome(
+                        job: jobs[index], result: .failure(ProtocolError(.internal, "the write got no answer"))))
                 continue
             }
             if case .success(let done) = outcome.result { appended += done.appended.count }
@@ -525,7 +563,10 @@ final class ClusterNode: @unchecked Sendable {
             return Writer.Outcome(
                 job: job,
                 result: .failure(
-                    ProtocolError(.internal, "the write was stored in the cluster's log as events \(first)-\(last), but its answer failed: \(error)")))
+                    ProtocolError(
+                        .internal,
+                        "the write was stored in the cluster's log as events \(first)-\(last), but its answer failed: \(error)"
+                    )))
         }
     }
 
@@ -563,12 +604,16 @@ final class ClusterNode: @unchecked Sendable {
             status?.unreachable = "\(error)"
             return first
         }
-        if first { log.error("cluster: \(error); writes are refused and reads served from this node's copy until it answers again") }
+        if first {
+            log.error(
+                "cluster: \(error); writes are refused and reads served from this node's copy until it answers again")
+        }
     }
 
     /// The connection string without its password, for the log.
     static func redacted(_ conninfo: String) -> String {
-        conninfo.split(separator: " ").map { $0.lowercased().hasPrefix("password=") ? "password=…" : String($0) }.joined(separator: " ")
+        conninfo.split(separator: " ").map { $0.lowercased().hasPrefix("password=") ? "password=…" : String($0) }
+            .joined(separator: " ")
     }
 
     // MARK: The listening thread
@@ -588,7 +633,9 @@ final class ClusterNode: @unchecked Sendable {
                 }
                 let notes = try connection!.notifications(timeout: 0.5)
                 // A node's own appends are announced too: by then it has usually applied them.
-                if notes.contains(where: { UInt64($0.payload).map { $0 > statistics.applied.current } ?? true }) { wake() }
+                if notes.contains(where: { UInt64($0.payload).map { $0 > statistics.applied.current } ?? true }) {
+                    wake()
+                }
             } catch {
                 connection?.close()
                 connection = nil

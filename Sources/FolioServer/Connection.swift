@@ -20,7 +20,9 @@ final class Connection: @unchecked Sendable {
         var arrival: Arrival {
             switch self {
             case .write(let job): job.arrival
-            case .upload(_, _, let arrival), .read(_, _, let arrival), .stream(_, _, let arrival), .failure(_, let arrival), .decoding(_, let arrival): arrival
+            case .upload(_, _, let arrival), .read(_, _, let arrival), .stream(_, _, let arrival),
+                .failure(_, let arrival), .decoding(_, let arrival):
+                arrival
             }
         }
     }
@@ -131,7 +133,9 @@ final class Connection: @unchecked Sendable {
 
     /// Memory held for this client: its incomplete line, its queued output and the lines of its
     /// requests not yet answered.
-    var heldBytes: Int { framer.heldBytes + output.capacity + requestBytes + liveQueries.values.reduce(0) { $0 + $1.heldBytes } }
+    var heldBytes: Int {
+        framer.heldBytes + output.capacity + requestBytes + liveQueries.values.reduce(0) { $0 + $1.heldBytes }
+    }
 
     /// Whether a tag names one of the connection's watches, of events or live.
     func hasWatch(tagged tag: JSON) -> Bool {

@@ -17,7 +17,10 @@ public final class Daemon {
     /// Reads the configuration again, for SIGHUP.
     private let reload: () throws -> ServerConfiguration
 
-    public init(configuration: ServerConfiguration, log: Log = Log(), reload: @escaping () throws -> ServerConfiguration = { throw ServerError.noReload }) {
+    public init(
+        configuration: ServerConfiguration, log: Log = Log(),
+        reload: @escaping () throws -> ServerConfiguration = { throw ServerError.noReload }
+    ) {
         self.configuration = configuration
         self.log = log
         self.reload = reload
@@ -37,7 +40,8 @@ public final class Daemon {
         let service = ServiceManager()
 
         try FileManager.default.createDirectory(
-            atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            atPath: configuration.dataDirectory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         removeLeftoverScratch()
         let unsynced = try prepareUnsyncedCopy()
@@ -53,7 +57,8 @@ public final class Daemon {
         if let recovery = store.recovery, recovery.resumed {
             log.notice(
                 "resumed at LMDB's last commit: the log ends at event \(recovery.sequence) (the checkpoint was at event "
-                    + "\(recovery.checkpointSequence); after a stop, or a crash of foliod alone on this boot, no journal record is applied)")
+                    + "\(recovery.checkpointSequence); after a stop, or a crash of foliod alone on this boot, no journal record is applied)"
+            )
         } else if let recovery = store.recovery {
             log.notice(
                 "recovered from the checkpoint at event \(recovery.checkpointSequence): \(recovery.records) journal record(s) applied"
@@ -65,18 +70,24 @@ public final class Daemon {
         let resolved = try store.resolvePendingViewOps()
         if resolved.ops > 0 {
             let millis = (DispatchTime.now().uptimeNanoseconds - resolving) / 1_000_000
-            log.notice("views: \(resolved.ops) op(s) not yet merged into \(resolved.views) view(s) worked out in \(millis) ms")
+            log.notice(
+                "views: \(resolved.ops) op(s) not yet merged into \(resolved.views) view(s) worked out in \(millis) ms")
         }
         // Puts that a crash interrupted left their content half-way; none can be running now.
         let leftovers = store.blobs.removeTemporaryFiles()
-        if leftovers > 0 { log.notice("removed \(leftovers) temporary file(s) of puts that did not finish, from blobs/tmp") }
+        if leftovers > 0 {
+            log.notice("removed \(leftovers) temporary file(s) of puts that did not finish, from blobs/tmp")
+        }
         let listener: UnixListener
         if let inherited = try ServiceManager.inheritedListener() {
             listener = UnixListener(inheritedFD: inherited, path: configuration.socketPath)
         } else {
-            listener = try UnixListener(path: configuration.socketPath, mode: configuration.socketMode, group: configuration.socketGroup)
+            listener = try UnixListener(
+                path: configuration.socketPath, mode: configuration.socketMode, group: configuration.socketGroup)
         }
-        let watchdog = service.watchdogInterval.map { Watchdog(manager: service, interval: $0, loops: max(1, configuration.eventLoops)) }
+        let watchdog = service.watchdogInterval.map {
+            Watchdog(manager: service, interval: $0, loops: max(1, configuration.eventLoops))
+        }
 
         let statistics = ServerStatistics(loops: max(1, configuration.eventLoops))
         let watchers = WatchRegistry()
@@ -108,8 +119,10 @@ public final class Daemon {
         for index in 0..<loopCount {
             loops.append(
                 try EventLoop(
-                    index: index, loops: loopCount, listener: listener, writer: writer, store: store, configuration: configuration,
-                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers, liveQueries: liveQueries, digests: digests,
+                    index: index, loops: loopCount, listener: listener, writer: writer, store: store,
+                    configuration: configuration,
+                    statistics: statistics, log: log, workers: workers, decoders: decoders, watchers: watchers,
+                    liveQueries: liveQueries, digests: digests,
                     uploads: uploads, lineBuffers: lineBuffers, watchdog: watchdog, socketGroupID: listener.groupID))
         }
         let (maxConnections, descriptorLimit) = connectionLimit()
@@ -120,7 +133,9 @@ public final class Daemon {
         let metricsEndpoint = try configuration.metricsSocket.map { path in
             try MetricsEndpoint(
                 path: path, mode: configuration.socketMode, group: configuration.socketGroup,
-                reads: ReadHandler(store: store, configuration: configuration, statistics: statistics, digests: digests), store: store, log: log)
+                reads: ReadHandler(
+                    store: store, configuration: configuration, statistics: statistics, digests: digests), store: store,
+                log: log)
         }
         let flusher =
             configuration.durability == .none || unsynced != nil
@@ -225,7 +240,9 @@ extension Daemon {
         }
         if let damage = copy.find().damage {
             try copy.discard()
-            log.notice("cluster: removed the copy of the log in \(configuration.dataDirectory), since \(damage); catching up from the log")
+            log.notice(
+                "cluster: removed the copy of the log in \(configuration.dataDirectory), since \(damage); catching up from the log"
+            )
         }
         try copy.markThisBoot()
         return copy
@@ -261,7 +278,8 @@ extension Daemon {
         let configured = configuration.maxConnections
         if configured > available {
             log.error(
-                "--max-connections \(configured) is more than the descriptor limit (\(limit.rlim_cur)) allows; serving at most \(available)")
+                "--max-connections \(configured) is more than the descriptor limit (\(limit.rlim_cur)) allows; serving at most \(available)"
+            )
         }
         return (min(configured, available), available)
     }

@@ -34,7 +34,8 @@ extension EventLoop {
     private static func refusalLine(_ limit: Int) -> [UInt8] {
         var line: [UInt8] = []
         Response.appendFailure(
-            tag: nil, error: ProtocolError(.unavailable, "foliod serves at most \(limit) connections at once; try again later"),
+            tag: nil,
+            error: ProtocolError(.unavailable, "foliod serves at most \(limit) connections at once; try again later"),
             to: &line)
         return line
     }
@@ -61,7 +62,9 @@ extension EventLoop {
                 statistics.metrics.refused(.maxConnections)
                 let now = monotonicMilliseconds()
                 if let count = accepting.refusedOverLimit.note(now: now) {
-                    log.error("refused \(count) connection(s): \(accepting.maxConnections) are open, the limit (--max-connections)")
+                    log.error(
+                        "refused \(count) connection(s): \(accepting.maxConnections) are open, the limit (--max-connections)"
+                    )
                 }
                 continue
             }
@@ -121,7 +124,8 @@ extension EventLoop {
 
     func resumeAcceptingIfDue(_ now: UInt64) {
         if let count = accepting.refusedOverLimit.flush(now: now) {
-            log.error("refused \(count) connection(s): \(accepting.maxConnections) are open, the limit (--max-connections)")
+            log.error(
+                "refused \(count) connection(s): \(accepting.maxConnections) are open, the limit (--max-connections)")
         }
         if let count = accepting.refusedNoDescriptor.flush(now: now) {
             log.error("refused \(count) connection(s): no file descriptor left")

@@ -40,7 +40,8 @@ extension EventLoop {
     /// `max-requests-total` requests not yet answered, or this loop's clients (those gone included)
     /// hold its share of `client-memory`.
     var isOverSharedBound: Bool {
-        heldBytes > memoryBudget || statistics.requestsPending.load(ordering: .relaxed) + pendingDelta > configuration.maxTotalRequests
+        heldBytes > memoryBudget
+            || statistics.requestsPending.load(ordering: .relaxed) + pendingDelta > configuration.maxTotalRequests
     }
 
     func publishPending() {
@@ -81,10 +82,15 @@ extension EventLoop {
         let timeout = UInt64(configuration.idleTimeoutSeconds) * 1000
         guard timeout > 0 else { return }
         for connection in connections.values
-        where connection.watches.isEmpty && connection.liveQueries.isEmpty && connection.isIdle && connection.partialSince == 0 && connection.unsentBytes == 0
+        where connection.watches.isEmpty && connection.liveQueries.isEmpty && connection.isIdle
+            && connection.partialSince == 0 && connection.unsentBytes == 0
             && !connection.inputFinished && now - connection.lastActivity > timeout
         {
-            endInput(connection, with: ProtocolError(.unavailable, "idle for \(configuration.idleTimeoutSeconds) s (idle-timeout); closing the connection"))
+            endInput(
+                connection,
+                with: ProtocolError(
+                    .unavailable,
+                    "idle for \(configuration.idleTimeoutSeconds) s (idle-timeout); closing the connection"))
             dispatchPending(connection)
             markForFlush(connection)
             statistics.idleClosed.add(1, ordering: .relaxed)
@@ -97,7 +103,8 @@ extension EventLoop {
     /// flushed, so the bound holds between sweeps too.
     func closeStuckReader(_ connection: Connection) {
         log.notice(
-            "closing a connection (pid \(connection.origin.pid), uid \(connection.origin.uid)) that left \(connection.unsentBytes) bytes of answers unread (max-output)")
+            "closing a connection (pid \(connection.origin.pid), uid \(connection.origin.uid)) that left \(connection.unsentBytes) bytes of answers unread (max-output)"
+        )
         close(connection)
         statistics.stuckReadersClosed.add(1, ordering: .relaxed)
         statistics.metrics.refused(.maxOutput)
@@ -116,12 +123,15 @@ extension EventLoop {
         let timeout = UInt64(configuration.lineTimeoutSeconds) * 1000
         guard timeout > 0 else { return }
         for connection in connections.values
-        where connection.partialSince > 0 && connection.registered.contains(.readable) && now - connection.partialSince > timeout
+        where connection.partialSince > 0 && connection.registered.contains(.readable)
+            && now - connection.partialSince > timeout
         {
             endInput(
                 connection,
                 with: ProtocolError(
-                    .badRequest, "no end of line within \(configuration.lineTimeoutSeconds) s of the line's first byte; closing the connection"))
+                    .badRequest,
+                    "no end of line within \(configuration.lineTimeoutSeconds) s of the line's first byte; closing the connection"
+                ))
             connection.framer = LineFramer(maxLineBytes: configuration.maxLineBytes, buffers: lineBuffers)
             dispatchPending(connection)
             markForFlush(connection)

@@ -31,7 +31,9 @@ final class LiveSubscription {
 extension EventLoop {
     /// Starts a live query: the connection's later requests wait, as behind a read, until its
     /// first page (or its error) comes back from the live query thread.
-    func startLiveQuery(_ query: Query, resumeAfter: UInt64?, tag: Tag, arrival: Connection.Arrival, _ connection: Connection) {
+    func startLiveQuery(
+        _ query: Query, resumeAfter: UInt64?, tag: Tag, arrival: Connection.Arrival, _ connection: Connection
+    ) {
         let id = liveQueries.subscribe(connection: connection, tag: tag, query: query, resumeAfter: resumeAfter)
         connection.liveQueries[id] = LiveSubscription(id: id, tag: tag, arrival: arrival)
         connection.readsInFlight += 1
@@ -68,10 +70,12 @@ extension EventLoop {
                 line.append(contentsOf: "}\n".utf8)
                 subscription.held.append((sequence, line, committedAt))
                 subscription.heldBytes += line.count
-                if subscription.heldBytes > configuration.watchBufferBytes && connection.unsentBytes >= watchOutputBytes {
+                if subscription.heldBytes > configuration.watchBufferBytes && connection.unsentBytes >= watchOutputBytes
+                {
                     statistics.metrics.refused(.lagging)
                     let error = ProtocolError(
-                        .lagging, "the live query fell behind by more than \(configuration.watchBufferBytes) bytes; resume with resumeAfter = lastSeq",
+                        .lagging,
+                        "the live query fell behind by more than \(configuration.watchBufferBytes) bytes; resume with resumeAfter = lastSeq",
                         details: [("lastSeq", String(subscription.lastSequence))])
                     subscription.held = []
                     subscription.heldBytes = 0
@@ -108,7 +112,9 @@ extension EventLoop {
 
     /// Sends `error` with the live query's `lastSeq` and forgets it; `tellThread` when the thread
     /// still keeps it.
-    func endLiveQuery(_ subscription: LiveSubscription, _ error: ProtocolError, _ connection: Connection, tellThread: Bool) {
+    func endLiveQuery(
+        _ subscription: LiveSubscription, _ error: ProtocolError, _ connection: Connection, tellThread: Bool
+    ) {
         var error = error
         error.details.removeAll { $0.key == "lastSeq" }
         error.details.append(("lastSeq", String(subscription.lastSequence)))
@@ -128,7 +134,9 @@ extension EventLoop {
             guard let collection = subscription.collection, !connection.access.canRead(collection) else { continue }
             releaseHeldLines(connection, all: true)
             endLiveQuery(
-                subscription, ProtocolError(.forbidden, "the access policy no longer lets this peer read collection \(collection)"), connection,
+                subscription,
+                ProtocolError(.forbidden, "the access policy no longer lets this peer read collection \(collection)"),
+                connection,
                 tellThread: true)
             markForFlush(connection)
         }

@@ -30,7 +30,8 @@ extension EventLoop {
             ProtocolError(
                 .unavailable,
                 "minSeq \(minSeq): this node has applied the log up to event \(applied) and did not reach \(minSeq) within "
-                    + "\(configuration.minSeqTimeoutSeconds) s; it is behind the log (see cluster in stats) or no such event exists yet"))
+                    + "\(configuration.minSeqTimeoutSeconds) s; it is behind the log (see cluster in stats) or no such event exists yet"
+            ))
     }
 
     func stopWaitingForSequence(_ connection: Connection) {

@@ -16,18 +16,23 @@ extension EventLoop {
 
     /// Starts or ends a watch. Returns whether the request is answered: a live query is answered
     /// later, when its first page comes (`EventLoop+LiveQueries`).
-    func handleStream(_ request: Request, _ operation: Request.StreamOperation, _ arrival: Connection.Arrival, _ connection: Connection) -> Bool {
+    func handleStream(
+        _ request: Request, _ operation: Request.StreamOperation, _ arrival: Connection.Arrival,
+        _ connection: Connection
+    ) -> Bool {
         switch operation {
         case .watch, .live:
             guard let tag = request.tag else {
                 Response.appendFailure(
-                    tag: nil, error: ProtocolError(.badRequest, "watch needs a tag: its events carry it, and unwatch names it"),
+                    tag: nil,
+                    error: ProtocolError(.badRequest, "watch needs a tag: its events carry it, and unwatch names it"),
                     to: &connection.output)
                 return true
             }
             guard !connection.hasWatch(tagged: tag.value) else {
                 Response.appendFailure(
-                    tag: tag, error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"),
+                    tag: tag,
+                    error: ProtocolError(.badRequest, "a watch with tag \(tag) is already running on this connection"),
                     to: &connection.output)
                 return true
             }
@@ -50,7 +55,8 @@ extension EventLoop {
             }
             guard let index = connection.watches.firstIndex(where: { $0.tag.matches(tag) }) else {
                 Response.appendFailure(
-                    tag: request.tag, error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"),
+                    tag: request.tag,
+                    error: ProtocolError(.notFound, "no watch with tag \(tag) runs on this connection"),
                     to: &connection.output)
                 return true
             }
@@ -82,7 +88,8 @@ extension EventLoop {
         let start = after ?? head
         guard start <= head else {
             Response.appendFailure(
-                tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"), to: &connection.output)
+                tag: tag, error: ProtocolError(.badRequest, "after \(start) is beyond the last event, \(head)"),
+                to: &connection.output)
             return
         }
         let watch = Watch(tag: tag, after: start, collection: collection)
@@ -110,10 +117,15 @@ extension EventLoop {
                         delivered += 1
                         watch.next = sequence + 1
                         if watch.collection != nil {
-                            guard watch.wants(collection: try Snapshot.collection(ofEventRecord: record, sequence: sequence)) else { return true }
+                            guard
+                                watch.wants(
+                                    collection: try Snapshot.collection(ofEventRecord: record, sequence: sequence))
+                            else { return true }
                         }
                         if !connection.access.isAdmin {
-                            guard connection.access.canRead(Snapshot.collection(ofEventHead: record)) else { return true }
+                            guard connection.access.canRead(Snapshot.collection(ofEventHead: record)) else {
+                                return true
+                            }
                         }
                         var line = JSONWriter(capacity: record.count + 80)
                         try Snapshot.writeEventRecord(record, to: &line)
@@ -154,7 +166,8 @@ extension EventLoop {
                         watch.fellBehind = true
                         watch.lagBytes = 0
                     }
-                    for event in events where event.sequence >= watch.next && watch.wants(collection: event.collection)
+                    for event in events
+                    where event.sequence >= watch.next && watch.wants(collection: event.collection)
                         && connection.access.canRead(event.collection)
                     {
                         watch.lagBytes += event.wire.count
@@ -169,8 +182,10 @@ extension EventLoop {
                             if congested {
                                 watch.catchingUp = true
                                 watch.fellBehind = true
-                                watch.lagBytes = events.lazy.filter { $0.sequence >= watch.next && watch.wants(collection: $0.collection) }
-                                    .reduce(0) { $0 + $1.wire.count }
+                                watch.lagBytes = events.lazy.filter {
+                                    $0.sequence >= watch.next && watch.wants(collection: $0.collection)
+                                }
+                                .reduce(0) { $0 + $1.wire.count }
                                 break
                             }
                             Response.appendWatchEvent(tag: watch.tag, event: event.wire, to: &connection.output)
@@ -189,7 +204,8 @@ extension EventLoop {
                     Response.appendFailure(
                         tag: watch.tag,
                         error: ProtocolError(
-                            .lagging, "the watch fell behind by more than \(configuration.watchBufferBytes) bytes; resume with after = lastSeq",
+                            .lagging,
+                            "the watch fell behind by more than \(configuration.watchBufferBytes) bytes; resume with after = lastSeq",
                             details: [("lastSeq", String(watch.lastSequence))]),
                         to: &connection.output)
                     endWatch(watch, connection)

@@ -122,9 +122,12 @@ final class EventLoop: @unchecked Sendable {
     var nextSweep: UInt64 = 0
 
     init(
-        index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store, configuration: ServerConfiguration,
-        statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>, watchers: WatchRegistry,
-        liveQueries: LiveQueries, digests: DigestCache, uploads: Uploads, lineBuffers: LineBuffers, watchdog: Watchdog?, socketGroupID: UInt32
+        index: Int, loops: Int, listener: UnixListener, writer: Writer, store: Store,
+        configuration: ServerConfiguration,
+        statistics: ServerStatistics, log: Log, workers: WorkerPool, decoders: ThreadPool<Void>,
+        watchers: WatchRegistry,
+        liveQueries: LiveQueries, digests: DigestCache, uploads: Uploads, lineBuffers: LineBuffers, watchdog: Watchdog?,
+        socketGroupID: UInt32
     ) throws {
         self.uploads = uploads
         self.lineBuffers = lineBuffers
@@ -180,12 +183,15 @@ final class EventLoop: @unchecked Sendable {
             reader.releaseSnapshot()
             // Wake at least once a second for the line timeout, paused accepts and draining, and as
             // often as the watchdog needs a beat.
-            var timeout: Int32 = draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
+            var timeout: Int32 =
+                draining || accepting.isPaused || configuration.lineTimeoutSeconds > 0 ? (draining ? 100 : 1000) : -1
             // Paused by a shared bound that other loops' answers may lift: look again soon.
             if !pausedForLoad.isEmpty { timeout = 20 }
             // Reads waiting for minSeq time out on their own.
             if !waitingForSequence.isEmpty && (timeout < 0 || timeout > 50) { timeout = 50 }
-            if let watchdog { timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2))) }
+            if let watchdog {
+                timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2)))
+            }
             let count: Int
             do {
                 count = try waitForEvents(&events, &tokens, timeout: timeout)
@@ -257,7 +263,9 @@ final class EventLoop: @unchecked Sendable {
     /// comes back to wait, and that bookkeeping was paid at every turn of the loop for nothing
     /// (docs/BENCHMARKS.md, "Work already there found before the poll's bookkeeping"). Work
     /// already there says nothing of polling, so that look teaches `idlePoll` nothing, as before.
-    private func waitForEvents(_ events: inout [UInt32], _ tokens: inout [UInt64], timeout: Int32) throws(SystemError) -> Int {
+    private func waitForEvents(_ events: inout [UInt32], _ tokens: inout [UInt64], timeout: Int32) throws(SystemError)
+        -> Int
+    {
         var mayPoll = timeout != 0 && idlePoll.limit > 0 && statistics.writesOut.load(ordering: .relaxed) == 0
         if mayPoll && idlePoll.window > 0 {
             let ready = try epoll.wait(events: &events, tokens: &tokens, timeout: 0)
@@ -335,7 +343,8 @@ final class EventLoop: @unchecked Sendable {
                 break
             case .reconfigure(let fresh):
                 configuration = fresh
-                reads = ReadHandler(store: reads.store, configuration: fresh, statistics: statistics, digests: reads.digests)
+                reads = ReadHandler(
+                    store: reads.store, configuration: fresh, statistics: statistics, digests: reads.digests)
                 if !peers.isEmpty { accepting.maxConnections = min(fresh.maxConnections, accepting.descriptorLimit) }
                 peerCache.removeAll()
                 for connection in connections.values {
@@ -358,19 +367,23 @@ final class EventLoop: @unchecked Sendable {
 
     func adopt(_ fd: Int32, _ origin: Origin) {
         let key = UInt64(origin.uid) << 32 | UInt64(origin.gid)
-        let peer = peerCache[key] ?? Peer(uid: origin.uid, gid: origin.gid, daemonUID: geteuid(), socketGID: socketGroupID)
+        let peer =
+            peerCache[key] ?? Peer(uid: origin.uid, gid: origin.gid, daemonUID: geteuid(), socketGID: socketGroupID)
         peerCache[key] = peer
         let access = AccessView(peer: peer, policy: configuration.access)
         guard access.bestRole > .none else {
             var line: [UInt8] = []
             let who = peer.userName.map { "\($0) (uid \(peer.uid))" } ?? "uid \(peer.uid)"
-            Response.appendFailure(tag: nil, error: ProtocolError(.forbidden, "\(who) has no role in foliod's access policy"), to: &line)
+            Response.appendFailure(
+                tag: nil, error: ProtocolError(.forbidden, "\(who) has no role in foliod's access policy"), to: &line)
             refuse(fd, with: line)
             statistics.connections.subtract(1, ordering: .relaxed)
             statistics.forbidden.add(1, ordering: .relaxed)
             return
         }
-        let connection = Connection(fd: fd, loop: self, origin: origin, access: access, maxLineBytes: configuration.maxLineBytes, lineBuffers: lineBuffers)
+        let connection = Connection(
+            fd: fd, loop: self, origin: origin, access: access, maxLineBytes: configuration.maxLineBytes,
+            lineBuffers: lineBuffers)
         do {
             try epoll.add(fd, .readable, token: UInt64(fd))
         } catch {
@@ -388,7 +401,9 @@ final class EventLoop: @unchecked Sendable {
     private func readRequests(_ connection: Connection) {
         guard !connection.isClosed, !connection.inputFinished else { return }
         var total = 0
-        if peeking && connection.answeredAtOnce && connection.peekedBytes == 0 && !connection.framer.hasPartialLine && !isCongested(connection) && !isOverSharedBound {
+        if peeking && connection.answeredAtOnce && connection.peekedBytes == 0 && !connection.framer.hasPartialLine
+            && !isCongested(connection) && !isOverSharedBound
+        {
             switch peekRequests(connection) {
             case .handled:
                 dispatchPending(connection)
@@ -399,23 +414,32 @@ final class EventLoop: @unchecked Sendable {
             case .readInstead: break
             }
         }
-        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed && !isCongested(connection)
+        while total < 4 * Self.readChunk && !connection.inputFinished && !connection.isClosed
+            && !isCongested(connection)
             && !isOverSharedBound
         {
             var passed: (Int32, Int32, Int32, Int32) = (-1, -1, -1, -1)
             var passedCount: Int32 = 0
             let count = readBuffer.withUnsafeMutableBytes { buffer in
                 withUnsafeMutableBytes(of: &passed) {
-                    folio_recv_with_fds(connection.fd, buffer.baseAddress, buffer.count, $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
+                    folio_recv_with_fds(
+                        connection.fd, buffer.baseAddress, buffer.count,
+                        $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
                 }
             }
-            if passedCount > 0 { hold(withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) }, connection) }
+            if passedCount > 0 {
+                hold(
+                    withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) },
+                    connection)
+            }
             if count > 0 {
                 total += count
                 // Every line of the chunk arrived when it was read: one clock read for all of them.
                 let received = monotonicMicroseconds()
                 connection.lastActivity = received / 1000
-                readBuffer.withUnsafeBytes { takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection) }
+                readBuffer.withUnsafeBytes {
+                    takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection)
+                }
                 if count < Self.readChunk { break }
             } else if count == 0 {
                 finishInput(connection)
@@ -468,7 +492,9 @@ final class EventLoop: @unchecked Sendable {
         }
         let received = monotonicMicroseconds()
         connection.lastActivity = received / 1000
-        readBuffer.withUnsafeBytes { takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection) }
+        readBuffer.withUnsafeBytes {
+            takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection)
+        }
         connection.peekedBytes = count
         guard count == Self.readChunk else { return .handled }
         consumePeeked(connection)
@@ -532,14 +558,20 @@ final class EventLoop: @unchecked Sendable {
 
     /// Answers `too_large` and closes the connection once answered: the rest of the line is not read.
     private func refuseLongLine(_ connection: Connection) {
-        endInput(connection, with: ProtocolError(.tooLarge, "line longer than \(configuration.maxLineBytes) bytes; closing the connection"))
+        endInput(
+            connection,
+            with: ProtocolError(
+                .tooLarge, "line longer than \(configuration.maxLineBytes) bytes; closing the connection"))
     }
 
     /// Answers `error` (without a tag) after every earlier request, reads nothing more and closes the
     /// connection once everything is answered.
     func endInput(_ connection: Connection, with error: ProtocolError) {
         connection.partialSince = 0
-        connection.pending.append(.failure(RequestDecoder.TaggedError(tag: nil, error: error), Connection.Arrival(size: 0, at: monotonicMicroseconds())))
+        connection.pending.append(
+            .failure(
+                RequestDecoder.TaggedError(tag: nil, error: error),
+                Connection.Arrival(size: 0, at: monotonicMicroseconds())))
         connection.requestCount += 1
         pendingDelta += 1
         connection.inputFinished = true
@@ -572,9 +604,11 @@ final class EventLoop: @unchecked Sendable {
             // the queue (pipelined gets: the copies into and out of it were a fifth of their cost).
             if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
                 connection.writesInFlight == 0, !connection.isClosed,
-                case .success(let request) = decoded, case .read(let operation) = request.operation, request.minSeq == nil
+                case .success(let request) = decoded, case .read(let operation) = request.operation,
+                request.minSeq == nil
             {
-                startRead(request, operation, Connection.Arrival(size: size, spec: request.spec, at: received), connection)
+                startRead(
+                    request, operation, Connection.Arrival(size: size, spec: request.spec, at: received), connection)
                 return
             }
             connection.pending.append(Self.item(for: decoded, size: size, received: received, connection))
@@ -590,7 +624,8 @@ final class EventLoop: @unchecked Sendable {
         // holds the line too: a decoder starting at once would find the array shared and copy it.
         decodesToSubmit.append { [self] _ in
             let item = Self.item(
-                for: RequestDecoder.decode(owning: line.take(), recycle: { [lineBuffers] in lineBuffers.give($0) }), size: size, received: received, connection)
+                for: RequestDecoder.decode(owning: line.take(), recycle: { [lineBuffers] in lineBuffers.give($0) }),
+                size: size, received: received, connection)
             post(.decoded(connection, id: id, item))
         }
     }
@@ -613,7 +648,9 @@ final class EventLoop: @unchecked Sendable {
             switch request.operation {
             case .write(let write):
                 return .write(
-                    Writer.Job(request: write, spec: request.spec, origin: connection.origin, tag: request.tag, connection: connection, arrival: arrival))
+                    Writer.Job(
+                        request: write, spec: request.spec, origin: connection.origin, tag: request.tag,
+                        connection: connection, arrival: arrival))
             case .read(let operation):
                 return .read(request, operation, arrival)
             case .stream(let operation):
@@ -638,7 +675,8 @@ final class EventLoop: @unchecked Sendable {
             case .write(let job):
                 guard connection.readsInFlight == 0, connection.uploadsStoring == 0 else { return }
                 if let denial = AccessControl.denial(
-                    Request(tag: job.tag, operation: .write(job.request), spec: job.spec), connection.access, reader: reader)
+                    Request(tag: job.tag, operation: .write(job.request), spec: job.spec), connection.access,
+                    reader: reader)
                 {
                     guard connection.writesInFlight == 0 else { return }
                     refuse(denial, tag: job.tag, arrival: job.arrival, connection)
@@ -668,7 +706,9 @@ final class EventLoop: @unchecked Sendable {
                     guard !connection.receivedDescriptors.isEmpty else {
                         guard connection.writesInFlight == 0 else { return }
                         let error = ProtocolError(
-                            .badRequest, "file.put with \"fd\": no descriptor came with this line (pass one open file with SCM_RIGHTS, sent with the line)")
+                            .badRequest,
+                            "file.put with \"fd\": no descriptor came with this line (pass one open file with SCM_RIGHTS, sent with the line)"
+                        )
                         Response.appendFailure(tag: request.tag, error: error, to: &connection.output)
                         answered(arrival, error.code, connection)
                         break
@@ -709,12 +749,16 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Answers a read whose turn has come: refused, answered here (inline cost), or handed to a worker.
-    private func startRead(_ request: Request, _ operation: Request.ReadOperation, _ arrival: Connection.Arrival, _ connection: Connection) {
+    private func startRead(
+        _ request: Request, _ operation: Request.ReadOperation, _ arrival: Connection.Arrival, _ connection: Connection
+    ) {
         if let denial = AccessControl.denial(request, connection.access, reader: reader) {
             refuse(denial, tag: request.tag, arrival: arrival, connection)
         } else if case .fileOpen(let name) = operation {
             answered(arrival, passContent(of: name, tag: request.tag, connection), connection)
-        } else if case .answered(let outcome) = reads.respondOnLoop(request, operation, reader: reader, access: connection.access, into: &connection.output) {
+        } else if case .answered(let outcome) = reads.respondOnLoop(
+            request, operation, reader: reader, access: connection.access, into: &connection.output)
+        {
             answered(arrival, outcome, connection)
         } else {
             connection.readsInFlight += 1
@@ -752,7 +796,9 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func runOnWorker(_ operation: Request.ReadOperation, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
+    private func runOnWorker(
+        _ operation: Request.ReadOperation, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection
+    ) {
         let reads = self.reads
         let access = connection.access.snapshot
         statistics.workerQueue.add(1, ordering: .relaxed)
@@ -767,7 +813,9 @@ final class EventLoop: @unchecked Sendable {
     /// Runs an upload op on a worker, never on the loop or the writer: decodes, hashes and stores
     /// the content of a `file.put` or `file.commit` and posts back the write that binds its name, or
     /// posts the answer of the other ops.
-    private func runUpload(_ operation: UploadOperation, _ request: Request, _ arrival: Connection.Arrival, _ connection: Connection) {
+    private func runUpload(
+        _ operation: UploadOperation, _ request: Request, _ arrival: Connection.Arrival, _ connection: Connection
+    ) {
         let blobs = reads.store.blobs
         let uploads = self.uploads
         let origin = connection.origin
@@ -780,7 +828,8 @@ final class EventLoop: @unchecked Sendable {
             func binding(_ command: Command, pinned sha256: String) -> UploadStep {
                 .write(
                     Writer.Job(
-                        request: WriteRequest(command: command), spec: request.spec, origin: origin, tag: request.tag, connection: connection,
+                        request: WriteRequest(command: command), spec: request.spec, origin: origin, tag: request.tag,
+                        connection: connection,
                         arrival: arrival, pinnedBlob: sha256))
             }
             func answer(_ result: JSON) -> UploadStep {
@@ -802,9 +851,14 @@ final class EventLoop: @unchecked Sendable {
                     let id = try uploads.begin(plan, owner: owner, maxSize: maxSize, now: now)
                     result = .success(answer(["upload": .string(id), "maxSize": .int(Int64(plan.size ?? maxSize))]))
                 case .write(let id, let offset, let content):
-                    let received = try content.withUnsafeBytes { try uploads.write(id, offset: offset, content: $0, owner: owner, now: now) }
+                    let received = try content.withUnsafeBytes {
+                        try uploads.write(id, offset: offset, content: $0, owner: owner, now: now)
+                    }
                     result = .success(
-                        answer(["upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)), "received": .int(Int64(received))]))
+                        answer([
+                            "upload": .string(id), "offset": .int(Int64(offset)), "length": .int(Int64(content.count)),
+                            "received": .int(Int64(received)),
+                        ]))
                 case .commit(let id):
                     let (plan, sha256, size) = try uploads.commit(id, owner: owner, now: now)
                     result = .success(binding(plan.command(sha256: sha256, size: size), pinned: sha256))
@@ -821,7 +875,9 @@ final class EventLoop: @unchecked Sendable {
 
     /// An upload op is done (or failed): a write goes to the writer, even for a connection that
     /// closed meanwhile, as every write it sent does; an answer goes out.
-    private func storedUpload(_ result: Result<UploadStep, ProtocolError>, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
+    private func storedUpload(
+        _ result: Result<UploadStep, ProtocolError>, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection
+    ) {
         if case .success(.write(let job)) = result {
             toSubmit.append(job)
         }
@@ -857,7 +913,8 @@ final class EventLoop: @unchecked Sendable {
         statistics.metrics.request(op: arrival.opIndex, outcome: outcome, micros: Int(micros), shard: index)
         if micros >= UInt64(configuration.slowRequestMilliseconds) * 1000, log.isWritten(.info) {
             log.info(
-                "slow request: \(arrival.op) took \(micros / 1000) ms (\(outcome?.rawValue ?? "ok")) for pid \(connection.origin.pid), uid \(connection.origin.uid)")
+                "slow request: \(arrival.op) took \(micros / 1000) ms (\(outcome?.rawValue ?? "ok")) for pid \(connection.origin.pid), uid \(connection.origin.uid)"
+            )
         }
     }
 
@@ -908,8 +965,12 @@ final class EventLoop: @unchecked Sendable {
             let passing = connection.outgoingDescriptors.first
             let sent = connection.output.withUnsafeBytes { buffer in
                 let start = buffer.baseAddress! + connection.outputSent
-                guard let passing else { return send(connection.fd, start, connection.unsentBytes, Int32(MSG_NOSIGNAL)) }
-                if passing.offset > connection.outputSent { return send(connection.fd, start, passing.offset - connection.outputSent, Int32(MSG_NOSIGNAL)) }
+                guard let passing else {
+                    return send(connection.fd, start, connection.unsentBytes, Int32(MSG_NOSIGNAL))
+                }
+                if passing.offset > connection.outputSent {
+                    return send(connection.fd, start, passing.offset - connection.outputSent, Int32(MSG_NOSIGNAL))
+                }
                 return folio_send_with_fd(connection.fd, start, connection.unsentBytes, passing.fd, 0)
             }
             if sent > 0 {
@@ -938,7 +999,9 @@ final class EventLoop: @unchecked Sendable {
             if connection.watches.contains(where: \.catchingUp) { markForFlush(connection) }
         } else if connection.outputSent >= 1 << 20 {
             connection.output.removeFirst(connection.outputSent)
-            for index in connection.outgoingDescriptors.indices { connection.outgoingDescriptors[index].offset -= connection.outputSent }
+            for index in connection.outgoingDescriptors.indices {
+                connection.outgoingDescriptors[index].offset -= connection.outputSent
+            }
             connection.outputSent = 0
         }
         if connection.closeWhenIdle && connection.isIdle && connection.unsentBytes == 0 {
@@ -1000,7 +1063,9 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
-        for subscription in connection.liveQueries.values { removeLiveQuery(subscription, connection, tellThread: true) }
+        for subscription in connection.liveQueries.values {
+            removeLiveQuery(subscription, connection, tellThread: true)
+        }
         // Requests a decoder, a worker or the writer has stay counted until they finish: a client
         // that sends and leaves must not get past the bounds by leaving.
         var inFlightBytes = connection.requestBytes

@@ -90,7 +90,8 @@ struct IdlePoll {
         var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         return withUnsafeMutableBytes(of: &buffer) { bytes in
             let count = pread(loadavg, bytes.baseAddress, bytes.count, 0)
-            guard count > 0, let running = Self.runnable(inLoadavg: UnsafeRawBufferPointer(rebasing: bytes[..<count])) else { return true }
+            guard count > 0, let running = Self.runnable(inLoadavg: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+            else { return true }
             return running <= Self.processors
         }
     }

@@ -39,7 +39,9 @@ struct LineFramer {
 
     /// As `take(_:_:)`; a line that was gathered across chunks also comes as the array that holds
     /// it (the same bytes), which the caller may keep instead of copying them.
-    mutating func take(_ chunk: UnsafeRawBufferPointer, lines line: (UnsafeRawBufferPointer, [UInt8]?) -> Bool) -> Outcome {
+    mutating func take(_ chunk: UnsafeRawBufferPointer, lines line: (UnsafeRawBufferPointer, [UInt8]?) -> Bool)
+        -> Outcome
+    {
         var start = 0
         while start < chunk.count {
             guard let newline = memchr(chunk.baseAddress! + start, 0x0A, chunk.count - start) else {

@@ -52,7 +52,9 @@ struct LiveGroups {
 
     /// The windows a commit's events enter or leave (by the objects' keys before and after them),
     /// with the events' keys in each window's order.
-    func touched(by applied: [StoreWriter.Applied]) -> [(group: LiveQueries.Group, keys: [(old: [UInt8]?, new: [UInt8]?)])] {
+    func touched(by applied: [StoreWriter.Applied]) -> [(
+        group: LiveQueries.Group, keys: [(old: [UInt8]?, new: [UInt8]?)]
+    )] {
         var found: [(LiveQueries.Group, [(old: [UInt8]?, new: [UInt8]?)])] = []
         var seen = Set<ObjectIdentifier>()
         for order in byOrder.values {
@@ -60,11 +62,13 @@ struct LiveGroups {
             guard applied.contains(where: { $0.event.object?.collection == collection }) else { continue }
             let keys = applied.map { event in
                 event.event.object?.collection == collection
-                    ? (order.template.orderKey(for: event.before), order.template.orderKey(for: event.object)) : (nil, nil)
+                    ? (order.template.orderKey(for: event.before), order.template.orderKey(for: event.object))
+                    : (nil, nil)
             }
             for case let key? in keys.flatMap({ [$0.0, $0.1] }) {
                 for length in order.prefixLengths.keys where length <= key.count {
-                    for group in order.byPrefix[Array(key.prefix(length))] ?? [] where seen.insert(ObjectIdentifier(group)).inserted {
+                    for group in order.byPrefix[Array(key.prefix(length))] ?? []
+                    where seen.insert(ObjectIdentifier(group)).inserted {
                         found.append((group, keys))
                     }
                 }

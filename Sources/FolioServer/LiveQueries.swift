@@ -26,7 +26,8 @@ final class LiveQueries: @unchecked Sendable {
     enum Delivery {
         /// The answer to the `watch`: its line, and on success the query's collection and the
         /// sequence its window reflects, on failure the error's code.
-        case started(Connection, id: UInt64, response: [UInt8], collection: String?, sequence: UInt64, failure: ErrorCode?)
+        case started(
+            Connection, id: UInt64, response: [UInt8], collection: String?, sequence: UInt64, failure: ErrorCode?)
         /// A change of a live query's window: `payload` is the `change` object; `committedAt`, when
         /// the commit it reflects was confirmed (monotonic µs; 0 for a window read again).
         case changed(Connection, id: UInt64, sequence: UInt64, payload: [UInt8], committedAt: UInt64)
@@ -98,7 +99,9 @@ final class LiveQueries: @unchecked Sendable {
     func subscribe(connection: Connection, tag: Tag, query: Query, resumeAfter: UInt64?) -> UInt64 {
         let id = nextID.add(1, ordering: .relaxed).oldValue
         subscriptions.add(1, ordering: .releasing)
-        thread?.enqueue([.subscribe(Subscription(id: id, connection: connection, tag: tag, query: query, resumeAfter: resumeAfter))])
+        thread?.enqueue([
+            .subscribe(Subscription(id: id, connection: connection, tag: tag, query: query, resumeAfter: resumeAfter))
+        ])
         return id
     }
 
@@ -154,13 +157,17 @@ final class LiveQueries: @unchecked Sendable {
             let failure = ProtocolError(error)
             Response.appendFailure(tag: subscription.tag, error: failure, to: &line)
             subscriptions.subtract(1, ordering: .releasing)
-            post(.started(subscription.connection, id: subscription.id, response: line, collection: nil, sequence: 0, failure: failure.code))
+            post(
+                .started(
+                    subscription.connection, id: subscription.id, response: line, collection: nil, sequence: 0,
+                    failure: failure.code))
             return
         }
         let window = groupOfSubscription[subscription.id]!.window
         post(
             .started(
-                subscription.connection, id: subscription.id, response: response, collection: window.query.collection, sequence: window.sequence,
+                subscription.connection, id: subscription.id, response: response, collection: window.query.collection,
+                sequence: window.sequence,
                 failure: nil))
     }
 
@@ -175,10 +182,17 @@ final class LiveQueries: @unchecked Sendable {
         let existing = groups.group(identity: live.identity) { sequence(of: $0) == head }
         // Untouched by the commits since it was last moved, it reflects the head.
         existing?.window.advance(to: head)
-        let group = try existing ?? Group(window: LiveWindow(live, snapshot: snapshot, rewind: snapshot.liveRewind(of: live.collection, to: head, maxEvents: 0)!))
+        let group =
+            try existing
+            ?? Group(
+                window: LiveWindow(
+                    live, snapshot: snapshot, rewind: snapshot.liveRewind(of: live.collection, to: head, maxEvents: 0)!)
+            )
         let window = group.window
         var since: LiveWindow?
-        if let resumeAfter = subscription.resumeAfter, let rewind = try snapshot.liveRewind(of: live.collection, to: resumeAfter, maxEvents: resumeHorizon) {
+        if let resumeAfter = subscription.resumeAfter,
+            let rewind = try snapshot.liveRewind(of: live.collection, to: resumeAfter, maxEvents: resumeHorizon)
+        {
             since = try LiveWindow(live, snapshot: snapshot, rewind: rewind)
         }
         if existing == nil { groups.add(group) }
@@ -190,7 +204,8 @@ final class LiveQueries: @unchecked Sendable {
             writer.write(window.sequence)
             if let since {
                 writer.writeRaw(",\"resumed\":true")
-                let change = LiveChange(from: since.visibleVersions, to: window.visible, sequence: window.sequence, total: window.total)
+                let change = LiveChange(
+                    from: since.visibleVersions, to: window.visible, sequence: window.sequence, total: window.total)
                 if !change.isEmpty || since.total != window.total {
                     writer.writeRaw(",\"change\":")
                     change.write(to: &writer)
@@ -233,7 +248,10 @@ final class LiveQueries: @unchecked Sendable {
             for group in groups.all {
                 if let name = group.window.query.viewName, dropped.contains(name) {
                     if group.window.query.namesView {
-                        end(group, ProtocolError(.notFound, "view \(Names.quoted(name)) was dropped; the live query on it ended"))
+                        end(
+                            group,
+                            ProtocolError(
+                                .notFound, "view \(Names.quoted(name)) was dropped; the live query on it ended"))
                         continue
                     }
                     group.window.dropIndex()
@@ -241,7 +259,8 @@ final class LiveQueries: @unchecked Sendable {
                 if first > sequence(of: group) + 1 { recompute(group, to: last) }
             }
         }
-        for (group, keys) in groups.touched(by: applied) where !group.subscribers.isEmpty && sequence(of: group) < last {
+        for (group, keys) in groups.touched(by: applied) where !group.subscribers.isEmpty && sequence(of: group) < last
+        {
             let query = group.window.query
             let before = group.window.visibleVersions
             let totalBefore = group.window.total
@@ -257,7 +276,10 @@ final class LiveQueries: @unchecked Sendable {
                 }
                 if group.window.needsEntries {
                     let filled = try reader.read { snapshot -> Bool in
-                        guard let rewind = try snapshot.liveRewind(of: query.collection, to: last, maxEvents: resumeHorizon) else { return false }
+                        guard
+                            let rewind = try snapshot.liveRewind(
+                                of: query.collection, to: last, maxEvents: resumeHorizon)
+                        else { return false }
                         try group.window.fill(from: snapshot, rewind: rewind)
                         return true
                     }
@@ -283,7 +305,8 @@ final class LiveQueries: @unchecked Sendable {
                 let head = try snapshot.head().sequence
                 let live = group.window.query
                 let rewind =
-                    try snapshot.liveRewind(of: live.collection, to: min(sequence ?? head, head), maxEvents: resumeHorizon)
+                    try snapshot.liveRewind(
+                        of: live.collection, to: min(sequence ?? head, head), maxEvents: resumeHorizon)
                     ?? snapshot.liveRewind(of: live.collection, to: head, maxEvents: 0)!
                 return try LiveWindow(live, snapshot: snapshot, rewind: rewind)
             }
@@ -301,7 +324,10 @@ final class LiveQueries: @unchecked Sendable {
         var writer = JSONWriter(capacity: 256)
         change.write(to: &writer)
         for subscriber in group.subscribers {
-            post(.changed(subscriber.connection, id: subscriber.id, sequence: window.sequence, payload: writer.bytes, committedAt: committedAt))
+            post(
+                .changed(
+                    subscriber.connection, id: subscriber.id, sequence: window.sequence, payload: writer.bytes,
+                    committedAt: committedAt))
         }
     }
 

@@ -27,7 +27,9 @@ final class Histogram: Sendable {
 
     /// Latencies: 50 µs to 10 s.
     static func seconds() -> Histogram {
-        Histogram(bounds: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+        Histogram(bounds: [
+            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+        ])
     }
 
     func record(_ value: Double) {
@@ -51,7 +53,8 @@ final class Histogram: Sendable {
         var result: (cumulative: [Int], sum: Double, count: Int) = ([], 0, 0)
         for part in parts {
             let snapshot = part.snapshot
-            result.cumulative = result.cumulative.isEmpty ? snapshot.cumulative : zip(result.cumulative, snapshot.cumulative).map(+)
+            result.cumulative =
+                result.cumulative.isEmpty ? snapshot.cumulative : zip(result.cumulative, snapshot.cumulative).map(+)
             result.sum += snapshot.sum
             result.count += snapshot.count
         }
@@ -95,7 +98,8 @@ final class Metrics: Sendable {
 
     /// `ops` are the table's in its order (`OperationSpec.index`), then `invalid`.
     static let invalidOp = ops.count - 1
-    static let outcomeIndex = Dictionary(uniqueKeysWithValues: ErrorCode.allCases.enumerated().map { ($0.element, $0.offset + 1) })
+    static let outcomeIndex = Dictionary(
+        uniqueKeysWithValues: ErrorCode.allCases.enumerated().map { ($0.element, $0.offset + 1) })
 
     let batchWrites = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
     let commitSeconds = Histogram.seconds()
@@ -136,7 +140,9 @@ final class Metrics: Sendable {
         shards.reduce(0) { $0 + $1.counts[op * Self.outcomes.count + outcome].current }
     }
 
-    func latency(op: Int) -> (cumulative: [Int], sum: Double, count: Int) { Histogram.merged(shards.map { $0.latency[op] }) }
+    func latency(op: Int) -> (cumulative: [Int], sum: Double, count: Int) {
+        Histogram.merged(shards.map { $0.latency[op] })
+    }
 
     func refused(_ cause: Refusal, count: Int = 1) { refusals[cause.rawValue]?.add(count) }
 }
@@ -161,7 +167,10 @@ struct MetricsText {
         self.histogram(name, labels, bounds: histogram.bounds, histogram.snapshot)
     }
 
-    mutating func histogram(_ name: String, _ labels: [(String, String)], bounds: [Double], _ snapshot: (cumulative: [Int], sum: Double, count: Int)) {
+    mutating func histogram(
+        _ name: String, _ labels: [(String, String)], bounds: [Double],
+        _ snapshot: (cumulative: [Int], sum: Double, count: Int)
+    ) {
         let (cumulative, sum, count) = snapshot
         for (index, bound) in bounds.enumerated() {
             sample(name + "_bucket", labels + [("le", String(bound))], Double(cumulative[index]))
@@ -172,6 +181,7 @@ struct MetricsText {
     }
 
     private static func escaped(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
     }
 }

@@ -73,10 +73,14 @@ final class MetricsEndpoint: @unchecked Sendable {
             status = "404 Not Found"
             body = "only GET /metrics\n"
         }
-        let response = Array("HTTP/1.0 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+        let response = Array(
+            "HTTP/1.0 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+                .utf8)
         var sent = 0
         while sent < response.count {
-            let count = response.withUnsafeBytes { send(fd, $0.baseAddress! + sent, response.count - sent, Int32(MSG_NOSIGNAL)) }
+            let count = response.withUnsafeBytes {
+                send(fd, $0.baseAddress! + sent, response.count - sent, Int32(MSG_NOSIGNAL))
+            }
             guard count > 0 else { return }
             sent += count
         }

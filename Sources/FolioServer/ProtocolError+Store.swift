@@ -19,7 +19,8 @@ extension ProtocolError {
         let details = error.details.map { (key: $0.key, value: String(decoding: $0.value.serialized(), as: UTF8.self)) }
         switch error {
         case .invalid(let message): self.init(.badRequest, message)
-        case .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound: self.init(.notFound, error.description)
+        case .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound:
+            self.init(.notFound, error.description)
         case .conflict(let conflict): self.init(.conflict, conflict.message, details: details)
         case .corrupted: self.init(.internal, error.description)
         case .unusable(let message): self.init(.unavailable, message)

@@ -33,7 +33,10 @@ final class ReadHandler: Sendable {
 
     /// Answers the read on the event loop if its cost allows: its op's cost class, and for `byPlan`
     /// the query's plan (made once, in the snapshot that answers); otherwise writes nothing.
-    func respondOnLoop(_ request: Request, _ operation: Request.ReadOperation, reader: Store.Reader, access: AccessView, into output: inout [UInt8])
+    func respondOnLoop(
+        _ request: Request, _ operation: Request.ReadOperation, reader: Store.Reader, access: AccessView,
+        into output: inout [UInt8]
+    )
         -> LoopAnswer
     {
         // A page of events for a peer who may not see every collection is read and filtered.
@@ -49,7 +52,8 @@ final class ReadHandler: Sendable {
         case .worker?, nil: return .forWorker
         }
         do {
-            try answer(operation, tag: request.tag, reader: reader, access: access.snapshot, indexedOnly: true, into: &output)
+            try answer(
+                operation, tag: request.tag, reader: reader, access: access.snapshot, indexedOnly: true, into: &output)
             return .answered(nil)
         } catch is NeedsScan {
             return .forWorker
@@ -65,7 +69,9 @@ final class ReadHandler: Sendable {
             try reader.read { snapshot in
                 try Response.appendSuccess(tag: get.tag, to: &output) { writer in
                     guard try snapshot.writeObject(plainCollection: get.collection, plainID: get.id, to: &writer) else {
-                        throw StoreError.notFound(collection: String(decoding: get.collection, as: UTF8.self), id: String(decoding: get.id, as: UTF8.self))
+                        throw StoreError.notFound(
+                            collection: String(decoding: get.collection, as: UTF8.self),
+                            id: String(decoding: get.id, as: UTF8.self))
                     }
                 }
             }
@@ -81,7 +87,10 @@ final class ReadHandler: Sendable {
     /// Appends the response line for a read, answered from snapshots of `reader`.
     /// Returns the error's code, nil when the answer is a success.
     @discardableResult
-    func respond(to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot, into output: inout [UInt8])
+    func respond(
+        to operation: Request.ReadOperation, tag: Tag?, reader: Store.Reader, access: AccessSnapshot,
+        into output: inout [UInt8]
+    )
         -> ErrorCode?
     {
         do {
@@ -98,7 +107,9 @@ final class ReadHandler: Sendable {
         return failure.code
     }
 
-    private static func run(_ query: Query, in snapshot: Snapshot, countOnly: Bool, indexedOnly: Bool) throws -> QueryResult {
+    private static func run(_ query: Query, in snapshot: Snapshot, countOnly: Bool, indexedOnly: Bool) throws
+        -> QueryResult
+    {
         guard indexedOnly else { return try snapshot.run(query, countOnly: countOnly) }
         guard let result = try snapshot.runIndexed(query, countOnly: countOnly) else { throw NeedsScan() }
         return result
@@ -142,7 +153,11 @@ final class ReadHandler: Sendable {
                 writer.bytes.append(UInt8(ascii: "}"))
             }
         case .get(let collection, let id, nil, let include) where !include.isEmpty:
-            guard let (object, truncated) = try reader.read({ try $0.objectIncluding(collection, id, include, readable: readable) }) else {
+            guard
+                let (object, truncated) = try reader.read({
+                    try $0.objectIncluding(collection, id, include, readable: readable)
+                })
+            else {
                 throw StoreError.notFound(collection: collection, id: id)
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
@@ -216,7 +231,9 @@ final class ReadHandler: Sendable {
                 let last = try snapshot.head().sequence
                 try Response.appendSuccess(tag: tag, to: &output) { writer in
                     writer.writeRaw("{\"events\":")
-                    let next = try snapshot.writeEvents(after: after, limit: limit, readable: access.isAdmin ? nil : { access.canRead($0) }, to: &writer)
+                    let next = try snapshot.writeEvents(
+                        after: after, limit: limit, readable: access.isAdmin ? nil : { access.canRead($0) }, to: &writer
+                    )
                     writer.writeKey("lastSeq")
                     writer.write(last)
                     writer.writeKey("next")
@@ -227,7 +244,10 @@ final class ReadHandler: Sendable {
         case .stats:
             let (stats, files, digest) = try reader.read { snapshot in
                 let stats = try snapshot.statistics()
-                return (stats, try snapshot.fileTotals(), try digests.digest(at: stats.lastSequence) { try snapshot.digest() })
+                return (
+                    stats, try snapshot.fileTotals(),
+                    try digests.digest(at: stats.lastSequence) { try snapshot.digest() }
+                )
             }
             Response.appendSuccess(tag: tag, to: &output) { writer in
                 if access.isAdmin {
@@ -236,8 +256,11 @@ final class ReadHandler: Sendable {
                     // The details of the daemon are an admin's; a reader sees the log's head and its collections.
                     let shown = stats.objectsPerCollection.filter { access.canRead($0.collection) }
                     var summary: JSONObject = [
-                        "events": .int(Int64(stats.lastSequence)), "lastSeq": .int(Int64(stats.lastSequence)), "chainHead": .string(stats.chainHead.hex),
-                        "collections": .object(JSONObject(shown.map { JSONObject.Field(key: $0.collection, value: .int(Int64($0.count))) })),
+                        "events": .int(Int64(stats.lastSequence)), "lastSeq": .int(Int64(stats.lastSequence)),
+                        "chainHead": .string(stats.chainHead.hex),
+                        "collections": .object(
+                            JSONObject(shown.map { JSONObject.Field(key: $0.collection, value: .int(Int64($0.count))) })
+                        ),
                         "objects": .int(Int64(shown.reduce(0) { $0 + $1.count })),
                     ]
                     if access.canRead(AccessControl.filesCollection) { summary["files"] = files.json }
@@ -248,7 +271,9 @@ final class ReadHandler: Sendable {
             let (file, referrers) = try reader.read { snapshot in
                 (try snapshot.file(name), try limit.map { try snapshot.fileReferrers(name, limit: $0) })
             }
-            guard let file, case .object(var object) = file.json(withUploader: true) else { throw StoreError.fileNotFound(name) }
+            guard let file, case .object(var object) = file.json(withUploader: true) else {
+                throw StoreError.fileNotFound(name)
+            }
             if let referrers {
                 // A peer that may not read a collection is not told its ids; the count is of every referrer.
                 let shown = referrers.referrers.filter { access.canRead($0.collection) }
@@ -292,7 +317,9 @@ final class ReadHandler: Sendable {
             Response.appendSuccess(tag: tag, to: &output) { Self.writeFilePage(page, to: &$0) }
         case .fileOrphans(let prefix, let after, let olderThan, let limit):
             let cutoff = Timestamp(milliseconds: Timestamp.now.milliseconds - Int64(olderThan) * 1000)
-            let page = try reader.read { try $0.fileOrphans(prefix: prefix, after: after, createdBy: cutoff, limit: limit) }
+            let page = try reader.read {
+                try $0.fileOrphans(prefix: prefix, after: after, createdBy: cutoff, limit: limit)
+            }
             Response.appendSuccess(tag: tag, to: &output) { Self.writeFilePage(page, to: &$0) }
         case .viewList:
             let views = try reader.read { try $0.views() }.filter { access.canRead($0.definition.collection) }
@@ -307,7 +334,9 @@ final class ReadHandler: Sendable {
                 writer.writeRaw("]}")
             }
         case .schema(let collection):
-            guard let schema = try reader.read({ try $0.schema(collection) }) else { throw StoreError.schemaNotFound(collection) }
+            guard let schema = try reader.read({ try $0.schema(collection) }) else {
+                throw StoreError.schemaNotFound(collection)
+            }
             Response.appendSuccess(tag: tag, to: &output) { $0.write(schema.json) }
         case .schemaList:
             let schemas = try reader.read { try $0.schemas() }.filter { access.canRead($0.collection) }
@@ -325,11 +354,14 @@ final class ReadHandler: Sendable {
             try checkBackupDirectory(directory)
             let copy = try store.backup(to: directory)
             Response.appendSuccess(tag: tag, to: &output) { writer in
-                writer.write([
-                    "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)), "chainHead": .string(copy.chainHead.hex),
-                    "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)), "blobs": .int(Int64(copy.blobs)),
-                    "blobBytes": .int(Int64(copy.blobBytes)), "linkedBlobs": .int(Int64(copy.linkedBlobs)),
-                ] as JSON)
+                writer.write(
+                    [
+                        "directory": .string(copy.directory), "lastSeq": .int(Int64(copy.lastSequence)),
+                        "chainHead": .string(copy.chainHead.hex),
+                        "digest": .string(copy.digest.hex), "bytes": .int(Int64(copy.bytes)),
+                        "blobs": .int(Int64(copy.blobs)),
+                        "blobBytes": .int(Int64(copy.blobBytes)), "linkedBlobs": .int(Int64(copy.linkedBlobs)),
+                    ] as JSON)
             }
         }
     }
@@ -348,10 +380,12 @@ final class ReadHandler: Sendable {
 
     /// Backups go below `backup-dir` only: nowhere else may a client make foliod write.
     private func checkBackupDirectory(_ directory: String) throws {
-        let root = URL(fileURLWithPath: configuration.backupDirectory ?? store.directory + "/backups").standardizedFileURL.path
+        let root = URL(fileURLWithPath: configuration.backupDirectory ?? store.directory + "/backups")
+            .standardizedFileURL.path
         let target = URL(fileURLWithPath: directory).standardizedFileURL.path
         guard target.hasPrefix(root + "/") else {
-            throw ProtocolError(.forbidden, "backup writes only below the backup directory \(root) (backup-dir), not to \(target)")
+            throw ProtocolError(
+                .forbidden, "backup writes only below the backup directory \(root) (backup-dir), not to \(target)")
         }
         // A link on the way could lead out of it: the nearest part of the path that exists (the
         // target itself, or the directory below which foliod would create the rest) must resolve
@@ -364,11 +398,13 @@ final class ReadHandler: Sendable {
         if existing.count > root.count {
             let resolved = (existing as NSString).resolvingSymlinksInPath
             guard resolved.hasPrefix(resolvedRoot + "/") else {
-                throw ProtocolError(.forbidden, "backup: \(target) leads out of the backup directory \(root) through a symbolic link")
+                throw ProtocolError(
+                    .forbidden, "backup: \(target) leads out of the backup directory \(root) through a symbolic link")
             }
         }
         if !FileManager.default.fileExists(atPath: root) {
-            try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try? FileManager.default.createDirectory(
+                atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
     }
 
@@ -413,7 +449,9 @@ final class ReadHandler: Sendable {
         writer.bytes.append(UInt8(ascii: "}"))
     }
 
-    private func writeStatistics(_ stats: Snapshot.Statistics, files: FileTotals, digest: ChainHash, to writer: inout JSONWriter) {
+    private func writeStatistics(
+        _ stats: Snapshot.Statistics, files: FileTotals, digest: ChainHash, to writer: inout JSONWriter
+    ) {
         writer.bytes.append(UInt8(ascii: "{"))
         writer.writeKey("events", first: true)
         writer.write(stats.lastSequence)
@@ -455,7 +493,8 @@ final class ReadHandler: Sendable {
         writer.writeKey("uploads")
         writer.write(statistics.uploads.load(ordering: .relaxed))
         let deliveries: [(key: StaticString, unit: StaticString, LatencyRecorder)] = [
-            ("watchDelivery", "{\"events\":", statistics.watchDelivery), ("liveDelivery", "{\"changes\":", statistics.liveDelivery),
+            ("watchDelivery", "{\"events\":", statistics.watchDelivery),
+            ("liveDelivery", "{\"changes\":", statistics.liveDelivery),
         ]
         for (key, unit, recorder) in deliveries {
             let delivery = recorder.summary

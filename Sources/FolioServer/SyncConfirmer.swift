@@ -4,7 +4,7 @@ import LMDB
 import Synchronization
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 /// Makes committed batches durable before they are answered: takes every batch committed since its
@@ -125,7 +125,7 @@ final class SyncConfirmer: Sendable {
             guard syncs else { return }
             do {
                 #if DEBUG
-                try Failpoint.confirmBeforeSync.check()
+                    try Failpoint.confirmBeforeSync.check()
                 #endif
                 let started = monotonicMicroseconds()
                 switch durability {
@@ -134,10 +134,11 @@ final class SyncConfirmer: Sendable {
                 }
                 metrics.syncSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
                 #if DEBUG
-                _ = Failpoint.confirmAfterSync.hit()
+                    _ = Failpoint.confirmAfterSync.hit()
                 #endif
             } catch {
-                failure = ProtocolError(.unavailable, "the write was applied but could not be flushed to disk: \(error)")
+                failure = ProtocolError(
+                    .unavailable, "the write was applied but could not be flushed to disk: \(error)")
                 failedSync = error
                 halt("\(durability.what) (\(error))")
             }
@@ -149,7 +150,9 @@ final class SyncConfirmer: Sendable {
                 backlog.remove(batch.bytes)
                 if batch.cancelled, let failedSync {
                     let doubt = ProtocolError(
-                        .unavailable, "the write's commit failed, and the journal could not be flushed after it: it may be stored or not (\(failedSync))")
+                        .unavailable,
+                        "the write's commit failed, and the journal could not be flushed after it: it may be stored or not (\(failedSync))"
+                    )
                     release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: .failure(doubt)) })
                     continue
                 }
@@ -157,14 +160,22 @@ final class SyncConfirmer: Sendable {
                     release(batch.outcomes)
                     continue
                 }
-                release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: (try? $0.result.get()) == nil ? $0.result : .failure(failure)) })
+                release(
+                    batch.outcomes.map {
+                        Writer.Outcome(
+                            job: $0.job, result: (try? $0.result.get()) == nil ? $0.result : .failure(failure))
+                    })
             }
         }
 
-        work = WorkThread(name: journaling ? "folio-journal" : "folio-confirm", spinMicroseconds: journaling ? Self.anticipation : 0) { items in
+        work = WorkThread(
+            name: journaling ? "folio-journal" : "folio-confirm", spinMicroseconds: journaling ? Self.anticipation : 0
+        ) { items in
             // With the journal, the batches before the round's first record were covered by
             // earlier rounds' syncs: answered before this round's sync, not after it.
-            let covered = journaling ? (items.firstIndex { if case .record = $0 { return true } else { return false } } ?? items.count) : 0
+            let covered =
+                journaling
+                ? (items.firstIndex { if case .record = $0 { return true } else { return false } } ?? items.count) : 0
             answer(items[..<covered])
             makeDurable(items[covered...])
             answer(items[covered...])

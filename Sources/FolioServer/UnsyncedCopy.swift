@@ -1,5 +1,5 @@
-import Foundation
 import FolioStore
+import Foundation
 import Glibc
 import LMDB
 
@@ -100,7 +100,9 @@ struct UnsyncedCopy: Sendable {
     private func write(_ text: String) throws {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ServerError.cluster("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw ServerError.cluster("cannot create \(temporary): \(String(cString: strerror(errno)))")
+        }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         var failure: String?

@@ -96,11 +96,16 @@ final class Uploads: Sendable {
     /// Begins an upload for `owner`; answers its id.
     func begin(_ plan: UploadPlan, owner: ObjectIdentifier, maxSize: UInt64, now: UInt64) throws -> String {
         if let size = plan.size, size > maxSize {
-            throw ProtocolError(.tooLarge, "file.begin: size \(size) is more than the largest file foliod takes (\(maxSize) bytes, --file-max-size)")
+            throw ProtocolError(
+                .tooLarge,
+                "file.begin: size \(size) is more than the largest file foliod takes (\(maxSize) bytes, --file-max-size)"
+            )
         }
         let open = table.withLock { table in table.uploads.values.count { $0.owner == owner } }
         guard open < Self.perConnection else {
-            throw ProtocolError(.tooLarge, "file.begin: this connection has \(open) uploads open, the most one may hold; commit or abort one")
+            throw ProtocolError(
+                .tooLarge,
+                "file.begin: this connection has \(open) uploads open, the most one may hold; commit or abort one")
         }
         var random = SystemRandomNumberGenerator()
         let id = "u" + [random.next(), random.next() as UInt64].map { String(format: "%016llx", $0) }.joined()
@@ -119,7 +124,9 @@ final class Uploads: Sendable {
         try table.withLock { table in
             guard let upload = table.uploads[id], upload.owner == owner else {
                 throw ProtocolError(
-                    .notFound, "\(op): no upload \(Names.quoted(id)) is open on this connection (uploads end when committed, aborted, idle too long, or their connection closes)")
+                    .notFound,
+                    "\(op): no upload \(Names.quoted(id)) is open on this connection (uploads end when committed, aborted, idle too long, or their connection closes)"
+                )
             }
             table.lastUse[id] = now
             return upload
@@ -128,13 +135,19 @@ final class Uploads: Sendable {
 
     /// Writes a piece: `content` at `offset`. A piece written again with the same bytes changes
     /// nothing. Answers how many bytes the upload holds.
-    func write(_ id: String, offset: UInt64, content: UnsafeRawBufferPointer, owner: ObjectIdentifier, now: UInt64) throws -> UInt64 {
+    func write(_ id: String, offset: UInt64, content: UnsafeRawBufferPointer, owner: ObjectIdentifier, now: UInt64)
+        throws -> UInt64
+    {
         let upload = try upload(id, owner: owner, now: now, op: "file.write")
         let end = offset.addingReportingOverflow(UInt64(content.count))
         let limit = upload.plan.size ?? upload.maxSize
         guard !end.overflow, end.partialValue <= limit else {
-            let what = upload.plan.size == nil ? "the largest file foliod takes (--file-max-size)" : "the size file.begin declared"
-            throw ProtocolError(.badRequest, "file.write: a piece of \(content.count) bytes at offset \(offset) ends past \(limit) bytes, \(what)")
+            let what =
+                upload.plan.size == nil
+                ? "the largest file foliod takes (--file-max-size)" : "the size file.begin declared"
+            throw ProtocolError(
+                .badRequest,
+                "file.write: a piece of \(content.count) bytes at offset \(offset) ends past \(limit) bytes, \(what)")
         }
         guard !content.isEmpty else { return upload.received }
         if offset < upload.hashed {
@@ -147,16 +160,21 @@ final class Uploads: Sendable {
                 upload.hashed = 0
             }
         }
-        if upload.runs.count >= Self.maxRuns && !upload.runs.contains(where: { $0.start <= end.partialValue && offset <= $0.end }) {
+        if upload.runs.count >= Self.maxRuns
+            && !upload.runs.contains(where: { $0.start <= end.partialValue && offset <= $0.end })
+        {
             throw ProtocolError(
-                .badRequest, "file.write: upload \(id) holds \(upload.runs.count) separate runs of bytes, the most one may; fill the holes between them first")
+                .badRequest,
+                "file.write: upload \(id) holds \(upload.runs.count) separate runs of bytes, the most one may; fill the holes between them first"
+            )
         }
         try blobs.writeAll(content, to: upload.fd, at: offset, path: upload.path)
         if offset <= upload.hashed && upload.hashed < end.partialValue {
             upload.hasher.update(UnsafeRawBufferPointer(rebasing: content[Int(upload.hashed - offset)...]))
             upload.hashed = end.partialValue
             if upload.hashed - upload.writtenBack >= Self.writebackBytes {
-                blobs.startWriteback(fd: upload.fd, offset: upload.writtenBack, length: upload.hashed - upload.writtenBack)
+                blobs.startWriteback(
+                    fd: upload.fd, offset: upload.writtenBack, length: upload.hashed - upload.writtenBack)
                 upload.writtenBack = upload.hashed
             }
         }
@@ -168,15 +186,20 @@ final class Uploads: Sendable {
     /// is committed or failed), and ends the upload. Checks that the pieces cover the content
     /// without a hole, its declared size and SHA-256: if not, the upload stays open and nothing is
     /// stored. If the blob cannot be stored (a full disk), the upload ends too.
-    func commit(_ id: String, owner: ObjectIdentifier, now: UInt64) throws -> (plan: UploadPlan, sha256: String, size: UInt64) {
+    func commit(_ id: String, owner: ObjectIdentifier, now: UInt64) throws -> (
+        plan: UploadPlan, sha256: String, size: UInt64
+    ) {
         let upload = try upload(id, owner: owner, now: now, op: "file.commit")
         let size = upload.runs.last?.end ?? 0
         guard upload.runs.count <= 1, upload.runs.first?.start ?? 0 == 0 else {
-            let hole = upload.runs.first!.start > 0 ? (0, upload.runs[0].start) : (upload.runs[0].end, upload.runs[1].start)
-            throw ProtocolError(.badRequest, "file.commit: upload \(id) lacks bytes \(hole.0) to \(hole.1); write them, then commit")
+            let hole =
+                upload.runs.first!.start > 0 ? (0, upload.runs[0].start) : (upload.runs[0].end, upload.runs[1].start)
+            throw ProtocolError(
+                .badRequest, "file.commit: upload \(id) lacks bytes \(hole.0) to \(hole.1); write them, then commit")
         }
         if let declared = upload.plan.size, declared != size {
-            throw ProtocolError(.badRequest, "file.commit: upload \(id) holds \(size) bytes, not the \(declared) file.begin declared")
+            throw ProtocolError(
+                .badRequest, "file.commit: upload \(id) holds \(size) bytes, not the \(declared) file.begin declared")
         }
         if upload.hashed < size {
             try BlobStore.hash(fd: upload.fd, from: upload.hashed, to: size, into: upload.hasher, path: upload.path)
@@ -187,7 +210,9 @@ final class Uploads: Sendable {
         upload.hashed = 0
         if let expected = upload.plan.sha256, expected != sha256 {
             throw ProtocolError(
-                .badRequest, "file.commit: upload \(id) holds \(size) bytes whose SHA-256 is \(sha256), not the \(expected) file.begin declared")
+                .badRequest,
+                "file.commit: upload \(id) holds \(size) bytes whose SHA-256 is \(sha256), not the \(expected) file.begin declared"
+            )
         }
         do {
             try blobs.adopt(fd: upload.fd, path: upload.path, sha256: sha256)

@@ -11,18 +11,21 @@ extension VerificationReport {
         ]
         object["chainBrokenAt"] = chainBrokenAt.map { .int(Int64($0)) } ?? .null
         object["chainProblem"] = chainProblem.map(JSON.string) ?? .null
-        object["mismatches"] = .array(mismatches.map { ["kind": .string($0.kind), "description": .string($0.description)] })
+        object["mismatches"] = .array(
+            mismatches.map { ["kind": .string($0.kind), "description": .string($0.description)] })
         if omittedMismatches > 0 { object["omittedMismatches"] = .int(Int64(omittedMismatches)) }
         var blobs: JSONObject = [
             "checked": .int(Int64(blobsChecked)), "bytes": .int(Int64(blobBytes)),
-            "bad": .array(badBlobs.map { blob in
-                var entry: JSONObject = [
-                    "sha256": .string(blob.sha256), "problem": .string(blob.problem), "description": .string(blob.description),
-                    "names": .array(blob.names.map(JSON.string)),
-                ]
-                if blob.omittedNames > 0 { entry["omittedNames"] = .int(Int64(blob.omittedNames)) }
-                return .object(entry)
-            }),
+            "bad": .array(
+                badBlobs.map { blob in
+                    var entry: JSONObject = [
+                        "sha256": .string(blob.sha256), "problem": .string(blob.problem),
+                        "description": .string(blob.description),
+                        "names": .array(blob.names.map(JSON.string)),
+                    ]
+                    if blob.omittedNames > 0 { entry["omittedNames"] = .int(Int64(blob.omittedNames)) }
+                    return .object(entry)
+                }),
         ]
         if omittedBadBlobs > 0 { blobs["omittedBad"] = .int(Int64(omittedBadBlobs)) }
         object["blobs"] = .object(blobs)

@@ -7,7 +7,7 @@ import LMDB
 import Synchronization
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 /// The one thread that writes. It takes every queued command, applies them in one LMDB write
@@ -49,7 +49,8 @@ final class Writer: @unchecked Sendable {
         var size: Int { arrival.size }
 
         init(
-            request: WriteRequest, spec: OperationSpec, origin: Origin, tag: Tag?, connection: Connection, arrival: Connection.Arrival,
+            request: WriteRequest, spec: OperationSpec, origin: Origin, tag: Tag?, connection: Connection,
+            arrival: Connection.Arrival,
             pinnedBlob: String? = nil
         ) {
             self.request = request
@@ -99,7 +100,7 @@ final class Writer: @unchecked Sendable {
         onHalt: @escaping @Sendable () -> Void = {}, committed: @escaping @Sendable ([StoreWriter.Applied]) -> Void
     ) throws {
         #if DEBUG
-        try Failpoint.checkConfiguration()
+            try Failpoint.checkConfiguration()
         #endif
         self.store = store
         self.configuration = configuration
@@ -111,7 +112,8 @@ final class Writer: @unchecked Sendable {
         lastTimestamp = (try store.read { try $0.lastTimestamp()?.milliseconds } ?? -1) + 1
         cluster = try configuration.clusterLog.map { conninfo in
             try ClusterNode(
-                store: store, conninfo: conninfo, configuration: configuration, statistics: statistics, log: log, publish: committed,
+                store: store, conninfo: conninfo, configuration: configuration, statistics: statistics, log: log,
+                publish: committed,
                 deliver: { Writer.deliver($0) })
         }
     }
@@ -132,7 +134,9 @@ final class Writer: @unchecked Sendable {
             confirmer = SyncConfirmer(
                 durability, metrics: statistics.metrics, halt: { [self] reason in halt(reason) },
                 release: { [self] outcomes in release(outcomes) })
-            if let journal = store.journal { checkpointer = Checkpointer(journal: journal) { [self] reason in halt(reason) } }
+            if let journal = store.journal {
+                checkpointer = Checkpointer(journal: journal) { [self] reason in halt(reason) }
+            }
         }
         // Only commits that sync pay for growing the file; journaled ones sync nothing.
         if configuration.durability != .none && store.journal == nil {
@@ -162,17 +166,20 @@ final class Writer: @unchecked Sendable {
                 defer { queue.removeFirst(count) }
                 statistics.writerQueue.subtract(count, ordering: .relaxed)
                 return Array(queue.prefix(count))
-            }, handle: { [self] batch in
+            },
+            handle: { [self] batch in
                 busy.store(true, ordering: .relaxed)
                 defer { busy.store(false, ordering: .relaxed) }
                 // The journal's thread was woken when the write was submitted, or now.
                 if !anticipatedAtSubmit.exchange(false, ordering: .relaxed) {
-                    confirmer?.expectRecord(writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
+                    confirmer?.expectRecord(
+                        writes: batch.count, waiting: statistics.writerQueue.load(ordering: .relaxed))
                 }
                 let processed = halted.map { refuse(batch, because: $0) } ?? process(batch)
                 reserve?.topUpIfLow()
                 if let confirmer {
-                    confirmer.confirm(processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
+                    confirmer.confirm(
+                        processed.outcomes, needsSync: processed.committedData, cancelled: processed.cancelled)
                 } else {
                     release(processed.outcomes)
                 }
@@ -203,7 +210,9 @@ final class Writer: @unchecked Sendable {
     func submit(_ jobs: [Job]) {
         let queued = statistics.writerQueue.add(jobs.count, ordering: .relaxed).oldValue
         if let cluster { return cluster.submit(jobs) }
-        if jobs.count == 1, queued == 0, !busy.load(ordering: .relaxed), confirmer?.expectRecord(writes: 1, waiting: 0) == true {
+        if jobs.count == 1, queued == 0, !busy.load(ordering: .relaxed),
+            confirmer?.expectRecord(writes: 1, waiting: 0) == true
+        {
             anticipatedAtSubmit.store(true, ordering: .relaxed)
         }
         work?.enqueue(jobs)
@@ -263,54 +272,60 @@ final class Writer: @unchecked Sendable {
                 // A lone write's record, handed over as soon as its event was in the log.
                 var early: StoreWriter.Applied?
                 do {
-                    try store.write({ writer in
-                        writer.isolatesEveryCommand = isolating
-                        if let journal, batch.count == 1 {
-                            writer.onLoneEventLogged = { [statistics] applied in
-                                journal.journal(.events([applied]))
-                                early = applied
-                                recorded = applied.event.sequence
-                                statistics.earlyRecords.add(1, ordering: .relaxed)
+                    try store.write(
+                        { writer in
+                            writer.isolatesEveryCommand = isolating
+                            if let journal, batch.count == 1 {
+                                writer.onLoneEventLogged = { [statistics] applied in
+                                    journal.journal(.events([applied]))
+                                    early = applied
+                                    recorded = applied.event.sequence
+                                    statistics.earlyRecords.add(1, ordering: .relaxed)
+                                }
                             }
-                        }
-                        for job in batch {
-                            do {
-                                let outcome = try writer.execute(job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
-                                outcomes.append(Outcome(job: job, result: .success(outcome)))
-                            } catch let error as StoreError {
-                                outcomes.append(Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
+                            for job in batch {
+                                do {
+                                    let outcome = try writer.execute(
+                                        job.request, Acceptance(timestamp: acceptance, origin: job.origin), ids: &ids)
+                                    outcomes.append(Outcome(job: job, result: .success(outcome)))
+                                } catch let error as StoreError {
+                                    outcomes.append(
+                                        Outcome(job: job, result: .failure(ProtocolError(storeError: error))))
+                                }
+                                #if DEBUG
+                                    try Failpoint.writerMidBatch.check()
+                                #endif
                             }
                             #if DEBUG
-                            try Failpoint.writerMidBatch.check()
+                                try Failpoint.writerBeforeCommit.check()
                             #endif
-                        }
-                        #if DEBUG
-                        try Failpoint.writerBeforeCommit.check()
-                        #endif
-                    }, beforeCommit: {
-                        guard let journal else { return }
-                        let events = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
-                        if let handed = early {
-                            if events.count == 1 && events[0].event.sequence == handed.event.sequence && events[0].chainHash == handed.chainHash {
-                                #if DEBUG
-                                try Failpoint.writerAfterJournal.check()
-                                #endif
-                                return
+                        },
+                        beforeCommit: {
+                            guard let journal else { return }
+                            let events = outcomes.flatMap { (try? $0.result.get())?.appended ?? [] }
+                            if let handed = early {
+                                if events.count == 1 && events[0].event.sequence == handed.event.sequence
+                                    && events[0].chainHash == handed.chainHash
+                                {
+                                    #if DEBUG
+                                        try Failpoint.writerAfterJournal.check()
+                                    #endif
+                                    return
+                                }
+                                // Not what commits (nothing a lone event's write does after its event
+                                // is logged should get here; a failure of LMDB leaves by the catch
+                                // below): the record is cancelled, and what commits handed over.
+                                journal.journal(.cancel(firstSequence: handed.event.sequence))
+                                cancelled = true
+                                recorded = nil
                             }
-                            // Not what commits (nothing a lone event's write does after its event
-                            // is logged should get here; a failure of LMDB leaves by the catch
-                            // below): the record is cancelled, and what commits handed over.
-                            journal.journal(.cancel(firstSequence: handed.event.sequence))
-                            cancelled = true
-                            recorded = nil
-                        }
-                        guard let first = events.first else { return }
-                        journal.journal(.events(events))
-                        recorded = first.event.sequence
-                        #if DEBUG
-                        try Failpoint.writerAfterJournal.check()
-                        #endif
-                    })
+                            guard let first = events.first else { return }
+                            journal.journal(.events(events))
+                            recorded = first.event.sequence
+                            #if DEBUG
+                                try Failpoint.writerAfterJournal.check()
+                            #endif
+                        })
                 } catch {
                     // Before anything else reaches the journal: the next attempt or batch reuses
                     // these sequences, and recovery must not apply the record.
@@ -321,7 +336,7 @@ final class Writer: @unchecked Sendable {
                     throw error
                 }
                 #if DEBUG
-                _ = Failpoint.writerAfterCommit.hit()
+                    _ = Failpoint.writerAfterCommit.hit()
                 #endif
                 let appended = outcomes.reduce(0) { $0 + ((try? $1.result.get())?.appended.count ?? 0) }
                 statistics.metrics.commitSeconds.record(Double(monotonicMicroseconds() - started) / 1_000_000)
@@ -337,7 +352,8 @@ final class Writer: @unchecked Sendable {
                 attempts += 1
                 do {
                     try store.growMap()
-                    log.notice("map full: grew it to \(store.environment.info.mapSize) bytes; retrying \(batch.count) writes")
+                    log.notice(
+                        "map full: grew it to \(store.environment.info.mapSize) bytes; retrying \(batch.count) writes")
                 } catch {
                     log.error("map full and could not grow it: \(error)")
                 }
@@ -349,10 +365,16 @@ final class Writer: @unchecked Sendable {
                 do {
                     try store.environment.checkWritable()
                 } catch let check {
-                    halt(check.code == .panic ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
-                    failure = ProtocolError(.unavailable, "the write was not stored: \(error); foliod is stopping after \(halted ?? "\(check)")")
+                    halt(
+                        check.code == .panic
+                            ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
+                    failure = ProtocolError(
+                        .unavailable,
+                        "the write was not stored: \(error); foliod is stopping after \(halted ?? "\(check)")")
                 }
-                return Processed(outcomes: batch.map { Outcome(job: $0, result: .failure(failure)) }, committedData: false, cancelled: cancelled)
+                return Processed(
+                    outcomes: batch.map { Outcome(job: $0, result: .failure(failure)) }, committedData: false,
+                    cancelled: cancelled)
             }
         }
     }

@@ -24,10 +24,14 @@ extension BlobStore {
         let hasher = SHA256Hasher()
         var size: UInt64 = 0
         do {
-            guard try readChunks(sha256, { chunk in
-                hasher.update(chunk)
-                size += UInt64(chunk.count)
-            }) else { return .missing }
+            guard
+                try readChunks(
+                    sha256,
+                    { chunk in
+                        hasher.update(chunk)
+                        size += UInt64(chunk.count)
+                    })
+            else { return .missing }
         } catch {
             return .unreadable("\(error)")
         }

@@ -6,7 +6,7 @@ import Glibc
 import Synchronization
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 /// The contents of files, one file per distinct content outside LMDB's map: `DATA/blobs/ab/cdef…`,
@@ -67,10 +67,16 @@ public final class BlobStore: Sendable {
     /// it is read.
     public func store(fromDescriptor source: Int32, maxSize: UInt64) throws -> (sha256: String, size: UInt64) {
         var status = stat()
-        guard fstat(source, &status) == 0 else { throw StoreError.invalid("the descriptor passed cannot be examined: \(String(cString: strerror(errno)))") }
-        guard status.st_mode & S_IFMT == S_IFREG else { throw StoreError.invalid("the descriptor passed is not a regular file") }
+        guard fstat(source, &status) == 0 else {
+            throw StoreError.invalid("the descriptor passed cannot be examined: \(String(cString: strerror(errno)))")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError.invalid("the descriptor passed is not a regular file")
+        }
         guard UInt64(status.st_size) <= maxSize else {
-            throw StoreError.invalid("the file passed is \(status.st_size) bytes, more than the largest foliod takes (\(maxSize), --file-max-size)")
+            throw StoreError.invalid(
+                "the file passed is \(status.st_size) bytes, more than the largest foliod takes (\(maxSize), --file-max-size)"
+            )
         }
         let (fd, temporary) = try makeTemporaryFile()
         defer { close(fd) }
@@ -129,9 +135,13 @@ public final class BlobStore: Sendable {
                 }
             } else {
                 if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 1 << 20) }
-                count = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, min($0.count, wanted), off_t(copied)) }
+                count = buffer.withUnsafeMutableBytes {
+                    pread(source, $0.baseAddress!, min($0.count, wanted), off_t(copied))
+                }
                 if count > 0 {
-                    try buffer.withUnsafeBytes { try writeAll(UnsafeRawBufferPointer(rebasing: $0[..<count]), to: fd, at: copied, path: path) }
+                    try buffer.withUnsafeBytes {
+                        try writeAll(UnsafeRawBufferPointer(rebasing: $0[..<count]), to: fd, at: copied, path: path)
+                    }
                 }
             }
             if count < 0 {
@@ -142,7 +152,8 @@ public final class BlobStore: Sendable {
             if count == 0 { return copied }
             copied += UInt64(count)
             guard copied <= maxSize else {
-                throw StoreError.invalid("the file passed grew past the largest foliod takes (\(maxSize) bytes, --file-max-size)")
+                throw StoreError.invalid(
+                    "the file passed grew past the largest foliod takes (\(maxSize) bytes, --file-max-size)")
             }
         }
     }
@@ -192,7 +203,8 @@ public final class BlobStore: Sendable {
     public func writeAll(_ content: UnsafeRawBufferPointer, to fd: Int32, at offset: UInt64, path: String) throws {
         var written = 0
         while written < content.count {
-            let count = pwrite(fd, content.baseAddress! + written, content.count - written, off_t(offset) + off_t(written))
+            let count = pwrite(
+                fd, content.baseAddress! + written, content.count - written, off_t(offset) + off_t(written))
             if count < 0 {
                 if errno == EINTR { continue }
                 throw failure("write \(path)")
@@ -236,7 +248,7 @@ public final class BlobStore: Sendable {
         try retrying("fchmod \(temporary)") { fchmod(fd, 0o444) }
         try retrying("fsync \(temporary)") { fsync(fd) }
         #if DEBUG
-        try Failpoint.blobBeforeRename.check()
+            try Failpoint.blobBeforeRename.check()
         #endif
         try retrying("rename \(temporary)") { rename(temporary, target) }
         try syncDirectory(shard)
@@ -244,7 +256,9 @@ public final class BlobStore: Sendable {
     }
 
     /// Feeds bytes `from..<to` of the file `fd` to `hasher`, a mebibyte at a time.
-    public static func hash(fd: Int32, from start: UInt64, to end: UInt64, into hasher: SHA256Hasher, path: String) throws {
+    public static func hash(fd: Int32, from start: UInt64, to end: UInt64, into hasher: SHA256Hasher, path: String)
+        throws
+    {
         var buffer = [UInt8](repeating: 0, count: min(1 << 20, Int(end - start)))
         var offset = start
         while offset < end {
@@ -264,12 +278,17 @@ public final class BlobStore: Sendable {
     public func read(_ sha256: String, offset: UInt64, length: Int) throws -> [UInt8] {
         let file = path(of: sha256)
         let fd = open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.corrupted("the content of \(sha256) is missing: open \(file): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw StoreError.corrupted(
+                "the content of \(sha256) is missing: open \(file): \(String(cString: strerror(errno)))")
+        }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: length)
         var done = 0
         while done < length {
-            let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, length - done, off_t(offset) + off_t(done)) }
+            let count = bytes.withUnsafeMutableBytes {
+                pread(fd, $0.baseAddress! + done, length - done, off_t(offset) + off_t(done))
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw StoreError.corrupted("read \(file): \(String(cString: strerror(errno)))")
@@ -295,7 +314,8 @@ public final class BlobStore: Sendable {
         guard let shards = try? manager.contentsOfDirectory(atPath: directory) else { return [] }
         var blobs: [String] = []
         for shard in shards where shard.utf8.count == 2 {
-            for rest in (try? manager.contentsOfDirectory(atPath: "\(directory)/\(shard)")) ?? [] where rest.utf8.count == 62 {
+            for rest in (try? manager.contentsOfDirectory(atPath: "\(directory)/\(shard)")) ?? []
+            where rest.utf8.count == 62 {
                 blobs.append(shard + rest)
             }
         }

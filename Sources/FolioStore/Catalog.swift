@@ -36,13 +36,16 @@ struct Catalog {
 
     func collectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
         if let tree = txn.catalogMemo?.collectionTrees[collection] { return tree }
-        if let memo = txn.readMemo { return try memo.collectionTree(collection) { try readCollectionTree(collection, txn) } }
+        if let memo = txn.readMemo {
+            return try memo.collectionTree(collection) { try readCollectionTree(collection, txn) }
+        }
         return try readCollectionTree(collection, txn)
     }
 
     private func readCollectionTree(_ collection: String, _ txn: StoreTransaction) throws -> CountedTree? {
         guard let record = try txn.lmdb.get(database, [UInt8(ascii: "c")] + Array(collection.utf8)) else { return nil }
-        let tree = CountedTree(id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(collection)"))
+        let tree = CountedTree(
+            id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(collection)"))
         txn.catalogMemo?.collectionTrees[collection] = tree
         return tree
     }
@@ -60,7 +63,13 @@ struct Catalog {
         var result: [(String, CountedTree)] = []
         try forEach(prefix: UInt8(ascii: "c"), txn) { name, value in
             let name = String(decoding: name, as: UTF8.self)
-            result.append((name, CountedTree(id: try value.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(name)"))))
+            result.append(
+                (
+                    name,
+                    CountedTree(
+                        id: try value.leadingLittleEndian(UInt32.self, of: "the catalog's record of collection \(name)")
+                    )
+                ))
         }
         return result
     }
@@ -72,11 +81,14 @@ struct Catalog {
         if let tree = txn.catalogMemo?.referenceTree { return tree }
         if let memo = txn.readMemo {
             return try memo.referenceTree {
-                try txn.lmdb.get(database, [UInt8(ascii: "r")]).map { CountedTree(id: try $0.leadingLittleEndian(UInt32.self, of: "the catalog's record of references")) }
+                try txn.lmdb.get(database, [UInt8(ascii: "r")]).map {
+                    CountedTree(id: try $0.leadingLittleEndian(UInt32.self, of: "the catalog's record of references"))
+                }
             }
         }
         if let record = try txn.lmdb.get(database, [UInt8(ascii: "r")]) {
-            let tree = CountedTree(id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of references"))
+            let tree = CountedTree(
+                id: try record.leadingLittleEndian(UInt32.self, of: "the catalog's record of references"))
             txn.catalogMemo?.referenceTree = tree
             return tree
         }
@@ -136,7 +148,9 @@ struct Catalog {
 
     func views(on collection: String, _ txn: StoreTransaction) throws -> [View] {
         guard let memo = txn.catalogMemo else {
-            if let readMemo = txn.readMemo { return try readMemo.views(on: collection) { try readViews(on: collection, txn) } }
+            if let readMemo = txn.readMemo {
+                return try readMemo.views(on: collection) { try readViews(on: collection, txn) }
+            }
             return try readViews(on: collection, txn)
         }
         if let views = memo.views[collection] { return views }
@@ -157,7 +171,9 @@ struct Catalog {
             names.append(String(decoding: name, as: UTF8.self))
         }
         return try names.map { name in
-            guard let view = try view(name, txn) else { throw StoreError.corrupted("catalog lists view \(name) but lacks it") }
+            guard let view = try view(name, txn) else {
+                throw StoreError.corrupted("catalog lists view \(name) but lacks it")
+            }
             return view
         }
     }
@@ -204,7 +220,8 @@ struct Catalog {
 
     /// Calls `body` with the rest of each key that starts with `tag` + `after`, and its value.
     private func forEach(
-        prefix tag: UInt8, after: [UInt8] = [], _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        prefix tag: UInt8, after: [UInt8] = [], _ txn: StoreTransaction,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let prefix = [tag] + after
         try txn.lmdb.withCursor(database) { cursor in
@@ -218,7 +235,8 @@ struct Catalog {
 
     private func allocateTreeID(_ txn: StoreTransaction) throws -> UInt32 {
         let key = Array("nextTree".utf8)
-        let next = try txn.lmdb.get(meta, key).map { try $0.leadingLittleEndian(UInt32.self, of: "the next tree id") } ?? 1
+        let next =
+            try txn.lmdb.get(meta, key).map { try $0.leadingLittleEndian(UInt32.self, of: "the next tree id") } ?? 1
         var value: [UInt8] = []
         value.appendLittleEndian(next + 1)
         try txn.lmdb.put(meta, key, value)
@@ -240,14 +258,17 @@ final class DefinitionCache: Sendable {
         hasher.combine(bytes: bytes)
         let hash = hasher.finalize()
         func holds(_ stored: [UInt8]) -> Bool {
-            stored.count == bytes.count && stored.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+            stored.count == bytes.count
+                && stored.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
         }
         if let known = parsed.withLock({ $0[hash]?.first { holds($0.bytes) }?.definition }) { return known }
         let copy = Array(bytes)
         do {
             let definition = try ViewDefinition(parsing: try JSONParser.parse(copy))
             parsed.withLock { cache in
-                if cache[hash]?.contains(where: { holds($0.bytes) }) != true { cache[hash, default: []].append((copy, definition)) }
+                if cache[hash]?.contains(where: { holds($0.bytes) }) != true {
+                    cache[hash, default: []].append((copy, definition))
+                }
             }
             return definition
         } catch {

@@ -69,7 +69,9 @@ final class EventApplier: Sendable {
     /// `createdData`: a created object's data as canonical JSON, when the caller has it, so it is not
     /// serialized again.
     @discardableResult
-    func apply(_ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: ArraySlice<UInt8>? = nil) throws -> ObjectChange? {
+    func apply(
+        _ event: Event, _ txn: StoreTransaction, before: Before = .unknown, createdData: ArraySlice<UInt8>? = nil
+    ) throws -> ObjectChange? {
         let result = try applyChange(event, txn, before: before, createdData: createdData)
         try requests.apply(event, txn.lmdb)
         // The event's view ops as one record: an event's, not a commit's, so that the stream's
@@ -78,7 +80,9 @@ final class EventApplier: Sendable {
         return result
     }
 
-    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: ArraySlice<UInt8>?) throws -> ObjectChange? {
+    private func applyChange(_ event: Event, _ txn: StoreTransaction, before: Before, createdData: ArraySlice<UInt8>?)
+        throws -> ObjectChange?
+    {
         switch event.change {
         case .created(let collection, let id, _):
             if !before.isKnown {
@@ -88,12 +92,16 @@ final class EventApplier: Sendable {
                 }
                 try expectVersion(event, after: state.lastVersion)
             }
-            guard let object = try applied(event, to: nil, before) else { throw StoreError.corrupted("event \(event.sequence) creates nothing") }
+            guard let object = try applied(event, to: nil, before) else {
+                throw StoreError.corrupted("event \(event.sequence) creates nothing")
+            }
             let record = try store(object, replacing: nil, event, txn, data: createdData, planned: before.plannedViews)
             return ObjectChange(before: nil, object: object, record: record)
         case .updated(let collection, let id, _, _):
             let old = try existing(collection, id, event, before, txn)
-            guard let object = try applied(event, to: old, before) else { throw StoreError.corrupted("event \(event.sequence) updates nothing") }
+            guard let object = try applied(event, to: old, before) else {
+                throw StoreError.corrupted("event \(event.sequence) updates nothing")
+            }
             let record = try store(object, replacing: old, event, txn, planned: before.plannedViews)
             return ObjectChange(before: old, object: object, record: record)
         case .deleted(let collection, let id):
@@ -125,7 +133,8 @@ final class EventApplier: Sendable {
             try catalog.removeView(view, txn)
             return nil
         case .filePut(let binding):
-            try files.apply(event, referenced: try references.isReferenced(FileName.collection, binding.name, txn), txn.lmdb)
+            try files.apply(
+                event, referenced: try references.isReferenced(FileName.collection, binding.name, txn), txn.lmdb)
             return nil
         case .fileDeleted(let name):
             try files.apply(event, referenced: try references.isReferenced(FileName.collection, name, txn), txn.lmdb)
@@ -139,11 +148,14 @@ final class EventApplier: Sendable {
         do {
             return try event.applied(to: old)
         } catch {
-            throw StoreError.corrupted("event \(event.sequence) does not apply to \(old.map { "\($0.collection)/\($0.id)" } ?? "nothing"): \(error.message)")
+            throw StoreError.corrupted(
+                "event \(event.sequence) does not apply to \(old.map { "\($0.collection)/\($0.id)" } ?? "nothing"): \(error.message)"
+            )
         }
     }
 
-    private func existing(_ collection: String, _ id: String, _ event: Event, _ before: Before, _ txn: StoreTransaction) throws
+    private func existing(_ collection: String, _ id: String, _ event: Event, _ before: Before, _ txn: StoreTransaction)
+        throws
         -> StoredObject
     {
         if before.isKnown, let old = before.object { return old }
@@ -162,7 +174,8 @@ final class EventApplier: Sendable {
 
     /// Returns the object's record.
     private func store(
-        _ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction, data: ArraySlice<UInt8>? = nil, planned: PlannedViews? = nil
+        _ object: StoredObject, replacing old: StoredObject?, _ event: Event, _ txn: StoreTransaction,
+        data: ArraySlice<UInt8>? = nil, planned: PlannedViews? = nil
     ) throws -> [UInt8] {
         try updateTrees(from: old, to: object, planned: planned, txn)
         try files.noteReferences(try references.update(from: old, to: object, txn), txn.lmdb)
@@ -180,18 +193,23 @@ final class EventApplier: Sendable {
     func checkTrees(from old: StoredObject?, to new: StoredObject?, _ txn: StoreTransaction) throws -> PlannedViews {
         guard let collection = new?.collection ?? old?.collection else { return PlannedViews(views: [], moves: []) }
         let views = try catalog.views(on: collection, txn)
-        return PlannedViews(views: views, moves: try views.map { try $0.index.check(from: old, to: new, objects: objects, txn) })
+        return PlannedViews(
+            views: views, moves: try views.map { try $0.index.check(from: old, to: new, objects: objects, txn) })
     }
 
     /// The collection's creation-order index and every view of the collection.
-    private func updateTrees(from old: StoredObject?, to new: StoredObject?, planned: PlannedViews? = nil, _ txn: StoreTransaction) throws {
+    private func updateTrees(
+        from old: StoredObject?, to new: StoredObject?, planned: PlannedViews? = nil, _ txn: StoreTransaction
+    ) throws {
         guard let collection = new?.collection ?? old?.collection else { return }
         if let planned {
             for (view, move) in zip(planned.views, planned.moves) {
                 if let move { try view.index.apply(move, txn) }
             }
         } else {
-            for view in try catalog.views(on: collection, txn) { try view.index.update(from: old, to: new, objects: objects, txn) }
+            for view in try catalog.views(on: collection, txn) {
+                try view.index.update(from: old, to: new, objects: objects, txn)
+            }
         }
         if old == nil || new == nil {
             let tree = try catalog.collectionTree(collection, txn) ?? catalog.createCollectionTree(collection, txn)
@@ -233,7 +251,8 @@ final class EventApplier: Sendable {
             throw StoreError.conflict(
                 Conflict(
                     .duplicates(view: view.name, groups: groups),
-                    "cannot define unique view \(Names.quoted(view.name)): \(order.count) sort key(s) are shared by several objects: \(shown)"))
+                    "cannot define unique view \(Names.quoted(view.name)): \(order.count) sort key(s) are shared by several objects: \(shown)"
+                ))
         }
     }
 }

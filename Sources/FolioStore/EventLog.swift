@@ -29,7 +29,9 @@ struct EventLog {
         try withUnsafeBytes(of: sequence.bigEndian) { key in
             try txn.put(database, key, reserving: ChainHash.size + canonicalBytes.count, flags: .append) { record in
                 hash.bytes.withUnsafeBytes { record.copyMemory(from: $0) }
-                canonicalBytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: record[ChainHash.size...]).copyMemory(from: $0) }
+                canonicalBytes.withUnsafeBytes {
+                    UnsafeMutableRawBufferPointer(rebasing: record[ChainHash.size...]).copyMemory(from: $0)
+                }
             }
         }
         return Head(sequence: sequence, hash: hash)
@@ -58,12 +60,16 @@ struct EventLog {
     }
 
     /// The event, and a created object's data as the canonical JSON it is stored in.
-    static func decodeWithData(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> (event: Event, data: [UInt8]?) {
+    static func decodeWithData(_ record: UnsafeRawBufferPointer, sequence: UInt64) throws -> (
+        event: Event, data: [UInt8]?
+    ) {
         do {
             let bytes = canonicalBytes(of: record)
             var dataRange: Range<Int>?
             let event = try Event(decoding: bytes, dataRange: &dataRange, checkingData: false)
-            guard event.sequence == sequence else { throw StoreError.corrupted("event \(sequence) says it is \(event.sequence)") }
+            guard event.sequence == sequence else {
+                throw StoreError.corrupted("event \(sequence) says it is \(event.sequence)")
+            }
             return (event, dataRange.map { Array(UnsafeRawBufferPointer(rebasing: bytes[$0])) })
         } catch let error as ValidationError {
             throw StoreError.corrupted("event \(sequence) does not decode: \(error.message)")
@@ -83,7 +89,9 @@ struct EventLog {
         }
         let textStart = start + marker.count
         guard textStart + 24 <= bytes.count,
-            let timestamp = Timestamp(rfc3339: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[textStart..<(textStart + 24)]), as: UTF8.self))
+            let timestamp = Timestamp(
+                rfc3339: String(
+                    decoding: UnsafeRawBufferPointer(rebasing: bytes[textStart..<(textStart + 24)]), as: UTF8.self))
         else { throw StoreError.corrupted("event \(sequence) has no readable \"at\" near its start") }
         return timestamp
     }
@@ -99,7 +107,8 @@ struct EventLog {
             if bytes[start] == marker[0] && bytes[start..<(start + marker.count)].elementsEqual(marker) {
                 var end = start + marker.count
                 while end < bytes.count && bytes[end] != UInt8(ascii: "\"") { end += 1 }
-                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(start + marker.count)..<end]), as: UTF8.self)
+                return String(
+                    decoding: UnsafeRawBufferPointer(rebasing: bytes[(start + marker.count)..<end]), as: UTF8.self)
             }
             start += 1
         }
@@ -107,7 +116,9 @@ struct EventLog {
     }
 
     /// Calls `body` with each record after `sequence`, in order, until it returns false.
-    func forEach(after sequence: UInt64, _ txn: Transaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+    func forEach(after sequence: UInt64, _ txn: Transaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool)
+        throws
+    {
         try txn.withCursor(database) { cursor in
             var entry = try cursor.seek(atLeast: Keys.sequence(sequence &+ 1))
             if sequence == UInt64.max { entry = nil }
@@ -120,17 +131,23 @@ struct EventLog {
 
     /// The wire form of a stored event: its canonical JSON with `"hash"` added at the end.
     static func writeWireForm(_ record: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws {
-        guard record.count > ChainHash.size + 2 else { throw StoreError.corrupted("event record of \(record.count) bytes") }
+        guard record.count > ChainHash.size + 2 else {
+            throw StoreError.corrupted("event record of \(record.count) bytes")
+        }
         // The stored hash's bytes, written as hex in place: no `ChainHash` or `String` per event (a
         // tenth of an export's time in foliod).
-        writeWireForm(canonical: canonicalBytes(of: record), hash: UnsafeRawBufferPointer(rebasing: record[..<ChainHash.size]), to: &writer)
+        writeWireForm(
+            canonical: canonicalBytes(of: record), hash: UnsafeRawBufferPointer(rebasing: record[..<ChainHash.size]),
+            to: &writer)
     }
 
     static func writeWireForm(canonical: UnsafeRawBufferPointer, hash: ChainHash, to writer: inout JSONWriter) {
         hash.bytes.withUnsafeBytes { writeWireForm(canonical: canonical, hash: $0, to: &writer) }
     }
 
-    private static func writeWireForm(canonical: UnsafeRawBufferPointer, hash: UnsafeRawBufferPointer, to writer: inout JSONWriter) {
+    private static func writeWireForm(
+        canonical: UnsafeRawBufferPointer, hash: UnsafeRawBufferPointer, to writer: inout JSONWriter
+    ) {
         writer.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: canonical[..<(canonical.count - 1)]))
         writer.writeRaw(",\"hash\":\"")
         appendHexDigits(of: hash, to: &writer.bytes)

@@ -6,7 +6,8 @@ extension FileRecord {
     /// `file.get`, `file.list` and `file.orphans`.
     public func json(withUploader: Bool) -> JSON {
         var object: JSONObject = [
-            "name": .string(name), "size": .int(Int64(size)), "sha256": .string(sha256), "contentType": .string(contentType),
+            "name": .string(name), "size": .int(Int64(size)), "sha256": .string(sha256),
+            "contentType": .string(contentType),
             "createdAt": .string(createdAt.rfc3339),
         ]
         if withUploader { object["uploader"] = .int(Int64(uploader)) }

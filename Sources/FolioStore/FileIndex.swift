@@ -63,7 +63,8 @@ struct FileIndex {
 
     /// Names using the content with this hash (0 for content no name refers to).
     func references(toBlob sha256: String, _ txn: Transaction) throws -> UInt64 {
-        guard let digest = ChainHash(hex: sha256)?.bytes, let record = try txn.get(database, Self.blobKey(digest)) else { return 0 }
+        guard let digest = ChainHash(hex: sha256)?.bytes, let record = try txn.get(database, Self.blobKey(digest))
+        else { return 0 }
         return try record.leadingLittleEndian(UInt64.self, of: "the reference count of content \(sha256)")
     }
 
@@ -73,7 +74,9 @@ struct FileIndex {
         try txn.withCursor(database) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let (key, value) = entry, key.first == prefix[0] {
-                guard key.count == 33, value.count >= 16 else { throw StoreError.corrupted("file index entry of \(key.count) and \(value.count) bytes") }
+                guard key.count == 33, value.count >= 16 else {
+                    throw StoreError.corrupted("file index entry of \(key.count) and \(value.count) bytes")
+                }
                 try body(hexString(key.dropFirst()), value.loadLittleEndian(UInt64.self, at: 8))
                 entry = try cursor.next()
             }
@@ -88,7 +91,9 @@ struct FileIndex {
             var entry = try cursor.seek(atLeast: prefix)
             while let (key, value) = entry, key.first == Self.namePrefix {
                 let sha256 = hexString(value.prefix(32))
-                if blobs.contains(sha256), names[sha256, default: []].count < limit { names[sha256, default: []].append(String(decoding: key.dropFirst(), as: UTF8.self)) }
+                if blobs.contains(sha256), names[sha256, default: []].count < limit {
+                    names[sha256, default: []].append(String(decoding: key.dropFirst(), as: UTF8.self))
+                }
                 entry = try cursor.next()
             }
         }
@@ -100,13 +105,16 @@ struct FileIndex {
         guard record.count == 40 else { throw StoreError.corrupted("file totals of \(record.count) bytes") }
         return FileTotals(
             files: record.loadLittleEndian(UInt64.self, at: 0), blobs: record.loadLittleEndian(UInt64.self, at: 8),
-            storedBytes: record.loadLittleEndian(UInt64.self, at: 16), namedBytes: record.loadLittleEndian(UInt64.self, at: 24),
+            storedBytes: record.loadLittleEndian(UInt64.self, at: 16),
+            namedBytes: record.loadLittleEndian(UInt64.self, at: 24),
             orphans: record.loadLittleEndian(UInt64.self, at: 32))
     }
 
     private func save(_ totals: FileTotals, _ txn: Transaction) throws {
         var record: [UInt8] = []
-        for value in [totals.files, totals.blobs, totals.storedBytes, totals.namedBytes, totals.orphans] { record.appendLittleEndian(value) }
+        for value in [totals.files, totals.blobs, totals.storedBytes, totals.namedBytes, totals.orphans] {
+            record.appendLittleEndian(value)
+        }
         try txn.put(database, Self.totalsKey, record)
     }
 
@@ -114,7 +122,8 @@ struct FileIndex {
     /// `filter`, looking at no more than `examining` names; and the name to continue after, nil
     /// when no name is left. With a filter a page may be short, even empty, while names are left.
     func page(
-        prefix: String, after: String?, limit: Int, examining budget: Int = .max, where filter: ((FileRecord) throws -> Bool)? = nil,
+        prefix: String, after: String?, limit: Int, examining budget: Int = .max,
+        where filter: ((FileRecord) throws -> Bool)? = nil,
         _ txn: Transaction
     ) throws -> (files: [FileRecord], next: String?) {
         let prefixKey = Self.nameKey(prefix)
@@ -163,7 +172,8 @@ struct FileIndex {
             }
             if let old = try file(binding.name, txn) {
                 guard binding.replace else {
-                    throw StoreError.corrupted("event \(event.sequence) binds file \(binding.name), which is bound, without replace")
+                    throw StoreError.corrupted(
+                        "event \(event.sequence) binds file \(binding.name), which is bound, without replace")
                 }
                 try release(old, &totals, referenced: referenced, txn)
             }

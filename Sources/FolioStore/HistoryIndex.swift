@@ -20,7 +20,10 @@ struct HistoryIndex {
     }
 
     /// `checkpoint`: the object record after the event, for a checkpoint version.
-    func record(_ collection: String, _ id: String, sequence: UInt64, version: UInt64, checkpoint: [UInt8]? = nil, _ txn: Transaction)
+    func record(
+        _ collection: String, _ id: String, sequence: UInt64, version: UInt64, checkpoint: [UInt8]? = nil,
+        _ txn: Transaction
+    )
         throws
     {
         try Keys.withHistoryKey(collection, id, sequence) { key in
@@ -34,13 +37,17 @@ struct HistoryIndex {
 
     /// Calls `body` with the sequence of each event of the object after `after`, oldest first, until
     /// it returns false. O(log n) to the first, then O(1) each.
-    func forEachSequence(_ collection: String, _ id: String, after: UInt64, _ txn: Transaction, _ body: (UInt64) throws -> Bool) throws {
+    func forEachSequence(
+        _ collection: String, _ id: String, after: UInt64, _ txn: Transaction, _ body: (UInt64) throws -> Bool
+    ) throws {
         let prefix = Keys.historyPrefix(collection, id)
         try txn.withCursor(database) { cursor in
             guard after < UInt64.max else { return }
             var entry = try cursor.seek(atLeast: prefix + Keys.sequence(after + 1))
             while let (key, _) = entry, key.count == prefix.count + 8, key.starts(with: prefix) {
-                guard try body(Keys.sequence(from: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))) else { return }
+                guard try body(Keys.sequence(from: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))) else {
+                    return
+                }
                 entry = try cursor.next()
             }
         }
@@ -59,7 +66,9 @@ struct HistoryIndex {
     /// The object as it was after its last event with sequence ≤ `last`, nil if it did not exist
     /// then: one seek, then back to the nearest checkpoint, create or delete (at most
     /// `checkpointInterval` entries), whose events are folded forward.
-    func state(_ collection: String, _ id: String, through last: UInt64, log: EventLog, _ txn: Transaction) throws -> StoredObject? {
+    func state(_ collection: String, _ id: String, through last: UInt64, log: EventLog, _ txn: Transaction) throws
+        -> StoredObject?
+    {
         let prefix = Keys.historyPrefix(collection, id)
         var updates: [Event] = []
         var base: StoredObject?
@@ -79,7 +88,8 @@ struct HistoryIndex {
                     return
                 }
                 guard updates.count < Self.checkpointInterval else {
-                    throw StoreError.corrupted("history of \(collection)/\(id) has no checkpoint before event \(sequence)")
+                    throw StoreError.corrupted(
+                        "history of \(collection)/\(id) has no checkpoint before event \(sequence)")
                 }
                 updates.append(event)
                 entry = try cursor.previous()
@@ -90,7 +100,8 @@ struct HistoryIndex {
 
     private static func fold(_ event: Event, onto object: StoredObject?) throws -> StoredObject? {
         do { return try event.applied(to: object) } catch {
-            throw StoreError.corrupted("event \(event.sequence) does not apply to the object's history: \(error.message)")
+            throw StoreError.corrupted(
+                "event \(event.sequence) does not apply to the object's history: \(error.message)")
         }
     }
 
@@ -98,7 +109,9 @@ struct HistoryIndex {
     /// it had (0: it never existed). The record and its history lie together in the objects
     /// database, the record first, so a new id (the common case) takes one seek: where a record and
     /// a history lookup took a get and a seek back.
-    func createState(_ collection: String, _ id: String, _ txn: Transaction) throws -> (exists: Bool, lastVersion: UInt64) {
+    func createState(_ collection: String, _ id: String, _ txn: Transaction) throws -> (
+        exists: Bool, lastVersion: UInt64
+    ) {
         enum Found { case nothing, record, history }
         let found: Found = try Keys.withObjectKey(collection, id) { key in
             try txn.withCursor(database) { cursor in
@@ -106,7 +119,9 @@ struct HistoryIndex {
                 if sameBytes(first, key) { return .record }
                 // `key 0 sequence`: a history entry of this object (an id holds no 0 byte, so no
                 // other object's key starts so).
-                if first.count == key.count + 9, sameBytes(UnsafeRawBufferPointer(rebasing: first[..<key.count]), key), first[key.count] == 0 {
+                if first.count == key.count + 9, sameBytes(UnsafeRawBufferPointer(rebasing: first[..<key.count]), key),
+                    first[key.count] == 0
+                {
                     return .history
                 }
                 return .nothing

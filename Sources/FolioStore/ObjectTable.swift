@@ -100,7 +100,9 @@ struct ObjectTable {
     }
 
     static func header(of record: UnsafeRawBufferPointer) throws -> Header {
-        guard record.count >= headerSize + 2 else { throw StoreError.corrupted("object record of \(record.count) bytes") }
+        guard record.count >= headerSize + 2 else {
+            throw StoreError.corrupted("object record of \(record.count) bytes")
+        }
         return Header(
             version: record.loadLittleEndian(UInt64.self, at: 0),
             createdAt: Timestamp(milliseconds: record.loadLittleEndian(Int64.self, at: 8)),
@@ -117,20 +119,26 @@ struct ObjectTable {
             throw StoreError.corrupted("object \(collection)/\(id) holds data that is not a JSON object")
         }
         return StoredObject(
-            collection: collection, id: id, version: header.version, createdAt: header.createdAt, updatedAt: header.updatedAt,
+            collection: collection, id: id, version: header.version, createdAt: header.createdAt,
+            updatedAt: header.updatedAt,
             data: data)
     }
 
     /// Writes the object's wire form straight from its record, without parsing the data or formatting
     /// its timestamps.
-    static func writeWireForm(_ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter) throws {
+    static func writeWireForm(
+        _ record: UnsafeRawBufferPointer, collection: String, id: String, to writer: inout JSONWriter
+    ) throws {
         var collectionText = collection
         var idText = id
         let plain = try collectionText.withUTF8 { collection in
             try idText.withUTF8 { id in
                 // Valid names need no escaping (Names.validateCollection, validateID): their bytes are their JSON.
-                guard Names.areIDBytes(UnsafeRawBufferPointer(collection)), Names.areIDBytes(UnsafeRawBufferPointer(id)) else { return false }
-                try writeWireForm(record, plainCollection: UnsafeRawBufferPointer(collection), plainID: UnsafeRawBufferPointer(id), to: &writer)
+                guard Names.areIDBytes(UnsafeRawBufferPointer(collection)), Names.areIDBytes(UnsafeRawBufferPointer(id))
+                else { return false }
+                try writeWireForm(
+                    record, plainCollection: UnsafeRawBufferPointer(collection), plainID: UnsafeRawBufferPointer(id),
+                    to: &writer)
                 return true
             }
         }
@@ -146,7 +154,8 @@ struct ObjectTable {
 
     /// The wire form of an object whose collection and id need no escaping: their bytes are their JSON.
     static func writeWireForm(
-        _ record: UnsafeRawBufferPointer, plainCollection collection: UnsafeRawBufferPointer, plainID id: UnsafeRawBufferPointer,
+        _ record: UnsafeRawBufferPointer, plainCollection collection: UnsafeRawBufferPointer,
+        plainID id: UnsafeRawBufferPointer,
         to writer: inout JSONWriter
     ) throws {
         let header = try header(of: record)
@@ -167,11 +176,13 @@ struct ObjectTable {
     /// if it needs no escaping (a page writes many objects of one collection). Without `plainID` the
     /// caller wrote the id after `head` already, and `head` is empty.
     static func writeWireForm(
-        _ record: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, plainID: UnsafeRawBufferPointer?, to writer: inout JSONWriter
+        _ record: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, plainID: UnsafeRawBufferPointer?,
+        to writer: inout JSONWriter
     ) throws {
         let header = try header(of: record)
         let fields = inlineFields(of: record)
-        writer.appendChunk(capacity: head.count + (plainID?.count ?? 0) + 2 + systemFieldsCapacity + fields.count) { chunk in
+        writer.appendChunk(capacity: head.count + (plainID?.count ?? 0) + 2 + systemFieldsCapacity + fields.count) {
+            chunk in
             chunk.put(head)
             if let plainID {
                 chunk.put(UInt8(ascii: "\""))
@@ -197,7 +208,8 @@ struct ObjectTable {
     /// closing `}` when it has none): at most this many bytes.
     private static let systemFieldsCapacity = 12 + 20 + 15 + 24 + 15 + 24 + 1 + 1
 
-    private static func putSystemFields(_ record: UnsafeRawBufferPointer, _ header: Header, into chunk: inout ByteChunk) {
+    private static func putSystemFields(_ record: UnsafeRawBufferPointer, _ header: Header, into chunk: inout ByteChunk)
+    {
         chunk.put(",\"version\":")
         chunk.put(decimal: header.version)
         chunk.put(",\"createdAt\":\"")

@@ -49,7 +49,9 @@ struct RefIndex {
     }
 
     static func key(_ reference: Reference, from source: StoredObject) -> [UInt8] {
-        var key = groupPrefix(collection: reference.collection, id: reference.id, sourceCollection: source.collection, path: reference.path)
+        var key = groupPrefix(
+            collection: reference.collection, id: reference.id, sourceCollection: source.collection,
+            path: reference.path)
         SortKey.appendID(source.id, to: &key)
         return key
     }
@@ -81,7 +83,10 @@ struct RefIndex {
     /// first referrer this added (`referenced` true) or whose last it removed (false), in name
     /// order: two seeks per file reference that changed, none for other references.
     @discardableResult
-    func update(from old: StoredObject?, to new: StoredObject?, oldRefs: [Reference]? = nil, newRefs: [Reference]? = nil, _ txn: StoreTransaction)
+    func update(
+        from old: StoredObject?, to new: StoredObject?, oldRefs: [Reference]? = nil, newRefs: [Reference]? = nil,
+        _ txn: StoreTransaction
+    )
         throws -> [(name: String, referenced: Bool)]
     {
         // `if let`, not `Optional.map`: the map copied the object (through the runtime's generic
@@ -118,14 +123,17 @@ struct RefIndex {
 
     /// Up to `limit` of the objects that refer to the target, by source collection, path and id,
     /// and how many refer to it in all: O((limit + 1) log n), as every group visited adds one.
-    func referrers(of collection: String, _ id: String, limit: Int, _ txn: StoreTransaction) throws -> (referrers: [Referrer], total: Int) {
+    func referrers(of collection: String, _ id: String, limit: Int, _ txn: StoreTransaction) throws -> (
+        referrers: [Referrer], total: Int
+    ) {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return ([], 0) }
         let prefix = Self.targetPrefix(collection: collection, id: id)
         let (first, end) = try tree.ranks(of: prefix, and: Self.end(of: prefix), txn)
         var referrers: [Referrer] = []
         guard end > first, limit > 0 else { return ([], end - first) }
         for (sourceCollection, path) in try groups(collection: collection, id: id, limit: limit, txn) {
-            let page = try sources(of: collection, id, from: sourceCollection, path: path, limit: limit - referrers.count, txn)
+            let page = try sources(
+                of: collection, id, from: sourceCollection, path: path, limit: limit - referrers.count, txn)
             referrers += page.ids.map { Referrer(collection: sourceCollection, id: $0, path: path) }
             if referrers.count >= limit { break }
         }
@@ -134,14 +142,18 @@ struct RefIndex {
 
     /// The (source collection, path) groups of the references to a target, in key order, at most
     /// `limit` of them: one seek each.
-    func groups(collection: String, id: String, limit: Int = .max, _ txn: StoreTransaction) throws -> [(sourceCollection: String, path: String)] {
+    func groups(collection: String, id: String, limit: Int = .max, _ txn: StoreTransaction) throws -> [(
+        sourceCollection: String, path: String
+    )] {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return [] }
         let prefix = Self.targetPrefix(collection: collection, id: id)
         var groups: [(String, String)] = []
         var from = prefix
         while groups.count < limit, let key = try tree.firstKey(atLeast: from, txn), key.starts(with: prefix) {
             var rest = key[prefix.count...]
-            guard let sourceEnd = rest.firstIndex(of: 0) else { throw StoreError.corrupted("a reference key without its source") }
+            guard let sourceEnd = rest.firstIndex(of: 0) else {
+                throw StoreError.corrupted("a reference key without its source")
+            }
             let sourceCollection = String(decoding: rest[..<sourceEnd], as: UTF8.self)
             rest = rest[(sourceEnd + 1)...]
             var path: [UInt8] = []
@@ -157,7 +169,9 @@ struct RefIndex {
             }
             let pathText = String(decoding: path, as: UTF8.self)
             groups.append((sourceCollection, pathText))
-            from = Self.end(of: Self.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: pathText))
+            from = Self.end(
+                of: Self.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: pathText)
+            )
         }
         return groups
     }
@@ -166,7 +180,8 @@ struct RefIndex {
     /// from rank `offset` within the group, or after the source id `after`; at most `limit`; and how
     /// many there are in all. O(log n + page).
     func sources(
-        of collection: String, _ id: String, from sourceCollection: String, path: String, offset: Int = 0, after: String? = nil,
+        of collection: String, _ id: String, from sourceCollection: String, path: String, offset: Int = 0,
+        after: String? = nil,
         limit: Int, _ txn: StoreTransaction
     ) throws -> (ids: [String], total: Int) {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return ([], 0) }
@@ -190,7 +205,9 @@ struct RefIndex {
     }
 
     /// Whether any object of `sourceCollection` refers to the target from `path`.
-    func hasSources(of collection: String, _ id: String, from sourceCollection: String, path: String, _ txn: StoreTransaction) throws -> Bool {
+    func hasSources(
+        of collection: String, _ id: String, from sourceCollection: String, path: String, _ txn: StoreTransaction
+    ) throws -> Bool {
         guard let tree = try catalog.referenceTree(txn, creating: false) else { return false }
         let prefix = Self.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
         return try tree.firstKey(withPrefix: prefix, txn) != nil

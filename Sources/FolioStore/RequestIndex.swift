@@ -28,7 +28,9 @@ struct RequestIndex {
 
     private static func expiryKey(_ accepted: Timestamp, _ key: String) -> [UInt8] {
         var bytes: [UInt8] = [UInt8(ascii: "t")]
-        withUnsafeBytes(of: (UInt64(bitPattern: accepted.milliseconds) ^ (1 << 63)).bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: (UInt64(bitPattern: accepted.milliseconds) ^ (1 << 63)).bigEndian) {
+            bytes.append(contentsOf: $0)
+        }
         bytes.append(contentsOf: key.utf8)
         return bytes
     }
@@ -38,8 +40,10 @@ struct RequestIndex {
         guard let record = try txn.get(database, Self.entryKey(key)) else { return nil }
         guard record.count == 52 else { throw StoreError.corrupted("request key record of \(record.count) bytes") }
         let entry = Entry(
-            lastSequence: record.loadLittleEndian(UInt64.self, at: 0), events: Int(record.loadLittleEndian(UInt32.self, at: 8)),
-            accepted: Timestamp(milliseconds: record.loadLittleEndian(Int64.self, at: 12)), digest: Array(record[20..<52]))
+            lastSequence: record.loadLittleEndian(UInt64.self, at: 0),
+            events: Int(record.loadLittleEndian(UInt32.self, at: 8)),
+            accepted: Timestamp(milliseconds: record.loadLittleEndian(Int64.self, at: 12)),
+            digest: Array(record[20..<52]))
         return now.milliseconds - entry.accepted.milliseconds > retention ? nil : entry
     }
 
@@ -69,7 +73,8 @@ struct RequestIndex {
         let expired: [[UInt8]] = try withUnsafeTemporaryAllocation(byteCount: 9, alignment: 1) { buffer in
             buffer[0] = UInt8(ascii: "t")
             buffer.storeBytes(
-                of: (UInt64(bitPattern: now.milliseconds - retention) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
+                of: (UInt64(bitPattern: now.milliseconds - retention) ^ (1 << 63)).bigEndian, toByteOffset: 1,
+                as: UInt64.self)
             let limit = UnsafeRawBufferPointer(buffer)
             var expired: [[UInt8]] = []
             try txn.withCursor(database) { cursor in

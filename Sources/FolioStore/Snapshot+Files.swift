@@ -27,14 +27,18 @@ extension Snapshot {
         -> (files: [FileRecord], next: String?)
     {
         let references = store.applier.references
-        return try store.applier.files.page(prefix: prefix, after: after, limit: limit, examining: Self.orphanExamineLimit, where: { file in
-            guard file.createdAt <= cutoff else { return false }
-            return try !references.isReferenced(FileName.collection, file.name, storeTxn)
-        }, txn)
+        return try store.applier.files.page(
+            prefix: prefix, after: after, limit: limit, examining: Self.orphanExamineLimit,
+            where: { file in
+                guard file.createdAt <= cutoff else { return false }
+                return try !references.isReferenced(FileName.collection, file.name, storeTxn)
+            }, txn)
     }
 
     /// Names using the content with this hash.
-    public func fileReferences(toBlob sha256: String) throws -> UInt64 { try store.applier.files.references(toBlob: sha256, txn) }
+    public func fileReferences(toBlob sha256: String) throws -> UInt64 {
+        try store.applier.files.references(toBlob: sha256, txn)
+    }
 
     public func fileTotals() throws -> FileTotals { try store.applier.files.totals(txn) }
 

@@ -24,7 +24,11 @@ extension Snapshot {
             guard let record = try log.record(middle, txn) else {
                 throw StoreError.corrupted("the log lacks event \(middle), below its head \(high)")
             }
-            if try EventLog.timestamp(of: record, sequence: middle).instant <= instant { low = middle } else { high = middle - 1 }
+            if try EventLog.timestamp(of: record, sequence: middle).instant <= instant {
+                low = middle
+            } else {
+                high = middle - 1
+            }
         }
         return low
     }

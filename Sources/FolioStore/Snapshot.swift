@@ -24,7 +24,8 @@ public struct Snapshot {
     var storeTxn: StoreTransaction {
         memo?.enter(txn)
         return StoreTransaction(
-            lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas, viewOps: store.databases.viewOps, readMemo: memo)
+            lmdb: txn, trees: store.databases.trees, cache: nil, deltas: store.databases.deltas,
+            viewOps: store.databases.viewOps, readMemo: memo)
     }
 
     var objects: ObjectTable { store.applier.objects }
@@ -50,7 +51,10 @@ public struct Snapshot {
 
     /// `writeObject` for a collection and an id given as valid names' bytes (a plain `get`'s, read
     /// from its line), which are their JSON.
-    public func writeObject(plainCollection collection: UnsafeRawBufferPointer, plainID id: UnsafeRawBufferPointer, to writer: inout JSONWriter) throws
+    public func writeObject(
+        plainCollection collection: UnsafeRawBufferPointer, plainID id: UnsafeRawBufferPointer,
+        to writer: inout JSONWriter
+    ) throws
         -> Bool
     {
         let found = try Keys.withObjectKey(collection, id) { key in try objects.record(key: key, txn) }
@@ -66,7 +70,8 @@ public struct Snapshot {
     /// Writes `[event, ...]`: up to `limit` of the object's events with sequence > `after`, oldest
     /// first. `found` is false if the object never existed; `next` is the `after` of the next page, nil
     /// after the last. O(log n + page).
-    public func writeHistory(_ collection: String, _ id: String, after: UInt64, limit: Int, to writer: inout JSONWriter) throws
+    public func writeHistory(_ collection: String, _ id: String, after: UInt64, limit: Int, to writer: inout JSONWriter)
+        throws
         -> (next: UInt64?, found: Bool)
     {
         let history = store.applier.history
@@ -98,7 +103,9 @@ public struct Snapshot {
     /// `pageByteBudget` bytes), leaving out those of collections `readable` refuses; returns the
     /// last sequence read (or `after`): where the next page starts.
     @discardableResult
-    public func writeEvents(after: UInt64, limit: Int, readable: ((String?) -> Bool)? = nil, to writer: inout JSONWriter) throws -> UInt64 {
+    public func writeEvents(
+        after: UInt64, limit: Int, readable: ((String?) -> Bool)? = nil, to writer: inout JSONWriter
+    ) throws -> UInt64 {
         writer.bytes.append(UInt8(ascii: "["))
         let start = writer.bytes.count
         var last = after
@@ -117,11 +124,14 @@ public struct Snapshot {
     }
 
     /// The collection of a stored event (nil for a dropped view), from the head of its bytes.
-    public static func collection(ofEventHead record: UnsafeRawBufferPointer) -> String? { EventLog.collection(ofRecord: record) }
+    public static func collection(ofEventHead record: UnsafeRawBufferPointer) -> String? {
+        EventLog.collection(ofRecord: record)
+    }
 
     /// Calls `body` with up to `limit` stored event records after `after`, in order, until it
     /// returns false.
-    public func forEachEvent(after: UInt64, limit: Int, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+    public func forEachEvent(after: UInt64, limit: Int, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws
+    {
         var remaining = limit
         guard remaining > 0 else { return }
         try log.forEach(after: after, txn) { sequence, record in
@@ -151,7 +161,9 @@ public struct Snapshot {
     }
 
     public func views() throws -> [ViewSummary] {
-        try catalog.allViews(storeTxn).map { ViewSummary(definition: $0.definition, count: try $0.tree.count(storeTxn)) }
+        try catalog.allViews(storeTxn).map {
+            ViewSummary(definition: $0.definition, count: try $0.tree.count(storeTxn))
+        }
     }
 
     // MARK: Schemas
@@ -195,7 +207,8 @@ public struct Snapshot {
             objectsPerCollection: try catalog.collections(storeTxn).map { ($0.name, try $0.tree.count(storeTxn)) },
             views: try catalog.allViews(storeTxn).count, mapSize: info.mapSize, usedSize: info.usedSize,
             fileSize: store.environment.fileSize, pageSize: info.pageSize,
-            readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders, viewOpsPending: buffer.pending, viewMerges: buffer.epoch)
+            readerSlotsUsed: info.readerSlotsUsed, maxReaders: info.maxReaders, viewOpsPending: buffer.pending,
+            viewMerges: buffer.epoch)
     }
 }
 

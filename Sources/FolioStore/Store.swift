@@ -83,7 +83,11 @@ public final class Store: @unchecked Sendable {
 
     private func checkFormat() throws {
         let key = Array("format".utf8)
-        let stored = try environment.read { txn in try txn.get(databases.meta, key).map { try $0.leadingLittleEndian(UInt32.self, of: "the store's format record") } }
+        let stored = try environment.read { txn in
+            try txn.get(databases.meta, key).map {
+                try $0.leadingLittleEndian(UInt32.self, of: "the store's format record")
+            }
+        }
         switch stored {
         case StoreDatabases.formatVersion?: return
         case 5?, 6?, 7?:
@@ -109,7 +113,9 @@ public final class Store: @unchecked Sendable {
                 try txn.put(databases.meta, key, value)
             }
             try rebuild()
-        case let other?: throw StoreError.unusable("\(directory) holds store format \(other); this foliod reads format \(StoreDatabases.formatVersion)")
+        case let other?:
+            throw StoreError.unusable(
+                "\(directory) holds store format \(other); this foliod reads format \(StoreDatabases.formatVersion)")
         case nil:
             try environment.write { txn in
                 var value: [UInt8] = []

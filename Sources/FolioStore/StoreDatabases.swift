@@ -48,7 +48,8 @@ struct StoreDatabases: Sendable {
         trees = try environment.openDatabase("trees")
         requests = try environment.openDatabase("requests")
         files = try environment.openDatabase("files")
-        viewOps = ViewStreamDatabases(ops: try environment.openDatabase("viewops"), main: try environment.mainDatabase())
+        viewOps = ViewStreamDatabases(
+            ops: try environment.openDatabase("viewops"), main: try environment.mainDatabase())
     }
 
     /// Every database whose content is derived from the log (all but `meta` and `events`).
@@ -82,8 +83,11 @@ enum Keys {
     }
 
     /// `body` with `object(collection, id)` in a buffer on the stack: no allocation (a get).
-    static func withObjectKey<R>(_ collection: String, _ id: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count, alignment: 1) { buffer in
+    static func withObjectKey<R>(_ collection: String, _ id: String, _ body: (UnsafeRawBufferPointer) throws -> R)
+        rethrows -> R
+    {
+        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count, alignment: 1) {
+            buffer in
             let count = writeObjectKey(collection, id, into: buffer)
             return try body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
@@ -101,7 +105,9 @@ enum Keys {
         }
     }
 
-    private static func writeObjectKey(_ collection: String, _ id: String, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    private static func writeObjectKey(_ collection: String, _ id: String, into buffer: UnsafeMutableRawBufferPointer)
+        -> Int
+    {
         var collection = collection
         var id = id
         let count = collection.withUTF8 { utf8 in
@@ -110,7 +116,8 @@ enum Keys {
         }
         buffer[count] = 0
         return id.withUTF8 { utf8 in
-            UnsafeMutableRawBufferPointer(rebasing: buffer[(count + 1)...]).copyMemory(from: UnsafeRawBufferPointer(utf8))
+            UnsafeMutableRawBufferPointer(rebasing: buffer[(count + 1)...]).copyMemory(
+                from: UnsafeRawBufferPointer(utf8))
             return count + 1 + utf8.count
         }
     }
@@ -147,10 +154,13 @@ enum Keys {
 
     /// `body` with `collection 0 id 0 sequence` (big-endian), an object's history entry, in a buffer
     /// on the stack: no allocation (every event of an object records one).
-    static func withHistoryKey<R>(_ collection: String, _ id: String, _ sequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows
+    static func withHistoryKey<R>(
+        _ collection: String, _ id: String, _ sequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows
         -> R
     {
-        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count + 9, alignment: 1) { buffer in
+        try withUnsafeTemporaryAllocation(byteCount: collection.utf8.count + 1 + id.utf8.count + 9, alignment: 1) {
+            buffer in
             let count = writeObjectKey(collection, id, into: buffer)
             buffer[count] = 0
             buffer.storeBytes(of: sequence.bigEndian, toByteOffset: count + 1, as: UInt64.self)

@@ -1,6 +1,6 @@
-import Glibc
 import FolioJSON
 import FolioModel
+import Glibc
 import LMDB
 
 /// Why a store operation failed. Command errors map one to one onto protocol error codes.
@@ -33,7 +33,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case unusable(String)
 
     /// A system call on one of the store's files failed: `what` names the call and the file.
-    static func io(_ what: String, _ code: Int32) -> StoreError { .unusable("\(what): \(String(cString: strerror(code)))") }
+    static func io(_ what: String, _ code: Int32) -> StoreError {
+        .unusable("\(what): \(String(cString: strerror(code)))")
+    }
 
     public var description: String {
         switch self {
@@ -45,7 +47,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .blobNotFound(let sha256): return "no content \(sha256) is stored"
         case .schemaViolations(let collection, let count, let violations):
             let shown = violations.map { "\($0.id): \($0.reason)" }.joined(separator: "; ")
-            return "cannot define the schema of \(collection): \(count) object(s) do not fit it: \(shown)\(count > violations.count ? "; …" : "")"
+            return
+                "cannot define the schema of \(collection): \(count) object(s) do not fit it: \(shown)\(count > violations.count ? "; …" : "")"
         case .batchFailed(let index, let error): return "op \(index): \(error.description)"
         case .recorded(_, let message, _): return message
         case .conflict(let conflict): return conflict.message
@@ -123,7 +126,8 @@ extension StoreError {
             for field in underlying.details { details[field.key] = field.value }
             return details
         case .recorded(_, _, let details): return details
-        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound, .corrupted, .unusable: return [:]
+        case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound, .corrupted, .unusable:
+            return [:]
         }
     }
 }

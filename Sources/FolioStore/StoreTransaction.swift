@@ -18,7 +18,8 @@ struct StoreTransaction {
     let readMemo: ReadMemo?
 
     init(
-        lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil, viewOps: ViewStreamDatabases? = nil,
+        lmdb: Transaction, trees: Database, cache: TreeNodeCache?, deltas: ViewDeltaCache? = nil,
+        viewOps: ViewStreamDatabases? = nil,
         readMemo: ReadMemo? = nil
     ) {
         self.lmdb = lmdb
@@ -30,7 +31,10 @@ struct StoreTransaction {
         self.readMemo = cache == nil ? readMemo : nil
     }
 
-    private init(lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?, viewOps: ViewStreamDatabases?) {
+    private init(
+        lmdb: Transaction, trees: Database, cache: TreeNodeCache?, catalogMemo: CatalogMemo?, deltas: ViewDeltaCache?,
+        viewOps: ViewStreamDatabases?
+    ) {
         self.lmdb = lmdb
         self.trees = trees
         self.cache = cache
@@ -83,7 +87,9 @@ struct StoreTransaction {
         try key.withBytes { keyBytes in
             guard let raw = try lmdb.get(trees, keyBytes) else { return nil }
             if let problem = CountedTree.problem(in: raw, node: key.node) {
-                throw StoreError.corrupted("tree \(key.tree): \(key.node == CountedTree.headerNode ? "its header" : "node \(key.node)") is damaged: \(problem)")
+                throw StoreError.corrupted(
+                    "tree \(key.tree): \(key.node == CountedTree.headerNode ? "its header" : "node \(key.node)") is damaged: \(problem)"
+                )
             }
             return Array(raw)
         }
@@ -143,7 +149,9 @@ struct StoreTransaction {
     func nested(_ child: Transaction) -> StoreTransaction {
         precondition(cache?.holdsNoAppends ?? true, "keys held back when a nested transaction began")
         precondition(cache?.holdsNoOps ?? true, "view ops held when a nested transaction began")
-        return StoreTransaction(lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas, viewOps: viewOps)
+        return StoreTransaction(
+            lmdb: child, trees: trees, cache: TreeNodeCache(parent: cache), catalogMemo: catalogMemo, deltas: deltas,
+            viewOps: viewOps)
     }
 
     /// Runs `body` in a write nested in this one, whose changes join this one's only if it
@@ -177,7 +185,9 @@ struct StoreTransaction {
         try ViewBuffer.flushOps(self)
         try cache?.flush(into: lmdb, trees: trees)
         if let state = cache?.takeChangedBufferState() {
-            guard let viewOps else { preconditionFailure("a view op stream's state in a transaction without the view ops' database") }
+            guard let viewOps else {
+                preconditionFailure("a view op stream's state in a transaction without the view ops' database")
+            }
             try lmdb.put(viewOps.main, ViewBuffer.stateKey, state.bytes)
         }
     }
@@ -203,7 +213,10 @@ final class TreeNodeCache {
 
         /// `bytes` without an array: the 12 bytes on the stack, for a lookup.
         func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-            var raw = (tree.bigEndian, UInt32(truncatingIfNeeded: node >> 32).bigEndian, UInt32(truncatingIfNeeded: node).bigEndian)
+            var raw = (
+                tree.bigEndian, UInt32(truncatingIfNeeded: node >> 32).bigEndian,
+                UInt32(truncatingIfNeeded: node).bigEndian
+            )
             return try withUnsafeBytes(of: &raw) { try body($0) }
         }
     }
@@ -412,7 +425,9 @@ final class TreeNodeCache {
 
     /// Writes every change to LMDB and forgets it. Top level only.
     func flush(into txn: Transaction, trees: Database) throws {
-        precondition(parent == nil && appendTrees.isEmpty, "tree nodes flushed with keys held back: use StoreTransaction.flushTrees")
+        precondition(
+            parent == nil && appendTrees.isEmpty,
+            "tree nodes flushed with keys held back: use StoreTransaction.flushTrees")
         try records.forEach { key, bytes in
             if let bytes { try txn.put(trees, key.bytes, bytes) } else { try txn.delete(trees, key.bytes) }
         }

@@ -8,7 +8,8 @@ extension StoreWriter {
     /// caller's nested transaction takes back what the earlier ops did). Otherwise each op succeeds
     /// or fails on its own, in a nested transaction of its own.
     func executeBatch(
-        _ operations: [BatchOperation], atomic: Bool, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction
+        _ operations: [BatchOperation], atomic: Bool, _ acceptance: Acceptance, ids: inout ObjectIDGenerator,
+        _ txn: StoreTransaction
     ) throws -> WriteOutcome {
         var results: [(collection: String, id: String)?] = []
         var items: [WriteResult.BatchItem] = []
@@ -21,7 +22,9 @@ extension StoreWriter {
                 if atomic {
                     made = try executeObjectCommand(command, acceptance, ids: &ids, txn, isolated: true)
                 } else {
-                    made = try nested(in: txn) { child in try executeObjectCommand(command, acceptance, ids: &ids, child, isolated: true) }
+                    made = try nested(in: txn) { child in
+                        try executeObjectCommand(command, acceptance, ids: &ids, child, isolated: true)
+                    }
                 }
                 appended += made
                 results.append(made[0].event.object)

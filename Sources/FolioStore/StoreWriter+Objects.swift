@@ -7,7 +7,8 @@ extension StoreWriter {
     /// key and unique rule) before it changes anything, then appended, then what delete rules make
     /// of it. The command's own event comes first.
     func executeObjectCommand(
-        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction, isolated: Bool
+        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction,
+        isolated: Bool
     ) throws -> [Applied] {
         let applier = store.applier
         let change: Event.Change

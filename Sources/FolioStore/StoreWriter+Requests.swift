@@ -20,14 +20,19 @@ extension StoreWriter {
         var failed: [Event.RequestRecord.Failure] = []
         if case .batch(let items) = outcome.result {
             for (index, item) in items.enumerated() {
-                if case .failure(let error) = item { failed.append(.init(index: index, code: error.code, message: error.description, details: error.details)) }
+                if case .failure(let error) = item {
+                    failed.append(
+                        .init(index: index, code: error.code, message: error.description, details: error.details))
+                }
             }
         }
         var event = last.event
-        event.request = Event.RequestRecord(key: key, digest: ChainHash(bytes: digest).hex, events: outcome.appended.count, failed: failed)
+        event.request = Event.RequestRecord(
+            key: key, digest: ChainHash(bytes: digest).hex, events: outcome.appended.count, failed: failed)
         let amended = try amendLastEvent(event, txn)
         outcome.appended[outcome.appended.count - 1] = Applied(
-            event: event, chainHash: amended.hash, object: last.object, before: last.before, record: last.record, viewCount: last.viewCount,
+            event: event, chainHash: amended.hash, object: last.object, before: last.before, record: last.record,
+            viewCount: last.viewCount,
             canonicalEvent: amended.canonical, canonicalParts: (amended.headEnd, amended.cause))
     }
 
@@ -38,7 +43,9 @@ extension StoreWriter {
     ) {
         let log = EventLog(database: store.databases.events)
         precondition(event.sequence == lastSequence, "only the last event can be amended")
-        let previous = event.sequence == 1 ? ChainHash.genesis : try log.record(event.sequence - 1, txn.lmdb).map(EventLog.hash) ?? .genesis
+        let previous =
+            event.sequence == 1
+            ? ChainHash.genesis : try log.record(event.sequence - 1, txn.lmdb).map(EventLog.hash) ?? .genesis
         let (canonical, _, headEnd, cause) = event.encodedWithData()
         let hash = previous.next(canonical)
         try txn.lmdb.put(store.databases.events, Keys.sequence(event.sequence), hash.bytes + canonical)
@@ -61,20 +68,26 @@ extension StoreWriter {
         let own = events.filter { $0.cause == nil }
         let result: WriteResult
         if case .batch(let operations, _) = command {
-            let failures = Dictionary((events.last?.request?.failed ?? []).map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+            let failures = Dictionary(
+                (events.last?.request?.failed ?? []).map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
             var items: [WriteResult.BatchItem] = []
             var next = own.makeIterator()
             for index in operations.indices {
                 if let failure = failures[index] {
-                    items.append(.failure(.recorded(code: failure.code, message: failure.message, details: failure.details)))
+                    items.append(
+                        .failure(.recorded(code: failure.code, message: failure.message, details: failure.details)))
                 } else {
-                    guard let event = next.next() else { throw StoreError.corrupted("request \(entry.lastSequence) has fewer events than ops") }
+                    guard let event = next.next() else {
+                        throw StoreError.corrupted("request \(entry.lastSequence) has fewer events than ops")
+                    }
                     items.append(.success(try replayedResult(of: event)))
                 }
             }
             result = .batch(items)
         } else {
-            guard let event = own.first else { throw StoreError.corrupted("request \(entry.lastSequence) has no event of its own") }
+            guard let event = own.first else {
+                throw StoreError.corrupted("request \(entry.lastSequence) has no event of its own")
+            }
             result = try replayedResult(of: event)
         }
         return WriteOutcome(appended: [], result: result, replayed: true, replayedThrough: entry.lastSequence)
@@ -86,7 +99,10 @@ extension StoreWriter {
             return .deleted(id: id, version: event.version)
         case .created(let collection, let id, _), .updated(let collection, let id, _, _):
             let log = EventLog(database: store.databases.events)
-            guard let object = try store.applier.history.state(collection, id, through: event.sequence, log: log, txn.lmdb) else {
+            guard
+                let object = try store.applier.history.state(
+                    collection, id, through: event.sequence, log: log, txn.lmdb)
+            else {
                 throw StoreError.corrupted("event \(event.sequence) leaves no \(collection)/\(id)")
             }
             var writer = JSONWriter(capacity: 256)

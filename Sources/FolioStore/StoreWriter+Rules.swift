@@ -21,9 +21,12 @@ extension StoreWriter {
 
     /// Throws `conflict` naming the first records that refer to the file, if any do.
     func checkUnreferenced(file name: String, _ txn: StoreTransaction) throws {
-        let (referrers, count) = try store.applier.references.referrers(of: FileName.collection, name, limit: Self.deniedReferrersShown, txn)
+        let (referrers, count) = try store.applier.references.referrers(
+            of: FileName.collection, name, limit: Self.deniedReferrersShown, txn)
         guard count > 0 else { return }
-        let shown = referrers.map { "\($0.collection)/\($0.id) (\($0.path))" }.joined(separator: ", ") + (count > referrers.count ? ", ..." : "")
+        let shown =
+            referrers.map { "\($0.collection)/\($0.id) (\($0.path))" }.joined(separator: ", ")
+            + (count > referrers.count ? ", ..." : "")
         throw StoreError.conflict(
             Conflict(
                 .fileReferenced(referrers: referrers, count: count),
@@ -32,7 +35,8 @@ extension StoreWriter {
     }
 
     func applyDeleteRules(
-        after applied: Applied, before: StoredObject?, after object: StoredObject?, _ acceptance: Acceptance, _ txn: StoreTransaction
+        after applied: Applied, before: StoredObject?, after object: StoredObject?, _ acceptance: Acceptance,
+        _ txn: StoreTransaction
     ) throws -> [Applied] {
         var pending: [Consequence] = []
         switch applied.event.change {
@@ -40,8 +44,12 @@ extension StoreWriter {
             guard let before else { return [] }
             try consequences(ofDeleting: collection, id, before, cause: applied.event.sequence, into: &pending, txn)
         case .updated(let collection, _, _, _):
-            guard let before, let object, let schema = try store.applier.catalog.schema(collection, txn), schema.hasOwningFields else { return [] }
-            let owned = { (data: JSONObject) in Set(Reference.all(in: data).filter { schema.rules(at: $0.path)?.owns == true }.map(\.target)) }
+            guard let before, let object, let schema = try store.applier.catalog.schema(collection, txn),
+                schema.hasOwningFields
+            else { return [] }
+            let owned = { (data: JSONObject) in
+                Set(Reference.all(in: data).filter { schema.rules(at: $0.path)?.owns == true }.map(\.target))
+            }
             for target in owned(before.data).subtracting(owned(object.data)).sorted() {
                 let (targetCollection, targetID) = Self.split(target)
                 pending.append(.releaseOwned(collection: targetCollection, id: targetID, cause: applied.event.sequence))
@@ -58,7 +66,8 @@ extension StoreWriter {
             case .delete(let collection, let id, let cause):
                 guard let old = try store.applier.objects.get(collection, id, txn.lmdb) else { continue }
                 let deleted = try append(
-                    event(.deleted(collection: collection, id: id), acceptance, version: old.version + 1, cause: cause), txn,
+                    event(.deleted(collection: collection, id: id), acceptance, version: old.version + 1, cause: cause),
+                    txn,
                     before: .known(old, after: nil))
                 made.append(deleted)
                 try consequences(ofDeleting: collection, id, old, cause: deleted.event.sequence, into: &pending, txn)
@@ -76,7 +85,8 @@ extension StoreWriter {
                 }
                 let ops = FieldOperations([FieldOperations.Entry(path: [field], operation: operation)])
                 let change = event(
-                    .updated(collection: collection, id: id, patch: JSONObject(), ops: ops), acceptance, version: old.version + 1, cause: cause)
+                    .updated(collection: collection, id: id, patch: JSONObject(), ops: ops), acceptance,
+                    version: old.version + 1, cause: cause)
                 let new: StoredObject?
                 do { new = try change.applied(to: old) } catch { throw StoreError(error) }
                 if let new, let schema = try store.applier.catalog.schema(collection, txn) {
@@ -98,7 +108,8 @@ extension StoreWriter {
     /// What deleting `collection/id` (whose data was `object`) makes happen: the rules of the fields
     /// that refer to it, then the release of what it owned. Throws `conflict` on a `deny`.
     private func consequences(
-        ofDeleting collection: String, _ id: String, _ object: StoredObject, cause: UInt64, into pending: inout [Consequence],
+        ofDeleting collection: String, _ id: String, _ object: StoredObject, cause: UInt64,
+        into pending: inout [Consequence],
         _ txn: StoreTransaction
     ) throws {
         let applier = store.applier
@@ -110,15 +121,20 @@ extension StoreWriter {
                 continue
             case .deny:
                 let shown = try applier.references.sources(
-                    of: collection, id, from: sourceCollection, path: path, limit: Self.deniedReferrersShown - denied.count, txn)
+                    of: collection, id, from: sourceCollection, path: path,
+                    limit: Self.deniedReferrersShown - denied.count, txn)
                 denied += shown.ids.map { "\(sourceCollection)/\($0)" }
             case .nullify, .cascade:
                 let target = Reference(path: path, collection: collection, id: id)
-                for source in try applier.references.sources(of: collection, id, from: sourceCollection, path: path, limit: .max, txn).ids {
+                for source in try applier.references.sources(
+                    of: collection, id, from: sourceCollection, path: path, limit: .max, txn
+                ).ids {
                     if rules.onTargetDelete == .cascade {
                         pending.append(.delete(collection: sourceCollection, id: source, cause: cause))
                     } else {
-                        pending.append(.nullify(collection: sourceCollection, id: source, field: path, target: target, cause: cause))
+                        pending.append(
+                            .nullify(
+                                collection: sourceCollection, id: source, field: path, target: target, cause: cause))
                     }
                 }
             }
@@ -128,7 +144,8 @@ extension StoreWriter {
             throw StoreError.conflict(
                 Conflict(
                     .denied(referrers: denied),
-                    "cannot delete \(collection)/\(id): it is referred to from fields whose onTargetDelete is deny, by \(denied.joined(separator: ", "))"))
+                    "cannot delete \(collection)/\(id): it is referred to from fields whose onTargetDelete is deny, by \(denied.joined(separator: ", "))"
+                ))
         }
         guard let schema = try applier.catalog.schema(collection, txn), schema.hasOwningFields else { return }
         for reference in Reference.all(in: object.data) where schema.rules(at: reference.path)?.owns == true {

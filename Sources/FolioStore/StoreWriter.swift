@@ -3,7 +3,7 @@ import FolioModel
 import LMDB
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 /// Turns commands into events inside one write transaction: checks them against current state,
@@ -48,7 +48,9 @@ public final class StoreWriter {
 
     init(store: Store, txn: Transaction) throws {
         self.store = store
-        self.txn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: TreeNodeCache(parent: nil), deltas: store.databases.deltas, viewOps: store.databases.viewOps)
+        self.txn = StoreTransaction(
+            lmdb: txn, trees: store.databases.trees, cache: TreeNodeCache(parent: nil), deltas: store.databases.deltas,
+            viewOps: store.databases.viewOps)
         log = EventLog(database: store.databases.events)
         head = try log.head(txn)
     }
@@ -79,7 +81,8 @@ public final class StoreWriter {
         let canonicalParts: (headEnd: Int, cause: Range<Int>?)
 
         init(
-            event: Event, chainHash: ChainHash, object: StoredObject?, before: StoredObject?, record: [UInt8]?, viewCount: Int?,
+            event: Event, chainHash: ChainHash, object: StoredObject?, before: StoredObject?, record: [UInt8]?,
+            viewCount: Int?,
             canonicalEvent: [UInt8], canonicalParts: (headEnd: Int, cause: Range<Int>?)
         ) {
             self.event = event
@@ -95,7 +98,9 @@ public final class StoreWriter {
         /// Writes the object after the event in its wire form, from its record; false if there is none.
         public func writeObject(to writer: inout JSONWriter) throws -> Bool {
             guard let record, let object else { return false }
-            try record.withUnsafeBytes { try ObjectTable.writeWireForm($0, collection: object.collection, id: object.id, to: &writer) }
+            try record.withUnsafeBytes {
+                try ObjectTable.writeWireForm($0, collection: object.collection, id: object.id, to: &writer)
+            }
             return true
         }
 
@@ -115,13 +120,17 @@ public final class StoreWriter {
     /// contiguous events. With a request key already used within its retention, nothing is written
     /// and the first request's result is given again. Throws `StoreError` (nothing of the write is
     /// kept) or `LMDBError` (the whole transaction must be abandoned).
-    public func execute(_ request: WriteRequest, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws -> WriteOutcome {
+    public func execute(_ request: WriteRequest, _ acceptance: Acceptance, ids: inout ObjectIDGenerator) throws
+        -> WriteOutcome
+    {
         guard let key = request.requestKey else { return try execute(request.command, acceptance, ids: &ids) }
         let digest = Self.digest(of: request.command)
         if let entry = try store.applier.requests.entry(key, now: acceptance.timestamp, txn.lmdb) {
             guard entry.digest == digest else {
                 throw StoreError.conflict(
-                    Conflict(.requestKeyReused(key: key), "request key \(Names.quoted(key)) was used for a different request"))
+                    Conflict(
+                        .requestKeyReused(key: key), "request key \(Names.quoted(key)) was used for a different request"
+                    ))
             }
             return try replay(entry, of: request.command)
         }
@@ -171,7 +180,8 @@ public final class StoreWriter {
     /// Runs `command` in `txn`. Unless `isolated` is false, `txn` is a nested transaction of the
     /// command's own (or its batch's), which its failure abandons.
     private func execute(
-        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction, isolated: Bool = true
+        _ command: Command, _ acceptance: Acceptance, ids: inout ObjectIDGenerator, _ txn: StoreTransaction,
+        isolated: Bool = true
     ) throws -> WriteOutcome {
         switch command {
         case .create, .update, .delete:
@@ -182,7 +192,8 @@ public final class StoreWriter {
                 throw StoreError.conflict(Conflict(.viewExists, "view \(Names.quoted(definition.name)) already exists"))
             }
             let applied = try append(event(.viewDefined(definition), acceptance), txn)
-            return WriteOutcome(appended: [applied], result: .view(definition, count: applied.viewCount ?? 0), replayed: false)
+            return WriteOutcome(
+                appended: [applied], result: .view(definition, count: applied.viewCount ?? 0), replayed: false)
         case .dropView(let name):
             guard try store.applier.catalog.view(name, txn) != nil else { throw StoreError.viewNotFound(name) }
             let applied = try append(event(.viewDropped(name: name), acceptance), txn)
@@ -192,17 +203,25 @@ public final class StoreWriter {
             let applied = try append(event(.schemaDefined(schema), acceptance), txn)
             return WriteOutcome(appended: [applied], result: .schema(schema), replayed: false)
         case .dropSchema(let collection):
-            guard try store.applier.catalog.schema(collection, txn) != nil else { throw StoreError.schemaNotFound(collection) }
+            guard try store.applier.catalog.schema(collection, txn) != nil else {
+                throw StoreError.schemaNotFound(collection)
+            }
             let applied = try append(event(.schemaDropped(collection: collection), acceptance), txn)
             return WriteOutcome(appended: [applied], result: .schemaDropped(collection: collection), replayed: false)
         case .putFile(let name, let sha256, let size, let contentType, let replace):
             let name = name ?? ids.next(at: acceptance.timestamp)
             if !replace, try store.applier.files.file(name, txn.lmdb) != nil {
-                throw StoreError.conflict(Conflict(.fileExists, "file \(Names.quoted(name)) already exists; put it with \"replace\": true to bind it anew"))
+                throw StoreError.conflict(
+                    Conflict(
+                        .fileExists,
+                        "file \(Names.quoted(name)) already exists; put it with \"replace\": true to bind it anew"))
             }
-            let binding = FileBinding(name: name, sha256: sha256, size: size, contentType: contentType, replace: replace)
+            let binding = FileBinding(
+                name: name, sha256: sha256, size: size, contentType: contentType, replace: replace)
             let applied = try append(event(.filePut(binding), acceptance), txn)
-            guard let record = try store.applier.files.file(name, txn.lmdb) else { throw StoreError.corrupted("file \(name) was not bound") }
+            guard let record = try store.applier.files.file(name, txn.lmdb) else {
+                throw StoreError.corrupted("file \(name) was not bound")
+            }
             return WriteOutcome(appended: [applied], result: .file(record), replayed: false)
         case .deleteFile(let name, let force):
             guard try store.applier.files.file(name, txn.lmdb) != nil else { throw StoreError.fileNotFound(name) }
@@ -218,7 +237,8 @@ public final class StoreWriter {
     func event(_ change: Event.Change, _ acceptance: Acceptance, version: UInt64 = 0, cause: UInt64? = nil) -> Event {
         defer { requestOfNextEvent = nil }
         return Event(
-            sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version, change: change,
+            sequence: head.sequence + 1, timestamp: acceptance.timestamp, origin: acceptance.origin, version: version,
+            change: change,
             cause: cause, request: requestOfNextEvent)
     }
 
@@ -256,11 +276,12 @@ public final class StoreWriter {
             logsLoneEvent = false
             onLoneEventLogged(
                 Applied(
-                    event: event, chainHash: newHead.hash, object: nil, before: nil, record: nil, viewCount: nil, canonicalEvent: canonical,
+                    event: event, chainHash: newHead.hash, object: nil, before: nil, record: nil, viewCount: nil,
+                    canonicalEvent: canonical,
                     canonicalParts: (headEnd, cause)))
         }
         #if DEBUG
-        try Failpoint.storeAfterLogAppend.check()
+            try Failpoint.storeAfterLogAppend.check()
         #endif
         let applied = try store.applier.apply(event, txn, before: before, createdData: dataRange.map { canonical[$0] })
         var viewCount: Int?
@@ -269,12 +290,14 @@ public final class StoreWriter {
         }
         head = newHead
         return Applied(
-            event: event, chainHash: newHead.hash, object: applied?.object, before: applied?.before, record: applied?.record,
+            event: event, chainHash: newHead.hash, object: applied?.object, before: applied?.before,
+            record: applied?.record,
             viewCount: viewCount, canonicalEvent: canonical, canonicalParts: (headEnd, cause))
     }
 
     /// The object now, after checking it exists and is at `ifVersion`.
-    func current(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> StoredObject {
+    func current(_ collection: String, _ id: String, ifVersion: UInt64?, _ txn: StoreTransaction) throws -> StoredObject
+    {
         guard let object = try store.applier.objects.get(collection, id, txn.lmdb) else {
             throw StoreError.notFound(collection: collection, id: id)
         }

@@ -96,7 +96,9 @@ extension Environment {
             if dirty + writeback <= pages { return true }
             var now = timespec()
             clock_gettime(CLOCK_MONOTONIC, &now)
-            let elapsed = (Int64(now.tv_sec) - Int64(started.tv_sec)) * 1_000_000_000 + Int64(now.tv_nsec) - Int64(started.tv_nsec)
+            let elapsed =
+                (Int64(now.tv_sec) - Int64(started.tv_sec)) * 1_000_000_000 + Int64(now.tv_nsec)
+                - Int64(started.tv_nsec)
             if elapsed >= Int64(timeout) { return false }
             usleep(500)
         }
@@ -117,12 +119,16 @@ extension Environment {
         var page = [UInt8](repeating: 0, count: size)
         var done = 0
         while done < size {
-            let count = page.withUnsafeMutableBytes { pread(file, $0.baseAddress! + done, size - done, off_t(index * size + done)) }
+            let count = page.withUnsafeMutableBytes {
+                pread(file, $0.baseAddress! + done, size - done, off_t(index * size + done))
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw LMDBError(code: .init(rawValue: errno), call: call)
             }
-            if count == 0 { throw LMDBError(code: .corrupted, call: "\(call): the file ends at \(index * size + done)") }
+            if count == 0 {
+                throw LMDBError(code: .corrupted, call: "\(call): the file ends at \(index * size + done)")
+            }
             done += count
         }
         return page
@@ -134,13 +140,17 @@ extension Environment {
     /// takes the other slot as usual.
     public static func restoreMeta(_ metaPage: [UInt8], in directory: String) throws {
         let path = directory + "/data.mdb"
-        guard MetaPage.isMeta(metaPage) else { throw LMDBError(code: .invalid, call: "restore meta page of \(path): not a meta page") }
+        guard MetaPage.isMeta(metaPage) else {
+            throw LMDBError(code: .invalid, call: "restore meta page of \(path): not a meta page")
+        }
         let file = open(path, O_RDWR | O_CLOEXEC)
         guard file >= 0 else { throw LMDBError(code: .init(rawValue: errno), call: "open \(path)") }
         defer { Glibc.close(file) }
         for slot in 0..<2 {
             var page = metaPage
-            page.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(slot).littleEndian, toByteOffset: 0, as: UInt64.self) }
+            page.withUnsafeMutableBytes {
+                $0.storeBytes(of: UInt64(slot).littleEndian, toByteOffset: 0, as: UInt64.self)
+            }
             try page.withUnsafeBytes { bytes in
                 try writeFully(file, bytes, at: slot * metaPage.count, call: "write meta page of \(path)")
             }
@@ -190,14 +200,21 @@ extension Environment {
         let size = Int(getpagesize())
         // A file too short to hold both meta pages is LMDB's to judge (a fresh file is drafted whole).
         guard status.st_size >= 2 * size else { return }
-        let pages = [try readPage(file, 0, size: size, call: "read meta page of \(path)"), try readPage(file, 1, size: size, call: "read meta page of \(path)")]
-        guard let current = pages.filter(MetaPage.isMeta).max(by: { MetaPage.transaction($0) < MetaPage.transaction($1) }) else { return }
+        let pages = [
+            try readPage(file, 0, size: size, call: "read meta page of \(path)"),
+            try readPage(file, 1, size: size, call: "read meta page of \(path)"),
+        ]
+        guard
+            let current = pages.filter(MetaPage.isMeta).max(by: { MetaPage.transaction($0) < MetaPage.transaction($1) })
+        else { return }
         let filePages = Int(status.st_size) / size
         for root in MetaPage.roots(current) where root >= filePages {
             throw LMDBError(
                 code: .corrupted,
-                call: "open \(path): its meta page (transaction \(MetaPage.transaction(current))) has a root at page \(root), "
-                    + "past the end of the file (\(filePages) pages): it was cut short or put back from another state; restore a backup")
+                call:
+                    "open \(path): its meta page (transaction \(MetaPage.transaction(current))) has a root at page \(root), "
+                    + "past the end of the file (\(filePages) pages): it was cut short or put back from another state; restore a backup"
+            )
         }
     }
 }
@@ -224,7 +241,9 @@ enum MetaPage {
     static func roots(_ page: [UInt8]) -> [Int] {
         page.withUnsafeBytes { bytes in
             [0, 1].compactMap { index in
-                let root = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16 + 4 + 4 + 8 + 8 + index * 48 + 40, as: UInt64.self))
+                let root = UInt64(
+                    littleEndian: bytes.loadUnaligned(
+                        fromByteOffset: 16 + 4 + 4 + 8 + 8 + index * 48 + 40, as: UInt64.self))
                 return root == UInt64.max ? nil : Int(root)
             }
         }
@@ -232,7 +251,9 @@ enum MetaPage {
 
     static func transaction(_ page: [UInt8]) -> Int {
         guard isMeta(page) else { return -1 }
-        return page.withUnsafeBytes { Int(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: transactionOffset, as: UInt64.self))) }
+        return page.withUnsafeBytes {
+            Int(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: transactionOffset, as: UInt64.self)))
+        }
     }
 }
 

@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 /// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
@@ -188,7 +188,9 @@ public final class Environment: @unchecked Sendable {
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
         defer { Glibc.close(file) }
         try writeFully(file, UnsafeRawBufferPointer(zeros), at: 0, call: "write lock.mdb")
-        if link(draft, path) != 0 && errno != EEXIST { throw LMDBError(code: .init(rawValue: errno), call: "link lock.mdb") }
+        if link(draft, path) != 0 && errno != EEXIST {
+            throw LMDBError(code: .init(rawValue: errno), call: "link lock.mdb")
+        }
     }
 
     deinit {
@@ -328,7 +330,9 @@ public final class Environment: @unchecked Sendable {
         public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
             pthread_rwlock_rdlock(environment.activity)
             defer { pthread_rwlock_unlock(environment.activity) }
-            guard !environment.isClosed else { throw LMDBError(code: .init(rawValue: EINVAL), call: "mdb_txn_renew on a closed environment") }
+            guard !environment.isClosed else {
+                throw LMDBError(code: .init(rawValue: EINVAL), call: "mdb_txn_renew on a closed environment")
+            }
             if holding {
                 if !environment.exclusiveWanted.load(ordering: .relaxed) {
                     if mdb_txn_id(handle) != environment.lastCommittedTransaction {
@@ -434,7 +438,9 @@ public final class Environment: @unchecked Sendable {
         pthread_rwlock_wrlock(activity)
         defer { pthread_rwlock_unlock(activity) }
         #if DEBUG
-        if Failpoint.lmdbGrowMap.hit() { throw LMDBError(code: .init(rawValue: ENOMEM), call: "mdb_env_set_mapsize (failpoint)") }
+            if Failpoint.lmdbGrowMap.hit() {
+                throw LMDBError(code: .init(rawValue: ENOMEM), call: "mdb_env_set_mapsize (failpoint)")
+            }
         #endif
         try check(mdb_env_set_mapsize(handle, size), "mdb_env_set_mapsize")
     }

@@ -78,7 +78,9 @@ public final class FileReserve: @unchecked Sendable {
     public func topUp() throws(LMDBError) {
         while true {
             let file = writesDirectly.load(ordering: .relaxed) ? directFile : bufferedFile
-            guard file >= 0 else { throw LMDBError(code: .init(rawValue: EBADF), call: "open data.mdb for the reserve") }
+            guard file >= 0 else {
+                throw LMDBError(code: .init(rawValue: EBADF), call: "open data.mdb for the reserve")
+            }
             let more = try environment.excludingWrites { () throws(LMDBError) -> Bool in
                 let info = environment.info
                 var status = stat()
@@ -91,7 +93,7 @@ public final class FileReserve: @unchecked Sendable {
                 }
                 do throws(LMDBError) {
                     try writeFully(file, UnsafeRawBufferPointer(rebasing: zeros[..<length]), at: start, call: "pwrite")
-                } catch where error.code.rawValue == EINVAL && file == directFile {
+                } catch  where error.code.rawValue == EINVAL && file == directFile {
                     writesDirectly.store(false, ordering: .relaxed)
                     return true
                 }

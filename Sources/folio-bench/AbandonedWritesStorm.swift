@@ -56,7 +56,8 @@ struct AbandonedWritesStorm {
             StormFigure(
                 storm, "foliod RssAnon (max during)", before: StormFigure.kibibytes(quiet.memory.anonymousKiB),
                 during: StormFigure.kibibytes(maxAnonymousKiB), after: StormFigure.kibibytes(end.memory.anonymousKiB),
-                check: "during − before ≤ 1.5 × client memory + \(StormFigure.bytes(SlowClientsStorm.residentSlackBytes))"
+                check:
+                    "during − before ≤ 1.5 × client memory + \(StormFigure.bytes(SlowClientsStorm.residentSlackBytes))"
                     + (gaveUp ? "; stopped early, \(StormFigure.bytes(Self.giveUpBytes)) over" : ""),
                 holds: growth <= bound),
             StormFigure(

@@ -27,7 +27,8 @@ struct ApplyLagBenchmark {
     let writers: Int
 
     init(_ argv: [String]) throws(UsageError) {
-        var arguments = try Arguments(argv, valued: ["--writer-socket", "--watch-socket", "--rate", "--seconds", "--writers"])
+        var arguments = try Arguments(
+            argv, valued: ["--writer-socket", "--watch-socket", "--rate", "--seconds", "--writers"])
         guard let writer = arguments.value("--writer-socket") else { throw UsageError("give --writer-socket") }
         guard let watch = arguments.value("--watch-socket") else { throw UsageError("give --watch-socket") }
         writerSocket = writer
@@ -70,7 +71,9 @@ struct ApplyLagBenchmark {
                 do {
                     let connection = try FolioConnection(path: socket, timeout: 30)
                     try connection.send(["op": "watch", "tag": "lag", "collection": "Lag"])
-                    guard let answer = try connection.readLine(), answer.starts(with: Array(#"{"tag":"lag","ok":true"#.utf8)) else {
+                    guard let answer = try connection.readLine(),
+                        answer.starts(with: Array(#"{"tag":"lag","ok":true"#.utf8))
+                    else {
                         throw BenchError.protocolViolation("the watch on \(socket) was refused")
                     }
                     isReady = true
@@ -112,13 +115,17 @@ struct ApplyLagBenchmark {
                         next += interval
                         let sent = MonotonicClock.now()
                         try connection.send(
-                            bytes: Array(#"{"op":"create","collection":"Lag","data":{"writer":\#(writer),"n":\#(n)}}"#.utf8) + [0x0A])
+                            bytes: Array(
+                                #"{"op":"create","collection":"Lag","data":{"writer":\#(writer),"n":\#(n)}}"#.utf8) + [
+                                    0x0A
+                                ])
                         guard let answer = try connection.readLine() else { throw BenchError.closed(socket) }
                         let answered = MonotonicClock.now()
                         guard answer.starts(with: Array(#"{"ok":true"#.utf8)),
                             let sequence = WatchBenchmark.integer(after: Array(#""seq":"#.utf8), in: answer)
                         else {
-                            throw BenchError.protocolViolation("a create answered without seq: \(String(decoding: answer.prefix(300), as: UTF8.self))")
+                            throw BenchError.protocolViolation(
+                                "a create answered without seq: \(String(decoding: answer.prefix(300), as: UTF8.self))")
                         }
                         mine.append(Acknowledged(sequence: sequence, sent: sent, answered: answered))
                     }
@@ -153,7 +160,9 @@ struct ApplyLagBenchmark {
             }
             let early = lag.filter { $0 < 0 }.count
             print("  watch on \(socket): \(lag.count) of \(writes.count) events")
-            print("    apply lag, answer on the writer's node to the event here: \(Self.summary(lag)); \(early) arrived before the answer")
+            print(
+                "    apply lag, answer on the writer's node to the event here: \(Self.summary(lag)); \(early) arrived before the answer"
+            )
             print("    write sent to the event here:                             \(Self.summary(sentToSeen))")
         }
         return 0

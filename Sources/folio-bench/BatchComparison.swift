@@ -21,11 +21,14 @@ struct BatchComparison {
             for index in round % 2 == 0 ? indices : indices.reversed() {
                 runNumber += 1
                 let result = try ScenarioRunner(
-                    scenario: scenarios[index], target: target, timing: timing, keyCount: 1, runNumber: runNumber, nonce: nonce
+                    scenario: scenarios[index], target: target, timing: timing, keyCount: 1, runNumber: runNumber,
+                    nonce: nonce
                 ).run()
                 StandardError.write("folio-bench: \(scenarios[index].id): \(Report.summary(result))")
                 if result.tally.failures > 0 {
-                    throw BenchError.setup("\(scenarios[index].id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")")
+                    throw BenchError.setup(
+                        "\(scenarios[index].id): \(result.tally.failures) failed; first: \(result.tally.firstFailure ?? "?")"
+                    )
                 }
                 if var merged = results[index] {
                     merged.merge(result)
@@ -41,7 +44,9 @@ struct BatchComparison {
         for (scenario, result) in zip(scenarios, results) {
             guard let result else { continue }
             let events = Double(scenario.writeKind.events)
-            let batch = zip(scenarios, results).first { $0.0.writeKind == .createBatch && $0.0.clients == scenario.clients }?.1
+            let batch = zip(scenarios, results).first {
+                $0.0.writeKind == .createBatch && $0.0.clients == scenario.clients
+            }?.1
             let batchEvents = (batch?.operationsPerSecond ?? 0) * Double(Operation.batchSize)
             let eventRate = result.operationsPerSecond * events
             table.append([

@@ -65,7 +65,8 @@ struct BatchFill {
                         guard let number else { break }
                         let first = number * batch
                         let count = min(batch, events - first)
-                        var line = Array(#"{"op":"batch","atomic":true,"requestKey":"fill-\#(nonce)-\#(number)","ops":["#.utf8)
+                        var line = Array(
+                            #"{"op":"batch","atomic":true,"requestKey":"fill-\#(nonce)-\#(number)","ops":["#.utf8)
                         line.reserveCapacity(count * 140 + 64)
                         for k in first..<first + count {
                             if k > first { line.append(UInt8(ascii: ",")) }
@@ -103,7 +104,8 @@ struct BatchFill {
         print(
             "filled \(events) events in \(String(format: "%.1f", seconds)) s: \(Int(Double(events) / seconds)) events/s "
                 + "(atomic batches of \(batch) creates, \(connections) connections over \(sockets.count) socket(s)); "
-                + "batch p50 / p99 \(Report.percentiles(histogram)), \(retried.withLock { $0 }) sent again after `unavailable`")
+                + "batch p50 / p99 \(Report.percentiles(histogram)), \(retried.withLock { $0 }) sent again after `unavailable`"
+        )
         return 0
     }
 }

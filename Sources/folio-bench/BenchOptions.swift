@@ -81,14 +81,16 @@ struct BenchOptions {
         if let paths = arguments.value("--folio-socket") {
             targets.append(
                 Target(
-                    kind: .folio, socketPaths: try Self.paths(paths, "--folio-socket"), pids: try Self.pids(arguments.value("--folio-pid")),
+                    kind: .folio, socketPaths: try Self.paths(paths, "--folio-socket"),
+                    pids: try Self.pids(arguments.value("--folio-pid")),
                     name: arguments.value("--folio-name")))
         }
         if let paths = arguments.value("--baseline-socket") {
             targets.append(
                 Target(
                     kind: .folio, socketPaths: try Self.paths(paths, "--baseline-socket"),
-                    pids: try Self.pids(arguments.value("--baseline-pid")), name: arguments.value("--baseline-name") ?? "Folio before"))
+                    pids: try Self.pids(arguments.value("--baseline-pid")),
+                    name: arguments.value("--baseline-name") ?? "Folio before"))
         }
         if let path = arguments.value("--redis-socket") {
             targets.append(Target(kind: .redis, socketPath: path, pid: try Self.pid(arguments.integer("--redis-pid"))))
@@ -136,7 +138,9 @@ struct BenchOptions {
         guard let text else { return [] }
         var pids: [Int32] = []
         for field in text.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let value = Int(field), let pid = try pid(value) else { throw UsageError("a pid must be a positive process id, not '\(field)'") }
+            guard let value = Int(field), let pid = try pid(value) else {
+                throw UsageError("a pid must be a positive process id, not '\(field)'")
+            }
             pids.append(pid)
         }
         return pids
@@ -145,7 +149,9 @@ struct BenchOptions {
     /// `PATH[,PATH...]`: the nodes of one cluster.
     private static func paths(_ text: String, _ name: String) throws(UsageError) -> [String] {
         let paths = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        guard !paths.contains(where: \.isEmpty) else { throw UsageError("\(name) needs socket paths separated by commas, not '\(text)'") }
+        guard !paths.contains(where: \.isEmpty) else {
+            throw UsageError("\(name) needs socket paths separated by commas, not '\(text)'")
+        }
         return paths
     }
 

@@ -11,7 +11,9 @@ struct CPUTime {
         for (pid, now) in secondsByProcess {
             guard let before = earlier.secondsByProcess[pid] else { continue }
             seconds += now - before
-            if let end = threadsByProcess[pid], let start = earlier.threadsByProcess[pid] { threads.add(end.since(start)) }
+            if let end = threadsByProcess[pid], let start = earlier.threadsByProcess[pid] {
+                threads.add(end.since(start))
+            }
         }
         return (seconds, threads)
     }

@@ -46,13 +46,16 @@ struct CascadeProbe {
             "\(histogram.count) gets, p50 \(Report.duration(histogram.percentile(0.5))), p99 \(Report.duration(histogram.percentile(0.99))), "
                 + "max \(Report.duration(histogram.maximum))"
         }
-        lines.append("gets on another connection (paced at \(readRate)/s) while a cascade was in flight: " + figures(during))
+        lines.append(
+            "gets on another connection (paced at \(readRate)/s) while a cascade was in flight: " + figures(during))
         lines.append("the same in the quiet second before each cascade: " + figures(without))
         return lines
     }
 
     /// Creates and deletes each owner in turn: the lines to print, the quiet windows and the deletes' windows.
-    private func deleteOwners(_ folio: FolioConnection) throws -> (lines: [String], quiet: [(UInt64, UInt64)], inFlight: [(UInt64, UInt64)]) {
+    private func deleteOwners(_ folio: FolioConnection) throws -> (
+        lines: [String], quiet: [(UInt64, UInt64)], inFlight: [(UInt64, UInt64)]
+    ) {
         var quiet: [(UInt64, UInt64)] = []
         var inFlight: [(UInt64, UInt64)] = []
         var lines: [String] = []
@@ -62,7 +65,10 @@ struct CascadeProbe {
                 #"{"op":"create","collection":"Part","id":"p\#(round)-\#(k)","data":{"n":\#(k)}}"#
             }.load()
             let parts = (0..<owned).map { JSON.object(["$ref": .string("Part/p\(round)-\($0)")]) }
-            try expectOK(folio.request(["op": "create", "collection": "Box", "id": .string("b\(round)"), "data": ["parts": .array(parts)]]), "create Box")
+            try expectOK(
+                folio.request([
+                    "op": "create", "collection": "Box", "id": .string("b\(round)"), "data": ["parts": .array(parts)],
+                ]), "create Box")
             MonotonicClock.sleep(until: MonotonicClock.now() + 200_000_000)
             let quietStart = MonotonicClock.now()
             MonotonicClock.sleep(until: quietStart + 1_000_000_000)
@@ -70,14 +76,17 @@ struct CascadeProbe {
 
             let before = try lastSequence(folio)
             let start = MonotonicClock.now()
-            try expectOK(folio.request(["op": "delete", "collection": "Box", "id": .string("b\(round)")]), "delete Box")
+            try expectOK(
+                folio.request(["op": "delete", "collection": "Box", "id": .string("b\(round)")]), "delete Box")
             let end = MonotonicClock.now()
             inFlight.append((start, end))
             let events = try lastSequence(folio) - before
-            let left = try folio.request(["op": "count", "collection": "Part"]).objectValue?["result"]?.objectValue?["count"]?.integerValue
+            let left = try folio.request(["op": "count", "collection": "Part"]).objectValue?["result"]?.objectValue?[
+                "count"]?.integerValue
             guard events == Int64(owned + 1), left == 0 else {
                 throw BenchError.protocolViolation(
-                    "deleting Box/b\(round) wrote \(events) events and left \(left ?? -1) Parts; expected \(owned + 1) and 0")
+                    "deleting Box/b\(round) wrote \(events) events and left \(left ?? -1) Parts; expected \(owned + 1) and 0"
+                )
             }
             let seconds = Double(end - start) / 1e9
             lines.append(
@@ -89,7 +98,9 @@ struct CascadeProbe {
     }
 
     private func lastSequence(_ folio: FolioConnection) throws -> Int64 {
-        guard let seq = folio.requestResult(["op": "hello"])?["lastSeq"]?.integerValue else { throw BenchError.protocolViolation("hello without lastSeq") }
+        guard let seq = folio.requestResult(["op": "hello"])?["lastSeq"]?.integerValue else {
+            throw BenchError.protocolViolation("hello without lastSeq")
+        }
         return seq
     }
 
@@ -123,7 +134,9 @@ final class PacedReader: @unchecked Sendable {
             let sent = MonotonicClock.now()
             next = sent + interval
             do {
-                try client.send([Operation(kind: .get, key: .existing(Int(random.next() % UInt64(CascadeProbe.readKeys))))])
+                try client.send([
+                    Operation(kind: .get, key: .existing(Int(random.next() % UInt64(CascadeProbe.readKeys))))
+                ])
                 if case .failure(let message) = try client.receive() {
                     failure = message
                     return

@@ -11,7 +11,8 @@ final class FolioLoadClient: LoadClient {
     private static let createNamedData = Array(#"","data":"#.utf8)
     private static let createTail = Array("}".utf8) + [0x0A]
     private static let batchHead = Array(#"{"op":"batch","atomic":true,"ops":["#.utf8)
-    private static let batchCreate = Array(#"{"op":"create","collection":"\#(collection)","data":"#.utf8) + Payload.bytes + Array("}".utf8)
+    private static let batchCreate =
+        Array(#"{"op":"create","collection":"\#(collection)","data":"#.utf8) + Payload.bytes + Array("}".utf8)
     private static let batchTail = Array("]}".utf8) + [0x0A]
     private static let getHead = Array(#"{"op":"get","collection":"\#(collection)","id":""#.utf8)
     private static let getTail = Array(#""}"#.utf8) + [0x0A]

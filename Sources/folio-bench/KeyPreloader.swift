@@ -39,7 +39,8 @@ struct KeyPreloader {
                 try client.send([Operation(kind: .get, key: .existing(keyCount - 1))])
                 if case .success = try client.receive() { break }
                 guard MonotonicClock.now() < deadline else {
-                    throw BenchError.setup("\(target.name): \(target.socketPaths[index]) has no key k\(keyCount - 1) after \(timeout) s")
+                    throw BenchError.setup(
+                        "\(target.name): \(target.socketPaths[index]) has no key k\(keyCount - 1) after \(timeout) s")
                 }
                 MonotonicClock.sleep(until: MonotonicClock.now() + 20_000_000)
             }

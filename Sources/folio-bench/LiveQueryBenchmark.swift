@@ -31,15 +31,20 @@ struct LiveQueryBenchmark {
     let shape: Shape
 
     init(_ argv: [String]) throws(UsageError) {
-        var arguments = try Arguments(argv, valued: ["--folio-socket", "--queries", "--connections", "--rate", "--seconds", "--shape"])
+        var arguments = try Arguments(
+            argv, valued: ["--folio-socket", "--queries", "--connections", "--rate", "--seconds", "--shape"])
         guard let socket = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
         self.socket = socket
         queries = max(1, try arguments.integer("--queries") ?? 1000)
         connections = max(1, min(queries, try arguments.integer("--connections") ?? 100))
         rate = max(1, try arguments.integer("--rate") ?? 1000)
         seconds = Double(try arguments.integer("--seconds") ?? 10)
-        guard let shape = Shape(rawValue: arguments.value("--shape") ?? "same") else { throw UsageError("--shape takes same, ranges, watch or none") }
-        if shape == .ranges && queries > 1000 { throw UsageError("--shape ranges takes at most 1000 queries (one batch ends them)") }
+        guard let shape = Shape(rawValue: arguments.value("--shape") ?? "same") else {
+            throw UsageError("--shape takes same, ranges, watch or none")
+        }
+        if shape == .ranges && queries > 1000 {
+            throw UsageError("--shape ranges takes at most 1000 queries (one batch ends them)")
+        }
         self.shape = shape
         try arguments.rejectUnused()
     }
@@ -50,7 +55,9 @@ struct LiveQueryBenchmark {
         var gid: UInt32 = 0
         var pid: Int32 = 0
         _ = control.withDescriptor { folio_peer_credentials($0, &uid, &gid, &pid) }
-        _ = control.requestResult(["op": "view.define", "name": "feedByOwner", "collection": "Feed", "sort": ["owner", "-sent"]])
+        _ = control.requestResult([
+            "op": "view.define", "name": "feedByOwner", "collection": "Feed", "sort": ["owner", "-sent"],
+        ])
         let owners = shape == .ranges ? queries : 1
         let writers = 4
         let total = Int(Double(rate) * seconds)
@@ -79,10 +86,19 @@ struct LiveQueryBenchmark {
                         let request: JSON
                         switch shape {
                         case .watch: request = ["op": "watch", "tag": .int(Int64(query)), "collection": "Feed"]
-                        case .same: request = ["op": "watch", "tag": .int(Int64(query)), "query": ["view": "feedByOwner", "limit": 20]]
+                        case .same:
+                            request = [
+                                "op": "watch", "tag": .int(Int64(query)),
+                                "query": ["view": "feedByOwner", "limit": 20],
+                            ]
                         case .none: return
                         case .ranges:
-                            request = ["op": "watch", "tag": .int(Int64(query)), "query": ["view": "feedByOwner", "where": ["owner": .string("u\(query)")], "limit": 20]]
+                            request = [
+                                "op": "watch", "tag": .int(Int64(query)),
+                                "query": [
+                                    "view": "feedByOwner", "where": ["owner": .string("u\(query)")], "limit": 20,
+                                ],
+                            ]
                         }
                         try connection.send(request)
                         guard let answer = try connection.readLine(), answer.starts(with: Array(#"{"tag":"#.utf8)),
@@ -131,8 +147,12 @@ struct LiveQueryBenchmark {
                         let sent = MonotonicClock.now()
                         let owner = (index * writers + writer) % owners
                         try connection.send(
-                            bytes: Array(#"{"op":"create","collection":"Feed","data":{"owner":"u\#(owner)","sent":\#(sent),"text":"a line of the feed"}}"#.utf8) + [0x0A])
-                        guard let response = try connection.readLine(), response.starts(with: Array(#"{"ok":true"#.utf8)) else {
+                            bytes: Array(
+                                #"{"op":"create","collection":"Feed","data":{"owner":"u\#(owner)","sent":\#(sent),"text":"a line of the feed"}}"#
+                                    .utf8) + [0x0A])
+                        guard let response = try connection.readLine(),
+                            response.starts(with: Array(#"{"ok":true"#.utf8))
+                        else {
                             throw BenchError.protocolViolation("create failed")
                         }
                     }
@@ -149,23 +169,35 @@ struct LiveQueryBenchmark {
         let stats = control.requestResult(["op": "stats"])
         // One commit that changes every window, and is one event for the watches: its line ends each client.
         let markers: [JSON] = (0..<(shape == .watch ? 1 : owners)).map { owner in
-            ["op": "create", "collection": "Feed", "data": ["owner": .string("u\(owner)"), "sent": .int(Int64(MonotonicClock.now())), "end": true]]
+            [
+                "op": "create", "collection": "Feed",
+                "data": ["owner": .string("u\(owner)"), "sent": .int(Int64(MonotonicClock.now())), "end": true],
+            ]
         }
-        if control.requestResult(["op": "batch", "ops": .array(markers)]) == nil { failures.withLock { $0.append("the end marker was refused") } }
-        if finished.wait(timeout: .now() + 120) == .timedOut { failures.withLock { $0.append("clients did not receive every line") } }
+        if control.requestResult(["op": "batch", "ops": .array(markers)]) == nil {
+            failures.withLock { $0.append("the end marker was refused") }
+        }
+        if finished.wait(timeout: .now() + 120) == .timedOut {
+            failures.withLock { $0.append("clients did not receive every line") }
+        }
         if let failure = failures.withLock({ $0.first }) { throw BenchError.setup(failure) }
 
         let delivery = stats?[shape == .watch ? "watchDelivery" : "liveDelivery"]?.objectValue
         let arrived = arrivals.withLock { $0 }
         func ms(_ nanoseconds: UInt64?) -> String { String(format: "%.2f ms", Double(nanoseconds ?? 0) / 1e6) }
         func msMicros(_ micros: JSON?) -> String { String(format: "%.2f ms", Double(micros?.integerValue ?? 0) / 1000) }
-        let what = shape == .watch ? "event watches" : shape == .none ? "(no subscribers)" : "live queries (\(shape.rawValue))"
+        let what =
+            shape == .watch ? "event watches" : shape == .none ? "(no subscribers)" : "live queries (\(shape.rawValue))"
         let subscribers = shape == .none ? "no subscribers" : "\(queries) \(what) on \(connections) connections"
         print(
             "\(subscribers), \(expectedWrites) durable creates at \(Int(Double(expectedWrites) / elapsed))/s over \(String(format: "%.1f", elapsed)) s, \(received.withLock { $0 }) lines delivered"
         )
-        print("commit to client's socket (foliod):  p50 \(msMicros(delivery?["p50Micros"]))  p99 \(msMicros(delivery?["p99Micros"]))  max \(msMicros(delivery?["maxMicros"]))")
-        print("write sent to line received (client): p50 \(ms(arrived.percentile(0.5)))  p99 \(ms(arrived.percentile(0.99)))")
+        print(
+            "commit to client's socket (foliod):  p50 \(msMicros(delivery?["p50Micros"]))  p99 \(msMicros(delivery?["p99Micros"]))  max \(msMicros(delivery?["maxMicros"]))"
+        )
+        print(
+            "write sent to line received (client): p50 \(ms(arrived.percentile(0.5)))  p99 \(ms(arrived.percentile(0.99)))"
+        )
         print(String(format: "foliod CPU: %.2f s over %.1f s (%.0f%% of one core)", cpu, elapsed, cpu / elapsed * 100))
         return 0
     }

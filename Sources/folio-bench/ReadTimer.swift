@@ -73,8 +73,12 @@ struct ReadTimer {
                     guard let response = try folio.readLine() else { throw BenchError.closed(folio.path) }
                     folioRound.record(MonotonicClock.now() - start)
                     let parsed = try JSONParser.parse(response)
-                    guard parsed.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("\(parsed)") }
-                    if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?.integerValue {
+                    guard parsed.objectValue?["ok"] == .bool(true) else {
+                        throw BenchError.protocolViolation("\(parsed)")
+                    }
+                    if let micros = parsed.objectValue?["result"]?.objectValue?["plan"]?.objectValue?["micros"]?
+                        .integerValue
+                    {
                         server.append(Double(micros))
                     }
                 }
@@ -83,7 +87,9 @@ struct ReadTimer {
                 guard let redis, let redisCommand else { return }
                 for _ in 0..<count {
                     let redisStart = MonotonicClock.now()
-                    if case .error(let message) = try redis.command(redisCommand) { throw BenchError.protocolViolation(message) }
+                    if case .error(let message) = try redis.command(redisCommand) {
+                        throw BenchError.protocolViolation(message)
+                    }
                     redisRound.record(MonotonicClock.now() - redisStart)
                 }
             }

@@ -48,7 +48,8 @@ struct RelationsBenchmark {
         var arguments = try Arguments(
             argv,
             valued: [
-                "--folio-socket", "--redis-socket", "--folio-pid", "--redis-pid", "--items", "--samples", "--duration", "--warmup",
+                "--folio-socket", "--redis-socket", "--folio-pid", "--redis-pid", "--items", "--samples", "--duration",
+                "--warmup",
                 "--rounds", "--cascades", "--owned", "--read-rate", "--markdown",
             ])
         guard let folio = arguments.value("--folio-socket") else { throw UsageError("give --folio-socket") }
@@ -114,12 +115,17 @@ struct RelationsBenchmark {
         show("\n" + reads.plain + "\n")
         let batches = try BatchComparison(socket: folioSocket, pid: daemons.first, timing: timing, rounds: rounds).run()
         show(batches.plain + "\n")
-        for line in try CascadeProbe(socket: folioSocket, cascades: cascades, owned: owned, readRate: readRate).run() { say(line) }
+        for line in try CascadeProbe(socket: folioSocket, cascades: cascades, owned: owned, readRate: readRate).run() {
+            say(line)
+        }
 
         if let path = markdownPath {
             let markdown =
-                notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + reads.markdown + "\n\n" + batches.markdown + "\n"
-            guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else { throw BenchError.setup("cannot write \(path)") }
+                notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + reads.markdown + "\n\n" + batches.markdown
+                + "\n"
+            guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else {
+                throw BenchError.setup("cannot write \(path)")
+            }
         }
         return 0
     }
@@ -128,8 +134,12 @@ struct RelationsBenchmark {
     /// inside the view; the view; the Redis sets: ids at score 0 (read by lex), ids scored by title rank.
     private func load(folio: FolioConnection, redis: RESPClient?, say: (String) -> Void) throws {
         for name in ["c0", "c1", "c2"] {
-            let created = try folio.request(["op": "create", "collection": "Category", "id": .string(name), "data": ["name": .string(name)]])
-            guard created.objectValue?["ok"] == .bool(true) else { throw BenchError.setup("create Category/\(name): \(created)") }
+            let created = try folio.request([
+                "op": "create", "collection": "Category", "id": .string(name), "data": ["name": .string(name)],
+            ])
+            guard created.objectValue?["ok"] == .bool(true) else {
+                throw BenchError.setup("create Category/\(name): \(created)")
+            }
         }
         let others = 2000
         let start = MonotonicClock.now()
@@ -137,11 +147,13 @@ struct RelationsBenchmark {
         try PipelinedLoader(socket: folioSocket, count: items + others, connections: 4) { k in
             if k >= items {
                 let other = k - items
-                return #"{"op":"create","collection":"Item","id":"o\#(other)","data":{"category":{"$ref":"Category/c\#(other % 2 * 2)"},"title":"t\#(other)","n":\#(other)}}"#
+                return
+                    #"{"op":"create","collection":"Item","id":"o\#(other)","data":{"category":{"$ref":"Category/c\#(other % 2 * 2)"},"title":"t\#(other)","n":\#(other)}}"#
             }
             let rank = String((k &* 1_000_003) % items)
             let title = "t" + String(repeating: "0", count: max(0, 7 - rank.count)) + rank
-            return #"{"op":"create","collection":"Item","id":"\#(Self.itemID(k))","data":{"category":{"$ref":"\#(Self.category)"},"title":"\#(title)","n":\#(k)}}"#
+            return
+                #"{"op":"create","collection":"Item","id":"\#(Self.itemID(k))","data":{"category":{"$ref":"\#(Self.category)"},"title":"\#(title)","n":\#(k)}}"#
         }.load()
         let loadSeconds = Double(MonotonicClock.now() - start) / 1e9
         say(
@@ -149,10 +161,14 @@ struct RelationsBenchmark {
                 + "\(Int(Double(items + others) / loadSeconds)) durable creates/s, 4 pipelining connections")
 
         let buildStart = MonotonicClock.now()
-        let defined = try folio.request(["op": "view.define", "name": .string(Self.view), "collection": "Item", "sort": ["category", "title"]])
+        let defined = try folio.request([
+            "op": "view.define", "name": .string(Self.view), "collection": "Item", "sort": ["category", "title"],
+        ])
         guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.setup("view.define: \(defined)") }
         let buildSeconds = Double(MonotonicClock.now() - buildStart) / 1e9
-        say("built view \(Self.view) (sort [category, title]) over \(items + others) items in \(String(format: "%.2f", buildSeconds)) s")
+        say(
+            "built view \(Self.view) (sort [category, title]) over \(items + others) items in \(String(format: "%.2f", buildSeconds)) s"
+        )
 
         guard let redis else { return }
         _ = try redis.command(["DEL", Self.redisBacklinks, Self.redisView])
@@ -174,10 +190,15 @@ struct RelationsBenchmark {
     private func timeReads(folio: FolioConnection, redis: RESPClient?, say: (String) -> Void) throws -> TextTable {
         let timer = ReadTimer(folio: folio, redis: redis, daemons: daemons, samples: samples)
         var table = TextTable(
-            header: ["read", "placement", "Folio p50 / p99", "Redis p50 / p99", "ratio p50", "ratio p99"], leftAligned: 2)
-        let backlinks: JSONObject = ["op": "backlinks", "ref": .string(Self.category), "from": .string(Self.from), "limit": .int(Int64(Self.pageSize))]
+            header: ["read", "placement", "Folio p50 / p99", "Redis p50 / p99", "ratio p50", "ratio p99"],
+            leftAligned: 2)
+        let backlinks: JSONObject = [
+            "op": "backlinks", "ref": .string(Self.category), "from": .string(Self.from),
+            "limit": .int(Int64(Self.pageSize)),
+        ]
         let range: JSONObject = [
-            "op": "list", "view": .string(Self.view), "where": ["category": ["$ref": .string(Self.category)]], "limit": .int(Int64(Self.pageSize)),
+            "op": "list", "view": .string(Self.view), "where": ["category": ["$ref": .string(Self.category)]],
+            "limit": .int(Int64(Self.pageSize)),
         ]
         let last = Int64(Self.pageSize - 1)
         for offset in [0, items / 2, items - Self.pageSize] {
@@ -185,11 +206,17 @@ struct RelationsBenchmark {
             for (label, base, source, redisCommand, cursorCommand) in [
                 (
                     "backlinks", backlinks, "references", ["ZRANGE", Self.redisBacklinks, "\(o)", "\(o + last)"],
-                    ["ZRANGEBYLEX", Self.redisBacklinks, offset == 0 ? "-" : "(" + Self.itemID(offset - 1), "+", "LIMIT", "0", "\(Self.pageSize)"]
+                    [
+                        "ZRANGEBYLEX", Self.redisBacklinks, offset == 0 ? "-" : "(" + Self.itemID(offset - 1), "+",
+                        "LIMIT", "0", "\(Self.pageSize)",
+                    ]
                 ),
                 (
                     "view range", range, "viewRange", ["ZRANGE", Self.redisView, "\(o)", "\(o + last)"],
-                    ["ZRANGEBYSCORE", Self.redisView, offset == 0 ? "-inf" : "(\(offset - 1)", "+inf", "LIMIT", "0", "\(Self.pageSize)"]
+                    [
+                        "ZRANGEBYSCORE", Self.redisView, offset == 0 ? "-inf" : "(\(offset - 1)", "+inf", "LIMIT", "0",
+                        "\(Self.pageSize)",
+                    ]
                 ),
             ] {
                 var byOffset = base
@@ -200,18 +227,29 @@ struct RelationsBenchmark {
                     previous["offset"] = .int(o - Int64(Self.pageSize))
                     let answer = try folio.request(.object(previous))
                     guard case .string(let cursor)? = answer.objectValue?["result"]?.objectValue?["next"] else {
-                        throw BenchError.protocolViolation("\(label): no cursor at offset \(offset - Self.pageSize): \(answer)")
+                        throw BenchError.protocolViolation(
+                            "\(label): no cursor at offset \(offset - Self.pageSize): \(answer)")
                     }
                     byCursor["after"] = .string(cursor)
                 }
-                for (paging, request, command) in [("at offset", byOffset, redisCommand), ("after a cursor at", byCursor, cursorCommand)] {
+                for (paging, request, command) in [
+                    ("at offset", byOffset, redisCommand), ("after a cursor at", byCursor, cursorCommand),
+                ] {
                     let name = "\(label), page of \(Self.pageSize) \(paging) \(offset)"
-                    say("\(name): " + (try check(request, source: source, against: redis == nil ? nil : command, folio: folio, redis: redis)))
+                    say(
+                        "\(name): "
+                            + (try check(
+                                request, source: source, against: redis == nil ? nil : command, folio: folio,
+                                redis: redis)))
                     for figures in try timer.time(.object(request), redisCommand: redis == nil ? nil : command) {
                         table.append([
-                            name, figures.placement.label, "\(ReadTimer.micros(figures.folioP50)) / \(ReadTimer.micros(figures.folioP99))",
-                            figures.redisP50.map { "\(ReadTimer.micros($0)) / \(ReadTimer.micros(figures.redisP99 ?? 0))" } ?? "-",
-                            figures.ratioP50.map { String(format: "%.2f", $0) } ?? "-", figures.ratioP99.map { String(format: "%.2f", $0) } ?? "-",
+                            name, figures.placement.label,
+                            "\(ReadTimer.micros(figures.folioP50)) / \(ReadTimer.micros(figures.folioP99))",
+                            figures.redisP50.map {
+                                "\(ReadTimer.micros($0)) / \(ReadTimer.micros(figures.redisP99 ?? 0))"
+                            } ?? "-",
+                            figures.ratioP50.map { String(format: "%.2f", $0) } ?? "-",
+                            figures.ratioP99.map { String(format: "%.2f", $0) } ?? "-",
                         ])
                     }
                 }
@@ -222,7 +260,9 @@ struct RelationsBenchmark {
 
     /// Asks once with `explain`: the plan's source must be `source`, and the page's ids those the
     /// Redis command returns. Describes the plan.
-    private func check(_ request: JSONObject, source: String, against command: [String]?, folio: FolioConnection, redis: RESPClient?) throws
+    private func check(
+        _ request: JSONObject, source: String, against command: [String]?, folio: FolioConnection, redis: RESPClient?
+    ) throws
         -> String
     {
         var explained = request
@@ -232,21 +272,29 @@ struct RelationsBenchmark {
             case .array(let page)? = result["items"]
         else { throw BenchError.protocolViolation("\(answer)") }
         guard plan["source"]?.stringValue == source else {
-            throw BenchError.protocolViolation("plan source \(plan["source"].map { "\($0)" } ?? "none"), not \(source): \(JSON.object(plan))")
+            throw BenchError.protocolViolation(
+                "plan source \(plan["source"].map { "\($0)" } ?? "none"), not \(source): \(JSON.object(plan))")
         }
         let ids = page.compactMap { $0.objectValue?["id"]?.stringValue }
-        guard ids.count == Self.pageSize else { throw BenchError.protocolViolation("a page of \(ids.count) items, not \(Self.pageSize)") }
+        guard ids.count == Self.pageSize else {
+            throw BenchError.protocolViolation("a page of \(ids.count) items, not \(Self.pageSize)")
+        }
         if let redis, let command {
-            guard case .array(let members) = try redis.command(command) else { throw BenchError.protocolViolation("\(command[0]): not an array") }
+            guard case .array(let members) = try redis.command(command) else {
+                throw BenchError.protocolViolation("\(command[0]): not an array")
+            }
             let redisIDs = members.map { member -> String in
                 if case .bulk(let bytes) = member { return String(decoding: bytes, as: UTF8.self) }
                 return "?"
             }
             guard redisIDs == ids else {
-                throw BenchError.setup("Folio's page (\(ids.first!) ...) is not Redis's (\(redisIDs.first ?? "none") ...) for \(command.joined(separator: " "))")
+                throw BenchError.setup(
+                    "Folio's page (\(ids.first!) ...) is not Redis's (\(redisIDs.first ?? "none") ...) for \(command.joined(separator: " "))"
+                )
             }
         }
-        return "plan \(String(decoding: JSON.object(plan).serialized(), as: UTF8.self)), total \(result["total"]?.integerValue ?? -1), items \(ids.first!) ... \(ids.last!)"
+        return
+            "plan \(String(decoding: JSON.object(plan).serialized(), as: UTF8.self)), total \(result["total"]?.integerValue ?? -1), items \(ids.first!) ... \(ids.last!)"
             + (command == nil ? "" : ", the same as Redis's")
     }
 }

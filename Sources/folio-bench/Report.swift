@@ -19,10 +19,13 @@ struct Report {
         let peers = names.indices.dropFirst()
         var table = TextTable(
             header: ["scenario", "clients"] + names.map { "\($0) ops/s" }
-                + peers.map { names.count == 2 ? "ratio" : "\(names[0])/\(names[$0])" } + names.map { "\($0) p50 / p99" })
+                + peers.map { names.count == 2 ? "ratio" : "\(names[0])/\(names[$0])" }
+                + names.map { "\($0) p50 / p99" })
         for row in rows {
             let ratios = peers.map { peer -> String in
-                guard let first = row.results[0], let other = row.results[peer], other.operationsPerSecond > 0 else { return "-" }
+                guard let first = row.results[0], let other = row.results[peer], other.operationsPerSecond > 0 else {
+                    return "-"
+                }
                 return String(format: "%.2f", first.operationsPerSecond / other.operationsPerSecond)
             }
             table.append(
@@ -38,7 +41,8 @@ struct Report {
                 + names.flatMap { ["\($0) RSS max (anon)", "\($0) VmHWM"] })
         for row in rows {
             table.append(
-                [row.scenario.title, "\(row.scenario.clients)"] + row.results.map(Self.failures) + row.results.map(Self.cpu)
+                [row.scenario.title, "\(row.scenario.clients)"] + row.results.map(Self.failures)
+                    + row.results.map(Self.cpu)
                     + row.results.flatMap { [Self.residentMemory($0?.memory), Self.mebibytes($0?.memory?.peakKiB)] })
         }
         return table

@@ -21,8 +21,12 @@ struct Scenario: Sendable {
         Scenario(id: "create-1", title: "durable create", clients: 1, depth: 1, readPercent: 0),
         Scenario(id: "create-16", title: "durable create", clients: 16, depth: 1, readPercent: 0),
         Scenario(id: "create-64", title: "durable create", clients: 64, depth: 1, readPercent: 0),
-        Scenario(id: "named-16", title: "durable create, client id", clients: 16, depth: 1, readPercent: 0, writeKind: .createNamed),
-        Scenario(id: "named-64", title: "durable create, client id", clients: 64, depth: 1, readPercent: 0, writeKind: .createNamed),
+        Scenario(
+            id: "named-16", title: "durable create, client id", clients: 16, depth: 1, readPercent: 0,
+            writeKind: .createNamed),
+        Scenario(
+            id: "named-64", title: "durable create, client id", clients: 64, depth: 1, readPercent: 0,
+            writeKind: .createNamed),
         Scenario(id: "get-1", title: "get by id", clients: 1, depth: 1, readPercent: 100),
         Scenario(id: "get-16", title: "get by id", clients: 16, depth: 1, readPercent: 100),
         Scenario(id: "pipelined-16", title: "pipelined get, depth 32", clients: 16, depth: 32, readPercent: 100),
@@ -32,7 +36,7 @@ struct Scenario: Sendable {
     /// Run only when `--only` names them: more clients than `make bench` needs, for a cluster of
     /// nodes (`make bench-cluster`).
     static let extra: [Scenario] = [
-        Scenario(id: "get-64", title: "get by id", clients: 64, depth: 1, readPercent: 100),
+        Scenario(id: "get-64", title: "get by id", clients: 64, depth: 1, readPercent: 100)
     ]
 
     /// An atomic batch of 100 creates against 100 separate creates, pipelined and one at a time, at 1
@@ -40,12 +44,14 @@ struct Scenario: Sendable {
     static let batches: [Scenario] = [1, 16].flatMap { clients in
         [
             Scenario(
-                id: "batch-\(clients)", title: "atomic batch of \(Operation.batchSize) creates", clients: clients, depth: 1, readPercent: 0,
+                id: "batch-\(clients)", title: "atomic batch of \(Operation.batchSize) creates", clients: clients,
+                depth: 1, readPercent: 0,
                 writeKind: .createBatch),
             Scenario(
                 id: "pipelined-create-\(clients)", title: "\(Operation.batchSize) creates, pipelined", clients: clients,
                 depth: Operation.batchSize, readPercent: 0),
-            Scenario(id: "create-\(clients)", title: "creates one at a time", clients: clients, depth: 1, readPercent: 0),
+            Scenario(
+                id: "create-\(clients)", title: "creates one at a time", clients: clients, depth: 1, readPercent: 0),
         ]
     }
 }

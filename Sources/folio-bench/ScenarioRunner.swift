@@ -53,6 +53,7 @@ struct ScenarioRunner {
         for loop in loops { tally.merge(loop.tally) }
         let used = cpuAtStart.flatMap { start in cpuAtEnd.map { $0.since(start) } }
         return RunResult(
-            tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: used?.seconds, threadCPU: used?.threads)
+            tally: tally, seconds: timing.durationSeconds, memory: memory, cpuSeconds: used?.seconds,
+            threadCPU: used?.threads)
     }
 }

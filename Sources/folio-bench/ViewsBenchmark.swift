@@ -44,8 +44,10 @@ struct ViewsBenchmark {
 
     init(_ argv: [String]) throws(UsageError) {
         var arguments = try Arguments(
-            argv, valued: [
-                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-rounds", "--write-preload", "--write-views",
+            argv,
+            valued: [
+                "--folio-socket", "--redis-socket", "--objects", "--samples", "--write-seconds", "--write-rounds",
+                "--write-preload", "--write-views",
                 "--markdown",
                 "--folio-pid", "--redis-pid",
             ])
@@ -86,10 +88,13 @@ struct ViewsBenchmark {
         let objects = self.objects
         try PipelinedLoader(socket: folioSocket, count: objects, connections: 4) { k in
             let rank = (k &* 1_000_003) % objects
-            return #"{"op":"create","collection":"Item","id":"i\#(k)","data":{"rank":\#(rank),"title":"item \#(k)","group":\#(k % 1000),"score":\#(Double((k &* 37) % 10_007) / 10),"tags":["x","y"]}}"#
+            return
+                #"{"op":"create","collection":"Item","id":"i\#(k)","data":{"rank":\#(rank),"title":"item \#(k)","group":\#(k % 1000),"score":\#(Double((k &* 37) % 10_007) / 10),"tags":["x","y"]}}"#
         }.load()
         let loadSeconds = Double(MonotonicClock.now() - loadStart) / 1e9
-        say("loaded \(objects) objects into foliod in \(format(loadSeconds)) s (\(Int(Double(objects) / loadSeconds)) creates/s, durable, 4 pipelining connections)")
+        say(
+            "loaded \(objects) objects into foliod in \(format(loadSeconds)) s (\(Int(Double(objects) / loadSeconds)) creates/s, durable, 4 pipelining connections)"
+        )
         let redis = try redisSocket.map { try RESPClient(path: $0) }
         if let redis {
             var batch: [[String]] = []
@@ -106,13 +111,18 @@ struct ViewsBenchmark {
         let buildStart = MonotonicClock.now()
         let defined = try folio.request(["op": "view.define", "name": "byRank", "collection": "Item", "sort": ["rank"]])
         let buildSeconds = Double(MonotonicClock.now() - buildStart) / 1e9
-        guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
-        say("built view byRank over \(objects) objects in \(format(buildSeconds)) s: \(Int(Double(objects) / buildSeconds)) objects/s")
+        guard defined.objectValue?["ok"] == .bool(true) else {
+            throw BenchError.protocolViolation("view.define: \(defined)")
+        }
+        say(
+            "built view byRank over \(objects) objects in \(format(buildSeconds)) s: \(Int(Double(objects) / buildSeconds)) objects/s"
+        )
 
         let timer = ReadTimer(folio: folio, redis: redis, daemons: daemons, samples: samples)
         var table = TextTable(
             header: [
-                "read", "placement", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean", "ratio p50",
+                "read", "placement", "Folio p50 / p99", "Folio server p50", "Redis p50 / p99", "Redis server mean",
+                "ratio p50",
                 "ratio server",
             ],
             leftAligned: 2)
@@ -120,13 +130,15 @@ struct ViewsBenchmark {
             for figures in try timer.time(folioRequest, redisCommand: redisCommand) {
                 let serverP50 = figures.folioServerMicros ?? 0
                 var row = [
-                    label, figures.placement.label, "\(ReadTimer.micros(figures.folioP50)) / \(ReadTimer.micros(figures.folioP99))",
+                    label, figures.placement.label,
+                    "\(ReadTimer.micros(figures.folioP50)) / \(ReadTimer.micros(figures.folioP99))",
                     ReadTimer.micros(serverP50),
                 ]
                 if let redisP50 = figures.redisP50, let redisP99 = figures.redisP99, let ratio = figures.ratioP50 {
                     let serverMean = figures.redisServerMicros ?? 0
                     row += [
-                        "\(ReadTimer.micros(redisP50)) / \(ReadTimer.micros(redisP99))", String(format: "%.1f µs", serverMean),
+                        "\(ReadTimer.micros(redisP50)) / \(ReadTimer.micros(redisP99))",
+                        String(format: "%.1f µs", serverMean),
                         String(format: "%.2f", ratio), String(format: "%.2f", serverP50 / max(serverMean, 0.01)),
                     ]
                 } else {
@@ -136,17 +148,22 @@ struct ViewsBenchmark {
             }
         }
 
-        try measure("count", folioRequest: ["op": "count", "view": "byRank", "explain": true], redisCommand: ["ZCARD", "ranks"])
+        try measure(
+            "count", folioRequest: ["op": "count", "view": "byRank", "explain": true], redisCommand: ["ZCARD", "ranks"])
         for offset in [0, objects / 2, objects - 20] {
             try measure(
                 "page of 20 at offset \(offset)",
-                folioRequest: ["op": "list", "view": "byRank", "offset": .int(Int64(offset)), "limit": 20, "explain": true],
+                folioRequest: [
+                    "op": "list", "view": "byRank", "offset": .int(Int64(offset)), "limit": 20, "explain": true,
+                ],
                 redisCommand: ["ZRANGE", "ranks", String(offset), String(offset + 19)])
         }
         for offset in [0, objects / 2, objects - 20] {
             var request: JSONObject = ["op": "list", "view": "byRank", "limit": 20, "explain": true]
             if offset > 0 {
-                let previous = try folio.request(["op": "list", "view": "byRank", "offset": .int(Int64(offset - 20)), "limit": 20])
+                let previous = try folio.request([
+                    "op": "list", "view": "byRank", "offset": .int(Int64(offset - 20)), "limit": 20,
+                ])
                 guard case .string(let cursor)? = previous.objectValue?["result"]?.objectValue?["next"] else {
                     throw BenchError.protocolViolation("no cursor at offset \(offset - 20)")
                 }
@@ -154,7 +171,9 @@ struct ViewsBenchmark {
             }
             try measure(
                 "page of 20 after a cursor at \(offset)", folioRequest: .object(request),
-                redisCommand: ["ZRANGEBYSCORE", "ranks", offset == 0 ? "-inf" : "(\(offset - 1)", "+inf", "LIMIT", "0", "20"])
+                redisCommand: [
+                    "ZRANGEBYSCORE", "ranks", offset == 0 ? "-inf" : "(\(offset - 1)", "+inf", "LIMIT", "0", "20",
+                ])
         }
         print("\n" + table.plain + "\n")
 
@@ -165,7 +184,8 @@ struct ViewsBenchmark {
         for _ in 0..<3 {
             let start = MonotonicClock.now()
             let response = try folio.request([
-                "op": "list", "collection": "Item", "where": ["group": 7], "sort": ["-score"], "limit": 20, "explain": true,
+                "op": "list", "collection": "Item", "where": ["group": 7], "sort": ["-score"], "limit": 20,
+                "explain": true,
             ])
             scan.record(MonotonicClock.now() - start)
             let plan = response.objectValue?["result"]?.objectValue?["plan"]?.objectValue
@@ -175,12 +195,14 @@ struct ViewsBenchmark {
         let bestScan = scanMicros.min() ?? 1
         say(
             "scan (where group = 7, sort -score, no view): \(examined) objects examined in \(format(bestScan / 1e6)) s at best: "
-                + "\(Int(Double(examined) / (bestScan / 1e6))) objects/s (client p50 \(format(Double(scan.percentile(0.5) ?? 0) / 1e9)) s)")
+                + "\(Int(Double(examined) / (bestScan / 1e6))) objects/s (client p50 \(format(Double(scan.percentile(0.5) ?? 0) / 1e9)) s)"
+        )
 
         // Durable creates into a collection without views and into one with five.
-        let fiveViews: [(String, JSON)] = Array([
-            ("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"]),
-        ].prefix(writeViews))
+        let fiveViews: [(String, JSON)] = Array(
+            [
+                ("fiveA", ["a"]), ("fiveB", ["b"]), ("fiveCD", ["c", "-d"]), ("fiveE", ["-e"]), ("fiveAB", ["a", "b"]),
+            ].prefix(writeViews))
         let viewsName = writeViews == 5 ? "five views" : writeViews == 1 ? "one view" : "\(writeViews) views"
         if writePreload > 0 {
             let start = MonotonicClock.now()
@@ -190,14 +212,24 @@ struct ViewsBenchmark {
                     return Self.createLine(collection: collection, random: random.next())
                 }.load()
             }
-            say("preloaded \(writePreload) objects into each write phase's collection in \(format(Double(MonotonicClock.now() - start) / 1e9)) s")
+            say(
+                "preloaded \(writePreload) objects into each write phase's collection in \(format(Double(MonotonicClock.now() - start) / 1e9)) s"
+            )
         }
         let defineStart = MonotonicClock.now()
         for (name, sort) in fiveViews {
-            let defined = try folio.request(["op": "view.define", "name": .string(name), "collection": "Five", "sort": sort])
-            guard defined.objectValue?["ok"] == .bool(true) else { throw BenchError.protocolViolation("view.define: \(defined)") }
+            let defined = try folio.request([
+                "op": "view.define", "name": .string(name), "collection": "Five", "sort": sort,
+            ])
+            guard defined.objectValue?["ok"] == .bool(true) else {
+                throw BenchError.protocolViolation("view.define: \(defined)")
+            }
         }
-        if writePreload > 0 { say("defined the \(viewsName == "one view" ? "view" : viewsName) over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s") }
+        if writePreload > 0 {
+            say(
+                "defined the \(viewsName == "one view" ? "view" : viewsName) over them in \(format(Double(MonotonicClock.now() - defineStart) / 1e9)) s"
+            )
+        }
         // The two kinds of phase alternate, each round starting with the one the last ended with,
         // so that a slow minute of the shared machine lands on both, and the collections grow alike.
         var rounds: [(plain: WritePhase, five: WritePhase)] = []
@@ -218,13 +250,16 @@ struct ViewsBenchmark {
                 + "no views \(rounds.map { String(Int($0.plain.rate)) }.joined(separator: " / ")) creates/s, "
                 + "\(viewsName) \(rounds.map { String(Int($0.five.rate)) }.joined(separator: " / ")) creates/s; "
                 + "\(viewsName) ÷ none \(ratios.map { String(format: "%.2f", $0) }.joined(separator: " / ")), median "
-                + "\(String(format: "%.2f", median))× the rate (each create \(String(format: "%.0f", (1 / median - 1) * 100))% slower)")
+                + "\(String(format: "%.2f", median))× the rate (each create \(String(format: "%.0f", (1 / median - 1) * 100))% slower)"
+        )
         say("  no views, the median round:   \(middle.plain.summary)")
         say("  \(viewsName), the median round: \(middle.five.summary)")
 
         if let path = markdownPath {
             let markdown = notes.map { "- " + $0 }.joined(separator: "\n") + "\n\n" + table.markdown + "\n"
-            guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else { throw BenchError.setup("cannot write \(path)") }
+            guard FileManager.default.createFile(atPath: path, contents: Data(markdown.utf8)) else {
+                throw BenchError.setup("cannot write \(path)")
+            }
         }
         return 0
     }
@@ -243,7 +278,9 @@ struct ViewsBenchmark {
         var summary: String {
             let cpu = cpuMicros.map { ", foliod CPU \(String(format: "%.0f", $0)) µs a create" } ?? ""
             let waits = [0.5, 0.99, 0.999].map { ReadTimer.micros(latency.percentile($0) ?? 0) }
-            return String(format: "%.1f creates a commit, %.0f disk pages (4 KiB) a commit, %.1f a create", writesPerCommit, diskPagesPerCommit,
+            return String(
+                format: "%.1f creates a commit, %.0f disk pages (4 KiB) a commit, %.1f a create", writesPerCommit,
+                diskPagesPerCommit,
                 diskPagesPerCommit / max(writesPerCommit, 1)) + cpu
                 + "; wait p50 \(waits[0]), p99 \(waits[1]), p99.9 \(waits[2]), max \(ReadTimer.micros(latency.maximum))"
         }
@@ -267,8 +304,12 @@ struct ViewsBenchmark {
         let commits = max(after.commits - before.commits, 1)
         let writes = after.writes - before.writes
         var cpu: Double?
-        if let pid, let start = cpuBefore, let end = ProcessCPU.read(pid: pid), writes > 0 { cpu = (end.seconds - start.seconds) / writes * 1e6 }
-        return WritePhase(rate: rate, latency: latency, writesPerCommit: writes / commits, diskPagesPerCommit: sectors * 512 / 4096 / commits, cpuMicros: cpu)
+        if let pid, let start = cpuBefore, let end = ProcessCPU.read(pid: pid), writes > 0 {
+            cpu = (end.seconds - start.seconds) / writes * 1e6
+        }
+        return WritePhase(
+            rate: rate, latency: latency, writesPerCommit: writes / commits,
+            diskPagesPerCommit: sectors * 512 / 4096 / commits, cpuMicros: cpu)
     }
 
     /// Sectors written to the machine's disks so far: the sum over the block devices backed by
@@ -310,7 +351,9 @@ struct ViewsBenchmark {
                         guard sent < deadline else { break }
                         let line = Self.createLine(collection: collection, random: random.next()) + "\n"
                         try connection.send(bytes: Array(line.utf8))
-                        guard let response = try connection.readLine(), response.starts(with: Array(#"{"ok":true"#.utf8)) else {
+                        guard let response = try connection.readLine(),
+                            response.starts(with: Array(#"{"ok":true"#.utf8))
+                        else {
                             throw BenchError.protocolViolation("create in \(collection) failed")
                         }
                         waits.record(MonotonicClock.now() - sent)

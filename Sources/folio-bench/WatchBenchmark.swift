@@ -92,8 +92,13 @@ struct WatchBenchmark {
                         MonotonicClock.sleep(until: next)
                         next += interval
                         let sent = MonotonicClock.now()
-                        try connection.send(bytes: Array(#"{"op":"create","collection":"Feed","data":{"sent":\#(sent),"writer":\#(writer)}}"#.utf8) + [0x0A])
-                        guard let response = try connection.readLine(), response.starts(with: Array(#"{"ok":true"#.utf8)) else {
+                        try connection.send(
+                            bytes: Array(
+                                #"{"op":"create","collection":"Feed","data":{"sent":\#(sent),"writer":\#(writer)}}"#
+                                    .utf8) + [0x0A])
+                        guard let response = try connection.readLine(),
+                            response.starts(with: Array(#"{"ok":true"#.utf8))
+                        else {
                             throw BenchError.protocolViolation("create failed")
                         }
                         histogram.record(MonotonicClock.now() - sent)
@@ -106,7 +111,9 @@ struct WatchBenchmark {
         }
         writing.wait()
         let elapsed = Double(MonotonicClock.now() - began) / 1e9
-        if finished.wait(timeout: .now() + 60) == .timedOut { failures.withLock { $0.append("watchers did not receive every event") } }
+        if finished.wait(timeout: .now() + 60) == .timedOut {
+            failures.withLock { $0.append("watchers did not receive every event") }
+        }
         if let failure = failures.withLock({ $0.first }) { throw BenchError.setup(failure) }
 
         let delivery = control.requestResult(["op": "stats"])?["watchDelivery"]?.objectValue
@@ -114,10 +121,18 @@ struct WatchBenchmark {
         let acked = acks.withLock { $0 }
         func ms(_ nanoseconds: UInt64?) -> String { String(format: "%.2f ms", Double(nanoseconds ?? 0) / 1e6) }
         func msMicros(_ micros: JSON?) -> String { String(format: "%.2f ms", Double(micros?.integerValue ?? 0) / 1000) }
-        print("\(watchers) watchers, \(expected) durable creates at \(Int(Double(expected) / elapsed))/s over \(String(format: "%.1f", elapsed)) s, \(arrived.count) event lines delivered")
-        print("commit to watcher's socket (foliod):   p50 \(msMicros(delivery?["p50Micros"]))  p99 \(msMicros(delivery?["p99Micros"]))  max \(msMicros(delivery?["maxMicros"]))")
-        print("write sent to event received (client): p50 \(ms(arrived.percentile(0.5)))  p99 \(ms(arrived.percentile(0.99)))")
-        print("write sent to its answer (client):     p50 \(ms(acked.percentile(0.5)))  p99 \(ms(acked.percentile(0.99)))")
+        print(
+            "\(watchers) watchers, \(expected) durable creates at \(Int(Double(expected) / elapsed))/s over \(String(format: "%.1f", elapsed)) s, \(arrived.count) event lines delivered"
+        )
+        print(
+            "commit to watcher's socket (foliod):   p50 \(msMicros(delivery?["p50Micros"]))  p99 \(msMicros(delivery?["p99Micros"]))  max \(msMicros(delivery?["maxMicros"]))"
+        )
+        print(
+            "write sent to event received (client): p50 \(ms(arrived.percentile(0.5)))  p99 \(ms(arrived.percentile(0.99)))"
+        )
+        print(
+            "write sent to its answer (client):     p50 \(ms(acked.percentile(0.5)))  p99 \(ms(acked.percentile(0.99)))"
+        )
         return 0
     }
 
@@ -143,7 +158,8 @@ struct WatchBenchmark {
                 let base = bytes.baseAddress!
                 var start = 0
                 while start + needle.count <= bytes.count {
-                    guard let found = memchr(base + start, Int32(marker[0]), bytes.count - needle.count - start + 1) else { return nil }
+                    guard let found = memchr(base + start, Int32(marker[0]), bytes.count - needle.count - start + 1)
+                    else { return nil }
                     let at = UnsafeRawPointer(found) - base
                     if memcmp(base + at, needle.baseAddress!, needle.count) == 0 { return at + needle.count }
                     start = at + 1
@@ -190,7 +206,9 @@ struct PopulateCommand {
             #"{"op":"update","collection":"Task","id":"t\#(first + (k &* 7919) % creates)","patch":{"done":true,"n":\#(k % 977)}}"#
         }.load()
         let seconds = Double(MonotonicClock.now() - start) / 1e9
-        print("wrote \(events) events (\(creates) creates, \(updates) updates) in \(String(format: "%.1f", seconds)) s: \(Int(Double(events) / seconds)) events/s")
+        print(
+            "wrote \(events) events (\(creates) creates, \(updates) updates) in \(String(format: "%.1f", seconds)) s: \(Int(Double(events) / seconds)) events/s"
+        )
         return 0
     }
 }

@@ -65,7 +65,9 @@ func runSubcommand(_ argv: [String]) -> Int32 {
         default: return runBench(argv)
         }
     } catch let error as UsageError {
-        StandardError.write("folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(LiveQueryBenchmark.usage)\n\(PopulateCommand.usage)\n\(BatchFill.usage)\n\(ApplyLagBenchmark.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)")
+        StandardError.write(
+            "folio-bench: \(error)\n\n\(ViewsBenchmark.usage)\n\(RelationsBenchmark.usage)\n\(WatchBenchmark.usage)\n\(LiveQueryBenchmark.usage)\n\(PopulateCommand.usage)\n\(BatchFill.usage)\n\(ApplyLagBenchmark.usage)\n\(StormsCommand.usage)\n\(SoakCommand.usage)"
+        )
         return UsageError.exitStatus
     } catch {
         StandardError.write("folio-bench: \(error)")

@@ -163,7 +163,9 @@ struct ChaosOptions {
             return nil
         }
         let shimPath = URL(fileURLWithPath: shim).standardizedFileURL.path
-        let sibling = URL(fileURLWithPath: shimPath).deletingLastPathComponent().appendingPathComponent("powerloss_image").path
+        let sibling = URL(fileURLWithPath: shimPath).deletingLastPathComponent().appendingPathComponent(
+            "powerloss_image"
+        ).path
         var options = PowerLoss.Options(shim: shimPath, imageTool: image ?? sibling)
         if let unit {
             guard [512, 1024, 2048, 4096].contains(unit) else {
@@ -188,8 +190,10 @@ struct ChaosOptions {
     /// The options that rerun store `seed` for `cycles` cycles (thread timing is the machine's).
     func rerun(seed: UInt64, cycles: Int) -> String {
         var words = [
-            "folio-chaos", "--seed", "\(seed)", "--cycles", "\(cycles)", "--clients", "\(clients)", "--cycles-per-store",
-            "\(cyclesPerStore)", "--workload-ms", "\(workloadMilliseconds)", "--map-size", "\(mapSize)", "--durability", durability,
+            "folio-chaos", "--seed", "\(seed)", "--cycles", "\(cycles)", "--clients", "\(clients)",
+            "--cycles-per-store",
+            "\(cyclesPerStore)", "--workload-ms", "\(workloadMilliseconds)", "--map-size", "\(mapSize)", "--durability",
+            durability,
         ]
         for argument in foliodArguments { words += ["--foliod-arg", argument] }
         if clusterNodes > 0 { words += ["--cluster", "\(clusterNodes)"] }

@@ -81,7 +81,8 @@ final class ClusterEpoch: StoreEpoch {
             let nodeDirectory = directory + "/node\(number)"
             try FileManager.default.createDirectory(atPath: nodeDirectory, withIntermediateDirectories: true)
             return Foliod(
-                binary: options.foliod, directory: nodeDirectory, mapSize: options.mapSize, durability: options.durability,
+                binary: options.foliod, directory: nodeDirectory, mapSize: options.mapSize,
+                durability: options.durability,
                 extraArguments: ["--log", "postgres:" + conninfo] + options.foliodArguments)
         }
         ledgers = (0..<options.clients).map { ClientLedger(client: $0) }
@@ -89,7 +90,9 @@ final class ClusterEpoch: StoreEpoch {
         random = SplitMix64(seed: seed)
     }
 
-    var keptFiles: String { "journal.jsonl, node1 … node\(nodes.count) (foliod.log, data/); PostgreSQL's log goes with the run" }
+    var keptFiles: String {
+        "journal.jsonl, node1 … node\(nodes.count) (foliod.log, data/); PostgreSQL's log goes with the run"
+    }
     var powerLossNote: String? { nil }
 
     func cycle(_ index: Int, _ tally: inout Tally) throws {
@@ -147,10 +150,13 @@ final class ClusterEpoch: StoreEpoch {
             throw Violation("clients still waiting 90 s after the crash (\(plan.target))")
         }
         for (offset, alive) in aliveAtCrash.enumerated() where !alive {
-            throw Violation("node \(offset + 1) had exited by itself before the crash; its log ends:\n\(nodes[offset].logTail())")
+            throw Violation(
+                "node \(offset + 1) had exited by itself before the crash; its log ends:\n\(nodes[offset].logTail())")
         }
-        for (offset, node) in nodes.enumerated() where plan.target != .allNodes && plan.target != .node(offset) && !node.isRunning {
-            throw Violation("node \(offset + 1) exited by itself after \(plan.target); its log ends:\n\(node.logTail())")
+        for (offset, node) in nodes.enumerated()
+        where plan.target != .allNodes && plan.target != .node(offset) && !node.isRunning {
+            throw Violation(
+                "node \(offset + 1) exited by itself after \(plan.target); its log ends:\n\(node.logTail())")
         }
         tally.cluster.crossNodeRetries += clients.reduce(0) { $0 + $1.crossNodeRetries }
         if let violation = clients.flatMap(\.violations).first { throw violation }
@@ -177,20 +183,24 @@ final class ClusterEpoch: StoreEpoch {
         let figures = try RestartCheck(connection: connection, ledgers: ledgers, logged: logged).run()
         connection.close()
         guard figures.chainHead == head.hash else {
-            throw Violation("node 1's chain head \(figures.chainHead) is not PostgreSQL's \(head.hash) at event \(head.sequence)")
+            throw Violation(
+                "node 1's chain head \(figures.chainHead) is not PostgreSQL's \(head.hash) at event \(head.sequence)")
         }
         tally.add(figures)
         for (offset, node) in nodes.enumerated().dropFirst() {
             let connection = try FolioConnection.forChecks(node.socketPath, timeout: 120)
             defer { connection.close() }
             let stats = try connection.call(["op": "stats"])
-            guard stats["digest"]?.stringValue == figures.digest, stats["chainHead"]?.stringValue == figures.chainHead else {
+            guard stats["digest"]?.stringValue == figures.digest, stats["chainHead"]?.stringValue == figures.chainHead
+            else {
                 throw Violation(
                     "node \(offset + 1) holds digest \(stats["digest"] ?? .null) and chain head \(stats["chainHead"] ?? .null); "
                         + "node 1 holds \(figures.digest) and \(figures.chainHead)")
             }
             let report = try connection.call(["op": "verify"])
-            guard report["ok"] == .bool(true), report["mismatches"] == .array([]), report["digest"]?.stringValue == figures.digest else {
+            guard report["ok"] == .bool(true), report["mismatches"] == .array([]),
+                report["digest"]?.stringValue == figures.digest
+            else {
                 throw Violation("verify on node \(offset + 1) reports \(JSON.object(report))")
             }
             tally.cluster.nodesCompared += 1
@@ -222,7 +232,9 @@ final class ClusterEpoch: StoreEpoch {
             let last = stats["lastSeq"]?.integerValue ?? -1
             if last >= head.sequence {
                 guard last == head.sequence, stats["chainHead"]?.stringValue == head.hash else {
-                    throw Violation("node \(number) at event \(last) does not hold PostgreSQL's head \(head): \(JSON.object(stats))")
+                    throw Violation(
+                        "node \(number) at event \(last) does not hold PostgreSQL's head \(head): \(JSON.object(stats))"
+                    )
                 }
                 // Right after PostgreSQL came back, a node may not have reached it yet (it tries
                 // every 0.2 s): it must, in time.
@@ -235,7 +247,8 @@ final class ClusterEpoch: StoreEpoch {
             }
             guard ContinuousClock.now < deadline else {
                 throw Violation(
-                    "node \(number) did not reach event \(head.sequence) and follow the log within 60 s: \(JSON.object(stats))")
+                    "node \(number) did not reach event \(head.sequence) and follow the log within 60 s: \(JSON.object(stats))"
+                )
             }
             usleep(20_000)
         }

@@ -36,7 +36,8 @@ struct CrashLoop {
         Console.line(
             "folio-chaos: \(options.cycles) cycles, seed \(options.seed), \(options.clients) clients, \(options.cyclesPerStore) cycles per store, "
                 + "workload up to \(options.workloadMilliseconds) ms, --map-size \(options.mapSize), durability \(options.durability), \(options.foliod), in \(base)"
-                + (options.foliodArguments.isEmpty ? "" : ", foliod arguments \(options.foliodArguments.joined(separator: " "))")
+                + (options.foliodArguments.isEmpty
+                    ? "" : ", foliod arguments \(options.foliodArguments.joined(separator: " "))")
                 + (options.powerLoss.map {
                     ", power loss (\($0.style)) in units of \($0.unit) bytes"
                         + ($0.namesNeedDirectorySync ? ", names durable once their directory is flushed" : "")
@@ -44,7 +45,9 @@ struct CrashLoop {
         )
         var postgres: PostgresServer?
         if options.clusterNodes > 0 {
-            do { postgres = try PostgresServer() } catch { return fail("cannot start PostgreSQL for --cluster: \(error)") }
+            do { postgres = try PostgresServer() } catch {
+                return fail("cannot start PostgreSQL for --cluster: \(error)")
+            }
             Console.line("folio-chaos: \(options.clusterNodes) cluster node(s) on PostgreSQL in \(postgres!.directory)")
         }
         defer { postgres?.remove() }
@@ -62,7 +65,9 @@ struct CrashLoop {
             }
             let epoch: any StoreEpoch
             if let postgres {
-                do { epoch = try ClusterEpoch(seed: seed, directory: directory, options: options, postgres: postgres) } catch {
+                do {
+                    epoch = try ClusterEpoch(seed: seed, directory: directory, options: options, postgres: postgres)
+                } catch {
                     return fail("cannot set up the cluster's store \(seed): \(error)")
                 }
             } else {

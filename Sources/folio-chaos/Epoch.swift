@@ -189,7 +189,8 @@ final class Epoch: StoreEpoch {
     /// With `--power-loss`, where the data directory's files come from, for a violation's message.
     var powerLossNote: String? {
         guard let powerLoss = foliod.powerLoss, let command = powerLoss.lastCommand else { return nil }
-        return "the data directory's files are the image of the last power loss: `\(command)` (inputs in \(powerLoss.directory)/last), "
+        return
+            "the data directory's files are the image of the last power loss: `\(command)` (inputs in \(powerLoss.directory)/last), "
             + "which reported: \(powerLoss.lastSummary ?? "")"
     }
 
@@ -312,7 +313,8 @@ final class Epoch: StoreEpoch {
         defer { try? FileManager.default.removeItem(atPath: copy) }
         // With --journal on, data.mdb alone is the state of the last checkpoint at best: the journal
         // and the checkpoint file go with it.
-        for file in ["data.mdb", "journal", "checkpoint"] where FileManager.default.fileExists(atPath: foliod.dataDirectory + "/" + file) {
+        for file in ["data.mdb", "journal", "checkpoint"]
+        where FileManager.default.fileExists(atPath: foliod.dataDirectory + "/" + file) {
             try FileManager.default.copyItem(atPath: foliod.dataDirectory + "/" + file, toPath: copy + "/" + file)
         }
         let run = try CommandRun.run(options.foliod, ["rebuild", "--data", copy], timeout: 300)

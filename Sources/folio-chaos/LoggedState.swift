@@ -27,7 +27,8 @@ final class LoggedState {
     /// created it; nil if the event names no such write.
     private func generator(of event: LoggedEvent) -> Int? {
         guard lastGeneratedID.count > 1 else { return 0 }
-        guard let nonce = event.nonce, nonce.hasPrefix("w"), let client = Int(nonce.dropFirst().prefix { $0 != "x" }) else {
+        guard let nonce = event.nonce, nonce.hasPrefix("w"), let client = Int(nonce.dropFirst().prefix { $0 != "x" })
+        else {
             return nil
         }
         return client % lastGeneratedID.count
@@ -68,7 +69,8 @@ final class LoggedState {
                     guard key.id > lastGeneratedID[generator] else {
                         throw Violation(
                             "log: \(event) has the generated id \(key.id), not above the last one"
-                                + (lastGeneratedID.count > 1 ? " of node \(generator + 1)" : "") + ", \(lastGeneratedID[generator])")
+                                + (lastGeneratedID.count > 1 ? " of node \(generator + 1)" : "")
+                                + ", \(lastGeneratedID[generator])")
                     }
                     lastGeneratedID[generator] = key.id
                 }

@@ -101,7 +101,9 @@ struct OperationKind: Sendable {
             // The same request again (a delete without ifVersion of the same object) is a retry,
             // which foliod rightly answers as a replay: not a reuse.
             let reuse = RetryOperation.reuse(key, for: write)
-            guard reuse.request != ModelWrite.request(entry.commands, form: entry.form, requestKey: key) else { return nil }
+            guard reuse.request != ModelWrite.request(entry.commands, form: entry.form, requestKey: key) else {
+                return nil
+            }
             return reuse
         },
     ]

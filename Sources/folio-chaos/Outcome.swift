@@ -39,7 +39,8 @@ enum Outcome {
             case "conflict", "not_found": return .refused(code: code, error: error)
             case "unavailable":
                 let message = error["message"]?.stringValue ?? ""
-                return message.hasPrefix("the write was not stored") ? .notStored(message) : .uncertain("unavailable: \(message)")
+                return message.hasPrefix("the write was not stored")
+                    ? .notStored(message) : .uncertain("unavailable: \(message)")
             default: throw Violation("\(request): unexpected error answer \(response)")
             }
         }

@@ -174,14 +174,17 @@ final class PowerLoss {
         try? command.write(toFile: lastDirectory + "/image", atomically: false, encoding: .utf8)
         let run: CommandRun
         do {
-            run = try CommandRun.run(options.imageTool, arguments + ["--check", dataDirectory] + inputs + [image], timeout: 300)
+            run = try CommandRun.run(
+                options.imageTool, arguments + ["--check", dataDirectory] + inputs + [image], timeout: 300)
         } catch {
             throw DriverError("cannot run \(options.imageTool): \(error)")
         }
         // A failed check means the shim missed a write: the harness, not foliod, is wrong.
         guard run.status == 0 else { throw DriverError("the power-loss image failed: \(run)") }
         do {
-            for path in try Self.trackedFiles(in: dataDirectory) { try files.removeItem(atPath: dataDirectory + "/" + path) }
+            for path in try Self.trackedFiles(in: dataDirectory) {
+                try files.removeItem(atPath: dataDirectory + "/" + path)
+            }
             for path in try Self.trackedFiles(in: image) {
                 try Self.makeParents(of: path, in: dataDirectory)
                 try files.moveItem(atPath: image + "/" + path, toPath: dataDirectory + "/" + path)

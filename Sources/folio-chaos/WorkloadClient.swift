@@ -53,7 +53,9 @@ final class WorkloadClient: @unchecked Sendable {
             let outcome: Outcome
             if let retrySocketPath, operation is RetryOperation, Bool.random(using: &random) {
                 crossNodeRetries += 1
-                if retryConnection == nil { retryConnection = try? FolioConnection(path: retrySocketPath, timeout: timeout) }
+                if retryConnection == nil {
+                    retryConnection = try? FolioConnection(path: retrySocketPath, timeout: timeout)
+                }
                 if let retryConnection {
                     outcome = exchange(operation, retryConnection)
                 } else {

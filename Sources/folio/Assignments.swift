@@ -49,11 +49,14 @@ enum FilterShorthand {
             if best == nil || range.lowerBound < best!.range.lowerBound { best = (range, name) }
         }
         guard let (range, name) = best, range.lowerBound > text.startIndex else {
-            throw UsageError("-w '\(text)': expected FIELD=VALUE, FIELD>VALUE, FIELD>=VALUE, FIELD<VALUE, FIELD<=VALUE, FIELD!=VALUE or FIELD^=PREFIX")
+            throw UsageError(
+                "-w '\(text)': expected FIELD=VALUE, FIELD>VALUE, FIELD>=VALUE, FIELD<VALUE, FIELD<=VALUE, FIELD!=VALUE or FIELD^=PREFIX"
+            )
         }
         let field = String(text[..<range.lowerBound])
         let rawValue = String(text[range.upperBound...])
-        let value: JSON = name == "$prefix" ? .string(rawValue) : ((try? JSONParser.parse(rawValue)) ?? .string(rawValue))
+        let value: JSON =
+            name == "$prefix" ? .string(rawValue) : ((try? JSONParser.parse(rawValue)) ?? .string(rawValue))
         guard let name else { return (field, value) }
         return (field, .object([name: value]))
     }

@@ -28,7 +28,10 @@ extension CLI {
             let result = try call(.object(request))
             if output.json { output.jsonLine(result) } else { output.line("removed file \(name)") }
         case "orphans":
-            try fileList(["op": "file.orphans", "olderThan": .int(try Self.seconds(inAge: arguments.value("--older-than") ?? "0s"))])
+            try fileList([
+                "op": "file.orphans",
+                "olderThan": .int(try Self.seconds(inAge: arguments.value("--older-than") ?? "0s")),
+            ])
         case "prune": try filePrune()
         case let other:
             throw UsageError("unknown file command '\(other)': \(commands)")
@@ -44,7 +47,9 @@ extension CLI {
             digits = digits.dropLast()
             unit = multiplier
         }
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let count = Int64(digits), count >= 0, count <= Int64.max / (7 * 86400) else {
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let count = Int64(digits), count >= 0,
+            count <= Int64.max / (7 * 86400)
+        else {
             throw UsageError("--older-than \(text): expected an age such as 90s, 30m, 12h, 7d or 2w")
         }
         return count * unit
@@ -68,7 +73,9 @@ extension CLI {
                 if output.json { output.jsonLine(deleted) }
             } catch let error as ServerError where error.code == "conflict" {
                 kept.append(name)
-                if output.json { output.jsonLine(["name": .string(name), "kept": true, "reason": .string(error.message)]) }
+                if output.json {
+                    output.jsonLine(["name": .string(name), "kept": true, "reason": .string(error.message)])
+                }
             } catch let error as ServerError where error.code == "not_found" {
                 continue  // deleted by someone else since it was listed
             }
@@ -103,19 +110,25 @@ extension CLI {
             guard let response = try connection.readJSON() else { throw ClientError.closed }
             return output.object(try result(of: response))
         }
-        output.object(try putInPieces(fd, size: isRegular ? UInt64(status.st_size) : nil, target: target, connection, label: path))
+        output.object(
+            try putInPieces(fd, size: isRegular ? UInt64(status.st_size) : nil, target: target, connection, label: path)
+        )
     }
 
     /// `file.begin`, `file.write` for each piece (up to 8 in flight), `file.commit`; `file.abort`
     /// if a piece fails. Shows progress on stderr when it is a terminal.
-    private func putInPieces(_ fd: Int32, size: UInt64?, target: JSONObject, _ connection: FolioConnection, label: String) throws -> JSON {
-        let maxLine = try result(of: try connection.request(["op": "hello"])).objectValue?["maxLine"]?.integerValue ?? 1 << 20
+    private func putInPieces(
+        _ fd: Int32, size: UInt64?, target: JSONObject, _ connection: FolioConnection, label: String
+    ) throws -> JSON {
+        let maxLine =
+            try result(of: try connection.request(["op": "hello"])).objectValue?["maxLine"]?.integerValue ?? 1 << 20
         // Base64 makes 4 characters of 3 bytes; leave room for the rest of the line.
         let pieceSize = max(3, min(512 << 10, (Int(maxLine) - 256) / 4 * 3))
         var begin = target
         begin["op"] = "file.begin"
         if let size { begin["size"] = .int(Int64(size)) }
-        guard let upload = try result(of: try connection.request(.object(begin))).objectValue?["upload"]?.stringValue else {
+        guard let upload = try result(of: try connection.request(.object(begin))).objectValue?["upload"]?.stringValue
+        else {
             throw ClientError.malformedResponse("file.begin without upload")
         }
         var progress = Progress(label: label, total: size)
@@ -136,7 +149,9 @@ extension CLI {
                 while filled < pieceSize {
                     let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, pieceSize - filled) }
                     if count < 0 && errno == EINTR { continue }
-                    guard count >= 0 else { throw CommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
+                    guard count >= 0 else {
+                        throw CommandError("cannot read \(label): \(String(cString: strerror(errno)))")
+                    }
                     if count == 0 { break }
                     filled += count
                 }
@@ -150,7 +165,9 @@ extension CLI {
                 writer.write(upload)
                 swap(&writer.bytes, &line)
                 line.append(contentsOf: #","offset":\#(offset),"data":""#.utf8)
-                buffer.withUnsafeBytes { Base64.encode(UnsafeRawBufferPointer(rebasing: $0[..<filled]), appendingTo: &line) }
+                buffer.withUnsafeBytes {
+                    Base64.encode(UnsafeRawBufferPointer(rebasing: $0[..<filled]), appendingTo: &line)
+                }
                 line.append(contentsOf: "\"}\n".utf8)
                 try connection.send(bytes: line)
                 offset += UInt64(filled)
@@ -177,14 +194,20 @@ extension CLI {
         defer { connection.close() }
         if !inPieces {
             _ = try result(of: try connection.request(["op": "file.read", "name": .string(name), "fd": true]))
-            guard let content = connection.takePassedDescriptor() else { throw ClientError.malformedResponse("file.read with fd passed no descriptor") }
+            guard let content = connection.takePassedDescriptor() else {
+                throw ClientError.malformedResponse("file.read with fd passed no descriptor")
+            }
             defer { close(content) }
             return try copyToStandardOutput(content, label: name)
         }
         var offset: Int64 = 0
         while true {
-            let piece = try result(of: try connection.request(["op": "file.read", "name": .string(name), "offset": .int(offset)])).objectValue
-            guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue, let size = piece?["size"]?.integerValue else {
+            let piece = try result(
+                of: try connection.request(["op": "file.read", "name": .string(name), "offset": .int(offset)])
+            ).objectValue
+            guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue,
+                let size = piece?["size"]?.integerValue
+            else {
                 throw ClientError.malformedResponse("file.read without data, length or size")
             }
             FileHandle.standardOutput.write(Data(try Base64.decode(text.utf8, field: "data")))
@@ -210,7 +233,9 @@ extension CLI {
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else { throw CommandError("cannot read \(label): \(String(cString: strerror(errno)))") }
             if count == 0 { return }
-            try buffer.withUnsafeBytes { try writeToStandardOutput(UnsafeRawBufferPointer(rebasing: $0[..<count]), what: label) }
+            try buffer.withUnsafeBytes {
+                try writeToStandardOutput(UnsafeRawBufferPointer(rebasing: $0[..<count]), what: label)
+            }
             offset += off_t(count)
         }
     }
@@ -226,7 +251,8 @@ extension CLI {
         if output.json {
             for file in files { output.jsonLine(file) }
         } else {
-            output.table(files, leading: ["name", "size", "contentType", "createdAt", "sha256"], skipping: ["uploader"])
+            output.table(
+                files, leading: ["name", "size", "contentType", "createdAt", "sha256"], skipping: ["uploader"])
         }
     }
 

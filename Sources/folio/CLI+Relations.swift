@@ -22,7 +22,8 @@ extension CLI {
             }
         }
         guard !operations.isEmpty else { throw UsageError("no ops on standard input: give one JSON op per line") }
-        let result = try callWrite(["op": "batch", "ops": .array(operations), "atomic": .bool(atomic)], requestKey: key)
+        let result = try callWrite(
+            ["op": "batch", "ops": .array(operations), "atomic": .bool(atomic)], requestKey: key)
         if output.json { return output.jsonLine(result) }
         guard case .array(let results)? = result.objectValue?["results"] else { return output.object(result) }
         for (index, item) in results.enumerated() {
@@ -30,7 +31,8 @@ extension CLI {
                 output.line("\(index): \(Output.cell(item.objectValue?["result"]))")
             } else {
                 let error = item.objectValue?["error"]?.objectValue
-                output.line("\(index): \(error?["code"]?.stringValue ?? "error"): \(error?["message"]?.stringValue ?? "")")
+                output.line(
+                    "\(index): \(error?["code"]?.stringValue ?? "error"): \(error?["message"]?.stringValue ?? "")")
             }
         }
     }
@@ -48,7 +50,10 @@ extension CLI {
             let fields: JSON
             do { fields = try JSONParser.parse(text) } catch { throw UsageError("--fields is not JSON: \(error)") }
             output.object(
-                try call(["op": "schema.define", "collection": .string(collection), "fields": fields, "additionalFields": .bool(!closed)]))
+                try call([
+                    "op": "schema.define", "collection": .string(collection), "fields": fields,
+                    "additionalFields": .bool(!closed),
+                ]))
         case "get":
             let collection = try positional("COLLECTION")
             try finishArguments()
@@ -88,7 +93,9 @@ extension CLI {
         let id = try positional("ID")
         guard let from = arguments.value("--from") else { throw UsageError("backlinks needs --from Collection.field") }
         let counting = try arguments.flag("--count")
-        var request: JSONObject = ["op": counting ? "count" : "backlinks", "ref": .string(collection + "/" + id), "from": .string(from)]
+        var request: JSONObject = [
+            "op": counting ? "count" : "backlinks", "ref": .string(collection + "/" + id), "from": .string(from),
+        ]
         try queryFields(into: &request, allowView: false, source: false)
         if counting {
             if try arguments.flag("--explain") { request["explain"] = true }

@@ -52,20 +52,24 @@ extension CLI {
         let rate = { (name: String) in ((now.value(name) ?? 0) - (before.value(name) ?? 0)) / seconds }
         lines.append(
             String(
-                format: "connections %.0f   watches %.0f   pending requests %.0f   writer queue %.0f   worker queue %.0f",
-                gauge("folio_connections"), gauge("folio_watches"), gauge("folio_requests_pending"), gauge("folio_writer_queue"),
+                format:
+                    "connections %.0f   watches %.0f   pending requests %.0f   writer queue %.0f   worker queue %.0f",
+                gauge("folio_connections"), gauge("folio_watches"), gauge("folio_requests_pending"),
+                gauge("folio_writer_queue"),
                 gauge("folio_worker_queue")))
         lines.append(
             String(
                 format: "commits/s %.1f   events/s %.1f   last seq %.0f   map %.1f of %.1f MiB   readers %.0f",
                 rate("folio_commits_total"), rate("folio_events_appended_total"), gauge("folio_last_sequence"),
-                gauge("folio_lmdb_used_bytes") / 1_048_576, gauge("folio_lmdb_map_size_bytes") / 1_048_576, gauge("folio_lmdb_readers")))
+                gauge("folio_lmdb_used_bytes") / 1_048_576, gauge("folio_lmdb_map_size_bytes") / 1_048_576,
+                gauge("folio_lmdb_readers")))
         lines.append("")
         lines.append("op              req/s       p50        p99    errors/s")
         var rows: [(String, Double, Double, Double, Double)] = []
         for op in now.labels("folio_requests_total", "op") {
             let total = now.sum("folio_requests_total", ["op": op]) - before.sum("folio_requests_total", ["op": op])
-            let errors = total - (now.value("folio_requests_total", ["op": op, "outcome": "ok"]) ?? 0)
+            let errors =
+                total - (now.value("folio_requests_total", ["op": op, "outcome": "ok"]) ?? 0)
                 + (before.value("folio_requests_total", ["op": op, "outcome": "ok"]) ?? 0)
             guard total > 0 else { continue }
             let p50 = now.quantile(0.5, "folio_request_duration_seconds", op: op, since: before)
@@ -75,7 +79,9 @@ extension CLI {
         for row in rows.sorted(by: { $0.1 > $1.1 }) {
             lines.append(
                 row.0.padding(toLength: 14, withPad: " ", startingAt: 0)
-                    + String(format: "%7.1f %9@ %10@ %10.1f", row.1, Self.duration(row.2) as NSString, Self.duration(row.3) as NSString, row.4))
+                    + String(
+                        format: "%7.1f %9@ %10@ %10.1f", row.1, Self.duration(row.2) as NSString,
+                        Self.duration(row.3) as NSString, row.4))
         }
         if rows.isEmpty { lines.append("(no requests in the last \(Int(seconds)) s)") }
         return lines.joined(separator: "\n") + "\n"
@@ -102,7 +108,9 @@ struct MetricSamples {
     init(_ text: String) {
         var samples: [Sample] = []
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
             let head = line[..<space]
             var labels: [String: String] = [:]
             var name = String(head)
@@ -110,7 +118,8 @@ struct MetricSamples {
                 name = String(head[..<brace])
                 for pair in head[head.index(after: brace)..<head.index(before: head.endIndex)].split(separator: ",") {
                     guard let equals = pair.firstIndex(of: "=") else { continue }
-                    labels[String(pair[..<equals])] = String(pair[pair.index(after: equals)...]).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                    labels[String(pair[..<equals])] = String(pair[pair.index(after: equals)...]).trimmingCharacters(
+                        in: CharacterSet(charactersIn: "\""))
                 }
             }
             samples.append(Sample(name: name, labels: labels, value: value))
@@ -119,11 +128,14 @@ struct MetricSamples {
     }
 
     func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
-        samples.first { sample in sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value } }?.value
+        samples.first { sample in sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value }
+        }?.value
     }
 
     func sum(_ name: String, _ labels: [String: String]) -> Double {
-        samples.filter { sample in sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value } }.reduce(0) { $0 + $1.value }
+        samples.filter { sample in
+            sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value }
+        }.reduce(0) { $0 + $1.value }
     }
 
     func labels(_ name: String, _ key: String) -> [String] {
@@ -134,7 +146,11 @@ struct MetricSamples {
     func quantile(_ q: Double, _ name: String, op: String, since before: MetricSamples) -> Double {
         let buckets = samples.filter { $0.name == name + "_bucket" && $0.labels["op"] == op }
         let counts = buckets.map { bucket in
-            (bound: Double(bucket.labels["le"] ?? "") ?? .infinity, count: bucket.value - (before.value(name + "_bucket", ["op": op, "le": bucket.labels["le"] ?? ""]) ?? 0))
+            (
+                bound: Double(bucket.labels["le"] ?? "") ?? .infinity,
+                count: bucket.value
+                    - (before.value(name + "_bucket", ["op": op, "le": bucket.labels["le"] ?? ""]) ?? 0)
+            )
         }.sorted { $0.bound < $1.bound }
         guard let total = counts.last?.count, total > 0 else { return .nan }
         return counts.first { $0.count >= q * total }?.bound ?? .nan

@@ -8,7 +8,9 @@ extension CLI {
     /// [-w ...] [--sort ...] [--desc] [--limit N]` or `folio watch --view V`: a live query, its
     /// window redrawn in place on a terminal, its change lines printed with `--json`.
     func watch() throws {
-        if !arguments.contains("--after", "--collection") && (arguments.contains("--view") || !arguments.positionals.isEmpty) {
+        if !arguments.contains("--after", "--collection")
+            && (arguments.contains("--view") || !arguments.positionals.isEmpty)
+        {
             return try watchQuery()
         }
         var request: JSONObject = ["op": "watch", "tag": "watch"]
@@ -24,15 +26,19 @@ extension CLI {
                     output.jsonLine(event)
                 } else {
                     let fields = event.objectValue
-                    let target = fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" }
+                    let target =
+                        fields?["collection"].map { "\(Output.cell($0))/\(Output.cell(fields?["id"]))" }
                         ?? Output.cell(fields?["view"] ?? fields?["name"])
                     let body = fields?["data"] ?? fields?["patch"]
-                    output.line("\(Output.cell(fields?["seq"]))  \(Output.cell(fields?["at"]))  \(Output.cell(fields?["type"]))  \(target)  \(body.map { $0.description } ?? "")")
+                    output.line(
+                        "\(Output.cell(fields?["seq"]))  \(Output.cell(fields?["at"]))  \(Output.cell(fields?["type"]))  \(target)  \(body.map { $0.description } ?? "")"
+                    )
                 }
             } else if object["ok"] == .bool(false) {
                 _ = try result(of: line)
             } else if !output.json {
-                output.line("watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)")
+                output.line(
+                    "watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)")
             }
         }
     }
@@ -62,7 +68,10 @@ extension CLI {
                         if output.json { output.jsonLine(change) } else { redraw(window) }
                     } else if line.objectValue?["ok"] == .bool(false) {
                         let error = line.objectValue?["error"]?.objectValue
-                        guard error?["code"]?.stringValue == "lagging" else { _ = try result(of: line); return }
+                        guard error?["code"]?.stringValue == "lagging" else {
+                            _ = try result(of: line)
+                            return
+                        }
                         break
                     }
                 }

@@ -19,7 +19,8 @@ extension CLI {
             } catch let error as ClientError where attempt < Self.writeAttempts && Self.isRetryable(error) {
                 FileHandle.standardError.write("folio: \(error); sending the write again with its request key\n")
             } catch let error as ServerError where attempt < Self.writeAttempts && error.code == "unavailable" {
-                FileHandle.standardError.write("folio: unavailable: \(error.message); sending the write again with its request key\n")
+                FileHandle.standardError.write(
+                    "folio: unavailable: \(error.message); sending the write again with its request key\n")
             }
             usleep(delay)
             delay *= 2
@@ -49,7 +50,9 @@ extension CLI {
         var ops = JSONObject()
         func add(_ path: String, _ name: String, _ operand: JSON) throws {
             var spec = ops[path]?.objectValue ?? JSONObject()
-            if spec[name] != nil { throw UsageError("field \(path) has two \(name) operations; give the values to one") }
+            if spec[name] != nil {
+                throw UsageError("field \(path) has two \(name) operations; give the values to one")
+            }
             spec[name] = operand
             ops[path] = .object(spec)
         }
@@ -66,7 +69,11 @@ extension CLI {
             var grouped: [(String, [JSON])] = []
             for assignment in arguments.values(option) {
                 let (path, value) = try Assignments.pair(assignment)
-                if let index = grouped.firstIndex(where: { $0.0 == path }) { grouped[index].1.append(value) } else { grouped.append((path, [value])) }
+                if let index = grouped.firstIndex(where: { $0.0 == path }) {
+                    grouped[index].1.append(value)
+                } else {
+                    grouped.append((path, [value]))
+                }
             }
             for (path, values) in grouped { try add(path, name, .array(values)) }
         }

@@ -19,7 +19,8 @@ struct EventPage {
         var scanner = Scanner(bytes: line)
         // The scan goes down into `result` and cuts its `events` into elements on the way: each
         // event's bytes are walked once.
-        guard let top = scanner.members(of: 0..<line.count, path: ["result", "events"]), let ok = top["ok"], line[ok].elementsEqual("true".utf8),
+        guard let top = scanner.members(of: 0..<line.count, path: ["result", "events"]), let ok = top["ok"],
+            line[ok].elementsEqual("true".utf8),
             top["result"] != nil, let fields = scanner.inner, fields["events"] != nil, let next = fields["next"],
             let lastSeq = fields["lastSeq"], let elements = scanner.cut
         else { return nil }
@@ -30,7 +31,9 @@ struct EventPage {
         self.next = nextValue
         self.lastSeq = lastValue
         if let last = elements.last {
-            guard case .object(let object)? = try? JSONParser.parse(UnsafeRawBufferPointer(rebasing: line[last])) else { return nil }
+            guard case .object(let object)? = try? JSONParser.parse(UnsafeRawBufferPointer(rebasing: line[last])) else {
+                return nil
+            }
             lastEvent = object
         }
     }
@@ -61,7 +64,9 @@ struct EventPage {
                 while index < end, let found = memchr(bytes.baseAddress! + index, 0x22, end - index) {
                     let quote = UnsafeRawPointer(found) - bytes.baseAddress!
                     var backslashes = 0
-                    while quote - backslashes - 1 >= index, bytes[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+                    while quote - backslashes - 1 >= index, bytes[quote - backslashes - 1] == UInt8(ascii: "\\") {
+                        backslashes += 1
+                    }
                     if backslashes % 2 == 0 { return quote + 1 }
                     index = quote + 1
                 }
@@ -84,7 +89,9 @@ struct EventPage {
                 }
                 return nil
             default:
-                while index < end, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[index]) { index += 1 }
+                while index < end, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[index]) {
+                    index += 1
+                }
                 return index > start ? index : nil
             }
         }
@@ -97,7 +104,9 @@ struct EventPage {
             object(from: range.lowerBound, range.upperBound, path: path)?.members
         }
 
-        private mutating func object(from start: Int, _ limit: Int, path: ArraySlice<String>) -> (members: [String: Range<Int>], end: Int)? {
+        private mutating func object(from start: Int, _ limit: Int, path: ArraySlice<String>) -> (
+            members: [String: Range<Int>], end: Int
+        )? {
             var index = start
             skipSpace(&index, limit)
             guard index < limit, bytes[index] == UInt8(ascii: "{") else { return nil }
@@ -108,7 +117,8 @@ struct EventPage {
                 guard index < limit else { return nil }
                 if bytes[index] == UInt8(ascii: "}") { return (members, index + 1) }
                 guard bytes[index] == UInt8(ascii: "\""), let keyEnd = valueEnd(index, limit) else { return nil }
-                let key = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[index + 1..<keyEnd - 1]), as: UTF8.self)
+                let key = String(
+                    decoding: UnsafeRawBufferPointer(rebasing: bytes[index + 1..<keyEnd - 1]), as: UTF8.self)
                 index = keyEnd
                 skipSpace(&index, limit)
                 guard index < limit, bytes[index] == UInt8(ascii: ":") else { return nil }
@@ -117,7 +127,9 @@ struct EventPage {
                 guard index < limit else { return nil }
                 let end: Int
                 if key == path.first, path.count > 1, bytes[index] == UInt8(ascii: "{") {
-                    guard let (inner, objectEnd) = object(from: index, limit, path: path.dropFirst()) else { return nil }
+                    guard let (inner, objectEnd) = object(from: index, limit, path: path.dropFirst()) else {
+                        return nil
+                    }
                     self.inner = inner
                     end = objectEnd
                 } else if key == path.first, path.count == 1, bytes[index] == UInt8(ascii: "[") {

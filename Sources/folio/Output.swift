@@ -54,7 +54,8 @@ struct Output {
         case nil: return ""
         case .string(let text)?: return text
         case let other?:
-            if case .object(let object) = other, object.count == 1, let (key, inner) = object.fields.first.map({ ($0.key, $0.value) }),
+            if case .object(let object) = other, object.count == 1,
+                let (key, inner) = object.fields.first.map({ ($0.key, $0.value) }),
                 key == "$date" || key == "$ref", case .string(let text) = inner
             {
                 return text
@@ -73,7 +74,9 @@ func writeToStandardOutput(_ bytes: UnsafeRawBufferPointer, what label: String) 
     while written < bytes.count {
         let wrote = write(1, bytes.baseAddress! + written, bytes.count - written)
         if wrote < 0 && errno == EINTR { continue }
-        guard wrote > 0 else { throw CommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))") }
+        guard wrote > 0 else {
+            throw CommandError("cannot write \(label) to stdout: \(String(cString: strerror(errno)))")
+        }
         written += wrote
     }
 }

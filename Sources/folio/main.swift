@@ -13,7 +13,8 @@ struct ServerError: Error {
 
 let valuedOptions: Set<String> = [
     "--socket", "--id", "--if-version", "--limit", "--offset", "--page", "--after", "--where", "-w", "--sort", "--view",
-    "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set", "--unset",
+    "--at-seq", "--as-of", "--collection", "--request-key", "--inc", "--push", "--add-to-set", "--pull", "--set",
+    "--unset",
     "--include", "--from", "--fields", "--interval", "--iterations", "--name", "--type", "--prefix",
     "--older-than", "--min-seq",
 ]
@@ -63,7 +64,9 @@ final class CLI {
         let answer = try result(of: response)
         // On a terminal, a write's event is shown when the node is one of a cluster (`hello`'s `log`).
         if !output.json, nodeIsInCluster == nil, response.objectValue?["seq"] != nil {
-            nodeIsInCluster = (try? result(of: try connection.request(["op": "hello"])))?.objectValue?["log"]?.stringValue == "postgres"
+            nodeIsInCluster =
+                (try? result(of: try connection.request(["op": "hello"])))?.objectValue?["log"]?.stringValue
+                == "postgres"
         }
         return answer
     }
@@ -77,7 +80,8 @@ final class CLI {
     /// For people on a node of a cluster: the event a write was stored as, to read it on another node.
     func showWriteSequence() {
         guard !output.json, nodeIsInCluster == true, let lastWriteSequence else { return }
-        output.line("(event \(lastWriteSequence); on another node of a cluster read it with --min-seq \(lastWriteSequence))")
+        output.line(
+            "(event \(lastWriteSequence); on another node of a cluster read it with --min-seq \(lastWriteSequence))")
     }
 
     func result(of response: JSON) throws -> JSON {
@@ -87,7 +91,8 @@ final class CLI {
             return object["result"] ?? .null
         }
         let error = object["error"]?.objectValue
-        throw ServerError(code: error?["code"]?.stringValue ?? "internal", message: error?["message"]?.stringValue ?? "\(response)")
+        throw ServerError(
+            code: error?["code"]?.stringValue ?? "internal", message: error?["message"]?.stringValue ?? "\(response)")
     }
 
     func positional(_ name: String) throws -> String {
@@ -143,7 +148,8 @@ final class CLI {
         case "backup":
             let directory = try positional("DIR")
             try finishArguments()
-            let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+            let absolute =
+                directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
             output.object(try call(["op": "backup", "directory": .string(absolute)]))
         case "help":
             print(Usage.main)
@@ -181,7 +187,9 @@ final class CLI {
 
     /// `--include a,b.c` (or repeated): the reference paths to include.
     func includePaths() -> JSON? {
-        let paths = arguments.values("--include").flatMap { $0.split(separator: ",").map { JSON.string(String($0).trimmingCharacters(in: .whitespaces)) } }
+        let paths = arguments.values("--include").flatMap {
+            $0.split(separator: ",").map { JSON.string(String($0).trimmingCharacters(in: .whitespaces)) }
+        }
         return paths.isEmpty ? nil : .array(paths)
     }
 
@@ -195,7 +203,8 @@ final class CLI {
         try arguments.rejectUnused()
         let patch = try Assignments.object(arguments.positionals)
         if patch.isEmpty && ops == nil {
-            throw UsageError("nothing to update: give FIELD=TEXT, FIELD:=JSON or a field operation (--inc, --push, ...)")
+            throw UsageError(
+                "nothing to update: give FIELD=TEXT, FIELD:=JSON or a field operation (--inc, --push, ...)")
         }
         if !patch.isEmpty || ops == nil { request["patch"] = .object(patch) }
         if let ops { request["ops"] = .object(ops) }
@@ -243,17 +252,22 @@ final class CLI {
     private func printEvents(_ result: JSON) {
         if output.json { return output.jsonLine(result) }
         guard case .array(let events)? = result.objectValue?["events"] else { return }
-        output.table(events, leading: ["seq", "type", "at", "collection", "id", "version", "data", "patch", "view", "name"], skipping: ["by", "hash"])
+        output.table(
+            events, leading: ["seq", "type", "at", "collection", "id", "version", "data", "patch", "view", "name"],
+            skipping: ["by", "hash"])
     }
 
     /// The query fields shared by list, count and view define.
     func queryFields(into request: inout JSONObject, allowView: Bool, source: Bool = true) throws {
         if allowView, let view = arguments.value("--view") { request["view"] = .string(view) }
-        if let whereClause = try FilterShorthand.whereClause(json: arguments.value("--where"), shorthands: arguments.values("-w")) {
+        if let whereClause = try FilterShorthand.whereClause(
+            json: arguments.value("--where"), shorthands: arguments.values("-w"))
+        {
             request["where"] = whereClause
         }
         if let sort = arguments.value("--sort") {
-            request["sort"] = .array(sort.split(separator: ",").map { .string(String($0).trimmingCharacters(in: .whitespaces)) })
+            request["sort"] = .array(
+                sort.split(separator: ",").map { .string(String($0).trimmingCharacters(in: .whitespaces)) })
         }
         if source && request["view"] == nil {
             request["collection"] = .string(try positional("COLLECTION"))
@@ -403,10 +417,14 @@ final class CLI {
             let answer = try connection.request(["op": "file.read", "sha256": .string(sha256), "offset": .int(offset)])
             if offset == 0, answer.objectValue?["error"]?.objectValue?["code"] == "not_found" { return }
             let piece = try result(of: answer).objectValue
-            guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue, let size = piece?["size"]?.integerValue else {
+            guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue,
+                let size = piece?["size"]?.integerValue
+            else {
                 throw ClientError.malformedResponse("file.read without data, length or size")
             }
-            output.jsonLine(["blob": .string(sha256), "size": .int(size), "offset": .int(offset), "data": .string(text)])
+            output.jsonLine([
+                "blob": .string(sha256), "size": .int(size), "offset": .int(offset), "data": .string(text),
+            ])
             offset += length
             if offset >= size || length == 0 { return }
         }

@@ -86,11 +86,15 @@ enum OfflineCommands {
     private static func verify(_ directory: String) throws -> Int32 {
         let (lock, store) = try openExisting(directory)
         let meter = ProgressMeter(label: "verify")
-        let report = try store.verify(scratchDirectory: directory + "/verify-\(getpid())") { meter.update(done: $0.done, total: $0.total) }
+        let report = try store.verify(scratchDirectory: directory + "/verify-\(getpid())") {
+            meter.update(done: $0.done, total: $0.total)
+        }
         store.close()
         withExtendedLifetime(lock) {}
         meter.finish()
-        print("events     \(report.lastSequence) (replayed \(report.replayedEvents) in \(meter.elapsedText), \(meter.rateText))")
+        print(
+            "events     \(report.lastSequence) (replayed \(report.replayedEvents) in \(meter.elapsedText), \(meter.rateText))"
+        )
         print("chain head \(report.chainHead.hex)")
         print("digest     \(report.digest.hex)")
         if let broken = report.chainBrokenAt { print("CHAIN BROKEN at event \(broken): \(report.chainProblem ?? "")") }
@@ -99,10 +103,13 @@ enum OfflineCommands {
         print("blobs      \(report.blobsChecked) re-hashed (\(report.blobBytes) bytes)")
         for blob in report.badBlobs {
             let more = blob.omittedNames > 0 ? " and \(blob.omittedNames) more" : ""
-            print("BAD BLOB \(blob.problem): \(blob.description); bound to \(blob.names.joined(separator: ", "))\(more)")
+            print(
+                "BAD BLOB \(blob.problem): \(blob.description); bound to \(blob.names.joined(separator: ", "))\(more)")
         }
         if report.omittedBadBlobs > 0 { print("... and \(report.omittedBadBlobs) more bad blobs") }
-        print(report.isConsistent ? "ok: the live state and views match the log" : "FAILED: the store does not match its log")
+        print(
+            report.isConsistent
+                ? "ok: the live state and views match the log" : "FAILED: the store does not match its log")
         return report.isConsistent ? 0 : 1
     }
 
@@ -112,12 +119,15 @@ enum OfflineCommands {
         defer { if file != nil { close(fd) } }
         let reader = LineReader(fd: fd)
         let meter = ProgressMeter(label: "import")
-        let summary = try Importer(directory: directory, requestKeyRetention: retention, mapSize: mapSize).run(nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
+        let summary = try Importer(directory: directory, requestKeyRetention: retention, mapSize: mapSize).run(
+            nextLine: { try reader.next() }) { meter.update(done: $0, total: 0) }
         meter.finish()
         print("imported \(summary.events) events into \(directory) in \(meter.elapsedText) (\(meter.rateText))")
         if summary.blobs > 0 { print("blobs      \(summary.blobs) (\(summary.blobBytes) bytes)") }
         if summary.missingBlobs > 0 {
-            print("warning: the export holds no content for \(summary.missingBlobs) blob(s) its files refer to (export with --with-files)")
+            print(
+                "warning: the export holds no content for \(summary.missingBlobs) blob(s) its files refer to (export with --with-files)"
+            )
         }
         print("chain head \(summary.chainHead.hex)")
         print("digest     \(summary.digest.hex)")

@@ -47,7 +47,9 @@ func parseFlags(_ argv: [String]) throws -> (flags: [(name: String, value: Strin
                 guard let next = iterator.next() else { throw UsageError("--\(name) needs a value") }
                 value = next
             }
-            guard Settings.byName[name] != nil || name.hasPrefix("access.") else { throw UsageError("unknown option --\(name)") }
+            guard Settings.byName[name] != nil || name.hasPrefix("access.") else {
+                throw UsageError("unknown option --\(name)")
+            }
             flags.append((name, value))
         }
     }
@@ -69,7 +71,8 @@ func loadConfiguration(flags: [(name: String, value: String)]) throws -> ServerC
     }
     do {
         return try Settings.configuration(
-            defaults: ServerConfiguration(dataDirectory: defaults.dataDirectory, socketPath: defaults.socket), file: file,
+            defaults: ServerConfiguration(dataDirectory: defaults.dataDirectory, socketPath: defaults.socket),
+            file: file,
             flags: flags.filter { $0.name != "config" })
     } catch {
         throw UsageError(error.message)

@@ -7,7 +7,8 @@ import Testing
 @Suite struct CanonicalWriterTests {
     @Test func writesWhatTheCanonicalValueSerializesTo() throws {
         let texts = [
-            #"{"category":{"$ref":"Category/c1"}}"#, #"{"b":1,"a":[{"z":true,"y":null},"x"],"c":{"$gte":2.5,"$lt":"é\n"}}"#,
+            #"{"category":{"$ref":"Category/c1"}}"#,
+            #"{"b":1,"a":[{"z":true,"y":null},"x"],"c":{"$gte":2.5,"$lt":"é\n"}}"#,
             #"[]"#, #"{}"#, #"{"é":1,"e":2,"E":3,"ee":{"b":[1,{"d":4,"c":3}],"a":"\u0001"}}"#, #""plain""#, #"-0.125"#,
         ]
         for text in texts {

@@ -3,7 +3,8 @@ import Testing
 
 @Suite struct JSONParserTests {
     @Test func parsesEveryKindOfValue() throws {
-        let json = try JSONParser.parse(#" {"a": [1, -2, 3.5, 1e3, true, false, null, "x\n\u00e9\ud83d\ude00"], "b": {}} "#)
+        let json = try JSONParser.parse(
+            #" {"a": [1, -2, 3.5, 1e3, true, false, null, "x\n\u00e9\ud83d\ude00"], "b": {}} "#)
         #expect(json == ["a": [1, -2, 3.5, 1000.0, true, false, .null, "x\né😀"], "b": .object(JSONObject())])
     }
 
@@ -15,8 +16,10 @@ import Testing
     }
 
     @Test(arguments: [
-        "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"", "\"\\u12\"",
-        "\"\\ud800\"", "\"\\udc00\"", "{\"a\" 1}", "{1: 2}", "[1 2]", "1 2", "NaN", "Infinity", "1e999", "{\"a\":1,\"a\":2}",
+        "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"",
+        "\"\\u12\"",
+        "\"\\ud800\"", "\"\\udc00\"", "{\"a\" 1}", "{1: 2}", "[1 2]", "1 2", "NaN", "Infinity", "1e999",
+        "{\"a\":1,\"a\":2}",
         "\"tab\there\"",
     ])
     func rejectsMalformedText(_ text: String) {

@@ -30,7 +30,9 @@ import Testing
         for position in [1, 12, 13, 5000] {
             var keys = (0..<6000).map { "\"k\($0)\":0" }
             keys.insert("\"k\(position - 1)\":1", at: 6000)
-            #expect(throws: JSONError.self, "duplicate of key \(position - 1)") { try JSONParser.parse("{" + keys.joined(separator: ",") + "}") }
+            #expect(throws: JSONError.self, "duplicate of key \(position - 1)") {
+                try JSONParser.parse("{" + keys.joined(separator: ",") + "}")
+            }
         }
     }
 
@@ -57,7 +59,9 @@ import Testing
         }
     }
 
-    @Test(arguments: ["1e-400", "-1e-400", "0.0000000000000000000000000000000000000000000000001e-300", "1e400", "-1e400", "4e-325"])
+    @Test(arguments: [
+        "1e-400", "-1e-400", "0.0000000000000000000000000000000000000000000000001e-300", "1e400", "-1e400", "4e-325",
+    ])
     func numbersBeyondADoubleEitherWayAreRefused(_ text: String) {
         #expect(throws: JSONError.self, "\(text)") { try JSONParser.parse(text) }
     }

@@ -22,34 +22,57 @@ import Testing
         let at = Timestamp(milliseconds: 1_796_000_000_123)
         let origin = Origin(uid: 1000, gid: 100, pid: 4242)
         let patch = object(#"{"title":"b","gone":null}"#)
-        let ops = try! FieldOperations(parsing: json(#"{"n":{"$inc":2},"tags":{"$addToSet":["x","y"]}}"#), beside: patch)
+        let ops = try! FieldOperations(
+            parsing: json(#"{"n":{"$inc":2},"tags":{"$addToSet":["x","y"]}}"#), beside: patch)
         let request = Event.RequestRecord(
             key: "retry-1", digest: String(repeating: "ab", count: 32), events: 3,
-            failed: [.init(index: 1, code: "conflict", message: "version 2 expected", details: object(#"{"expectedVersion":2}"#))])
+            failed: [
+                .init(
+                    index: 1, code: "conflict", message: "version 2 expected",
+                    details: object(#"{"expectedVersion":2}"#))
+            ])
         return [
             Event(
                 sequence: 1, timestamp: at, origin: origin, version: 1,
-                change: .created(collection: "Task", id: "t1", data: object(#"{"a":1,"b":"w17","c":-3.5,"d":[1,{"x":null}],"e":true}"#))),
+                change: .created(
+                    collection: "Task", id: "t1",
+                    data: object(#"{"a":1,"b":"w17","c":-3.5,"d":[1,{"x":null}],"e":true}"#))),
             Event(
-                sequence: 9_223_372_036_854_775_807, timestamp: at, origin: Origin(uid: UInt32.max, gid: 0, pid: Int32.min), version: 7,
-                change: .created(collection: "Report_2", id: "01HZX3-a.b:c_D", data: object(#"{"text":"é \"quoted\" \\ \n\t ✓ 😀","empty":{},"list":[]}"#))),
-            Event(sequence: 12, timestamp: at, origin: Origin(uid: 0, gid: 0, pid: -1), version: 1, change: .created(collection: "E", id: "e", data: [:])),
-            Event(sequence: 3, timestamp: at, origin: origin, version: 2, change: .updated(collection: "Task", id: "t1", patch: patch, ops: nil)),
-            Event(sequence: 4, timestamp: at, origin: origin, version: 3, change: .updated(collection: "Task", id: "t1", patch: patch, ops: ops)),
-            Event(sequence: 5, timestamp: at, origin: origin, version: 4, change: .deleted(collection: "Task", id: "t1")),
-            Event(sequence: 6, timestamp: at, origin: origin, version: 1, change: .deleted(collection: "Item", id: "i9"), cause: 5),
+                sequence: 9_223_372_036_854_775_807, timestamp: at,
+                origin: Origin(uid: UInt32.max, gid: 0, pid: Int32.min), version: 7,
+                change: .created(
+                    collection: "Report_2", id: "01HZX3-a.b:c_D",
+                    data: object(#"{"text":"é \"quoted\" \\ \n\t ✓ 😀","empty":{},"list":[]}"#))),
             Event(
-                sequence: 7, timestamp: at, origin: origin, version: 1, change: .created(collection: "Task", id: "t2", data: object(#"{"a":2}"#)),
+                sequence: 12, timestamp: at, origin: Origin(uid: 0, gid: 0, pid: -1), version: 1,
+                change: .created(collection: "E", id: "e", data: [:])),
+            Event(
+                sequence: 3, timestamp: at, origin: origin, version: 2,
+                change: .updated(collection: "Task", id: "t1", patch: patch, ops: nil)),
+            Event(
+                sequence: 4, timestamp: at, origin: origin, version: 3,
+                change: .updated(collection: "Task", id: "t1", patch: patch, ops: ops)),
+            Event(
+                sequence: 5, timestamp: at, origin: origin, version: 4, change: .deleted(collection: "Task", id: "t1")),
+            Event(
+                sequence: 6, timestamp: at, origin: origin, version: 1, change: .deleted(collection: "Item", id: "i9"),
+                cause: 5),
+            Event(
+                sequence: 7, timestamp: at, origin: origin, version: 1,
+                change: .created(collection: "Task", id: "t2", data: object(#"{"a":2}"#)),
                 request: request),
             Event(
-                sequence: 8, timestamp: at, origin: origin, version: 2, change: .updated(collection: "Item", id: "i1", patch: object(#"{"owner":null}"#), ops: nil),
+                sequence: 8, timestamp: at, origin: origin, version: 2,
+                change: .updated(collection: "Item", id: "i1", patch: object(#"{"owner":null}"#), ops: nil),
                 cause: 6, request: Event.RequestRecord(key: "k", digest: String(repeating: "0", count: 64), events: 1)),
         ]
     }()
 
     /// Both decoders on the same bytes: the layout reading, if it accepts them, must agree with the
     /// general decoder; the public decoder's answer is the general one's otherwise.
-    static func agree(_ bytes: [UInt8], checkingData: Bool, _ comment: Comment? = nil) -> (fast: Event?, general: Event?) {
+    static func agree(_ bytes: [UInt8], checkingData: Bool, _ comment: Comment? = nil) -> (
+        fast: Event?, general: Event?
+    ) {
         bytes.withUnsafeBytes { buffer in
             var fastRange: Range<Int>?
             let fast = Event.decodingCanonicalObjectEvent(buffer, dataRange: &fastRange, checkingData: checkingData)
@@ -71,7 +94,8 @@ import Testing
         for event in Self.corpus {
             let bytes = event.encoded()
             for checkingData in [false, true] {
-                let (fast, general) = Self.agree(bytes, checkingData: checkingData, "\(String(decoding: bytes, as: UTF8.self))")
+                let (fast, general) = Self.agree(
+                    bytes, checkingData: checkingData, "\(String(decoding: bytes, as: UTF8.self))")
                 #expect(fast == event, "\(String(decoding: bytes, as: UTF8.self))")
                 #expect(general == event)
             }
@@ -103,13 +127,17 @@ import Testing
             ("\"at\":\"2026", "\"at\":\"2O26"),
             ("\"created\"", "\"Created\""),
         ]
-        var variants: [String] = [String(decoding: view.encoded(), as: UTF8.self), created + " ", created + "}", String(created.dropLast())]
+        var variants: [String] = [
+            String(decoding: view.encoded(), as: UTF8.self), created + " ", created + "}", String(created.dropLast()),
+        ]
         for (from, to) in departures {
             #expect(created.contains(from), "\(from)")
             variants.append(created.replacingOccurrences(of: from, with: to))
         }
         // Keys in another order: the general decoder takes them, the layout reading does not.
-        variants.append(created.replacingOccurrences(of: "{\"seq\":1,\"type\":\"created\",", with: "{\"type\":\"created\",\"seq\":1,"))
+        variants.append(
+            created.replacingOccurrences(
+                of: "{\"seq\":1,\"type\":\"created\",", with: "{\"type\":\"created\",\"seq\":1,"))
         for variant in variants {
             for checkingData in [false, true] {
                 let (fast, _) = Self.agree(Array(variant.utf8), checkingData: checkingData, "\(variant)")
@@ -125,7 +153,7 @@ import Testing
     }
 
     @Test func damagedBytesAreNeverReadDifferently() {
-        var random = SplitMix64(seed: 20261206)  // seeded: a failure comes back on the next run
+        var random = SplitMix64(seed: 20_261_206)  // seeded: a failure comes back on the next run
         var fastAccepted = 0
         for event in Self.corpus {
             let original = event.encoded()
@@ -133,14 +161,18 @@ import Testing
                 var bytes = original
                 for _ in 0..<(1 + round % 3) {
                     let at = Int.random(in: 0..<bytes.count, using: &random)
-                    let byte = [UInt8(ascii: "0"), UInt8(ascii: "9"), UInt8(ascii: "\""), UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "-"), 0x20, 0x80, UInt8.random(in: 0...255, using: &random)][Int.random(in: 0..<9, using: &random)]
+                    let byte = [
+                        UInt8(ascii: "0"), UInt8(ascii: "9"), UInt8(ascii: "\""), UInt8(ascii: ","), UInt8(ascii: "}"),
+                        UInt8(ascii: "-"), 0x20, 0x80, UInt8.random(in: 0...255, using: &random),
+                    ][Int.random(in: 0..<9, using: &random)]
                     switch Int.random(in: 0..<3, using: &random) {
                     case 0: bytes[at] = byte
                     case 1: bytes.insert(byte, at: at)
                     default: bytes.remove(at: at)
                     }
                 }
-                let (fast, _) = Self.agree(bytes, checkingData: round % 2 == 0, "\(String(decoding: bytes, as: UTF8.self))")
+                let (fast, _) = Self.agree(
+                    bytes, checkingData: round % 2 == 0, "\(String(decoding: bytes, as: UTF8.self))")
                 if fast != nil { fastAccepted += 1 }
             }
         }
@@ -148,4 +180,3 @@ import Testing
         #expect(fastAccepted > 0)
     }
 }
-

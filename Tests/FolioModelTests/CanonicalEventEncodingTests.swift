@@ -93,18 +93,36 @@ import Testing
     static var events: [Event] {
         let at = Timestamp(milliseconds: 1_796_000_000_123)
         var events = CanonicalEventDecodingTests.corpus
-        let view = try! ViewDefinition(name: "byTitle", collection: "Task", whereJSON: nil, sort: try! SortOrder(parsing: .array([.string("title")])), unique: false)
+        let view = try! ViewDefinition(
+            name: "byTitle", collection: "Task", whereJSON: nil,
+            sort: try! SortOrder(parsing: .array([.string("title")])), unique: false)
         events += [
-            Event(sequence: 20, timestamp: at, origin: Origin(uid: 7, gid: 8, pid: 9), version: 0, change: .viewDefined(view)),
-            Event(sequence: 21, timestamp: at, origin: Origin(uid: 7, gid: 8, pid: 9), version: 0, change: .viewDropped(name: "byTitle")),
-            Event(sequence: 22, timestamp: Timestamp(milliseconds: 0), origin: Origin(uid: 0, gid: 0, pid: 0), version: 0, change: .schemaDropped(collection: "Task")),
+            Event(
+                sequence: 20, timestamp: at, origin: Origin(uid: 7, gid: 8, pid: 9), version: 0,
+                change: .viewDefined(view)),
+            Event(
+                sequence: 21, timestamp: at, origin: Origin(uid: 7, gid: 8, pid: 9), version: 0,
+                change: .viewDropped(name: "byTitle")),
+            Event(
+                sequence: 22, timestamp: Timestamp(milliseconds: 0), origin: Origin(uid: 0, gid: 0, pid: 0), version: 0,
+                change: .schemaDropped(collection: "Task")),
             Event(
                 sequence: 23, timestamp: at, origin: Origin(uid: 1, gid: 2, pid: 3), version: 0,
-                change: .filePut(FileBinding(name: "photos/a b.jpg", sha256: String(repeating: "c", count: 64), size: 1234, contentType: "image/jpeg", replace: true))),
-            Event(sequence: 24, timestamp: at, origin: Origin(uid: 1, gid: 2, pid: 3), version: 0, change: .fileDeleted(name: "photos/a b.jpg")),
+                change: .filePut(
+                    FileBinding(
+                        name: "photos/a b.jpg", sha256: String(repeating: "c", count: 64), size: 1234,
+                        contentType: "image/jpeg", replace: true))),
+            Event(
+                sequence: 24, timestamp: at, origin: Origin(uid: 1, gid: 2, pid: 3), version: 0,
+                change: .fileDeleted(name: "photos/a b.jpg")),
             // Names the writer would not accept, as an event being checked may hold: written the general way.
-            Event(sequence: 25, timestamp: at, origin: Origin(uid: 1, gid: 2, pid: -3), version: 1, change: .deleted(collection: "T\"q", id: "é\\\n")),
-            Event(sequence: 26, timestamp: Timestamp(milliseconds: 253_402_300_799_999), origin: Origin(uid: 1, gid: 2, pid: 3), version: UInt64(Int64.max), change: .deleted(collection: "Last", id: "z")),
+            Event(
+                sequence: 25, timestamp: at, origin: Origin(uid: 1, gid: 2, pid: -3), version: 1,
+                change: .deleted(collection: "T\"q", id: "é\\\n")),
+            Event(
+                sequence: 26, timestamp: Timestamp(milliseconds: 253_402_300_799_999),
+                origin: Origin(uid: 1, gid: 2, pid: 3), version: UInt64(Int64.max),
+                change: .deleted(collection: "Last", id: "z")),
         ]
         return events
     }

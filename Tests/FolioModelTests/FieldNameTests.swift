@@ -8,7 +8,8 @@ import Testing
     @Test func systemFieldsAndReservedPrefixesAreRefused() {
         let refused: [(String, String)] = [
             ("", "may not be empty"),
-            ("id", "is reserved (collection"), ("version", "is reserved (collection"), ("createdAt", "is reserved (collection"),
+            ("id", "is reserved (collection"), ("version", "is reserved (collection"),
+            ("createdAt", "is reserved (collection"),
             ("updatedAt", "is reserved (collection"), ("collection", "is reserved (collection"),
             ("$x", "names starting with '$' or '_'"), ("_", "names starting with '$' or '_'"),
             ("_createdAt", "names starting with '$' or '_'"), ("$id", "names starting with '$' or '_'"),
@@ -24,8 +25,11 @@ import Testing
     }
 
     @Test func namesLikeThemAreTheApps() throws {
-        for name in ["ID", "Id", "ids", "i", "versions", "Version", "createdat", "createdAtX", "updated_t", "collectio", "collections",
-                     "x$", "a_", "é", "ab", "abcdefghi", "abcdefghij"] {
+        for name in [
+            "ID", "Id", "ids", "i", "versions", "Version", "createdat", "createdAtX", "updated_t", "collectio",
+            "collections",
+            "x$", "a_", "é", "ab", "abcdefghi", "abcdefghij",
+        ] {
             try Names.validateTopLevelField(name)
         }
     }

@@ -34,7 +34,8 @@ import Testing
 
     @Test func onlyADateAloneIsPassedOver() throws {
         // A reference inside an object that also holds a date is still found.
-        #expect(try references(#"{"slot":{"at":{"$date":"2026-12-01T09:00:00Z"},"room":{"$ref":"Room/r1"}}}"#)
-            == [Reference(path: "slot.room", collection: "Room", id: "r1")])
+        #expect(
+            try references(#"{"slot":{"at":{"$date":"2026-12-01T09:00:00Z"},"room":{"$ref":"Room/r1"}}}"#)
+                == [Reference(path: "slot.room", collection: "Room", id: "r1")])
     }
 }

@@ -12,8 +12,14 @@ import Testing
 
     @Test func segmentsAreSplitsOnCharacters() {
         for text in Self.samples {
-            #expect(text.asciiSegments(separatedBy: ".") == text.split(separator: ".", omittingEmptySubsequences: false).map(String.init), "\(text.debugDescription)")
-            #expect(text.asciiSegments(separatedBy: "/") == text.split(separator: "/", omittingEmptySubsequences: false).map(String.init), "\(text.debugDescription)")
+            #expect(
+                text.asciiSegments(separatedBy: ".")
+                    == text.split(separator: ".", omittingEmptySubsequences: false).map(String.init),
+                "\(text.debugDescription)")
+            #expect(
+                text.asciiSegments(separatedBy: "/")
+                    == text.split(separator: "/", omittingEmptySubsequences: false).map(String.init),
+                "\(text.debugDescription)")
         }
     }
 

@@ -31,10 +31,12 @@ import Testing
     /// match the other, as a view's range of keys would not.
     @Test func canonicallyEquivalentStringsAreDifferentValues() throws {
         let pairs: [(String, String)] = [
-            ("A\u{2000}v*rsi.n-t", "A\u{2002}v*rsi.n-t"), ("\u{E9}", "e\u{301}"), ("\u{212B}", "\u{C5}"), ("Å", "A\u{30A}"),
+            ("A\u{2000}v*rsi.n-t", "A\u{2002}v*rsi.n-t"), ("\u{E9}", "e\u{301}"), ("\u{212B}", "\u{C5}"),
+            ("Å", "A\u{30A}"),
         ]
         for (a, b) in pairs {
-            #expect(a == b, "Swift's == holds \(a.unicodeScalars.map(\.value)) and \(b.unicodeScalars.map(\.value)) equal")
+            #expect(
+                a == b, "Swift's == holds \(a.unicodeScalars.map(\.value)) and \(b.unicodeScalars.map(\.value)) equal")
             let order = Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) ? -1 : 1
             #expect(Value.compare(.string(a), .string(b)) == order)
             #expect(Value.compare(.string(b), .string(a)) == -order)
@@ -51,11 +53,14 @@ import Testing
             let filter = try #require(try Filter.parse(optional: ["name": .string(a)]).filter)
             let holding = { (name: String) in
                 StoredObject(
-                    collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0),
+                    collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0),
+                    updatedAt: Timestamp(milliseconds: 0),
                     data: ["name": .string(name)])
             }
             #expect(filter.matches(holding(a)))
-            #expect(!filter.matches(holding(b)), "{name: \(a.unicodeScalars.map(\.value))} matched \(b.unicodeScalars.map(\.value))")
+            #expect(
+                !filter.matches(holding(b)),
+                "{name: \(a.unicodeScalars.map(\.value))} matched \(b.unicodeScalars.map(\.value))")
         }
     }
 
@@ -63,7 +68,8 @@ import Testing
     /// both directions, for every kind, zeros of both spellings, a string with a 0 byte, and a
     /// missing value.
     @Test func sortKeysFromJSONAreThoseOfTheirValues() {
-        let cases: [JSON?] = Self.ordered.map { $0 } + [.double(0), .double(-0.0), .int(0), "a\u{0}b", .int(Int64.min), nil]
+        let cases: [JSON?] =
+            Self.ordered.map { $0 } + [.double(0), .double(-0.0), .int(0), "a\u{0}b", .int(Int64.min), nil]
         for json in cases {
             for descending in [false, true] {
                 var direct: [UInt8] = [7]
@@ -81,7 +87,8 @@ import Testing
         for milliseconds: Int64 in [0, 1, -1, 999, -1001, 1_764_979_200_123, -62_135_596_800_000, 253_402_300_799_999] {
             let object = StoredObject(
                 collection: "c", id: "01KBT0Z8\u{0}X", version: UInt64(milliseconds.magnitude % 1000 + 1),
-                createdAt: Timestamp(milliseconds: milliseconds), updatedAt: Timestamp(milliseconds: milliseconds / 3), data: ["a": 1])
+                createdAt: Timestamp(milliseconds: milliseconds), updatedAt: Timestamp(milliseconds: milliseconds / 3),
+                data: ["a": 1])
             for path: FieldPath in [.id, .version, .createdAt, .updatedAt, .data(["a"]), .data(["missing"])] {
                 for descending in [false, true] {
                     var direct: [UInt8] = [7]
@@ -117,7 +124,8 @@ import Testing
             collection: "T", id: "x1", version: 3, createdAt: .init(milliseconds: 5), updatedAt: .init(milliseconds: 9),
             data: ["a": 1.5, "s": "a\u{0}b", "n": ["b": "x", "c": ["d": -2]]])
         let paths: [FieldPath] = [
-            .data(["a"]), .data(["s"]), .data(["n"]), .data(["n", "b"]), .data(["n", "c", "d"]), .data(["zz"]), .data(["n", "zz"]),
+            .data(["a"]), .data(["s"]), .data(["n"]), .data(["n", "b"]), .data(["n", "c", "d"]), .data(["zz"]),
+            .data(["n", "zz"]),
             .data(["a", "b"]), .id, .version, .createdAt, .updatedAt,
         ]
         for path in paths {
@@ -178,9 +186,10 @@ import Testing
         #expect(Instant(rfc3339: "1969-12-31T23:59:59.999Z")?.milliseconds == -1)
         #expect(Instant(milliseconds: -1).rfc3339Milliseconds == "1969-12-31T23:59:59.999Z")
         #expect(Instant(rfc3339: "2024-02-29T00:00:00Z") != nil)
-        for bad in ["2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01", "2026-01-01T00:00:00",
-            "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00+0100"]
-        {
+        for bad in [
+            "2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01", "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00+0100",
+        ] {
             #expect(Instant(rfc3339: bad) == nil, "\(bad)")
         }
     }

@@ -1,6 +1,6 @@
-import Foundation
 import FolioJSON
 import FolioModel
+import Foundation
 import Testing
 
 @testable import FolioProtocol
@@ -17,7 +17,9 @@ import Testing
     }
 
     @Test func nullFieldsCountAsAbsent() throws {
-        guard case .success(let request) = decode(#"{"op":"list","collection":"Task","after":null,"where":null,"limit":null,"tag":null}"#),
+        guard
+            case .success(let request) = decode(
+                #"{"op":"list","collection":"Task","after":null,"where":null,"limit":null,"tag":null}"#),
             case .read(.list(let query)) = request.operation
         else {
             Issue.record("not decoded")
@@ -48,16 +50,23 @@ import Testing
     @Test func successLinesAreTheSameForTagsOfEveryLength() throws {
         struct Failed: Error {}
         for length in [0, 1, 2, 30, 61, 62, 63, 64, 65, 66, 200] {
-            let tags: [FolioProtocol.Tag?] = length == 0 ? [nil, FolioProtocol.Tag(.int(7)), FolioProtocol.Tag(.int(Int64.max))] : [FolioProtocol.Tag(.string(String(repeating: "t", count: length)))]
+            let tags: [FolioProtocol.Tag?] =
+                length == 0
+                ? [nil, FolioProtocol.Tag(.int(7)), FolioProtocol.Tag(.int(Int64.max))]
+                : [FolioProtocol.Tag(.string(String(repeating: "t", count: length)))]
             for tag in tags {
                 let tagText = tag.map { "\"tag\":" + String(decoding: $0.text, as: UTF8.self) + "," } ?? ""
                 for seq: UInt64? in [nil, 0, 42, UInt64.max] {
                     var line = Array("before\n".utf8)
                     Response.appendSuccess(tag: tag, seq: seq, to: &line) { $0.write(true) }
                     let seqText = seq.map { "\"seq\":\($0)," } ?? ""
-                    #expect(String(decoding: line, as: UTF8.self) == "before\n{\(tagText)\"ok\":true,\(seqText)\"result\":true}\n")
+                    #expect(
+                        String(decoding: line, as: UTF8.self)
+                            == "before\n{\(tagText)\"ok\":true,\(seqText)\"result\":true}\n")
                     var kept = Array("before\n".utf8)
-                    #expect(throws: Failed.self) { try Response.appendSuccess(tag: tag, seq: seq, to: &kept) { _ in throw Failed() } }
+                    #expect(throws: Failed.self) {
+                        try Response.appendSuccess(tag: tag, seq: seq, to: &kept) { _ in throw Failed() }
+                    }
                     #expect(kept == Array("before\n".utf8))
                 }
             }
@@ -98,7 +107,9 @@ import Testing
         }
         #expect(collection == "Task" && id == "t1" && data == ["n": 1])
         #expect(create.spec.kind == .write && create.spec.cost == nil)
-        guard case .success(let get) = decode(#"{"op":"get","collection":"Task","id":"t1","asOf":{"$date":"2026-01-01T00:00:00Z"}}"#),
+        guard
+            case .success(let get) = decode(
+                #"{"op":"get","collection":"Task","id":"t1","asOf":{"$date":"2026-01-01T00:00:00Z"}}"#),
             case .read(.get(_, _, let point?, _)) = get.operation
         else {
             Issue.record("get not decoded")
@@ -115,26 +126,30 @@ import Testing
             Issue.record("file.get with referrers not decoded")
             return
         }
-        guard case .success(let delete) = decode(#"{"op":"file.delete","name":"a.jpg","force":true}"#), case .write(let write) = delete.operation,
+        guard case .success(let delete) = decode(#"{"op":"file.delete","name":"a.jpg","force":true}"#),
+            case .write(let write) = delete.operation,
             case .deleteFile("a.jpg", true) = write.command
         else {
             Issue.record("file.delete with force not decoded")
             return
         }
-        guard case .success(let orphans) = decode(#"{"op":"file.orphans"}"#), case .read(.fileOrphans("", nil, 0, 100)) = orphans.operation
+        guard case .success(let orphans) = decode(#"{"op":"file.orphans"}"#),
+            case .read(.fileOrphans("", nil, 0, 100)) = orphans.operation
         else {
             Issue.record("file.orphans not decoded with its defaults")
             return
         }
         for line in [
-            #"{"op":"file.get","name":"a.jpg","limit":5}"#, #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":false}"#,
-            #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":true,"force":true}"#, #"{"op":"file.orphans","olderThan":-1}"#,
+            #"{"op":"file.get","name":"a.jpg","limit":5}"#,
+            #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":false}"#,
+            #"{"op":"file.delete","name":"a.jpg","ifUnreferenced":true,"force":true}"#,
+            #"{"op":"file.orphans","olderThan":-1}"#,
             #"{"op":"file.orphans","olderThan":99999999999}"#,
         ] {
             guard case .failure(let failure) = decode(line) else {
-            Issue.record("\(line) decoded")
-            return
-        }
+                Issue.record("\(line) decoded")
+                return
+            }
             #expect(failure.error.code == .badRequest, "\(line)")
         }
     }
@@ -143,22 +158,30 @@ import Testing
         #expect(Set(OperationTable.names).count == OperationTable.all.count)
         let samples: [String: String] = [
             "hello": #"{"op":"hello"}"#, "create": #"{"op":"create","collection":"T","data":{}}"#,
-            "get": #"{"op":"get","collection":"T","id":"a"}"#, "update": #"{"op":"update","collection":"T","id":"a","patch":{}}"#,
+            "get": #"{"op":"get","collection":"T","id":"a"}"#,
+            "update": #"{"op":"update","collection":"T","id":"a","patch":{}}"#,
             "delete": #"{"op":"delete","collection":"T","id":"a"}"#, "list": #"{"op":"list","collection":"T"}"#,
-            "count": #"{"op":"count","collection":"T"}"#, "history": #"{"op":"history","collection":"T","id":"a","after":3,"limit":2}"#,
+            "count": #"{"op":"count","collection":"T"}"#,
+            "history": #"{"op":"history","collection":"T","id":"a","after":3,"limit":2}"#,
             "events": #"{"op":"events"}"#, "stats": #"{"op":"stats"}"#,
-            "view.define": #"{"op":"view.define","name":"v","collection":"T"}"#, "view.drop": #"{"op":"view.drop","name":"v"}"#,
-            "view.list": #"{"op":"view.list"}"#, "watch": #"{"op":"watch","tag":1}"#, "unwatch": #"{"op":"unwatch","watch":1}"#,
+            "view.define": #"{"op":"view.define","name":"v","collection":"T"}"#,
+            "view.drop": #"{"op":"view.drop","name":"v"}"#,
+            "view.list": #"{"op":"view.list"}"#, "watch": #"{"op":"watch","tag":1}"#,
+            "unwatch": #"{"op":"unwatch","watch":1}"#,
             "verify": #"{"op":"verify"}"#, "backup": #"{"op":"backup","directory":"/tmp/b"}"#,
-            "batch": #"{"op":"batch","ops":[{"op":"create","collection":"T","data":{}},{"op":"delete","collection":"T","id":{"$result":0}}]}"#,
+            "batch":
+                #"{"op":"batch","ops":[{"op":"create","collection":"T","data":{}},{"op":"delete","collection":"T","id":{"$result":0}}]}"#,
             "schema.define": #"{"op":"schema.define","collection":"T","fields":{"n":{"type":"integer"}}}"#,
-            "schema.drop": #"{"op":"schema.drop","collection":"T"}"#, "schema.get": #"{"op":"schema.get","collection":"T"}"#,
+            "schema.drop": #"{"op":"schema.drop","collection":"T"}"#,
+            "schema.get": #"{"op":"schema.get","collection":"T"}"#,
             "schema.list": #"{"op":"schema.list"}"#,
             "links": #"{"op":"links","ref":"Category/c1","field":"items","include":["owner"]}"#,
             "backlinks": #"{"op":"backlinks","ref":"Item/i1","from":"Category.items"}"#,
             "metrics": #"{"op":"metrics"}"#,
-            "file.put": #"{"op":"file.put","name":"a/b.jpg","data":"aGk="}"#, "file.get": #"{"op":"file.get","name":"a/b.jpg"}"#,
-            "file.read": #"{"op":"file.read","name":"a/b.jpg","offset":2}"#, "file.list": #"{"op":"file.list","prefix":"a/"}"#,
+            "file.put": #"{"op":"file.put","name":"a/b.jpg","data":"aGk="}"#,
+            "file.get": #"{"op":"file.get","name":"a/b.jpg"}"#,
+            "file.read": #"{"op":"file.read","name":"a/b.jpg","offset":2}"#,
+            "file.list": #"{"op":"file.list","prefix":"a/"}"#,
             "file.delete": #"{"op":"file.delete","name":"a/b.jpg"}"#,
             "file.orphans": #"{"op":"file.orphans","olderThan":86400,"prefix":"a/","limit":10}"#,
             "file.begin": #"{"op":"file.begin","size":3}"#,
@@ -228,7 +251,9 @@ import Testing
                 let offset = Int.random(in: 0..<(text.utf8.count - 4), using: &random)
                 var characters = Array(text.utf8)
                 characters[offset] = bad.utf8.first!
-                #expect(throws: ValidationError.self) { try Base64.decode(String(decoding: characters, as: UTF8.self).utf8, field: "data") }
+                #expect(throws: ValidationError.self) {
+                    try Base64.decode(String(decoding: characters, as: UTF8.self).utf8, field: "data")
+                }
                 do {
                     _ = try Base64.decode(String(decoding: characters, as: UTF8.self).utf8, field: "data")
                 } catch {
@@ -262,14 +287,22 @@ import Testing
     @Test func filePutDecodesItsFieldsAndChecksTheName() throws {
         let line = #"{"op":"file.put","name":"photos/a.jpg","contentType":"image/jpeg","data":"aGk=","replace":true}"#
         let request = try Array(line.utf8).withUnsafeBytes { try RequestDecoder.decode($0).get() }
-        guard case .upload(.put(let upload)) = request.operation else { Issue.record("not an upload: \(request.operation)"); return }
+        guard case .upload(.put(let upload)) = request.operation else {
+            Issue.record("not an upload: \(request.operation)")
+            return
+        }
         #expect(upload.name == "photos/a.jpg" && upload.contentType == "image/jpeg" && upload.replace)
         #expect(upload.content.bytes == Array("hi".utf8))
         for name in ["", "/x", "x/", "a//b", "a/../b", String(repeating: "x", count: 257)] {
             let bad = #"{"op":"file.get","name":"\#(name)"}"#
             let decoded = Array(bad.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
-            guard case .failure(let failure) = decoded else { Issue.record("accepted \(name)"); continue }
-            #expect(failure.error.code == .badRequest && failure.error.message.contains("file name"), "\(failure.error.message)")
+            guard case .failure(let failure) = decoded else {
+                Issue.record("accepted \(name)")
+                continue
+            }
+            #expect(
+                failure.error.code == .badRequest && failure.error.message.contains("file name"),
+                "\(failure.error.message)")
         }
     }
 
@@ -278,15 +311,27 @@ import Testing
             Array(line.utf8).withUnsafeBytes { RequestDecoder.decode($0) }
         }
         let sha = String(repeating: "ab", count: 32)
-        guard case .success(let begin) = decode(#"{"op":"file.begin","name":"v/a.mp4","size":10,"sha256":"\#(sha)","replace":true}"#),
+        guard
+            case .success(let begin) = decode(
+                #"{"op":"file.begin","name":"v/a.mp4","size":10,"sha256":"\#(sha)","replace":true}"#),
             case .upload(.begin(let plan)) = begin.operation
-        else { Issue.record("file.begin did not decode"); return }
-        #expect(plan.name == "v/a.mp4" && plan.size == 10 && plan.sha256 == sha && plan.replace && plan.contentType == "application/octet-stream")
+        else {
+            Issue.record("file.begin did not decode")
+            return
+        }
+        #expect(
+            plan.name == "v/a.mp4" && plan.size == 10 && plan.sha256 == sha && plan.replace
+                && plan.contentType == "application/octet-stream")
         guard case .success(let write) = decode(#"{"op":"file.write","upload":"u1","offset":4,"data":"aGk="}"#),
             case .upload(.write(let upload, let offset, let content)) = write.operation
-        else { Issue.record("file.write did not decode"); return }
+        else {
+            Issue.record("file.write did not decode")
+            return
+        }
         #expect(upload == "u1" && offset == 4 && content.bytes == Array("hi".utf8))
-        guard case .success(let commit) = decode(#"{"op":"file.commit","upload":"u1"}"#), case .upload(.commit("u1")) = commit.operation else {
+        guard case .success(let commit) = decode(#"{"op":"file.commit","upload":"u1"}"#),
+            case .upload(.commit("u1")) = commit.operation
+        else {
             Issue.record("file.commit did not decode")
             return
         }
@@ -298,8 +343,13 @@ import Testing
             (#"{"op":"file.abort","upload":""}"#, "upload"),
             (#"{"op":"file.commit","upload":"u1","extra":1}"#, "extra"),
         ] {
-            guard case .failure(let failure) = decode(line) else { Issue.record("accepted \(line)"); continue }
-            #expect(failure.error.code == .badRequest && failure.error.message.contains(words), "\(line): \(failure.error.message)")
+            guard case .failure(let failure) = decode(line) else {
+                Issue.record("accepted \(line)")
+                continue
+            }
+            #expect(
+                failure.error.code == .badRequest && failure.error.message.contains(words),
+                "\(line): \(failure.error.message)")
         }
     }
 
@@ -311,10 +361,15 @@ import Testing
         let text = Base64.encode(bytes)
         let escaped = text.replacing("/", with: #"\/"#)
         for data in [text, escaped] {
-            for order in [#""data":"\#(data)","offset":9,"upload":"u1""#, #""offset":9,"upload":"u1","data":"\#(data)""#] {
+            for order in [
+                #""data":"\#(data)","offset":9,"upload":"u1""#, #""offset":9,"upload":"u1","data":"\#(data)""#,
+            ] {
                 let line = Array(("{\"op\":\"file.write\"," + order + ",\"tag\":7}").utf8)
-                for result in [RequestDecoder.decode(owning: line), line.withUnsafeBytes { RequestDecoder.decode($0) }] {
-                    guard case .success(let request) = result, case .upload(.write("u1", 9, let content)) = request.operation else {
+                for result in [RequestDecoder.decode(owning: line), line.withUnsafeBytes { RequestDecoder.decode($0) }]
+                {
+                    guard case .success(let request) = result,
+                        case .upload(.write("u1", 9, let content)) = request.operation
+                    else {
                         Issue.record("did not decode: \(result)")
                         continue
                     }
@@ -324,7 +379,9 @@ import Testing
             }
         }
         let put = Array(#"{"op":"file.put","name":"a","data":"\#(text)"}"#.utf8)
-        guard case .success(let request) = RequestDecoder.decode(owning: put), case .upload(.put(let upload)) = request.operation else {
+        guard case .success(let request) = RequestDecoder.decode(owning: put),
+            case .upload(.put(let upload)) = request.operation
+        else {
             Issue.record("file.put did not decode")
             return
         }
@@ -334,14 +391,24 @@ import Testing
         let at = 100_001
         bad[bad.count - 2 - text.utf8.count + at] = UInt8(ascii: "-")
         for result in [RequestDecoder.decode(owning: bad), bad.withUnsafeBytes { RequestDecoder.decode($0) }] {
-            guard case .failure(let failure) = result else { Issue.record("accepted a bad character"); continue }
+            guard case .failure(let failure) = result else {
+                Issue.record("accepted a bad character")
+                continue
+            }
             #expect(failure.error.message == "field \"data\": invalid base64 at offset \(at)")
         }
         // Another op's top-level string "data" is what it was: a string, where an object belongs.
-        for line in [#"{"op":"create","collection":"Task","data":"plain"}"#, #"{"op":"file.put","data":"x","fd":true}"#] {
-            guard case .failure(let failure) = RequestDecoder.decode(owning: Array(line.utf8)) else { Issue.record("accepted \(line)"); continue }
+        for line in [
+            #"{"op":"create","collection":"Task","data":"plain"}"#, #"{"op":"file.put","data":"x","fd":true}"#,
+        ] {
+            guard case .failure(let failure) = RequestDecoder.decode(owning: Array(line.utf8)) else {
+                Issue.record("accepted \(line)")
+                continue
+            }
             #expect(failure.error.code == .badRequest, "\(line)")
-            #expect(failure.error.message.contains("found a string") || failure.error.message.contains("give one of them"), "\(failure.error.message)")
+            #expect(
+                failure.error.message.contains("found a string") || failure.error.message.contains("give one of them"),
+                "\(failure.error.message)")
         }
     }
 }
@@ -357,14 +424,16 @@ import Testing
         case .success(let request):
             let tag = request.tag.map { "\($0.value) \(String(decoding: $0.text, as: UTF8.self))" } ?? "none"
             if case .read(let operation) = request.operation, let (name, query) = Self.query(of: operation) {
-                return "\(name) \(query.source) where \(String(describing: query.whereJSON)) sort \(String(describing: query.sort)) "
+                return
+                    "\(name) \(query.source) where \(String(describing: query.whereJSON)) sort \(String(describing: query.sort)) "
                     + "descending \(query.descending) limit \(query.limit) start \(query.start) explain \(query.explain) "
                     + "include \(query.include.count), tag \(tag), spec \(request.spec.name) \(request.spec.index), minSeq \(String(describing: request.minSeq))"
             }
             guard case .read(.get(let collection, let id, let point, let include)) = request.operation else {
                 return "op \(request.spec.name), tag \(tag), minSeq \(String(describing: request.minSeq))"
             }
-            return "get \(collection)/\(id) at \(String(describing: point)) include \(include.count), tag \(tag), spec \(request.spec.name) \(request.spec.index), minSeq \(String(describing: request.minSeq))"
+            return
+                "get \(collection)/\(id) at \(String(describing: point)) include \(include.count), tag \(tag), spec \(request.spec.name) \(request.spec.index), minSeq \(String(describing: request.minSeq))"
         case .failure(let failure):
             let tag = failure.tag.map { String(decoding: $0.text, as: UTF8.self) } ?? "none"
             return "error \(failure.error.code.rawValue) \(failure.error.message), tag \(tag)"
@@ -508,7 +577,9 @@ import Testing
     @Test func everyByteThatEndsAStringEndsItAtEveryPlace() {
         // A printable byte, a space, `~`, then what ends a plain string or leaves the line to the
         // general decoder: a backslash (escapes), control bytes, DEL and the bytes of a non-ASCII letter.
-        let kinds: [[UInt8]] = [[0x61], [0x20], [0x7E], [0x5C, 0x6E], [0x5C, 0x22], [0x01], [0x1F], [0x09], [0x7F], Array("é".utf8), [0xFF]]
+        let kinds: [[UInt8]] = [
+            [0x61], [0x20], [0x7E], [0x5C, 0x6E], [0x5C, 0x22], [0x01], [0x1F], [0x09], [0x7F], Array("é".utf8), [0xFF],
+        ]
         var lines = 0
         var fast = 0
         for length in 0...24 {
@@ -519,16 +590,26 @@ import Testing
                     for form in 0..<3 {
                         var line: [UInt8]
                         switch form {
-                        case 0: line = Array(#"{"op":"get","collection":"Task","id":""#.utf8) + text + Array(#""}"#.utf8)
-                        case 1: line = Array(#"{"op":"get",""#.utf8) + text + Array(#"":1,"collection":"Task","id":"k"}"#.utf8)
-                        default: line = Array(#"{"op":"get","collection":"Task","id":"k","tag":""#.utf8) + text + Array(#""}"#.utf8)
+                        case 0:
+                            line = Array(#"{"op":"get","collection":"Task","id":""#.utf8) + text + Array(#""}"#.utf8)
+                        case 1:
+                            line =
+                                Array(#"{"op":"get",""#.utf8) + text + Array(#"":1,"collection":"Task","id":"k"}"#.utf8)
+                        default:
+                            line =
+                                Array(#"{"op":"get","collection":"Task","id":"k","tag":""#.utf8) + text
+                                + Array(#""}"#.utf8)
                         }
                         // The whole line, then cut after the string's text (no closing quote) and after its quote.
                         let textEnd = line.count - (form == 1 ? #"":1,"collection":"Task","id":"k"}"#.utf8.count : 2)
                         for cut in [line.count, textEnd, textEnd + 1] {
                             let bytes = Array(line[..<cut])
                             let (taken, general, decoded) = bytes.withUnsafeBytes { buffer in
-                                (RequestDecoder.plainRequest(buffer) != nil, outcome(RequestDecoder.decodeInGeneral(buffer)), outcome(RequestDecoder.decode(buffer)))
+                                (
+                                    RequestDecoder.plainRequest(buffer) != nil,
+                                    outcome(RequestDecoder.decodeInGeneral(buffer)),
+                                    outcome(RequestDecoder.decode(buffer))
+                                )
                             }
                             lines += 1
                             if taken { fast += 1 }
@@ -546,31 +627,48 @@ import Testing
     /// it decodes as in general, and the good ones take the shortcut.
     @Test func compactGetsDecodeAsInGeneralWhereverTheTagIs() {
         // The first five are tags the shortcut reads; the others it leaves to the general decoder.
-        let tags = ["7", "0", "999999999999999999", #""t 1""#, #""""#, "1.5", "-1", "01", "1e3", #""x\"y""#, "null", "1234567890123456789"]
+        let tags = [
+            "7", "0", "999999999999999999", #""t 1""#, #""""#, "1.5", "-1", "01", "1e3", #""x\"y""#, "null",
+            "1234567890123456789",
+        ]
         let plainTags = Set(tags.prefix(5))
-        let names = [("Task", "k1", true), ("T_2", "a-b.c:d_9", true), ("1Task", "k1", false), ("Task", "k 1", false), ("Task", "", false)]
+        let names = [
+            ("Task", "k1", true), ("T_2", "a-b.c:d_9", true), ("1Task", "k1", false), ("Task", "k 1", false),
+            ("Task", "", false),
+        ]
         var taken = 0
         for (collection, id, valid) in names {
             let body = #""collection":"\#(collection)","id":"\#(id)""#
             // Each line, and whether the shortcut must take it whole.
             var lines = [(#"{"op":"get",\#(body)}"#, valid)]
             for tag in tags {
-                for line in [#"{"tag":\#(tag),"op":"get",\#(body)}"#, #"{"op":"get","tag":\#(tag),\#(body)}"#, #"{"op":"get",\#(body),"tag":\#(tag)}"#] {
+                for line in [
+                    #"{"tag":\#(tag),"op":"get",\#(body)}"#, #"{"op":"get","tag":\#(tag),\#(body)}"#,
+                    #"{"op":"get",\#(body),"tag":\#(tag)}"#,
+                ] {
                     lines.append((line, valid && plainTags.contains(tag)))
                 }
             }
             // Two tags, a space, another key, a byte after the end: the general scan's or the general decoder's.
-            for line in [#"{"tag":1,"op":"get","tag":2,\#(body)}"#, #"{"op":"get","tag":1,\#(body),"tag":2}"#, #"{"op":"get", \#(body)}"#,
-                         #"{"op":"get",\#(body),"include":["a"]}"#, #"{"op":"get",\#(body)} "#, #"{"op":"get",\#(body)}}"#] {
+            for line in [
+                #"{"tag":1,"op":"get","tag":2,\#(body)}"#, #"{"op":"get","tag":1,\#(body),"tag":2}"#,
+                #"{"op":"get", \#(body)}"#,
+                #"{"op":"get",\#(body),"include":["a"]}"#, #"{"op":"get",\#(body)} "#, #"{"op":"get",\#(body)}}"#,
+            ] {
                 lines.append((line, false))
             }
             for (line, mustTake) in lines {
                 let bytes = Array(line.utf8)
                 for cut in 0...bytes.count {
                     let (fast, general, decoded) = bytes[..<cut].withUnsafeBytes { buffer in
-                        (RequestDecoder.plainRequest(buffer) != nil, outcome(RequestDecoder.decodeInGeneral(buffer)), outcome(RequestDecoder.decode(buffer)))
+                        (
+                            RequestDecoder.plainRequest(buffer) != nil, outcome(RequestDecoder.decodeInGeneral(buffer)),
+                            outcome(RequestDecoder.decode(buffer))
+                        )
                     }
-                    #expect(general == decoded, "\(String(decoding: bytes[..<cut], as: UTF8.self)): general \(general), decode \(decoded)")
+                    #expect(
+                        general == decoded,
+                        "\(String(decoding: bytes[..<cut], as: UTF8.self)): general \(general), decode \(decoded)")
                     if cut == bytes.count, fast { taken += 1 }
                     if cut == bytes.count, mustTake { #expect(fast, "not taken: \(line)") }
                 }
@@ -583,20 +681,35 @@ import Testing
     /// decoders give the same request or the same error for each.
     @Test func randomLinesDecodeTheSameEitherWay() {
         var random = SystemRandomNumberGenerator()
-        let values = [#""get""#, #""list""#, #""Task""#, #""k1""#, #""a:b.c-d_e""#, "7", "0", "07", "1.5", "-3", "null", "true", #""""#,
-                      #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", "9999999999999999999", "999999999999999999", #""1Task""#, #""k 1""#,
-                      "20", "1000", "1001", "false", "tru", #""byRank""#, "\"\(cursor)\"", #""AAAA""#]
-        let keys = ["op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", "", "view", "limit", "offset", "after", "explain", "where", "order"]
+        let values = [
+            #""get""#, #""list""#, #""Task""#, #""k1""#, #""a:b.c-d_e""#, "7", "0", "07", "1.5", "-3", "null", "true",
+            #""""#,
+            #""x\"y""#, #""é""#, "[]", "{}", "123456789012345678", "1234567890123456789", "9999999999999999999",
+            "999999999999999999", #""1Task""#, #""k 1""#,
+            "20", "1000", "1001", "false", "tru", #""byRank""#, "\"\(cursor)\"", #""AAAA""#,
+        ]
+        let keys = [
+            "op", "collection", "id", "tag", "minSeq", "include", "Op", "ïd", "", "view", "limit", "offset", "after",
+            "explain", "where", "order",
+        ]
         let spaces = ["", " ", "  ", "\t", "\r", "\n"]
         var fast = 0
         var fastPages = 0
         for _ in 0..<20_000 {
             var members: [String] = []
             switch Int.random(in: 0..<3, using: &random) {
-            case 0: members = [#""op":"get""#, #""collection":"Task""#, #""id":"k\#(Int.random(in: 0..<100, using: &random))""#]
+            case 0:
+                members = [
+                    #""op":"get""#, #""collection":"Task""#, #""id":"k\#(Int.random(in: 0..<100, using: &random))""#,
+                ]
             case 1:
-                members = [Bool.random(using: &random) ? #""op":"list""# : #""op":"count""#, Bool.random(using: &random) ? #""view":"byRank""# : #""collection":"Task""#]
-                if Bool.random(using: &random) { members.append(#""limit":\#(Int.random(in: 0...1001, using: &random))"#) }
+                members = [
+                    Bool.random(using: &random) ? #""op":"list""# : #""op":"count""#,
+                    Bool.random(using: &random) ? #""view":"byRank""# : #""collection":"Task""#,
+                ]
+                if Bool.random(using: &random) {
+                    members.append(#""limit":\#(Int.random(in: 0...1001, using: &random))"#)
+                }
                 switch Int.random(in: 0..<3, using: &random) {
                 case 0: members.append(#""offset":\#(Int.random(in: 0...1_000_000, using: &random))"#)
                 case 1: members.append(#""after":"\#(cursor)""#)
@@ -605,7 +718,9 @@ import Testing
                 if Bool.random(using: &random) { members.append(#""explain":\#(Bool.random(using: &random))"#) }
             default: break
             }
-            if !members.isEmpty, Bool.random(using: &random) { members.append(#""tag":\#(values.randomElement(using: &random)!)"#) }
+            if !members.isEmpty, Bool.random(using: &random) {
+                members.append(#""tag":\#(values.randomElement(using: &random)!)"#)
+            }
             for _ in 0..<Int.random(in: 0...2, using: &random) {
                 members.append("\"\(keys.randomElement(using: &random)!)\":\(values.randomElement(using: &random)!)")
             }
@@ -613,7 +728,9 @@ import Testing
             var line = spaces.randomElement(using: &random)! + "{"
             for (index, member) in members.enumerated() {
                 if index > 0 { line += spaces.randomElement(using: &random)! + "," }
-                line += spaces.randomElement(using: &random)! + member.replacingOccurrences(of: ":", with: spaces.randomElement(using: &random)! + ":")
+                line +=
+                    spaces.randomElement(using: &random)!
+                    + member.replacingOccurrences(of: ":", with: spaces.randomElement(using: &random)! + ":")
             }
             line += spaces.randomElement(using: &random)! + "}" + spaces.randomElement(using: &random)!
             if Int.random(in: 0..<20, using: &random) == 0 { line.removeLast() }

@@ -1,9 +1,10 @@
 import CFolioSystem
-@testable import FolioServer
 import Foundation
 import Glibc
 import Synchronization
 import Testing
+
+@testable import FolioServer
 
 /// How an event loop learns how long to look for work before it sleeps (`IdlePoll`).
 @Suite struct IdlePollTests {
@@ -104,8 +105,11 @@ import Testing
     @Test func theSettingTakesZeroToAThousandMicroseconds() throws {
         let defaults = ServerConfiguration(dataDirectory: "/d", socketPath: "/s")
         #expect(try Settings.configuration(defaults: defaults, file: nil, flags: []).idlePollMicroseconds == 100)
-        #expect(try Settings.configuration(defaults: defaults, file: nil, flags: [("idle-poll", "0")]).idlePollMicroseconds == 0)
-        let file = try Settings.configuration(defaults: defaults, file: (path: "/etc/folio/foliod.conf", text: "idle-poll = 250\n"), flags: [])
+        #expect(
+            try Settings.configuration(defaults: defaults, file: nil, flags: [("idle-poll", "0")]).idlePollMicroseconds
+                == 0)
+        let file = try Settings.configuration(
+            defaults: defaults, file: (path: "/etc/folio/foliod.conf", text: "idle-poll = 250\n"), flags: [])
         #expect(file.idlePollMicroseconds == 250)
         for value in ["1001", "-1", "soon"] {
             #expect {

@@ -4,7 +4,9 @@ import Testing
 
 @Suite struct LineFramerTests {
     /// Feeds `chunks` and returns the lines and the outcome of the last chunk.
-    private func frame(_ chunks: [String], limit: Int = 10) -> (lines: [String], outcome: LineFramer.Outcome, held: Bool) {
+    private func frame(_ chunks: [String], limit: Int = 10) -> (
+        lines: [String], outcome: LineFramer.Outcome, held: Bool
+    ) {
         var framer = LineFramer(maxLineBytes: limit)
         var lines: [String] = []
         var outcome = LineFramer.Outcome.taken
@@ -85,11 +87,13 @@ import Testing
             var taken: [UInt8]?
             for chunk in [half, half + [0x0A]] {
                 _ = chunk.withUnsafeBytes { bytes in
-                    framer.take(bytes, lines: { line, owned in
-                        taken = owned
-                        #expect(line.count == 600_000)
-                        return true
-                    })
+                    framer.take(
+                        bytes,
+                        lines: { line, owned in
+                            taken = owned
+                            #expect(line.count == 600_000)
+                            return true
+                        })
                 }
             }
             guard let line = taken.take() else {

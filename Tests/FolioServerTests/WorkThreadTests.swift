@@ -23,8 +23,12 @@ import Testing
         var state: Character = "?"
         var switches = -1
         for line in status.split(separator: "\n") {
-            if line.hasPrefix("State:") { state = line.dropFirst("State:".count).trimmingCharacters(in: .whitespaces).first ?? "?" }
-            if line.hasPrefix("voluntary_ctxt_switches:") { switches = Int(line.split(separator: "\t").last ?? "") ?? -1 }
+            if line.hasPrefix("State:") {
+                state = line.dropFirst("State:".count).trimmingCharacters(in: .whitespaces).first ?? "?"
+            }
+            if line.hasPrefix("voluntary_ctxt_switches:") {
+                switches = Int(line.split(separator: "\t").last ?? "") ?? -1
+            }
         }
         return (state, switches)
     }
@@ -118,7 +122,8 @@ import Testing
     /// blocking; with no room to poll, no polling, or items not worth a look after them
     /// (`pollsAfter`), it blocks for each. Once nothing comes, it sleeps after at most its limit.
     @Test(arguments: [(100_000, true, true), (100_000, false, true), (0, true, true), (100_000, true, false)])
-    func itemsComingSoonAreTakenWithoutSleepingOnceTheWindowIsLearnt(limit: UInt64, room: Bool, worthALook: Bool) throws {
+    func itemsComingSoonAreTakenWithoutSleepingOnceTheWindowIsLearnt(limit: UInt64, room: Bool, worthALook: Bool) throws
+    {
         let recorder = Recorder()
         let found = Atomic<Int>(0)
         let work = WorkThread<Int>(

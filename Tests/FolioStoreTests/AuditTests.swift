@@ -18,7 +18,9 @@ import Testing
                 return true
             }
             let head = try snapshot.head()
-            lines.append(JSON.object(["end": true, "lastSeq": .int(Int64(head.sequence)), "chainHead": .string(head.hash.hex)]).serialized())
+            lines.append(
+                JSON.object(["end": true, "lastSeq": .int(Int64(head.sequence)), "chainHead": .string(head.hash.hex)])
+                    .serialized())
             return lines
         }
     }
@@ -38,7 +40,9 @@ import Testing
             for step in 1...150 {
                 _ = try writer.create("Noise", ["step": .int(Int64(step))])
                 var patch: JSONObject = ["n": .int(Int64(step))]
-                if Bool.random(using: &random) { patch["tags"] = Bool.random(using: &random) ? .null : ["b", .int(Int64(step))] }
+                if Bool.random(using: &random) {
+                    patch["tags"] = Bool.random(using: &random) ? .null : ["b", .int(Int64(step))]
+                }
                 if step % 10 == 0 { patch["nested"] = ["x": .int(Int64(step)), "gone": .null] }
                 let applied = try writer.execute(.update(collection: "Report", id: "r1", patch: patch, ifVersion: nil))
                 versions.append((applied.event.sequence, applied.event.timestamp, applied.object!))
@@ -48,9 +52,13 @@ import Testing
                 #expect(try snapshot.object("Report", "r1", at: .sequence(first.event.sequence - 1)) == nil)
                 for (index, version) in versions.enumerated() {
                     #expect(try snapshot.object("Report", "r1", at: .sequence(version.sequence)) == version.object)
-                    let nextSequence = index + 1 < versions.count ? versions[index + 1].sequence : deleted.event.sequence
-                    #expect(try snapshot.object("Report", "r1", at: .sequence(nextSequence - 1)) == version.object, "between events")
-                    #expect(try snapshot.object("Report", "r1", at: .instant(version.timestamp.instant)) == version.object)
+                    let nextSequence =
+                        index + 1 < versions.count ? versions[index + 1].sequence : deleted.event.sequence
+                    #expect(
+                        try snapshot.object("Report", "r1", at: .sequence(nextSequence - 1)) == version.object,
+                        "between events")
+                    #expect(
+                        try snapshot.object("Report", "r1", at: .instant(version.timestamp.instant)) == version.object)
                 }
                 #expect(try snapshot.object("Report", "r1", at: .sequence(deleted.event.sequence)) == nil)
                 #expect(try snapshot.object("Report", "r1", at: .instant(Instant(seconds: 0))) == nil)
@@ -64,9 +72,15 @@ import Testing
         try withTemporaryDirectory { root in
             let origin = Origin(uid: 1, gid: 1, pid: 1)
             let events = [
-                Event(sequence: 1, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1, change: .created(collection: "T", id: "a", data: [:])),
-                Event(sequence: 2, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1, change: .created(collection: "T", id: "b", data: [:])),
-                Event(sequence: 3, timestamp: Timestamp(milliseconds: 1999), origin: origin, version: 1, change: .created(collection: "T", id: "c", data: [:])),
+                Event(
+                    sequence: 1, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1,
+                    change: .created(collection: "T", id: "a", data: [:])),
+                Event(
+                    sequence: 2, timestamp: Timestamp(milliseconds: 2000), origin: origin, version: 1,
+                    change: .created(collection: "T", id: "b", data: [:])),
+                Event(
+                    sequence: 3, timestamp: Timestamp(milliseconds: 1999), origin: origin, version: 1,
+                    change: .created(collection: "T", id: "c", data: [:])),
             ]
             var chain = ChainHash.genesis
             var lines: [[UInt8]] = []
@@ -84,7 +98,13 @@ import Testing
                 guard let error = error as? ImportError else { return false }
                 return error.line == 3 && "\(error)".contains("dated before event 2")
             }
-            _ = try importLines(Array(lines.prefix(2)) + [JSON.object(["end": true, "lastSeq": 2, "chainHead": .string(ChainHash.genesis.next(events[0].encoded()).next(events[1].encoded()).hex)]).serialized()], into: root + "/fine")
+            _ = try importLines(
+                Array(lines.prefix(2)) + [
+                    JSON.object([
+                        "end": true, "lastSeq": 2,
+                        "chainHead": .string(ChainHash.genesis.next(events[0].encoded()).next(events[1].encoded()).hex),
+                    ]).serialized()
+                ], into: root + "/fine")
         }
     }
 
@@ -109,7 +129,8 @@ import Testing
                 canonical.withUnsafeBytes { EventLog.writeWireForm(canonical: $0, hash: chain, to: &line) }
                 lines.append(line.bytes)
             }
-            lines.append(JSON.object(["end": true, "lastSeq": .int(Int64(count)), "chainHead": .string(chain.hex)]).serialized())
+            lines.append(
+                JSON.object(["end": true, "lastSeq": .int(Int64(count)), "chainHead": .string(chain.hex)]).serialized())
             #expect {
                 try importLines(lines, into: root + "/imported")
             } throws: { error in
@@ -159,7 +180,9 @@ import Testing
             cut[19] = Array(cut[19].prefix(40))
             try expectRefused(cut, line: 20, "truncated inside a line")
             var changed = lines
-            changed[12] = Array(String(decoding: changed[12], as: UTF8.self).replacingOccurrences(of: "\"n\":12", with: "\"n\":13").utf8)
+            changed[12] = Array(
+                String(decoding: changed[12], as: UTF8.self).replacingOccurrences(of: "\"n\":12", with: "\"n\":13").utf8
+            )
             try expectRefused(changed, line: 13, "an event's data changed")
             var skipped = lines
             skipped.remove(at: 5)
@@ -178,13 +201,18 @@ import Testing
         try withTemporaryDirectory { root in
             let store = try Store(directory: root + "/live")
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)
+                ))
             for index in 0..<200 { _ = try writer.create("Task", ["n": .int(Int64(index))], id: "t\(index)") }
             #expect(try store.verify(scratchDirectory: root + "/scratch").isConsistent)
 
             // A view entry, removed from its leaf behind the tree's back.
             try store.environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
+                let txn = StoreTransaction(
+                    lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
                 let view = try #require(try store.applier.catalog.view("byN", txn))
                 try view.tree.merge(txn)  // the entries into the nodes, out of the view's pending ops
                 let position = try view.tree.position(atRank: 100, txn)
@@ -212,7 +240,8 @@ import Testing
             try store.environment.write { txn in
                 let key = Keys.sequence(120)
                 var record = Array(try #require(try txn.get(store.databases.events, key)))
-                let text = String(decoding: record[ChainHash.size...], as: UTF8.self).replacingOccurrences(of: "\"n\":118", with: "\"n\":999")
+                let text = String(decoding: record[ChainHash.size...], as: UTF8.self).replacingOccurrences(
+                    of: "\"n\":118", with: "\"n\":999")
                 record = Array(record[..<ChainHash.size]) + Array(text.utf8)
                 try txn.put(store.databases.events, key, record)
             }
@@ -226,7 +255,11 @@ import Testing
         try withTemporaryDirectory { root in
             let store = try Store(directory: root + "/live")
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["-n"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["-n"]), unique: false
+                    )))
             let writing = Thread {
                 for index in 0..<3000 { _ = try? writer.create("Task", ["n": .int(Int64(index % 17))]) }
             }
@@ -253,8 +286,14 @@ import Testing
             options.mapSize = 1 << 20
             var store = try Store(directory: root + "/live", options: options)
             let writer = TestWriter(store)
-            for (name, sort) in [("byN", ["n"]), ("byTitle", ["title"]), ("byNDown", ["-n", "title"])] as [(String, JSON)] {
-                try writer.execute(.defineView(try ViewDefinition(name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: sort), unique: false)))
+            for (name, sort) in [("byN", ["n"]), ("byTitle", ["title"]), ("byNDown", ["-n", "title"])]
+                as [(String, JSON)]
+            {
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: sort),
+                            unique: false)))
             }
             let padding = String(repeating: "p", count: 300)
             for index in 0..<3000 {
@@ -281,7 +320,9 @@ import Testing
 
             // An import into a first map of 1 MiB.
             let remaining = LinesSource(lines)
-            let summary = try Importer(directory: root + "/imported", mapSize: 1 << 20).run(nextLine: { remaining.next() })
+            let summary = try Importer(directory: root + "/imported", mapSize: 1 << 20).run(nextLine: {
+                remaining.next()
+            })
             #expect(summary.digest == digest)
         }
     }

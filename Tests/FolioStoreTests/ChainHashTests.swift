@@ -10,7 +10,9 @@ import Testing
     /// Known answers, computed apart (Python's hashlib): SHA-256 of 32 zero bytes and "abc", and a
     /// chain of three small events from the genesis hash.
     @Test func theChainIsSHA256OverThePreviousHashAndTheEvent() {
-        #expect(ChainHash.genesis.next(Array("abc".utf8)).hex == "365aa7d8f7f9402c4b9434502b4cc89ddb09fe50d7cd95b493b834c62d5a5370")
+        #expect(
+            ChainHash.genesis.next(Array("abc".utf8)).hex
+                == "365aa7d8f7f9402c4b9434502b4cc89ddb09fe50d7cd95b493b834c62d5a5370")
         var chain = ChainHash.genesis
         for sequence in 1...3 { chain = chain.next(Array("{\"seq\":\(sequence)}".utf8)) }
         #expect(chain.hex == "b94dfd11521c5dc81e3e4e26cfdf1b0bae0014902617ad6e18cd3875e417881d")

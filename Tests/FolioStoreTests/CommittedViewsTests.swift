@@ -15,7 +15,9 @@ import Testing
             defer { store.close() }
             let writer = TestWriter(store)
             func definition(_ name: String, _ field: String) throws -> ViewDefinition {
-                try ViewDefinition(name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: [.string(field)]), unique: false)
+                try ViewDefinition(
+                    name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: [.string(field)]),
+                    unique: false)
             }
             /// The view's entries, nil when it does not exist.
             func entries(_ name: String) throws -> Int? {

@@ -9,9 +9,16 @@ import Testing
     private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     @Test func keysKeepTheirBytes() {
-        #expect(ConflictKey.object("Item", "i1").bytes == bytes("o") + [0, 0, 0, 4] + bytes("Item") + [0, 0, 0, 2] + bytes("i1"))
-        #expect(ConflictKey.referrers("Item", "i1").bytes == bytes("l") + [0, 0, 0, 4] + bytes("Item") + [0, 0, 0, 2] + bytes("i1"))
-        #expect(ConflictKey.unique("byEmail", [1, 2, 3]).bytes == bytes("u") + [0, 0, 0, 7] + bytes("byEmail") + [0, 0, 0, 3, 1, 2, 3])
+        #expect(
+            ConflictKey.object("Item", "i1").bytes == bytes("o") + [0, 0, 0, 4] + bytes("Item") + [0, 0, 0, 2]
+                + bytes("i1"))
+        #expect(
+            ConflictKey.referrers("Item", "i1").bytes == bytes("l") + [0, 0, 0, 4] + bytes("Item") + [0, 0, 0, 2]
+                + bytes("i1"))
+        #expect(
+            ConflictKey.unique("byEmail", [1, 2, 3]).bytes == bytes("u") + [0, 0, 0, 7] + bytes("byEmail") + [
+                0, 0, 0, 3, 1, 2, 3,
+            ])
         #expect(ConflictKey.file("a.png").bytes == bytes("f") + [0, 0, 0, 5] + bytes("a.png"))
         #expect(ConflictKey.request("").bytes == bytes("q") + [0, 0, 0, 0])
         #expect(ConflictKey.catalog.bytes == bytes("k"))
@@ -40,7 +47,8 @@ import Testing
 
     @Test func sortedUniqueKeepsEachKeyOnceInOrder() {
         let keys = [
-            ConflictKey.object("b", "1"), ConflictKey.catalog, ConflictKey.object("a", "1"), ConflictKey.catalog, ConflictKey.object("b", "1"),
+            ConflictKey.object("b", "1"), ConflictKey.catalog, ConflictKey.object("a", "1"), ConflictKey.catalog,
+            ConflictKey.object("b", "1"),
             ConflictKey.request("r"),
         ]
         let unique = ConflictKey.sortedUnique(keys)

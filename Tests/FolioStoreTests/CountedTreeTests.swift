@@ -14,7 +14,8 @@ import Testing
 
         func write(_ body: (StoreTransaction) throws -> Void) throws {
             try environment.write { lmdb in
-                let txn = StoreTransaction(lmdb: lmdb, trees: database, cache: cached ? TreeNodeCache(parent: nil) : nil)
+                let txn = StoreTransaction(
+                    lmdb: lmdb, trees: database, cache: cached ? TreeNodeCache(parent: nil) : nil)
                 try body(txn)
                 try txn.flushTrees()
             }
@@ -29,7 +30,9 @@ import Testing
         try withTemporaryDirectory { path in
             let environment = try Environment(path: path)
             let database = try environment.openDatabase("trees")
-            let tree = try environment.write { txn in try CountedTree.create(id: 7, StoreTransaction(lmdb: txn, trees: database, cache: nil)) }
+            let tree = try environment.write { txn in
+                try CountedTree.create(id: 7, StoreTransaction(lmdb: txn, trees: database, cache: nil))
+            }
             try body(Fixture(environment: environment, database: database, tree: tree, cached: cached))
         }
     }
@@ -44,7 +47,9 @@ import Testing
         return keys
     }
 
-    @Test(arguments: [(seed: UInt64(1), maxLength: 8, cached: false), (2, 120, false), (3, 400, false), (4, 8, true), (5, 120, true)])
+    @Test(arguments: [
+        (seed: UInt64(1), maxLength: 8, cached: false), (2, 120, false), (3, 400, false), (4, 8, true), (5, 120, true),
+    ])
     func randomInsertsAndRemovesMatchASortedArray(seed: UInt64, maxLength: Int, cached: Bool) throws {
         try withTree(cached: cached) { fixture in
             let tree = fixture.tree
@@ -54,7 +59,9 @@ import Testing
                 try fixture.write { txn throws in
                     for _ in 0..<150 {
                         // Grow during the first rounds, then shrink to nothing.
-                        let removing = round >= 25 ? Int.random(in: 0..<10, using: &random) < 8 : Int.random(in: 0..<10, using: &random) < 3
+                        let removing =
+                            round >= 25
+                            ? Int.random(in: 0..<10, using: &random) < 8 : Int.random(in: 0..<10, using: &random) < 3
                         if removing, !model.isEmpty {
                             let key = model.remove(at: Int.random(in: 0..<model.count, using: &random))
                             #expect(try tree.remove(key, txn))
@@ -98,7 +105,9 @@ import Testing
                         let lowRank = model.binarySearch(low).index
                         let highRank = model.binarySearch(high).index
                         #expect(try tree.rank(of: low, txn) == lowRank)
-                        #expect(try tree.rank(of: low, inclusive: true, txn) == lowRank + (model.binarySearch(low).found ? 1 : 0))
+                        #expect(
+                            try tree.rank(of: low, inclusive: true, txn) == lowRank
+                                + (model.binarySearch(low).found ? 1 : 0))
                         let pair = try tree.ranks(of: low, and: high, txn)
                         #expect(pair.low == lowRank && pair.high == highRank, "ranks of \(low) and \(high)")
                     }
@@ -109,7 +118,9 @@ import Testing
                             first = Array($0)
                             return false
                         }
-                        #expect(first == (rank < model.count ? model[rank] : nil), "the key at rank \(rank) of \(model.count)")
+                        #expect(
+                            first == (rank < model.count ? model[rank] : nil),
+                            "the key at rank \(rank) of \(model.count)")
                     }
                 }
             }
@@ -119,7 +130,8 @@ import Testing
                 #expect(try tree.structuralProblems(txn) == [])
             }
             try fixture.read { txn throws in
-                #expect(try txn.lmdb.statistics(fixture.database).entries == 2, "only the header and an empty root remain")
+                #expect(
+                    try txn.lmdb.statistics(fixture.database).entries == 2, "only the header and an empty root remain")
             }
         }
     }
@@ -151,7 +163,9 @@ import Testing
                         } else {
                             counter += UInt32.random(in: 1...3, using: &random)
                             key = withUnsafeBytes(of: counter.bigEndian) { Array($0) }
-                            key += (0..<Int.random(in: 0...20, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                            key += (0..<Int.random(in: 0...20, using: &random)).map { _ in
+                                UInt8.random(in: 0...255, using: &random)
+                            }
                         }
                         let (index, found) = model.binarySearch(key)
                         #expect(try tree.insert(key, txn) == !found)
@@ -192,7 +206,8 @@ import Testing
             let direct = try environment.openDatabase("direct")
             let trees = try environment.write { lmdb in
                 try (0..<3).map { id in
-                    let tree = try CountedTree.create(id: UInt32(id), StoreTransaction(lmdb: lmdb, trees: held, cache: nil))
+                    let tree = try CountedTree.create(
+                        id: UInt32(id), StoreTransaction(lmdb: lmdb, trees: held, cache: nil))
                     _ = try CountedTree.create(id: UInt32(id), StoreTransaction(lmdb: lmdb, trees: direct, cache: nil))
                     return tree
                 }
@@ -250,7 +265,9 @@ import Testing
                             } else {
                                 counters[which] += UInt32.random(in: 1...3, using: &random)
                                 key = withUnsafeBytes(of: counters[which].bigEndian) { Array($0) }
-                                key += (0..<Int.random(in: 0...30, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                                key += (0..<Int.random(in: 0...30, using: &random)).map { _ in
+                                    UInt8.random(in: 0...255, using: &random)
+                                }
                             }
                             let (index, found) = models[which].binarySearch(key)
                             #expect(try tree.insert(key, cached) == !found)
@@ -295,7 +312,9 @@ import Testing
             }
             // Keys of 180 bytes that differ only at their end: ten a leaf, and fences as long, ten a
             // branch, so that 2,000 of them stand on three levels of branches.
-            func key(_ number: Int) -> [UInt8] { [UInt8](repeating: 7, count: 176) + withUnsafeBytes(of: UInt32(number).bigEndian) { Array($0) } }
+            func key(_ number: Int) -> [UInt8] {
+                [UInt8](repeating: 7, count: 176) + withUnsafeBytes(of: UInt32(number).bigEndian) { Array($0) }
+            }
             var before = try records()
             var withoutSplit = 0
             for number in 0..<2_000 {
@@ -305,7 +324,9 @@ import Testing
                 if after.count == before.count {
                     // No split: the header and one leaf, the last.
                     withoutSplit += 1
-                    #expect(changed.count == 2 && changed.contains(CountedTree.headerNode), "append \(number) changed nodes \(changed.sorted())")
+                    #expect(
+                        changed.count == 2 && changed.contains(CountedTree.headerNode),
+                        "append \(number) changed nodes \(changed.sorted())")
                     for node in changed where node != CountedTree.headerNode {
                         #expect(TreeNode(bytes: after[node]!).isLeaf && TreeNode(bytes: after[node]!).next == 0)
                     }
@@ -341,7 +362,10 @@ import Testing
             var node =
                 isLeaf
                 ? TreeNode.leaf(previous: previous, next: next, keys: keys)
-                : TreeNode.branch(children: keys.map { TreeNode.child(UInt64.random(in: 1...999, using: &random), count: UInt64(n), fence: $0) })
+                : TreeNode.branch(
+                    children: keys.map {
+                        TreeNode.child(UInt64.random(in: 1...999, using: &random), count: UInt64(n), fence: $0)
+                    })
             let all = node.entries
             let total = all.reduce(0) { $0 + $1.count }
             var running = 0
@@ -351,8 +375,13 @@ import Testing
                 middle += 1
             }
             middle = max(1, min(middle, all.count - 1))
-            let left = isLeaf ? TreeNode.leaf(previous: previous, next: next, keys: all[..<middle]) : TreeNode.branch(children: all[..<middle])
-            let right = isLeaf ? TreeNode.leaf(previous: 0, next: 0, keys: all[middle...]) : TreeNode.branch(children: all[middle...])
+            let left =
+                isLeaf
+                ? TreeNode.leaf(previous: previous, next: next, keys: all[..<middle])
+                : TreeNode.branch(children: all[..<middle])
+            let right =
+                isLeaf
+                ? TreeNode.leaf(previous: 0, next: 0, keys: all[middle...]) : TreeNode.branch(children: all[middle...])
             let cut = node.splitOff()
             #expect(node.bytes == left.bytes, "trial \(trial): the left half")
             #expect(cut.bytes == right.bytes, "trial \(trial): the right half")
@@ -390,13 +419,21 @@ import Testing
             // An intact leaf first: its 20 keys, forwards and backwards.
             try fixture.read { txn throws in
                 var keys: [[UInt8]] = []
-                try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) { keys.append(Array($0)); return true }
+                try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) {
+                    keys.append(Array($0))
+                    return true
+                }
                 #expect(keys == (0..<20).map { [UInt8($0), 1, 2, 3] })
                 keys = []
-                try tree.scan(from: try tree.position(atRank: 20, txn), forward: false, txn) { keys.append(Array($0)); return true }
+                try tree.scan(from: try tree.position(atRank: 20, txn), forward: false, txn) {
+                    keys.append(Array($0))
+                    return true
+                }
                 #expect(keys == (0..<20).reversed().map { [UInt8($0), 1, 2, 3] })
             }
-            let intact = try fixture.environment.read { txn in try #require(try txn.get(fixture.database, key)).map { $0 } }
+            let intact = try fixture.environment.read { txn in
+                try #require(try txn.get(fixture.database, key)).map { $0 }
+            }
             var damaged: [[UInt8]] = []
             // Its entry count far beyond the record.
             var count = intact
@@ -449,7 +486,9 @@ import Testing
             #expect(leaves.count > 2)
             func record(_ node: UInt64) throws -> (key: [UInt8], bytes: [UInt8]) {
                 let key = TreeNodeCache.NodeKey(tree: 7, node: node).bytes
-                let bytes = try fixture.environment.read { txn in try #require(try txn.get(fixture.database, key)).map { $0 } }
+                let bytes = try fixture.environment.read { txn in
+                    try #require(try txn.get(fixture.database, key)).map { $0 }
+                }
                 return (key, bytes)
             }
             // Every record as the tree wrote it passes the check, and the fuzz target's properties.
@@ -501,10 +540,27 @@ import Testing
                     ("position", false, { txn in _ = try tree.position(atRank: 401, txn) }),
                     ("rank", false, { txn in _ = try tree.rank(of: high, txn) }),
                     ("ranks", false, { txn in _ = try tree.ranks(of: low, and: high, txn) }),
-                    ("scan", false, { txn in try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) { _ in true } }),
+                    (
+                        "scan", false,
+                        { txn in
+                            try tree.scan(from: try tree.position(atRank: 0, txn), forward: true, txn) { _ in true }
+                        }
+                    ),
                     // Writes that succeed are rolled back, so each damage meets the same tree.
-                    ("insert", true, { txn in _ = try tree.insert(high + [1], txn); throw RolledBack() }),
-                    ("remove", true, { txn in _ = try tree.remove(high, txn); throw RolledBack() }),
+                    (
+                        "insert", true,
+                        { txn in
+                            _ = try tree.insert(high + [1], txn)
+                            throw RolledBack()
+                        }
+                    ),
+                    (
+                        "remove", true,
+                        { txn in
+                            _ = try tree.remove(high, txn)
+                            throw RolledBack()
+                        }
+                    ),
                 ]
                 var failed = 0
                 for (name, writes, operation) in operations {
@@ -523,7 +579,11 @@ import Testing
                 }
                 // A damaged header or root is met by every operation; a damaged leaf by some.
                 #expect(failed > (damage.key == leaf.key ? 0 : 9), "\(damage.what): \(failed) of 12 operations failed")
-                try fixture.environment.write { txn in try txn.put(fixture.database, damage.key, damage.key == header.key ? header.bytes : damage.key == branch.key ? branch.bytes : leaf.bytes) }
+                try fixture.environment.write { txn in
+                    try txn.put(
+                        fixture.database, damage.key,
+                        damage.key == header.key ? header.bytes : damage.key == branch.key ? branch.bytes : leaf.bytes)
+                }
             }
             try fixture.read { txn throws in
                 #expect(try allKeys(tree, txn) == keys)

@@ -11,11 +11,16 @@ import Testing
 /// the history of updated objects and the gaps of deleted ones between them, in either direction.
 @Suite struct CreationOrderPageTests {
     private func view(_ name: String, _ sort: [String]) throws -> Command {
-        .defineView(try ViewDefinition(name: name, collection: "Item", whereJSON: nil, sort: SortOrder(parsing: .array(sort.map { JSON.string($0) })), unique: false))
+        .defineView(
+            try ViewDefinition(
+                name: name, collection: "Item", whereJSON: nil,
+                sort: SortOrder(parsing: .array(sort.map { JSON.string($0) })), unique: false))
     }
 
     private func ids(_ result: QueryResult) throws -> [String] {
-        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
+        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
+            return []
+        }
         return items.compactMap { $0.objectValue?["id"]?.stringValue }
     }
 
@@ -33,8 +38,10 @@ import Testing
                     // One object in five has a client's id, which sorts anywhere among the generated ones.
                     let id: String? = index % 5 == 0 ? "c\(UInt32.random(in: 0...UInt32.max, using: &random))" : nil
                     let created = try txn.execute(
-                        .create(collection: "Item", id: id, data: ["n": .int(Int64(index)), "g": .int(Int64(index % 3))]),
-                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index / 3)), origin: writer.origin), ids: &writer.ids)
+                        .create(
+                            collection: "Item", id: id, data: ["n": .int(Int64(index)), "g": .int(Int64(index % 3))]),
+                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index / 3)), origin: writer.origin),
+                        ids: &writer.ids)
                     live.append(created.appended[0].object!.id)
                 }
             }
@@ -44,7 +51,8 @@ import Testing
                     try writer.execute(.delete(collection: "Item", id: id, ifVersion: nil))
                     live.removeAll { $0 == id }
                 } else {
-                    try writer.execute(.update(collection: "Item", id: id, patch: ["m": .int(Int64(step))], ops: nil, ifVersion: nil))
+                    try writer.execute(
+                        .update(collection: "Item", id: id, patch: ["m": .int(Int64(step))], ops: nil, ifVersion: nil))
                 }
             }
             /// The ids of the objects `matching`, in `sort`'s order.
@@ -61,19 +69,28 @@ import Testing
             let reader = try store.makeReader()
             /// Every page of 20 at these offsets, both ways, as `expected` has them.
             func check(_ base: Query, _ expected: [String], idOrder: Bool) throws {
-                #expect(try store.read { snapshot in
-                    if case .tree(_, _, _, _, let planned) = try snapshot.plan(for: base) { return planned }
-                    return nil
-                } == idOrder, "\(base.source)")
-                for offset in [0, 1, 19, 777, expected.count / 2, expected.count - 20, expected.count - 1, expected.count] where offset >= 0 {
+                #expect(
+                    try store.read { snapshot in
+                        if case .tree(_, _, _, _, let planned) = try snapshot.plan(for: base) { return planned }
+                        return nil
+                    } == idOrder, "\(base.source)")
+                for offset in [
+                    0, 1, 19, 777, expected.count / 2, expected.count - 20, expected.count - 1, expected.count,
+                ] where offset >= 0 {
                     var query = base
                     query.limit = 20
                     query.start = .offset(offset)
                     let page = try reader.read { try $0.run(query) }
-                    #expect(try ids(page) == Array(expected[min(offset, expected.count)..<min(offset + 20, expected.count)]), "\(base.source) offset \(offset)")
+                    #expect(
+                        try ids(page)
+                            == Array(expected[min(offset, expected.count)..<min(offset + 20, expected.count)]),
+                        "\(base.source) offset \(offset)")
                     query.descending = true
                     let backwards = Array(expected.reversed())
-                    #expect(try ids(try reader.read { try $0.run(query) }) == Array(backwards[min(offset, expected.count)..<min(offset + 20, expected.count)]), "\(base.source) desc offset \(offset)")
+                    #expect(
+                        try ids(try reader.read { try $0.run(query) })
+                            == Array(backwards[min(offset, expected.count)..<min(offset + 20, expected.count)]),
+                        "\(base.source) desc offset \(offset)")
                 }
             }
             let creation = try model(.creation)
@@ -84,8 +101,11 @@ import Testing
             let groupOne = try model(SortOrder(parsing: ["createdAt"])) { $0.data["g"] == .int(1) }
             #expect(groupOne.count > creation.count / 4)
             try check(try Query(source: .view("byGroup"), whereJSON: ["g": 1]), groupOne, idOrder: true)
-            try check(try Query(source: .collection("Item"), whereJSON: ["g": 1], sort: SortOrder(parsing: ["createdAt"])), groupOne, idOrder: true)
-            try check(try Query(source: .view("byGroup")), try model(SortOrder(parsing: ["g", "createdAt"])), idOrder: false)
+            try check(
+                try Query(source: .collection("Item"), whereJSON: ["g": 1], sort: SortOrder(parsing: ["createdAt"])),
+                groupOne, idOrder: true)
+            try check(
+                try Query(source: .view("byGroup")), try model(SortOrder(parsing: ["g", "createdAt"])), idOrder: false)
         }
     }
 
@@ -103,16 +123,19 @@ import Testing
             for index in 0..<30 {
                 let rank = (index * 7) % 30
                 let created = try writer.execute(
-                    .create(collection: "Item", id: nil, data: ["rank": .int(Int64(rank)), "unviewed": .int(Int64(rank)), "blob": .string(filler)]))
+                    .create(
+                        collection: "Item", id: nil,
+                        data: ["rank": .int(Int64(rank)), "unviewed": .int(Int64(rank)), "blob": .string(filler)]))
                 order.append((rank, created.object!.id))
             }
             let expected = order.sorted { $0.rank < $1.rank }.map(\.id)
             let reader = try store.makeReader()
             let scanned = try Query(source: .collection("Item"), sort: SortOrder(parsing: ["unviewed"]))
-            #expect(try store.read { snapshot in
-                if case .tree = try snapshot.plan(for: scanned) { return false }
-                return true
-            })
+            #expect(
+                try store.read { snapshot in
+                    if case .tree = try snapshot.plan(for: scanned) { return false }
+                    return true
+                })
             for base in [try Query(source: .view("byRank")), scanned] {
                 for descending in [false, true] {
                     var query = base
@@ -131,7 +154,9 @@ import Testing
                         query.start = .after(next)
                         if pages > 10 { break }
                     }
-                    #expect(seen == (descending ? expected.reversed() : expected), "\(base.source) descending \(descending)")
+                    #expect(
+                        seen == (descending ? expected.reversed() : expected), "\(base.source) descending \(descending)"
+                    )
                     #expect(pages == 3, "\(base.source): \(pages) pages")
                 }
             }

@@ -20,7 +20,8 @@ import Testing
         try store.write { writer in
             func run(_ command: Command) throws {
                 clock += 1
-                _ = try writer.execute(command, Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin), ids: &ids)
+                _ = try writer.execute(
+                    command, Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin), ids: &ids)
             }
             for id in ["a", "a0", "ab", "b", "gone", "hot", "z"] {
                 try run(.create(collection: "Doc", id: id, data: ["v": 0]))
@@ -32,7 +33,9 @@ import Testing
                     try run(.update(collection: "Doc", id: "a", patch: ["v": .int(Int64(version))], ifVersion: nil))
                 }
             }
-            for version in 1...40 { try run(.update(collection: "Doc", id: "gone", patch: ["v": .int(Int64(version))], ifVersion: nil)) }
+            for version in 1...40 {
+                try run(.update(collection: "Doc", id: "gone", patch: ["v": .int(Int64(version))], ifVersion: nil))
+            }
             try run(.delete(collection: "Doc", id: "gone", ifVersion: nil))
         }
     }

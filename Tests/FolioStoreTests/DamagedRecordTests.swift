@@ -10,10 +10,16 @@ import Testing
 @Suite struct DamagedRecordTests {
     /// A store with a collection, a view over it, an object with some history, and one record of
     /// it then cut to two bytes.
-    private func withDamagedStore(_ database: (StoreDatabases) -> Database, key: [UInt8], _ body: (Store, TestWriter) throws -> Void) throws {
+    private func withDamagedStore(
+        _ database: (StoreDatabases) -> Database, key: [UInt8], _ body: (Store, TestWriter) throws -> Void
+    ) throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]),
+                        unique: false)))
             let task = try writer.create("Task", ["rank": 1, "title": "a"], id: "t1")
             try writer.execute(.update(collection: "Task", id: task.id, patch: ["rank": 2], ops: nil, ifVersion: nil))
             let target = database(store.databases)
@@ -28,7 +34,9 @@ import Testing
 
     /// `operation` fails with `corrupted` naming the record and saying what is wrong with it (in a
     /// write, as the underlying error of the transaction it spoiled): by default, cut to 2 bytes.
-    private func expectCorrupted(_ naming: String, saying wrong: String = "2 bytes", in what: String, _ operation: () throws -> Void) {
+    private func expectCorrupted(
+        _ naming: String, saying wrong: String = "2 bytes", in what: String, _ operation: () throws -> Void
+    ) {
         do {
             try operation()
             Issue.record("\(what): no error; expected one naming \(naming)")
@@ -44,7 +52,9 @@ import Testing
 
     @Test func aCollectionsCatalogRecordCutShort() throws {
         try withDamagedStore({ $0.catalog }, key: [UInt8(ascii: "c")] + Array("Task".utf8)) { store, writer in
-            expectCorrupted("collection Task", in: "a list") { _ = try store.read { try $0.run(try Query(source: .collection("Task"))) } }
+            expectCorrupted("collection Task", in: "a list") {
+                _ = try store.read { try $0.run(try Query(source: .collection("Task"))) }
+            }
             expectCorrupted("collection Task", in: "a create") { try writer.create("Task", ["rank": 3], id: "t2") }
             expectCorrupted("collection Task", in: "stats") { _ = try store.read { try $0.statistics() } }
         }
@@ -53,13 +63,17 @@ import Testing
     @Test func aViewsCatalogRecordCutShort() throws {
         try withDamagedStore({ $0.catalog }, key: [UInt8(ascii: "v")] + Array("byRank".utf8)) { store, writer in
             expectCorrupted("a view", in: "views") { _ = try store.read { try $0.views() } }
-            expectCorrupted("a view", in: "a list") { _ = try store.read { try $0.run(try Query(source: .view("byRank"))) } }
+            expectCorrupted("a view", in: "a list") {
+                _ = try store.read { try $0.run(try Query(source: .view("byRank"))) }
+            }
         }
     }
 
     @Test func theNextTreeIDCutShort() throws {
         try withDamagedStore({ $0.meta }, key: Array("nextTree".utf8)) { _, writer in
-            expectCorrupted("the next tree id", in: "a create in a new collection") { try writer.create("Note", ["text": "a new collection needs a tree"]) }
+            expectCorrupted("the next tree id", in: "a create in a new collection") {
+                try writer.create("Note", ["text": "a new collection needs a tree"])
+            }
         }
     }
 
@@ -70,7 +84,11 @@ import Testing
     func theViewOpsStateDamaged(damage: String) throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]),
+                        unique: false)))
             try writer.create("Task", ["rank": 1], id: "t1")
             let main = store.databases.viewOps.main
             try store.environment.write { txn in
@@ -89,9 +107,16 @@ import Testing
                 }
                 try txn.put(main, ViewBuffer.stateKey, damaged)
             }
-            let wrong = ["cut short": "is cut short", "more trees": "merge round of 2147483647 trees", "cut in its turns": "merge round of 0 trees"][damage]!
-            expectCorrupted("view ops' state", saying: wrong, in: "a page") { _ = try store.read { try $0.run(try Query(source: .view("byRank"))) } }
-            expectCorrupted("view ops' state", saying: wrong, in: "a create") { try writer.create("Task", ["rank": 2], id: "t2") }
+            let wrong = [
+                "cut short": "is cut short", "more trees": "merge round of 2147483647 trees",
+                "cut in its turns": "merge round of 0 trees",
+            ][damage]!
+            expectCorrupted("view ops' state", saying: wrong, in: "a page") {
+                _ = try store.read { try $0.run(try Query(source: .view("byRank"))) }
+            }
+            expectCorrupted("view ops' state", saying: wrong, in: "a create") {
+                try writer.create("Task", ["rank": 2], id: "t2")
+            }
         }
     }
 
@@ -99,7 +124,9 @@ import Testing
         try withTemporaryDirectory { path in
             do {
                 let store = try Store(directory: path)
-                try store.environment.write { txn in try txn.put(store.databases.meta, Array("format".utf8), [0x01, 0x02]) }
+                try store.environment.write { txn in
+                    try txn.put(store.databases.meta, Array("format".utf8), [0x01, 0x02])
+                }
             }
             expectCorrupted("the store's format record", in: "an open") { _ = try Store(directory: path) }
         }
@@ -122,7 +149,9 @@ import Testing
             }
             #expect(key.starts(with: prefix) && key.count == prefix.count + 8)
             try store.environment.write { txn in try txn.put(store.databases.objects, key, [0x01, 0x02]) }
-            expectCorrupted("history entry of Task/t1", in: "a create of a deleted id") { try writer.create("Task", ["rank": 3], id: "t1") }
+            expectCorrupted("history entry of Task/t1", in: "a create of a deleted id") {
+                try writer.create("Task", ["rank": 3], id: "t1")
+            }
         }
     }
 }

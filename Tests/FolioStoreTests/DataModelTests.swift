@@ -35,22 +35,41 @@ import Testing
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             _ = try writer.create("Task", ["n": 1, "tags": ["a", "b"], "stats": ["views": 1.5]], id: "t")
-            try writer.execute(.update(collection: "Task", id: "t", patch: ["title": "x"], ops: try ops([
-                "n": ["$inc": 2], "tags": ["$push": ["c", "a"]], "stats.views": ["$inc": 1], "stats.likes": ["$inc": -1],
-                "set": ["$addToSet": [1, 1.0, 2]],
-            ]), ifVersion: 1))
-            #expect(try data(store, "Task", "t") == ["n": 3, "tags": ["a", "b", "c", "a"], "stats": ["views": 2.5, "likes": -1], "title": "x", "set": [1, 2]])
-            try writer.execute(.update(collection: "Task", id: "t", patch: [:], ops: try ops(["tags": ["$pull": ["a"]], "n": ["$unset": true], "set": ["$addToSet": [2.0, 3]]]), ifVersion: nil))
-            #expect(try data(store, "Task", "t") == ["tags": ["b", "c"], "stats": ["views": 2.5, "likes": -1], "title": "x", "set": [1, 2, 3]])
+            try writer.execute(
+                .update(
+                    collection: "Task", id: "t", patch: ["title": "x"],
+                    ops: try ops([
+                        "n": ["$inc": 2], "tags": ["$push": ["c", "a"]], "stats.views": ["$inc": 1],
+                        "stats.likes": ["$inc": -1],
+                        "set": ["$addToSet": [1, 1.0, 2]],
+                    ]), ifVersion: 1))
+            #expect(
+                try data(store, "Task", "t") == [
+                    "n": 3, "tags": ["a", "b", "c", "a"], "stats": ["views": 2.5, "likes": -1], "title": "x",
+                    "set": [1, 2],
+                ])
+            try writer.execute(
+                .update(
+                    collection: "Task", id: "t", patch: [:],
+                    ops: try ops(["tags": ["$pull": ["a"]], "n": ["$unset": true], "set": ["$addToSet": [2.0, 3]]]),
+                    ifVersion: nil))
+            #expect(
+                try data(store, "Task", "t") == [
+                    "tags": ["b", "c"], "stats": ["views": 2.5, "likes": -1], "title": "x", "set": [1, 2, 3],
+                ])
             // Wrong kinds are refused, naming the field, and change nothing.
             for (operations, named) in [
-                (["title": ["$inc": 1]] as JSON, "title"), (["title": ["$push": [1]]], "title"), (["title.deep": ["$inc": 1]], "title"),
+                (["title": ["$inc": 1]] as JSON, "title"), (["title": ["$push": [1]]], "title"),
+                (["title.deep": ["$inc": 1]], "title"),
                 (["big": ["$inc": .int(Int64.max)]], "big"),
             ] {
-                if named == "big" { try writer.execute(.update(collection: "Task", id: "t", patch: ["big": 1], ifVersion: nil)) }
+                if named == "big" {
+                    try writer.execute(.update(collection: "Task", id: "t", patch: ["big": 1], ifVersion: nil))
+                }
                 let version = try store.read { try $0.object("Task", "t")!.version }
                 #expect {
-                    try writer.execute(.update(collection: "Task", id: "t", patch: [:], ops: try ops(operations), ifVersion: nil))
+                    try writer.execute(
+                        .update(collection: "Task", id: "t", patch: [:], ops: try ops(operations), ifVersion: nil))
                 } throws: { error in
                     guard case .invalid(let message) = error as? StoreError else { return false }
                     return message.contains(named)
@@ -58,8 +77,12 @@ import Testing
                 #expect(try store.read { try $0.object("Task", "t")!.version } == version)
             }
             // The patch and the operations may not touch one field.
-            #expect(throws: ValidationError.self) { try FieldOperations(parsing: ["a.b": ["$inc": 1]], beside: ["a": ["b": 1]]) }
-            #expect(throws: ValidationError.self) { try FieldOperations(parsing: ["a": ["$inc": 1], "a.b": ["$unset": true]], beside: nil) }
+            #expect(throws: ValidationError.self) {
+                try FieldOperations(parsing: ["a.b": ["$inc": 1]], beside: ["a": ["b": 1]])
+            }
+            #expect(throws: ValidationError.self) {
+                try FieldOperations(parsing: ["a": ["$inc": 1], "a.b": ["$unset": true]], beside: nil)
+            }
             try expectReplayMatches(store)
         }
     }
@@ -70,19 +93,37 @@ import Testing
                 let writer = TestWriter(store)
                 _ = try writer.create("Category", ["title": "Home", "items": []], id: "c1")
                 var operations = [
-                    BatchOperation(command: .create(collection: "Item", id: "i1", data: ["title": "Mop"]), idResult: nil, hasResultValues: false),
-                    BatchOperation(command: .create(collection: "Item", id: nil, data: ["title": "Broom", "twin": ["$result": 0]]), idResult: nil, hasResultValues: true),
                     BatchOperation(
-                        command: .update(collection: "Category", id: "c1", patch: [:], ops: try ops(["items": ["$push": [["$result": 0], ["$result": 1]]]]), ifVersion: 1),
+                        command: .create(collection: "Item", id: "i1", data: ["title": "Mop"]), idResult: nil,
+                        hasResultValues: false),
+                    BatchOperation(
+                        command: .create(
+                            collection: "Item", id: nil, data: ["title": "Broom", "twin": ["$result": 0]]),
                         idResult: nil, hasResultValues: true),
-                    BatchOperation(command: .update(collection: "Item", id: "", patch: ["done": false], ops: nil, ifVersion: nil), idResult: 1, hasResultValues: false),
+                    BatchOperation(
+                        command: .update(
+                            collection: "Category", id: "c1", patch: [:],
+                            ops: try ops(["items": ["$push": [["$result": 0], ["$result": 1]]]]), ifVersion: 1),
+                        idResult: nil, hasResultValues: true),
+                    BatchOperation(
+                        command: .update(collection: "Item", id: "", patch: ["done": false], ops: nil, ifVersion: nil),
+                        idResult: 1, hasResultValues: false),
                 ]
                 // Make op `failing` fail: a taken id, a missing object, a stale version.
                 switch failing {
                 case 0: _ = try writer.create("Item", ["title": "taken"], id: "i1")
-                case 1: operations[1] = BatchOperation(command: .update(collection: "Item", id: "nope", patch: [:], ops: nil, ifVersion: nil), idResult: nil, hasResultValues: false)
-                case 2: try writer.execute(.update(collection: "Category", id: "c1", patch: ["title": "Home!"], ifVersion: nil))
-                default: operations[3] = BatchOperation(command: .update(collection: "Item", id: "", patch: [:], ops: try ops(["title": ["$inc": 1]]), ifVersion: nil), idResult: 1, hasResultValues: false)
+                case 1:
+                    operations[1] = BatchOperation(
+                        command: .update(collection: "Item", id: "nope", patch: [:], ops: nil, ifVersion: nil),
+                        idResult: nil, hasResultValues: false)
+                case 2:
+                    try writer.execute(
+                        .update(collection: "Category", id: "c1", patch: ["title": "Home!"], ifVersion: nil))
+                default:
+                    operations[3] = BatchOperation(
+                        command: .update(
+                            collection: "Item", id: "", patch: [:], ops: try ops(["title": ["$inc": 1]]), ifVersion: nil
+                        ), idResult: 1, hasResultValues: false)
                 }
                 let head = try store.read { try $0.head() }
                 let digest = try store.read { try $0.digest() }
@@ -100,16 +141,25 @@ import Testing
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             _ = try writer.create("Category", ["title": "Home", "items": []], id: "c1")
-            let outcome = try writer.write(.batch([
-                BatchOperation(command: .create(collection: "Item", id: nil, data: ["title": "Mop"]), idResult: nil, hasResultValues: false),
-                BatchOperation(
-                    command: .update(collection: "Category", id: "c1", patch: [:], ops: try ops(["items": ["$push": [["$result": 0]]]]), ifVersion: 1),
-                    idResult: nil, hasResultValues: true),
-            ], atomic: true))
+            let outcome = try writer.write(
+                .batch(
+                    [
+                        BatchOperation(
+                            command: .create(collection: "Item", id: nil, data: ["title": "Mop"]), idResult: nil,
+                            hasResultValues: false),
+                        BatchOperation(
+                            command: .update(
+                                collection: "Category", id: "c1", patch: [:],
+                                ops: try ops(["items": ["$push": [["$result": 0]]]]), ifVersion: 1),
+                            idResult: nil, hasResultValues: true),
+                    ], atomic: true))
             #expect(outcome.appended.map(\.event.sequence) == [2, 3])
             let item = outcome.appended[0].event.object!.id
             #expect(try data(store, "Category", "c1")?["items"] == [["$ref": .string("Item/" + item)]])
-            guard case .batch(let items) = outcome.result else { Issue.record("not a batch result"); return }
+            guard case .batch(let items) = outcome.result else {
+                Issue.record("not a batch result")
+                return
+            }
             #expect(items.count == 2)
             try expectReplayMatches(store)
         }
@@ -118,13 +168,27 @@ import Testing
     @Test func aBatchThatIsNotAtomicKeepsWhatSucceeds() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            let outcome = try writer.write(.batch([
-                BatchOperation(command: .create(collection: "T", id: "a", data: [:]), idResult: nil, hasResultValues: false),
-                BatchOperation(command: .delete(collection: "T", id: "missing", ifVersion: nil), idResult: nil, hasResultValues: false),
-                BatchOperation(command: .update(collection: "T", id: "", patch: ["x": ["$result": 0]], ops: nil, ifVersion: nil), idResult: 1, hasResultValues: true),
-                BatchOperation(command: .delete(collection: "T", id: "", ifVersion: nil), idResult: 0, hasResultValues: false),
-            ], atomic: false))
-            guard case .batch(let items) = outcome.result else { Issue.record("not a batch result"); return }
+            let outcome = try writer.write(
+                .batch(
+                    [
+                        BatchOperation(
+                            command: .create(collection: "T", id: "a", data: [:]), idResult: nil, hasResultValues: false
+                        ),
+                        BatchOperation(
+                            command: .delete(collection: "T", id: "missing", ifVersion: nil), idResult: nil,
+                            hasResultValues: false),
+                        BatchOperation(
+                            command: .update(
+                                collection: "T", id: "", patch: ["x": ["$result": 0]], ops: nil, ifVersion: nil),
+                            idResult: 1, hasResultValues: true),
+                        BatchOperation(
+                            command: .delete(collection: "T", id: "", ifVersion: nil), idResult: 0,
+                            hasResultValues: false),
+                    ], atomic: false))
+            guard case .batch(let items) = outcome.result else {
+                Issue.record("not a batch result")
+                return
+            }
             let failed = items.map { if case .failure = $0 { return true } else { return false } }
             #expect(failed == [false, true, true, false])
             #expect(outcome.appended.count == 2)
@@ -140,7 +204,10 @@ import Testing
             _ = try writer.create("Report", ["n": 2], id: "r3")
             let reportSchema = try schema([
                 "collection": "Report",
-                "fields": ["day": ["type": "date", "required": true], "n": ["type": "integer"], "photos": ["type": "array", "items": ["type": "string"]]],
+                "fields": [
+                    "day": ["type": "date", "required": true], "n": ["type": "integer"],
+                    "photos": ["type": "array", "items": ["type": "string"]],
+                ],
             ])
             #expect {
                 try writer.execute(.defineSchema(reportSchema))
@@ -150,7 +217,10 @@ import Testing
                     && violations[0].reason == "field \"day\": expected date, got string"
                     && violations[1].reason.contains("required")
             }
-            try writer.execute(.update(collection: "Report", id: "r2", patch: ["day": ["$date": "2026-12-02T00:00:00Z"], "n": 2], ifVersion: nil))
+            try writer.execute(
+                .update(
+                    collection: "Report", id: "r2", patch: ["day": ["$date": "2026-12-02T00:00:00Z"], "n": 2],
+                    ifVersion: nil))
             try writer.execute(.delete(collection: "Report", id: "r3", ifVersion: nil))
             try writer.execute(.defineSchema(reportSchema))
             for (bad, message) in [
@@ -169,7 +239,9 @@ import Testing
                 try writer.execute(.update(collection: "Report", id: "r1", patch: ["day": .null], ifVersion: nil))
             }
             #expect(throws: StoreError.self) {
-                try writer.execute(.update(collection: "Report", id: "r1", patch: [:], ops: try ops(["n": ["$inc": 0.5]]), ifVersion: nil))
+                try writer.execute(
+                    .update(
+                        collection: "Report", id: "r1", patch: [:], ops: try ops(["n": ["$inc": 0.5]]), ifVersion: nil))
             }
             _ = try writer.create("Report", ["day": ["$date": "2026-12-03T00:00:00Z"], "extra": true])
             try writer.execute(.dropSchema(collection: "Report"))
@@ -183,21 +255,30 @@ import Testing
     @Test func ownedObjectsGoWithTheirLastOwner() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineSchema(try schema([
-                "collection": "Category",
-                "fields": ["items": ["type": "array", "items": ["type": "ref", "ref": "Item"], "owns": true]],
-            ])))
+            try writer.execute(
+                .defineSchema(
+                    try schema([
+                        "collection": "Category",
+                        "fields": ["items": ["type": "array", "items": ["type": "ref", "ref": "Item"], "owns": true]],
+                    ])))
             for id in ["i1", "i2", "i3", "i4"] { _ = try writer.create("Item", ["title": .string(id)], id: id) }
-            _ = try writer.create("Category", ["items": [["$ref": "Item/i1"], ["$ref": "Item/i2"], ["$ref": "Item/i3"]]], id: "home")
+            _ = try writer.create(
+                "Category", ["items": [["$ref": "Item/i1"], ["$ref": "Item/i2"], ["$ref": "Item/i3"]]], id: "home")
             _ = try writer.create("Category", ["items": [["$ref": "Item/i3"]]], id: "garden")
             let backlinks = try store.read { snapshot in
-                try store.applier.references.sources(of: "Item", "i3", from: "Category", path: "items", limit: 10, snapshot.storeTxn)
+                try store.applier.references.sources(
+                    of: "Item", "i3", from: "Category", path: "items", limit: 10, snapshot.storeTxn)
             }
             #expect(backlinks.ids == ["garden", "home"] && backlinks.total == 2)
             // Replacing the list orphans i2, which goes; i1 stays in the new list.
-            let replaced = try writer.write(.update(collection: "Category", id: "home", patch: ["items": [["$ref": "Item/i1"], ["$ref": "Item/i3"], ["$ref": "Item/i4"]]], ifVersion: nil))
+            let replaced = try writer.write(
+                .update(
+                    collection: "Category", id: "home",
+                    patch: ["items": [["$ref": "Item/i1"], ["$ref": "Item/i3"], ["$ref": "Item/i4"]]], ifVersion: nil))
             #expect(replaced.appended.map(\.event.typeName) == ["updated", "deleted"])
-            #expect(replaced.appended[1].event.object?.id == "i2" && replaced.appended[1].event.cause == replaced.appended[0].event.sequence)
+            #expect(
+                replaced.appended[1].event.object?.id == "i2"
+                    && replaced.appended[1].event.cause == replaced.appended[0].event.sequence)
             // Deleting home takes i1 and i4, not i3, which garden owns too.
             let deleted = try writer.write(.delete(collection: "Category", id: "home", ifVersion: nil))
             #expect(deleted.appended.map { $0.event.object!.id } == ["home", "i1", "i4"])
@@ -212,25 +293,37 @@ import Testing
     @Test func deleteRulesNullifyCascadeAndDeny() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineSchema(try schema([
-                "collection": "Task", "fields": [
-                    "owner": ["type": "ref", "ref": "User", "onTargetDelete": "nullify"],
-                    "watchers": ["type": "array", "items": ["type": "ref"], "onTargetDelete": "nullify"],
-                    "project": ["type": "ref", "onTargetDelete": "cascade"],
-                ],
-            ])))
-            try writer.execute(.defineSchema(try schema([
-                "collection": "Invoice", "fields": ["customer": ["type": "ref", "onTargetDelete": "deny"]],
-            ])))
+            try writer.execute(
+                .defineSchema(
+                    try schema([
+                        "collection": "Task",
+                        "fields": [
+                            "owner": ["type": "ref", "ref": "User", "onTargetDelete": "nullify"],
+                            "watchers": ["type": "array", "items": ["type": "ref"], "onTargetDelete": "nullify"],
+                            "project": ["type": "ref", "onTargetDelete": "cascade"],
+                        ],
+                    ])))
+            try writer.execute(
+                .defineSchema(
+                    try schema([
+                        "collection": "Invoice", "fields": ["customer": ["type": "ref", "onTargetDelete": "deny"]],
+                    ])))
             _ = try writer.create("User", [:], id: "ann")
             _ = try writer.create("User", [:], id: "bob")
             _ = try writer.create("Project", [:], id: "p")
-            _ = try writer.create("Task", ["owner": ["$ref": "User/ann"], "watchers": [["$ref": "User/ann"], ["$ref": "User/bob"]], "project": ["$ref": "Project/p"]], id: "t1")
+            _ = try writer.create(
+                "Task",
+                [
+                    "owner": ["$ref": "User/ann"], "watchers": [["$ref": "User/ann"], ["$ref": "User/bob"]],
+                    "project": ["$ref": "Project/p"],
+                ], id: "t1")
             _ = try writer.create("Task", ["project": ["$ref": "Project/p"], "note": ["$ref": "User/ann"]], id: "t2")
             _ = try writer.create("Invoice", ["customer": ["$ref": "User/bob"]], id: "inv")
             let ann = try writer.write(.delete(collection: "User", id: "ann", ifVersion: nil))
             // The delete, then one event per rule: owner nulled, ann pulled from watchers.
-            #expect(ann.appended.map(\.event.typeName) == ["deleted", "updated", "updated"], "\(ann.appended.map { String(decoding: $0.canonicalEvent, as: UTF8.self) })")
+            #expect(
+                ann.appended.map(\.event.typeName) == ["deleted", "updated", "updated"],
+                "\(ann.appended.map { String(decoding: $0.canonicalEvent, as: UTF8.self) })")
             // owner nulled, ann pulled from watchers; t2's note is not a rule field: it dangles.
             #expect(try data(store, "Task", "t1")?["owner"] == .null)
             #expect(try data(store, "Task", "t1")?["watchers"] == [["$ref": "User/bob"]])
@@ -240,7 +333,8 @@ import Testing
             #expect {
                 try writer.write(.delete(collection: "User", id: "bob", ifVersion: nil))
             } throws: { error in
-                guard case .conflict(let conflict) = error as? StoreError, case .denied(let referrers) = conflict.reason else { return false }
+                guard case .conflict(let conflict) = error as? StoreError, case .denied(let referrers) = conflict.reason
+                else { return false }
                 return referrers == ["Invoice/inv"]
             }
             #expect(try store.read { try $0.head() } == head)
@@ -255,7 +349,12 @@ import Testing
     @Test func cyclesOfCascadesEnd() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineSchema(try schema(["collection": "Node", "fields": ["next": ["type": "ref", "onTargetDelete": "cascade", "owns": true]]])))
+            try writer.execute(
+                .defineSchema(
+                    try schema([
+                        "collection": "Node",
+                        "fields": ["next": ["type": "ref", "onTargetDelete": "cascade", "owns": true]],
+                    ])))
             _ = try writer.create("Node", ["next": ["$ref": "Node/b"]], id: "a")
             _ = try writer.create("Node", ["next": ["$ref": "Node/c"]], id: "b")
             _ = try writer.create("Node", ["next": ["$ref": "Node/a"]], id: "c")
@@ -275,21 +374,29 @@ import Testing
             let first = try writer.write(.create(collection: "T", id: nil, data: ["n": 1]), requestKey: "k1")
             let again = try writer.write(.create(collection: "T", id: nil, data: ["n": 1]), requestKey: "k1")
             #expect(!first.replayed && again.replayed && again.appended.isEmpty)
-            guard case .object(let wire1) = first.result, case .object(let wire2) = again.result else { Issue.record("no object"); return }
+            guard case .object(let wire1) = first.result, case .object(let wire2) = again.result else {
+                Issue.record("no object")
+                return
+            }
             #expect(wire1 == wire2)
             #expect(try store.read { try $0.head().sequence } == 1)
             #expect {
                 try writer.write(.create(collection: "T", id: nil, data: ["n": 2]), requestKey: "k1")
             } throws: { error in
-                guard case .conflict(let conflict) = error as? StoreError, case .requestKeyReused = conflict.reason else { return false }
+                guard case .conflict(let conflict) = error as? StoreError, case .requestKeyReused = conflict.reason
+                else { return false }
                 return true
             }
             // A batch that is not atomic replays its failures too, and an update its object as it
             // was then, not as it is now.
-            let batch = Command.batch([
-                BatchOperation(command: .create(collection: "T", id: "b1", data: [:]), idResult: nil, hasResultValues: false),
-                BatchOperation(command: .delete(collection: "T", id: "nope", ifVersion: nil), idResult: nil, hasResultValues: false),
-            ], atomic: false)
+            let batch = Command.batch(
+                [
+                    BatchOperation(
+                        command: .create(collection: "T", id: "b1", data: [:]), idResult: nil, hasResultValues: false),
+                    BatchOperation(
+                        command: .delete(collection: "T", id: "nope", ifVersion: nil), idResult: nil,
+                        hasResultValues: false),
+                ], atomic: false)
             let batchFirst = try writer.write(batch, requestKey: "k2")
             try writer.execute(.update(collection: "T", id: "b1", patch: ["later": true], ifVersion: nil))
             store.close()
@@ -299,10 +406,21 @@ import Testing
             retry.clock = writer.clock
             let batchAgain = try retry.write(batch, requestKey: "k2")
             #expect(batchAgain.replayed)
-            guard case .batch(let a) = batchFirst.result, case .batch(let b) = batchAgain.result else { Issue.record("not batches"); return }
+            guard case .batch(let a) = batchFirst.result, case .batch(let b) = batchAgain.result else {
+                Issue.record("not batches")
+                return
+            }
             #expect(a.count == 2 && b.count == 2)
-            if case .success(.object(let x)) = a[0], case .success(.object(let y)) = b[0] { #expect(x == y) } else { Issue.record("op 0") }
-            if case .failure(let x) = a[1], case .failure(let y) = b[1] { #expect(x.code == y.code && x.description == y.description) } else { Issue.record("op 1") }
+            if case .success(.object(let x)) = a[0], case .success(.object(let y)) = b[0] {
+                #expect(x == y)
+            } else {
+                Issue.record("op 0")
+            }
+            if case .failure(let x) = a[1], case .failure(let y) = b[1] {
+                #expect(x.code == y.code && x.description == y.description)
+            } else {
+                Issue.record("op 1")
+            }
             // After the retention the key is forgotten: the request runs again.
             retry.clock += 61_000
             let late = try retry.write(.create(collection: "T", id: nil, data: ["n": 1]), requestKey: "k1")

@@ -11,7 +11,8 @@ import Testing
     static func put(_ store: Store, _ name: String, _ content: [UInt8]) throws -> String {
         let (sha256, size) = try content.withUnsafeBytes { try store.blobs.store($0) }
         defer { store.blobs.unpin(sha256) }
-        _ = try TestWriter(store).write(.putFile(name: name, sha256: sha256, size: size, contentType: "application/octet-stream", replace: false))
+        _ = try TestWriter(store).write(
+            .putFile(name: name, sha256: sha256, size: size, contentType: "application/octet-stream", replace: false))
         return sha256
     }
 
@@ -24,7 +25,9 @@ import Testing
         }
     }
 
-    static func content(_ count: Int, seed: UInt8) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed } }
+    static func content(_ count: Int, seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed }
+    }
 
     /// Makes the 0444 blob writable and flips one byte of it.
     static func corrupt(_ store: Store, _ sha256: String, at offset: Int) throws {
@@ -77,7 +80,10 @@ import Testing
             _ = try Self.put(store, "kept", Self.content(5, seed: 3))
             _ = try store.environment.write { txn in try txn.delete(store.databases.files, FileIndex.nameKey("kept")) }
             let report = try store.verify(scratchDirectory: root + "/scratch")
-            #expect(report.mismatches.contains { $0.kind == "files" && $0.description.contains("for name kept is missing from the live store") }, "\(report.mismatches)")
+            #expect(
+                report.mismatches.contains {
+                    $0.kind == "files" && $0.description.contains("for name kept is missing from the live store")
+                }, "\(report.mismatches)")
         }
     }
 

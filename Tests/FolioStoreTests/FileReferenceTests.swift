@@ -26,7 +26,9 @@ import Testing
             let names = (0..<8).map { "photos/\($0).jpg" }
             var bound = Set<String>()
             var records: [String: [String: Set<String>]] = [:]  // id -> path -> names
-            func referrers(of name: String) -> Int { records.values.reduce(0) { $0 + $1.values.filter { $0.contains(name) }.count } }
+            func referrers(of name: String) -> Int {
+                records.values.reduce(0) { $0 + $1.values.filter { $0.contains(name) }.count }
+            }
             for step in 0..<500 {
                 let name = names.randomElement(using: &random)!
                 switch Int.random(in: 0..<6, using: &random) {
@@ -41,8 +43,12 @@ import Testing
                     } catch StoreError.fileNotFound {
                         #expect(!bound.contains(name), "step \(step)")
                     } catch StoreError.conflict(let conflict) {
-                        guard case .fileReferenced(let shown, let count) = conflict.reason else { throw StoreError.conflict(conflict) }
-                        #expect(!force && count == referrers(of: name) && !shown.isEmpty, "step \(step): \(conflict.message)")
+                        guard case .fileReferenced(let shown, let count) = conflict.reason else {
+                            throw StoreError.conflict(conflict)
+                        }
+                        #expect(
+                            !force && count == referrers(of: name) && !shown.isEmpty,
+                            "step \(step): \(conflict.message)")
                         #expect(shown.allSatisfy { records[$0.id]?[$0.path]?.contains(name) == true }, "step \(step)")
                     }
                 default:
@@ -57,7 +63,8 @@ import Testing
                     let attachments = pick(Int.random(in: 0..<3, using: &random))
                     let thumb = pick(Int.random(in: 0..<2, using: &random))
                     var data: JSONObject = [
-                        "photo": Self.file(photo.first!), "attachments": .array(attachments.sorted().map(Self.file)), "note": .string("n\(step)"),
+                        "photo": Self.file(photo.first!), "attachments": .array(attachments.sorted().map(Self.file)),
+                        "note": .string("n\(step)"),
                     ]
                     if records[id] == nil {
                         if let first = thumb.first { data["meta"] = ["thumb": Self.file(first)] }
@@ -67,7 +74,9 @@ import Testing
                         data["meta"] = thumb.first.map { ["thumb": Self.file($0)] } ?? .null
                         try writer.execute(.update(collection: "Report", id: id, patch: data, ifVersion: nil))
                     }
-                    records[id] = ["photo": photo, "attachments": attachments, "meta.thumb": thumb].filter { !$0.value.isEmpty }
+                    records[id] = ["photo": photo, "attachments": attachments, "meta.thumb": thumb].filter {
+                        !$0.value.isEmpty
+                    }
                 }
                 let orphans = bound.filter { referrers(of: $0) == 0 }
                 #expect(try store.read { try $0.fileTotals().orphans } == UInt64(orphans.count), "step \(step)")
@@ -80,12 +89,15 @@ import Testing
                 var listed: [String] = []
                 var after: String?
                 repeat {
-                    let page = try snapshot.fileOrphans(prefix: "photos/", after: after, createdBy: Timestamp(milliseconds: .max), limit: 2)
+                    let page = try snapshot.fileOrphans(
+                        prefix: "photos/", after: after, createdBy: Timestamp(milliseconds: .max), limit: 2)
                     listed += page.files.map(\.name)
                     after = page.next
                 } while after != nil
                 #expect(listed == bound.filter { referrers(of: $0) == 0 }.sorted())
-                #expect(try snapshot.fileOrphans(prefix: "", after: nil, createdBy: Timestamp(milliseconds: 0), limit: 100).files.isEmpty)
+                #expect(
+                    try snapshot.fileOrphans(prefix: "", after: nil, createdBy: Timestamp(milliseconds: 0), limit: 100)
+                        .files.isEmpty)
             }
             try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
@@ -105,7 +117,9 @@ import Testing
             try store.environment.write { lmdb in
                 let txn = StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil)
                 let tree = try #require(try store.applier.catalog.referenceTree(txn, creating: false))
-                try tree.remove(RefIndex.key(Reference(path: "photo", collection: FileName.collection, id: "a.jpg"), from: report), txn)
+                try tree.remove(
+                    RefIndex.key(Reference(path: "photo", collection: FileName.collection, id: "a.jpg"), from: report),
+                    txn)
             }
             #expect(try store.read { try $0.fileReferrers("a.jpg", limit: 10).total } == 0)
             let damaged = try store.verify(scratchDirectory: root + "/scratch")
@@ -113,8 +127,13 @@ import Testing
             #expect(damaged.mismatches.contains { $0.description.contains("reference index") }, "\(damaged.mismatches)")
             try store.rebuild()
             #expect(try store.read { try $0.digest() } == digest)
-            #expect(try store.read { try $0.fileReferrers("a.jpg", limit: 10).referrers } == [Referrer(collection: "Report", id: "r1", path: "photo")])
-            #expect(try store.verify(scratchDirectory: root + "/scratch").mismatches.isEmpty, "the index again matches the log (the test stores no contents)")
+            #expect(
+                try store.read { try $0.fileReferrers("a.jpg", limit: 10).referrers } == [
+                    Referrer(collection: "Report", id: "r1", path: "photo")
+                ])
+            #expect(
+                try store.verify(scratchDirectory: root + "/scratch").mismatches.isEmpty,
+                "the index again matches the log (the test stores no contents)")
         }
     }
 
@@ -122,8 +141,10 @@ import Testing
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             for (value, fragment) in [
-                (JSON.object(["$file": ""]), "1 to 256 bytes"), (["$file": "/a"], "may not start or end"), (["$file": "a//b"], "empty segment"),
-                (["$file": "a/../b"], "'..' segment"), (["$file": 3], "$file must be a string"), (["$file": "a", "x": 1], "exactly"),
+                (JSON.object(["$file": ""]), "1 to 256 bytes"), (["$file": "/a"], "may not start or end"),
+                (["$file": "a//b"], "empty segment"),
+                (["$file": "a/../b"], "'..' segment"), (["$file": 3], "$file must be a string"),
+                (["$file": "a", "x": 1], "exactly"),
                 (["$file": .string(String(repeating: "x", count: 257))], "1 to 256 bytes"),
             ] {
                 #expect("\(value)") {
@@ -132,16 +153,25 @@ import Testing
                     (error as? ValidationError)?.message.contains(fragment) == true
                 }
             }
-            let schema = try Schema(parsing: ["collection": "Report", "fields": ["photo": ["type": "file", "required": true]]])
+            let schema = try Schema(parsing: [
+                "collection": "Report", "fields": ["photo": ["type": "file", "required": true]],
+            ])
             try writer.execute(.defineSchema(schema))
             let reparsed = try Schema(parsing: schema.json)
             #expect(schema.field(named: "photo")?.type == .file && reparsed == schema)
-            #expect(throws: StoreError.self) { try writer.execute(.create(collection: "Report", id: nil, data: ["photo": "a.jpg"])) }
-            #expect(throws: StoreError.self) { try writer.execute(.create(collection: "Report", id: nil, data: ["photo": ["$ref": "Report/x"]])) }
+            #expect(throws: StoreError.self) {
+                try writer.execute(.create(collection: "Report", id: nil, data: ["photo": "a.jpg"]))
+            }
+            #expect(throws: StoreError.self) {
+                try writer.execute(.create(collection: "Report", id: nil, data: ["photo": ["$ref": "Report/x"]]))
+            }
             _ = try writer.create("Report", ["photo": Self.file("not/bound/yet.jpg")])
-            #expect(try store.read { try $0.fileTotals().orphans } == 0, "a reference to a name not bound counts no orphan")
+            #expect(
+                try store.read { try $0.fileTotals().orphans } == 0, "a reference to a name not bound counts no orphan")
             try Self.put(writer, "not/bound/yet.jpg")
-            #expect(try store.read { try $0.fileTotals() }.orphans == 0, "bound after its record: referred to from the start")
+            #expect(
+                try store.read { try $0.fileTotals() }.orphans == 0,
+                "bound after its record: referred to from the start")
         }
     }
 }

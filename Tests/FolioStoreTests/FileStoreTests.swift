@@ -32,7 +32,9 @@ import Testing
                 if Int.random(in: 0..<4, using: &random) == 0 {
                     do {
                         try writer.execute(.deleteFile(name: name, force: false))
-                        #expect(model.removeValue(forKey: name) != nil, "step \(step): deleted \(name), which the model lacks")
+                        #expect(
+                            model.removeValue(forKey: name) != nil,
+                            "step \(step): deleted \(name), which the model lacks")
                     } catch StoreError.fileNotFound(let missing) {
                         #expect(missing == name && model[name] == nil, "step \(step)")
                     }
@@ -40,7 +42,8 @@ import Testing
                     let content = contents.randomElement(using: &random)!
                     let replace = Bool.random(using: &random)
                     let type = ["image/jpeg", "text/plain"].randomElement(using: &random)!
-                    let command = Command.putFile(name: name, sha256: content.sha256, size: content.size, contentType: type, replace: replace)
+                    let command = Command.putFile(
+                        name: name, sha256: content.sha256, size: content.size, contentType: type, replace: replace)
                     do {
                         let outcome = try writer.write(command)
                         guard case .file(let record) = outcome.result else {
@@ -48,7 +51,9 @@ import Testing
                             continue
                         }
                         #expect(replace || model[name] == nil, "step \(step): bound \(name) again without replace")
-                        #expect(record.createdAt == outcome.appended[0].event.timestamp && record.uploader == writer.origin.uid)
+                        #expect(
+                            record.createdAt == outcome.appended[0].event.timestamp
+                                && record.uploader == writer.origin.uid)
                         model[name] = Bound(sha256: content.sha256, size: content.size, contentType: type)
                     } catch StoreError.conflict {
                         #expect(!replace && model[name] != nil, "step \(step)")
@@ -58,14 +63,19 @@ import Testing
             try store.read { snapshot in
                 for name in names {
                     let file = try snapshot.file(name)
-                    #expect(file.map { Bound(sha256: $0.sha256, size: $0.size, contentType: $0.contentType) } == model[name], "\(name)")
+                    #expect(
+                        file.map { Bound(sha256: $0.sha256, size: $0.size, contentType: $0.contentType) }
+                            == model[name], "\(name)")
                 }
                 var users: [String: UInt64] = [:]
                 for bound in model.values { users[bound.sha256, default: 0] += 1 }
-                for content in contents { #expect(try snapshot.fileReferences(toBlob: content.sha256) == users[content.sha256] ?? 0) }
+                for content in contents {
+                    #expect(try snapshot.fileReferences(toBlob: content.sha256) == users[content.sha256] ?? 0)
+                }
                 let sizes = Dictionary(contents.map { ($0.sha256, $0.size) }) { first, _ in first }
                 let expected = FileTotals(
-                    files: UInt64(model.count), blobs: UInt64(users.count), storedBytes: users.keys.reduce(0) { $0 + sizes[$1]! },
+                    files: UInt64(model.count), blobs: UInt64(users.count),
+                    storedBytes: users.keys.reduce(0) { $0 + sizes[$1]! },
                     namedBytes: model.values.reduce(0) { $0 + $1.size }, orphans: UInt64(model.count))
                 #expect(try snapshot.fileTotals() == expected)
                 var listed: [String] = []
@@ -77,7 +87,9 @@ import Testing
                     after = next
                 }
                 #expect(listed == model.keys.sorted())
-                #expect(try snapshot.files(prefix: "dir1/", after: nil, limit: 1000).files.map(\.name) == model.keys.filter { $0.hasPrefix("dir1/") }.sorted())
+                #expect(
+                    try snapshot.files(prefix: "dir1/", after: nil, limit: 1000).files.map(\.name)
+                        == model.keys.filter { $0.hasPrefix("dir1/") }.sorted())
             }
             try expectVerifyRebuildAndReplayKeepTheDigest(store, root)
         }
@@ -87,7 +99,8 @@ import Testing
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             let sha256 = String(repeating: "ab", count: 32)
-            let outcome = try writer.write(.putFile(name: nil, sha256: sha256, size: 1, contentType: "text/plain", replace: false))
+            let outcome = try writer.write(
+                .putFile(name: nil, sha256: sha256, size: 1, contentType: "text/plain", replace: false))
             guard case .file(let record) = outcome.result else {
                 Issue.record("\(outcome.result)")
                 return
@@ -137,7 +150,9 @@ import Testing
         try withTemporaryDirectory { root in
             let blobs = BlobStore(directory: root + "/blobs")
             _ = try [UInt8(1)].withUnsafeBytes { try blobs.store($0) }
-            for name in ["a", "b"] { #expect(FileManager.default.createFile(atPath: root + "/blobs/tmp/" + name, contents: Data([1]))) }
+            for name in ["a", "b"] {
+                #expect(FileManager.default.createFile(atPath: root + "/blobs/tmp/" + name, contents: Data([1])))
+            }
             #expect(blobs.removeTemporaryFiles() == 2)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/blobs/tmp").isEmpty)
             #expect(blobs.storedBlobs().count == 1)

@@ -10,7 +10,9 @@ import Testing
 /// equals folding every event of the object up to that point.
 @Suite struct HistoryTests {
     /// The object after each of its events, folded the plain way from the log.
-    private func folded(_ store: Store, _ collection: String, _ id: String) throws -> [(sequence: UInt64, object: StoredObject?)] {
+    private func folded(_ store: Store, _ collection: String, _ id: String) throws -> [(
+        sequence: UInt64, object: StoredObject?
+    )] {
         try store.read { snapshot in
             var states: [(UInt64, StoredObject?)] = []
             var object: StoredObject?
@@ -41,9 +43,12 @@ import Testing
                     try writer.execute(.delete(collection: "Task", id: "t", ifVersion: nil))
                     live = false
                 } else if roll == 1 {
-                    try writer.execute(.update(collection: "Task", id: "other", patch: ["n": .int(Int64(step))], ifVersion: nil))
+                    try writer.execute(
+                        .update(collection: "Task", id: "other", patch: ["n": .int(Int64(step))], ifVersion: nil))
                 } else {
-                    let patch: JSONObject = roll % 3 == 0 ? ["k\(roll)": .null] : ["n": .int(Int64(step)), "k\(roll)": ["s": .int(Int64(step))]]
+                    let patch: JSONObject =
+                        roll % 3 == 0
+                        ? ["k\(roll)": .null] : ["n": .int(Int64(step)), "k\(roll)": ["s": .int(Int64(step))]]
                     try writer.execute(.update(collection: "Task", id: "t", patch: patch, ifVersion: nil))
                 }
             }
@@ -66,7 +71,8 @@ import Testing
                     #expect(try snapshot.object("Task", "t", at: .instant(instant)) == object)
                 }
                 #expect(try snapshot.object("Task", "t", at: .instant(Instant(seconds: 0))) == nil)
-                #expect(try snapshot.object("Task", "t", at: .instant(Instant(seconds: 1 << 40))) == states.last?.object)
+                #expect(
+                    try snapshot.object("Task", "t", at: .instant(Instant(seconds: 1 << 40))) == states.last?.object)
             }
         }
     }
@@ -77,7 +83,8 @@ import Testing
             let writer = TestWriter(store)
             _ = try writer.create("Doc", ["v": 0], id: "d")
             for version in 2...100 {
-                try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+                try writer.execute(
+                    .update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
             }
             let checkpoints = try store.read { snapshot in
                 var count = 0
@@ -104,7 +111,8 @@ import Testing
             _ = try writer.create("Doc", ["v": 0], id: "d")
             for version in 2...25 {
                 _ = try writer.create("Noise", ["v": .int(Int64(version))])
-                try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+                try writer.execute(
+                    .update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
             }
             try store.read { snapshot in
                 var after: UInt64 = 0
@@ -146,7 +154,9 @@ import Testing
         let report = try store.verify(scratchDirectory: path + "/scratch")
         #expect(report.isConsistent, "\(report.mismatches)")
         #expect(try store.read { try $0.digest() } == digest)
-        let format = try store.environment.read { txn in try txn.get(store.databases.meta, Array("format".utf8)).map { Array($0) } }
+        let format = try store.environment.read { txn in
+            try txn.get(store.databases.meta, Array("format".utf8)).map { Array($0) }
+        }
         #expect(format == withUnsafeBytes(of: StoreDatabases.formatVersion.littleEndian) { Array($0) })
         return store
     }
@@ -154,8 +164,13 @@ import Testing
     /// Defines view `byN` over `Task` and creates `objects` tasks into it; returns the state digest.
     private func fillView(_ store: Store, objects: Int) throws -> ChainHash {
         let writer = TestWriter(store)
-        try writer.execute(.defineView(try ViewDefinition(name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
-        for number in 0..<objects { _ = try writer.create("Task", ["n": .int(Int64((number * 37) % objects))], id: "t\(number)") }
+        try writer.execute(
+            .defineView(
+                try ViewDefinition(
+                    name: "byN", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["n"]), unique: false)))
+        for number in 0..<objects {
+            _ = try writer.create("Task", ["n": .int(Int64((number * 37) % objects))], id: "t\(number)")
+        }
         return try store.read { try $0.digest() }
     }
 
@@ -163,50 +178,62 @@ import Testing
     /// chunks (format 7 added them), and each of 5, 6 and 7 keeps the view op stream's state under
     /// key `0` of `viewops` (format 8 moved it to the main database): opened, the state moves, and
     /// the store is of format 8 with its views' pending ops as they were.
-    @Test(arguments: [UInt32(5), 6, 7]) func aStoreOfFormatFiveToSevenIsOfFormatEightOnceItsStateMoved(format: UInt32) throws {
+    @Test(arguments: [UInt32(5), 6, 7]) func aStoreOfFormatFiveToSevenIsOfFormatEightOnceItsStateMoved(format: UInt32)
+        throws
+    {
         // The default limit, which 300 ops do not reach, whatever FOLIO_VIEW_BUFFER says.
-        try ViewBuffer.$limitOverride.withValue(65536) { try withTemporaryDirectory { path in
-            let digest: ChainHash
-            do {
-                let store = try Store(directory: path)
-                digest = try fillView(store, objects: 300)
-                try store.environment.write { txn in
-                    // Where formats 5 to 7 kept the state, and their records of one op each,
-                    // without the key's length.
-                    let state = try #require(try txn.get(store.databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) })
-                    try txn.delete(store.databases.viewOps.main, ViewBuffer.stateKey)
-                    var former: [([UInt8], [UInt8])] = []
-                    try txn.withCursor(store.databases.viewOps.ops) { cursor in
-                        var entry = try cursor.first()
-                        while let (key, value) = entry {
-                            var number = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
-                            var offset = 0
-                            while offset < value.count {
-                                let length = Int(value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
-                                former.append((ViewBuffer.opKey(number), Array(value[(offset + 2)..<(offset + 7 + length)])))
-                                number += 1
-                                offset += 7 + length
+        try ViewBuffer.$limitOverride.withValue(65536) {
+            try withTemporaryDirectory { path in
+                let digest: ChainHash
+                do {
+                    let store = try Store(directory: path)
+                    digest = try fillView(store, objects: 300)
+                    try store.environment.write { txn in
+                        // Where formats 5 to 7 kept the state, and their records of one op each,
+                        // without the key's length.
+                        let state = try #require(
+                            try txn.get(store.databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) })
+                        try txn.delete(store.databases.viewOps.main, ViewBuffer.stateKey)
+                        var former: [([UInt8], [UInt8])] = []
+                        try txn.withCursor(store.databases.viewOps.ops) { cursor in
+                            var entry = try cursor.first()
+                            while let (key, value) = entry {
+                                var number = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+                                var offset = 0
+                                while offset < value.count {
+                                    let length = Int(
+                                        value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
+                                    former.append(
+                                        (ViewBuffer.opKey(number), Array(value[(offset + 2)..<(offset + 7 + length)])))
+                                    number += 1
+                                    offset += 7 + length
+                                }
+                                entry = try cursor.next()
                             }
-                            entry = try cursor.next()
                         }
+                        #expect(former.count == 300)
+                        try txn.empty(store.databases.viewOps.ops)
+                        try txn.put(store.databases.viewOps.ops, ViewBuffer.formerStateKey, state)
+                        for (key, value) in former { try txn.put(store.databases.viewOps.ops, key, value) }
+                        try setFormat(format, of: store, txn)
                     }
-                    #expect(former.count == 300)
-                    try txn.empty(store.databases.viewOps.ops)
-                    try txn.put(store.databases.viewOps.ops, ViewBuffer.formerStateKey, state)
-                    for (key, value) in former { try txn.put(store.databases.viewOps.ops, key, value) }
-                    try setFormat(format, of: store, txn)
+                    store.close()
+                }
+                let store = try openUpgraded(path, digest: digest)
+                try store.environment.read { txn in
+                    let pending = try ViewBuffer.state(
+                        StoreTransaction(
+                            lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
+                    ).pending
+                    #expect(pending == 300, "the ops stay pending")
+                    #expect(
+                        try txn.get(store.databases.viewOps.ops, ViewBuffer.formerStateKey) == nil,
+                        "the state left the ops' database")
+                    #expect(try txn.statistics(store.databases.viewOps.ops).entries == 300, "a record of each op")
                 }
                 store.close()
             }
-            let store = try openUpgraded(path, digest: digest)
-            try store.environment.read { txn in
-                let pending = try ViewBuffer.state(StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
-                #expect(pending == 300, "the ops stay pending")
-                #expect(try txn.get(store.databases.viewOps.ops, ViewBuffer.formerStateKey) == nil, "the state left the ops' database")
-                #expect(try txn.statistics(store.databases.viewOps.ops).entries == 300, "a record of each op")
-            }
-            store.close()
-        } }
+        }
     }
 
     /// A store of format 3, whose tree branches stored their last child's count and whose trees'
@@ -223,7 +250,8 @@ import Testing
                 var branches = 0
                 try store.environment.write { txn in
                     // The view's pending ops into its nodes, for branches to damage.
-                    let storeTxn = StoreTransaction(lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
+                    let storeTxn = StoreTransaction(
+                        lmdb: txn, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
                     try #require(try store.applier.catalog.view("byN", storeTxn)).tree.merge(storeTxn)
                     try setFormat(3, of: store, txn)
                     var records: [([UInt8], [UInt8])] = []
@@ -238,7 +266,8 @@ import Testing
                         // Format 3 kept a tree's header as node 0.
                         if key.suffix(8).allSatisfy({ $0 == 0xFF }) {
                             try txn.delete(store.databases.trees, key)
-                            try txn.put(store.databases.trees, Array(key.prefix(4)) + [UInt8](repeating: 0, count: 8), bytes)
+                            try txn.put(
+                                store.databases.trees, Array(key.prefix(4)) + [UInt8](repeating: 0, count: 8), bytes)
                             continue
                         }
                         var node = TreeNode(bytes: bytes)
@@ -266,7 +295,8 @@ import Testing
                 let writer = TestWriter(store)
                 _ = try writer.create("Doc", ["v": 0], id: "d")
                 for version in 2...40 {
-                    try writer.execute(.update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
+                    try writer.execute(
+                        .update(collection: "Doc", id: "d", patch: ["v": .int(Int64(version))], ifVersion: nil))
                 }
                 digest = try store.read { try $0.digest() }
                 try store.environment.write { txn in

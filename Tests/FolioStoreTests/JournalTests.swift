@@ -1,8 +1,8 @@
 import CFolioSystem
 import FolioJSON
-import Glibc
 import FolioModel
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -33,7 +33,10 @@ import Testing
 
     static func create(_ writer: TestWriter, _ index: Int, journal: Bool = true) throws {
         try write(
-            writer, .create(collection: "Task", id: nil, data: ["title": .string("task \(index)"), "rank": .int(Int64(index * 7919 % 1000))]),
+            writer,
+            .create(
+                collection: "Task", id: nil,
+                data: ["title": .string("task \(index)"), "rank": .int(Int64(index * 7919 % 1000))]),
             journal: journal)
     }
 
@@ -69,7 +72,11 @@ import Testing
             let store = try Self.journaled(root + "/live")
             let writer = TestWriter(store)
             _ = try Self.write(
-                writer, .defineView(try ViewDefinition(name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+                writer,
+                .defineView(
+                    try ViewDefinition(
+                        name: "byRank", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["rank"]),
+                        unique: false)))
             for index in 0..<50 { try Self.create(writer, index) }
             try store.journal!.checkpoint()
             for index in 50..<120 { try Self.create(writer, index) }
@@ -98,7 +105,11 @@ import Testing
             let writer = TestWriter(store)
             for (name, sort) in [("byRank", "rank"), ("byTitle", "-title")] {
                 _ = try Self.write(
-                    writer, .defineView(try ViewDefinition(name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: [.string(sort)]), unique: false)))
+                    writer,
+                    .defineView(
+                        try ViewDefinition(
+                            name: name, collection: "Task", whereJSON: nil, sort: SortOrder(parsing: [.string(sort)]),
+                            unique: false)))
             }
             var random = SeededGenerator(seed: UInt64(seed + 1))
             var durable = [UInt8]()
@@ -134,7 +145,8 @@ import Testing
                 #expect(try recovered.read { try $0.head() } == head, "trial \(trial)")
                 #expect(try recovered.read { try $0.digest() } == digest, "trial \(trial)")
                 let report = try recovered.verify(scratchDirectory: target + "/scratch")
-                #expect(report.chainBrokenAt == nil && report.mismatches.isEmpty, "trial \(trial): \(report.mismatches)")
+                #expect(
+                    report.chainBrokenAt == nil && report.mismatches.isEmpty, "trial \(trial): \(report.mismatches)")
                 recovered.close()
             }
         }
@@ -190,7 +202,9 @@ import Testing
             var failed: [UInt64] = []
             for index in 0..<2 {
                 #expect(throws: CommitFailed.self) {
-                    try writer.write(.create(collection: "Task", id: nil, data: ["title": .string("never committed \(index)")])) { outcome in
+                    try writer.write(
+                        .create(collection: "Task", id: nil, data: ["title": .string("never committed \(index)")])
+                    ) { outcome in
                         try journal.append([.events(outcome.appended)])
                         failed.append(outcome.appended[0].event.sequence)
                         throw CommitFailed()
@@ -206,7 +220,8 @@ import Testing
             #expect(sequence == head.sequence + 2)
             try Self.copyAsIs(root + "/live", into: root + "/killed")
             #expect(throws: CommitFailed.self) {
-                try writer.write(.create(collection: "Task", id: nil, data: ["title": .string("in doubt")])) { outcome in
+                try writer.write(.create(collection: "Task", id: nil, data: ["title": .string("in doubt")])) {
+                    outcome in
                     try journal.append([.events(outcome.appended)])
                     throw CommitFailed()
                 }
@@ -263,7 +278,8 @@ import Testing
             let long = String(repeating: "x", count: 600)
             let operations = (0..<1000).map { index in
                 BatchOperation(
-                    command: .create(collection: "Task", id: nil, data: ["title": .string(long + "\(index)")]), idResult: nil, hasResultValues: false)
+                    command: .create(collection: "Task", id: nil, data: ["title": .string(long + "\(index)")]),
+                    idResult: nil, hasResultValues: false)
             }
             let before = journal.checkpointCount
             try Self.write(writer, .batch(operations, atomic: true))
@@ -388,7 +404,8 @@ import Testing
     /// directly whatever size was asked for.
     @Test func aNewRingIsWholeBlocks() throws {
         try withTemporaryDirectory { root in
-            let ring = try JournalRing.open(root + "/" + Journal.journalName, size: (64 << 10) + 100, directory: root, direct: true)
+            let ring = try JournalRing.open(
+                root + "/" + Journal.journalName, size: (64 << 10) + 100, directory: root, direct: true)
             defer { ring.close() }
             #expect(ring.size == (64 << 10) + 4096)
             let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + Journal.journalName)
@@ -419,7 +436,11 @@ import Testing
             func create(_ length: Int) throws -> Int? {
                 let (before, checkpoints) = (journal.liveBytes, journal.checkpointCount)
                 try Self.write(
-                    writer, .create(collection: "Task", id: nil, data: ["title": .string(String(repeating: "t", count: length)), "n": .int(Int64(created % 10))]))
+                    writer,
+                    .create(
+                        collection: "Task", id: nil,
+                        data: ["title": .string(String(repeating: "t", count: length)), "n": .int(Int64(created % 10))])
+                )
                 created += 1
                 let overhead = journal.liveBytes - before - length
                 return journal.checkpointCount == checkpoints && overhead < 1000 ? overhead : nil
@@ -431,14 +452,18 @@ import Testing
                 var durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb")))
                 let checkpoints = journal.checkpointCount
                 var overhead: Int?
-                while size - journal.liveBytes >= 6000 { overhead = try create(40 + Int(random.next() % 1500)) ?? overhead }
+                while size - journal.liveBytes >= 6000 {
+                    overhead = try create(40 + Int(random.next() % 1500)) ?? overhead
+                }
                 guard let overhead, journal.checkpointCount == checkpoints else { continue }
                 let free = size - journal.liveBytes
                 guard free - overhead - 16 > 40 else { continue }
                 _ = try create(free - overhead - 1 - Int(random.next() % 16))
                 aimed += 1
                 // Its room counted to its block's end, the record may have needed a checkpoint.
-                if journal.checkpointCount != checkpoints { durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb"))) }
+                if journal.checkpointCount != checkpoints {
+                    durable = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/live/data.mdb")))
+                }
                 let digest = try store.read { try $0.digest() }
                 let target = root + "/image-\(round)"
                 // Nothing written after the checkpoint reached data.mdb's file.

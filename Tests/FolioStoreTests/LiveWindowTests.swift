@@ -38,13 +38,18 @@ import Testing
             for index in removals.sorted(by: >) { items.remove(at: index) }
             var insertions: [(Int, (id: String, version: UInt64, object: JSON))] = change["inserted"]!.arrayValue!.map {
                 let object = $0["object"]!
-                return (Int($0["index"]!.integerValue!), (object["id"]!.stringValue!, UInt64(object["version"]!.integerValue!), object))
+                return (
+                    Int($0["index"]!.integerValue!),
+                    (object["id"]!.stringValue!, UInt64(object["version"]!.integerValue!), object)
+                )
             }
             for move in moved { insertions.append((Int(move["to"]!.integerValue!), taken[move["id"]!.stringValue!]!)) }
             for (index, item) in insertions.sorted(by: { $0.0 < $1.0 }) { items.insert(item, at: index) }
             for update in change["updated"]!.arrayValue! {
                 let object = update["object"]!
-                items[Int(update["index"]!.integerValue!)] = (object["id"]!.stringValue!, UInt64(object["version"]!.integerValue!), object)
+                items[Int(update["index"]!.integerValue!)] = (
+                    object["id"]!.stringValue!, UInt64(object["version"]!.integerValue!), object
+                )
             }
         }
     }
@@ -52,7 +57,9 @@ import Testing
     /// The query's first page and total as `list` answers them now.
     private func listed(_ store: Store, _ query: Query) throws -> (ClientWindow, Int) {
         let result = try store.read { try $0.run(query) }
-        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return (ClientWindow(objects: []), 0) }
+        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
+            return (ClientWindow(objects: []), 0)
+        }
         return (ClientWindow(objects: items), result.total)
     }
 
@@ -60,24 +67,43 @@ import Testing
         try withTemporaryStore { store in
             let writer = TestWriter(store)
             var random = SeededGenerator(seed: 2026)
-            try writer.execute(.defineView(try ViewDefinition(name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title"]), unique: false)))
-            try writer.execute(.defineView(try ViewDefinition(name: "open", collection: "Task", whereJSON: ["done": false], sort: SortOrder(parsing: ["-n", "title"]), unique: false)))
-            try writer.execute(.defineView(try ViewDefinition(name: "byOwner", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["owner", "title"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title"]),
+                        unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "open", collection: "Task", whereJSON: ["done": false],
+                        sort: SortOrder(parsing: ["-n", "title"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byOwner", collection: "Task", whereJSON: nil,
+                        sort: SortOrder(parsing: ["owner", "title"]), unique: false)))
             let queries: [Query] = [
                 try Query(source: .collection("Task"), limit: 5),
                 try Query(source: .collection("Task"), descending: true, limit: 4),
                 try Query(source: .view("byTitle"), limit: 7),
                 try Query(source: .view("open"), descending: true, limit: 3),
                 try Query(source: .view("byOwner"), whereJSON: ["owner": ["$ref": "User/ann"]], limit: 4),
-                try Query(source: .collection("Task"), whereJSON: ["owner": ["$ref": "User/bob"]], sort: SortOrder(parsing: ["title"]), limit: 2),
-                try Query(source: .collection("Task"), whereJSON: ["n": ["$gt": 3]], sort: SortOrder(parsing: ["-n"]), limit: 6),
+                try Query(
+                    source: .collection("Task"), whereJSON: ["owner": ["$ref": "User/bob"]],
+                    sort: SortOrder(parsing: ["title"]), limit: 2),
+                try Query(
+                    source: .collection("Task"), whereJSON: ["n": ["$gt": 3]], sort: SortOrder(parsing: ["-n"]),
+                    limit: 6),
                 try Query(source: .collection("Task"), whereJSON: ["done": true], limit: 0),
                 try Query(source: .collection("Note"), limit: 3),
             ]
             var windows = try store.read { snapshot in
                 try queries.map { query in
                     let live = try snapshot.liveQuery(for: query)
-                    return try LiveWindow(live, snapshot: snapshot, rewind: snapshot.liveRewind(of: live.collection, to: try snapshot.head().sequence, maxEvents: 0)!)
+                    return try LiveWindow(
+                        live, snapshot: snapshot,
+                        rewind: snapshot.liveRewind(
+                            of: live.collection, to: try snapshot.head().sequence, maxEvents: 0)!)
                 }
             }
             #expect(windows[4].query.plan == .viewRange("byOwner", fixed: ["owner"]))
@@ -93,7 +119,9 @@ import Testing
                 data["title"] = .string(titles.randomElement(using: &random)!)
                 data["done"] = .bool(Bool.random(using: &random))
                 data["n"] = .int(Int64.random(in: 0...8, using: &random))
-                if Bool.random(using: &random) { data["owner"] = ["$ref": .string(["User/ann", "User/bob"].randomElement(using: &random)!)] }
+                if Bool.random(using: &random) {
+                    data["owner"] = ["$ref": .string(["User/ann", "User/bob"].randomElement(using: &random)!)]
+                }
                 return data
             }
             func process(_ applied: [StoreWriter.Applied]) throws {
@@ -107,19 +135,22 @@ import Testing
                     if windows[index].needsEntries {
                         let window = windows[index]
                         try store.read { snapshot in
-                            let rewind = try snapshot.liveRewind(of: window.query.collection, to: window.sequence, maxEvents: 1000)!
+                            let rewind = try snapshot.liveRewind(
+                                of: window.query.collection, to: window.sequence, maxEvents: 1000)!
                             try windows[index].fill(from: snapshot, rewind: rewind)
                         }
                     }
                     let (list, total) = expected[last]![index]
                     #expect(ClientWindow(windows[index].visible) == list, "query \(index) after event \(last)")
                     #expect(windows[index].total == total, "query \(index) total after event \(last)")
-                    let change = LiveChange(from: before, to: windows[index].visible, sequence: last, total: windows[index].total)
+                    let change = LiveChange(
+                        from: before, to: windows[index].visible, sequence: last, total: windows[index].total)
                     var writer = JSONWriter(capacity: 256)
                     change.write(to: &writer)
                     let json = try JSONParser.parse(writer.bytes)
                     clients[index].apply(json)
-                    #expect(clients[index] == list, "query \(index): the change applied to the client after event \(last)")
+                    #expect(
+                        clients[index] == list, "query \(index): the change applied to the client after event \(last)")
                     if change.isEmpty && total == totalBefore { continue }
                     #expect(json["seq"]?.integerValue == Int64(last))
                 }
@@ -131,18 +162,28 @@ import Testing
                     if roll < 40 || ids.isEmpty {
                         let id = "t\(step)-\(operations.count)"
                         ids.append(id)
-                        operations.append(BatchOperation(command: .create(collection: Bool.random(using: &random) ? "Task" : "Note", id: id, data: data()), idResult: nil, hasResultValues: false))
+                        operations.append(
+                            BatchOperation(
+                                command: .create(
+                                    collection: Bool.random(using: &random) ? "Task" : "Note", id: id, data: data()),
+                                idResult: nil, hasResultValues: false))
                     } else if roll < 80 {
                         let id = ids.randomElement(using: &random)!
                         for collection in ["Task", "Note"] {
                             var patch = data()
                             if Bool.random(using: &random) { patch["owner"] = .null }
-                            operations.append(BatchOperation(command: .update(collection: collection, id: id, patch: patch, ifVersion: nil), idResult: nil, hasResultValues: false))
+                            operations.append(
+                                BatchOperation(
+                                    command: .update(collection: collection, id: id, patch: patch, ifVersion: nil),
+                                    idResult: nil, hasResultValues: false))
                         }
                     } else {
                         let id = ids.remove(at: Int.random(in: 0..<ids.count, using: &random))
                         for collection in ["Task", "Note"] {
-                            operations.append(BatchOperation(command: .delete(collection: collection, id: id, ifVersion: nil), idResult: nil, hasResultValues: false))
+                            operations.append(
+                                BatchOperation(
+                                    command: .delete(collection: collection, id: id, ifVersion: nil), idResult: nil,
+                                    hasResultValues: false))
                         }
                     }
                 }
@@ -162,7 +203,9 @@ import Testing
             for (index, query) in queries.enumerated() {
                 let window = try store.read { snapshot in
                     let live = try snapshot.liveQuery(for: query)
-                    return try LiveWindow(live, snapshot: snapshot, rewind: snapshot.liveRewind(of: live.collection, to: old, maxEvents: Int(head))!)
+                    return try LiveWindow(
+                        live, snapshot: snapshot,
+                        rewind: snapshot.liveRewind(of: live.collection, to: old, maxEvents: Int(head))!)
                 }
                 #expect(ClientWindow(window.visible) == expected[old]![index].0, "query \(index) rewound to \(old)")
                 #expect(window.total == expected[old]![index].1)
@@ -173,7 +216,10 @@ import Testing
     @Test func changesTurnAnyWindowIntoAnyOther() throws {
         var random = SeededGenerator(seed: 7)
         func entries(_ ids: [String], version: UInt64) -> [LiveEntry] {
-            ids.map { LiveEntry(key: [], id: $0, version: version, object: Array("{\"id\":\"\($0)\",\"version\":\(version)}".utf8)) }
+            ids.map {
+                LiveEntry(
+                    key: [], id: $0, version: version, object: Array("{\"id\":\"\($0)\",\"version\":\(version)}".utf8))
+            }
         }
         for _ in 0..<500 {
             let pool = (0..<12).map { "i\($0)" }

@@ -22,7 +22,8 @@ import Testing
             let outcome = try writer.store.write { storeWriter in
                 storeWriter.isolatesEveryCommand = isolating
                 storeWriter.onLoneEventLogged = { shown.append($0) }
-                return try storeWriter.execute(WriteRequest(command: command, requestKey: requestKey), acceptance, ids: &writer.ids)
+                return try storeWriter.execute(
+                    WriteRequest(command: command, requestKey: requestKey), acceptance, ids: &writer.ids)
             }
             return (shown, outcome)
         } catch is StoreError {
@@ -35,7 +36,9 @@ import Testing
         try store.read { snapshot in
             var found: (ChainHash, [UInt8])?
             try snapshot.forEachEvent(after: sequence - 1, limit: 1) { _, record in
-                found = (ChainHash(bytes: Array(record.prefix(ChainHash.size))), Array(record.dropFirst(ChainHash.size)))
+                found = (
+                    ChainHash(bytes: Array(record.prefix(ChainHash.size))), Array(record.dropFirst(ChainHash.size))
+                )
                 return false
             }
             return try #require(found)
@@ -54,7 +57,9 @@ import Testing
             ] {
                 let (shown, outcome) = try write(writer, command)
                 let appended = try #require(outcome?.appended)
-                #expect(appended.count == 1 && shown.count == 1, "\(command.opName): shown \(shown.count) for \(appended.count) events")
+                #expect(
+                    appended.count == 1 && shown.count == 1,
+                    "\(command.opName): shown \(shown.count) for \(appended.count) events")
                 guard let event = shown.first, let applied = appended.first else { continue }
                 #expect(event.event.sequence == applied.event.sequence)
                 #expect(event.chainHash == applied.chainHash && event.canonicalEvent == applied.canonicalEvent)
@@ -91,7 +96,9 @@ import Testing
                     if let key, !isolating { shownByKey[key, default: 0] += shown.count }
                     if let key, !outcomeFound.replayed {
                         #expect(outcomeFound.appended.last?.event.request?.key == key)
-                        if let shown = shown.first { #expect(shown.canonicalEvent == outcomeFound.appended[0].canonicalEvent) }
+                        if let shown = shown.first {
+                            #expect(shown.canonicalEvent == outcomeFound.appended[0].canonicalEvent)
+                        }
                     }
                 }
             }
@@ -110,7 +117,9 @@ import Testing
             #expect(try stores[0].read { try $0.digest() } == stores[1].read { try $0.digest() })
             // The keys are known to the request index: a retry on either is replayed.
             for store in stores {
-                let (_, again) = try write(TestWriter(store), .update(collection: "Task", id: "t1", patch: ["title": "b"], ifVersion: 1), requestKey: "k3")
+                let (_, again) = try write(
+                    TestWriter(store), .update(collection: "Task", id: "t1", patch: ["title": "b"], ifVersion: 1),
+                    requestKey: "k3")
                 #expect(again?.replayed == true)
             }
         }
@@ -119,7 +128,11 @@ import Testing
     @Test func writesThatCanMakeMoreEventsOrFailLaterAreNotShown() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineSchema(try Schema(parsing: ["collection": "Task", "fields": ["project": ["type": "ref", "onTargetDelete": "cascade"]]])))
+            try writer.execute(
+                .defineSchema(
+                    try Schema(parsing: [
+                        "collection": "Task", "fields": ["project": ["type": "ref", "onTargetDelete": "cascade"]],
+                    ])))
             _ = try writer.create("Project", [:], id: "p")
             _ = try writer.create("Task", ["project": ["$ref": "Project/p"]], id: "t")
             _ = try writer.create("Note", ["n": 1], id: "n")
@@ -134,12 +147,21 @@ import Testing
             let keyed = try write(writer, .delete(collection: "Project", id: "q", ifVersion: nil), requestKey: "key-1")
             #expect(keyed.outcome?.appended.count == 2 && keyed.shown.isEmpty)
             // A batch, and every command once the writer isolates each.
-            let batch = try write(writer, .batch([BatchOperation(command: .create(collection: "Note", id: "b", data: [:]), idResult: nil, hasResultValues: false)], atomic: true))
+            let batch = try write(
+                writer,
+                .batch(
+                    [
+                        BatchOperation(
+                            command: .create(collection: "Note", id: "b", data: [:]), idResult: nil,
+                            hasResultValues: false)
+                    ], atomic: true))
             #expect(batch.outcome?.appended.count == 1 && batch.shown.isEmpty)
-            let isolated = try write(writer, .update(collection: "Note", id: "n", patch: ["n": 2], ifVersion: nil), isolating: true)
+            let isolated = try write(
+                writer, .update(collection: "Note", id: "n", patch: ["n": 2], ifVersion: nil), isolating: true)
             #expect(isolated.outcome?.appended.count == 1 && isolated.shown.isEmpty)
             // Views and schemas are not object writes.
-            let view = try write(writer, .defineView(try ViewDefinition(parsing: ["name": "byN", "collection": "Note", "sort": ["n"]])))
+            let view = try write(
+                writer, .defineView(try ViewDefinition(parsing: ["name": "byN", "collection": "Note", "sort": ["n"]])))
             #expect(view.outcome?.appended.count == 1 && view.shown.isEmpty)
             // A write refused by its checks logs nothing and shows nothing.
             let refused = try write(writer, .create(collection: "Note", id: "n", data: [:]))

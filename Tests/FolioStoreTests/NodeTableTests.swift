@@ -13,7 +13,8 @@ import Testing
         var generator = SeededGenerator(seed: UInt64(keySpace))
         var taken: [TreeNodeCache.NodeKey: [UInt8]] = [:]
         for step in 0..<40_000 {
-            let key = TreeNodeCache.NodeKey(tree: UInt32(generator.next() % 3), node: generator.next() % UInt64(keySpace))
+            let key = TreeNodeCache.NodeKey(
+                tree: UInt32(generator.next() % 3), node: generator.next() % UInt64(keySpace))
             switch generator.next() % 10 {
             case 0...3:
                 let bytes = [UInt8](repeating: UInt8(step & 0xFF), count: Int(generator.next() % 5))

@@ -9,7 +9,9 @@ import Testing
 /// between two reads.
 @Suite struct ReadMemoTests {
     private func definition(_ name: String, sort: [String]) throws -> ViewDefinition {
-        try ViewDefinition(name: name, collection: "Item", whereJSON: nil, sort: SortOrder(parsing: .array(sort.map { JSON.string($0) })), unique: false)
+        try ViewDefinition(
+            name: name, collection: "Item", whereJSON: nil,
+            sort: SortOrder(parsing: .array(sort.map { JSON.string($0) })), unique: false)
     }
 
     /// A reader that keeps its snapshot between reads (as an event loop's does) and one that does
@@ -28,8 +30,13 @@ import Testing
             try store.write { txn in
                 for index in 0..<3000 {
                     _ = try txn.execute(
-                        .create(collection: "Item", id: "i\(index)", data: ["rank": .int(Int64.random(in: 0...100_000, using: &random)), "n": .int(Int64(index))]),
-                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin), ids: &writer.ids)
+                        .create(
+                            collection: "Item", id: "i\(index)",
+                            data: [
+                                "rank": .int(Int64.random(in: 0...100_000, using: &random)), "n": .int(Int64(index)),
+                            ]),
+                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
+                        ids: &writer.ids)
                     live.append("i\(index)")
                 }
             }
@@ -41,14 +48,18 @@ import Testing
                 try read { snapshot in
                     var pages: [[UInt8]] = []
                     for offset in [0, 1500, 2990] {
-                        let page = try snapshot.run(try Query(source: .view("ranked"), limit: 20, start: .offset(offset)))
+                        let page = try snapshot.run(
+                            try Query(source: .view("ranked"), limit: 20, start: .offset(offset)))
                         pages.append(page.items + Array("|\(page.total)".utf8))
                     }
-                    pages.append(Array("\(try snapshot.run(try Query(source: .view("ranked")), countOnly: true).total)".utf8))
+                    pages.append(
+                        Array("\(try snapshot.run(try Query(source: .view("ranked")), countOnly: true).total)".utf8))
                     // A collection's creation order (its tree from the catalog), and an order a view
                     // of the collection serves while it is defined so (the collection's views).
-                    pages.append(try snapshot.run(try Query(source: .collection("Item"), limit: 20, start: .offset(1000))).items)
-                    let byRank = try Query(source: .collection("Item"), whereJSON: nil, sort: SortOrder(parsing: ["rank"]), limit: 20)
+                    pages.append(
+                        try snapshot.run(try Query(source: .collection("Item"), limit: 20, start: .offset(1000))).items)
+                    let byRank = try Query(
+                        source: .collection("Item"), whereJSON: nil, sort: SortOrder(parsing: ["rank"]), limit: 20)
                     let ranked = try snapshot.run(byRank)
                     pages.append(ranked.items + Array("\(ranked.plan.source)".utf8))
                     return pages
@@ -58,7 +69,8 @@ import Testing
                 let fresh = try answers { try store.read($0) }
                 // Twice each: the second read of the same state answers from the memo.
                 for _ in 0..<2 {
-                    #expect(try answers { try keeping.read($0) } == fresh, "a reader keeping its snapshot, after \(step)")
+                    #expect(
+                        try answers { try keeping.read($0) } == fresh, "a reader keeping its snapshot, after \(step)")
                     #expect(try answers { try plain.read($0) } == fresh, "a reader, after \(step)")
                 }
             }
@@ -72,7 +84,9 @@ import Testing
                     live.append(id)
                 case 2, 3:
                     let id = live.randomElement(using: &random)!
-                    try writer.execute(.update(collection: "Item", id: id, patch: ["rank": .int(-Int64(step))], ops: nil, ifVersion: nil))
+                    try writer.execute(
+                        .update(
+                            collection: "Item", id: id, patch: ["rank": .int(-Int64(step))], ops: nil, ifVersion: nil))
                 case 4:
                     let id = live.remove(at: Int.random(in: 0..<live.count, using: &random))
                     try writer.execute(.delete(collection: "Item", id: id, ifVersion: nil))
@@ -135,29 +149,40 @@ import Testing
             let writer = TestWriter(store)
             try writer.execute(.defineView(try definition("ranked", sort: ["rank"])))
             for index in 0..<30 {
-                try writer.execute(.create(collection: "Item", id: "i\(index)", data: ["rank": .int(Int64(29 - index))]))
-                try writer.execute(.create(collection: "Longer_collection_name", id: "o\(index)", data: ["rank": .int(Int64(index))]))
+                try writer.execute(
+                    .create(collection: "Item", id: "i\(index)", data: ["rank": .int(Int64(29 - index))]))
+                try writer.execute(
+                    .create(collection: "Longer_collection_name", id: "o\(index)", data: ["rank": .int(Int64(index))]))
             }
             let reader = try store.makeReader(keepingSnapshot: true)
             defer { reader.releaseSnapshot() }
             func page(_ query: Query) throws -> [(collection: String, id: String)] {
                 let result = try reader.read { try $0.run(query) }
-                guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
+                guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8))
+                else { return [] }
                 return items.compactMap { item in
-                    guard let object = item.objectValue, let collection = object["collection"]?.stringValue, let id = object["id"]?.stringValue else { return nil }
+                    guard let object = item.objectValue, let collection = object["collection"]?.stringValue,
+                        let id = object["id"]?.stringValue
+                    else { return nil }
                     return (collection, id)
                 }
             }
             for round in 0..<3 {
                 var byView = try Query(source: .view("ranked"))
                 byView.limit = 5
-                #expect(try page(byView).map { "\($0.collection)/\($0.id)" } == (25..<30).reversed().map { "Item/i\($0)" }, "round \(round)")
+                #expect(
+                    try page(byView).map { "\($0.collection)/\($0.id)" } == (25..<30).reversed().map { "Item/i\($0)" },
+                    "round \(round)")
                 var other = try Query(source: .collection("Longer_collection_name"))
                 other.limit = 5
-                #expect(try page(other).map { "\($0.collection)/\($0.id)" } == (0..<5).map { "Longer_collection_name/o\($0)" }, "round \(round)")
+                #expect(
+                    try page(other).map { "\($0.collection)/\($0.id)" }
+                        == (0..<5).map { "Longer_collection_name/o\($0)" }, "round \(round)")
                 var sorted = try Query(source: .collection("Item"), sort: SortOrder(parsing: ["-rank"]))
                 sorted.limit = 3
-                #expect(try page(sorted).map { "\($0.collection)/\($0.id)" } == ["Item/i0", "Item/i1", "Item/i2"], "round \(round)")
+                #expect(
+                    try page(sorted).map { "\($0.collection)/\($0.id)" } == ["Item/i0", "Item/i1", "Item/i2"],
+                    "round \(round)")
             }
         }
     }

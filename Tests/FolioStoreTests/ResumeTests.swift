@@ -36,7 +36,9 @@ import Testing
 
     /// Opens `path` on `boot` and expects the start to have gone back to the checkpoint, applied
     /// the 70 records past it, and come to `digest`.
-    static func expectReplayed(_ path: String, boot: String?, digest: ChainHash, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectReplayed(
+        _ path: String, boot: String?, digest: ChainHash, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let reopened = try journaled(path, boot: boot)
         defer { reopened.close() }
         #expect(reopened.recovery?.resumed == false, sourceLocation: sourceLocation)
@@ -122,7 +124,10 @@ import Testing
             let marker = ResumeMarker(directory: path, bootID: "boot-a")
             let line = { (try? String(contentsOfFile: path + "/" + ResumeMarker.fileName, encoding: .utf8)) ?? "" }
             let identity = try #require(store.environment.dataFileIdentity)
-            #expect(line().hasPrefix("clean boot=boot-a format=\(StoreDatabases.formatVersion) dev=\(identity.device) ino=\(identity.inode) born="))
+            #expect(
+                line().hasPrefix(
+                    "clean boot=boot-a format=\(StoreDatabases.formatVersion) dev=\(identity.device) ino=\(identity.inode) born="
+                ))
             #expect(marker.allowsResuming(path))
             try marker.clear()
             #expect(line().hasPrefix("dirty"))

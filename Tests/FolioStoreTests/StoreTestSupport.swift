@@ -27,13 +27,17 @@ final class TestWriter: @unchecked Sendable {
 
     /// A write in a transaction of its own; `beforeCommit` runs inside it, just before the commit.
     @discardableResult
-    func write(_ command: Command, requestKey: String? = nil, beforeCommit: (WriteOutcome) throws -> Void = { _ in }) throws -> WriteOutcome {
+    func write(_ command: Command, requestKey: String? = nil, beforeCommit: (WriteOutcome) throws -> Void = { _ in })
+        throws -> WriteOutcome
+    {
         clock += 7
-        return try store.write({ writer in
-            try writer.execute(
-                WriteRequest(command: command, requestKey: requestKey), Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin),
-                ids: &ids)
-        }, beforeCommit: beforeCommit)
+        return try store.write(
+            { writer in
+                try writer.execute(
+                    WriteRequest(command: command, requestKey: requestKey),
+                    Acceptance(timestamp: Timestamp(milliseconds: clock), origin: origin),
+                    ids: &ids)
+            }, beforeCommit: beforeCommit)
     }
 
     func create(_ collection: String, _ data: JSON, id: String? = nil) throws -> StoredObject {
@@ -49,7 +53,8 @@ func expectVerifyRebuildAndReplayKeepTheDigest(_ store: Store, _ root: String) t
     // nothing.
     let report = try store.verify(scratchDirectory: root + "/scratch")
     #expect(report.chainBrokenAt == nil && report.mismatches.isEmpty, "\(report.mismatches)")
-    #expect(report.badBlobs.allSatisfy { $0.problem == "missing" } && UInt64(report.badBlobs.count) == report.blobsChecked)
+    #expect(
+        report.badBlobs.allSatisfy { $0.problem == "missing" } && UInt64(report.badBlobs.count) == report.blobsChecked)
     try store.rebuild()
     #expect(try store.read { try $0.digest() } == digest)
     let replayed = try replay(store, into: root + "/replayed")

@@ -8,15 +8,21 @@ import Testing
     @Test func createGetUpdateDeleteFollowTheEventLog() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            let created = try writer.create("Task", ["title": "Buy milk", "done": false, "tags": ["a"], "address": ["city": "Oslo", "zip": "0150"]])
+            let created = try writer.create(
+                "Task",
+                ["title": "Buy milk", "done": false, "tags": ["a"], "address": ["city": "Oslo", "zip": "0150"]])
             #expect(created.version == 1)
             #expect(created.createdAt == created.updatedAt)
 
             let updated = try writer.execute(
-                .update(collection: "Task", id: created.id, patch: ["done": true, "tags": .null, "address": ["zip": .null, "street": "Main"]], ifVersion: 1)
+                .update(
+                    collection: "Task", id: created.id,
+                    patch: ["done": true, "tags": .null, "address": ["zip": .null, "street": "Main"]], ifVersion: 1)
             ).object!
             #expect(updated.version == 2)
-            #expect(updated.data == ["title": "Buy milk", "done": true, "address": ["city": "Oslo", "street": "Main"]] as JSONObject)
+            #expect(
+                updated.data == ["title": "Buy milk", "done": true, "address": ["city": "Oslo", "street": "Main"]]
+                    as JSONObject)
             #expect(updated.createdAt == created.createdAt)
             #expect(updated.updatedAt > created.updatedAt)
 
@@ -34,7 +40,10 @@ import Testing
                 var history = JSONWriter()
                 let page = try snapshot.writeHistory("Task", created.id, after: 0, limit: 100, to: &history)
                 #expect(page.found && page.next == nil)
-                guard case .array(let events) = try JSONParser.parse(history.bytes) else { Issue.record("history is not an array"); return }
+                guard case .array(let events) = try JSONParser.parse(history.bytes) else {
+                    Issue.record("history is not an array")
+                    return
+                }
                 #expect(events.map { $0.objectValue?["type"] } == ["created", "updated", "deleted"])
                 #expect(events.map { $0.objectValue?["version"] } == [1, 2, 3])
                 #expect(try snapshot.head().sequence == 3)
@@ -100,9 +109,15 @@ import Testing
     @Test func eventsRoundTripThroughTheirCanonicalBytes() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            let object = try writer.create("Photo", ["taken": ["$date": "2026-01-02T03:04:05.678+01:00"], "of": ["$ref": "Student/s-1"], "size": 1.5])
+            let object = try writer.create(
+                "Photo",
+                ["taken": ["$date": "2026-01-02T03:04:05.678+01:00"], "of": ["$ref": "Student/s-1"], "size": 1.5])
             try writer.execute(.update(collection: "Photo", id: object.id, patch: ["size": 2e300], ifVersion: nil))
-            try writer.execute(.defineView(try ViewDefinition(name: "big", collection: "Photo", whereJSON: ["size": ["$gt": 2]], sort: SortOrder(parsing: ["-size"]), unique: true)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "big", collection: "Photo", whereJSON: ["size": ["$gt": 2]],
+                        sort: SortOrder(parsing: ["-size"]), unique: true)))
             try store.read { snapshot throws in
                 for sequence in 1...3 {
                     let event = try #require(try snapshot.event(UInt64(sequence)))
@@ -122,11 +137,16 @@ import Testing
         try withTemporaryDirectory { root in
             let store = try Store(directory: root + "/live")
             let helper = TestWriter(store)
-            try helper.execute(.defineView(try ViewDefinition(name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]), unique: true)))
+            try helper.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]),
+                        unique: true)))
             var outcomes: [Bool] = []
             try store.write { writer in
                 writer.isolatesEveryCommand = isolating
-                let acceptance = Acceptance(timestamp: Timestamp(milliseconds: 1_800_000_000_000), origin: helper.origin)
+                let acceptance = Acceptance(
+                    timestamp: Timestamp(milliseconds: 1_800_000_000_000), origin: helper.origin)
                 let commands: [Command] = [
                     .create(collection: "Item", id: "a", data: ["code": 1]),
                     .create(collection: "Item", id: "a", data: ["code": 2]),  // id taken
@@ -206,9 +226,21 @@ func runRandomWorkload(_ writer: TestWriter, steps: Int, random: inout SeededGen
         let roll = Int.random(in: 0..<100, using: &random)
         do {
             if step == steps / 4 {
-                try writer.execute(.defineView(try ViewDefinition(name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title", "-n"]), unique: false)))
-                try writer.execute(.defineView(try ViewDefinition(name: "open", collection: "Task", whereJSON: ["done": ["$ne": true]], sort: SortOrder(parsing: ["-n"]), unique: false)))
-                try writer.execute(.defineView(try ViewDefinition(name: "uniqueN", collection: "Item", whereJSON: ["n": ["$exists": true]], sort: SortOrder(parsing: ["n"]), unique: true)))
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "byTitle", collection: "Task", whereJSON: nil,
+                            sort: SortOrder(parsing: ["title", "-n"]), unique: false)))
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "open", collection: "Task", whereJSON: ["done": ["$ne": true]],
+                            sort: SortOrder(parsing: ["-n"]), unique: false)))
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "uniqueN", collection: "Item", whereJSON: ["n": ["$exists": true]],
+                            sort: SortOrder(parsing: ["n"]), unique: true)))
             } else if step == steps / 2 {
                 try writer.execute(.dropView(name: "open"))
             } else if roll < 45 || live.isEmpty {

@@ -18,7 +18,9 @@ import Testing
     }
 
     private func ids(_ result: QueryResult) throws -> [String] {
-        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else { return [] }
+        guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
+            return []
+        }
         return items.compactMap { $0.objectValue?["id"]?.stringValue }
     }
 
@@ -45,22 +47,32 @@ import Testing
             try runRandomWorkload(writer, steps: 2500, random: &random)
             for view in try store.read({ try $0.views() }) {
                 let definition = view.definition
-                let model = try expected(store, collection: definition.collection, filter: definition.filter, sort: definition.sort)
+                let model = try expected(
+                    store, collection: definition.collection, filter: definition.filter, sort: definition.sort)
                 #expect(view.count == model.count)
                 let viewQuery = try Query(source: .view(definition.name))
-                #expect(try allPages(store, viewQuery, limit: 37, useCursor: true) == model, "view \(definition.name) by cursor")
-                #expect(try allPages(store, viewQuery, limit: 41, useCursor: false) == model, "view \(definition.name) by offset")
+                #expect(
+                    try allPages(store, viewQuery, limit: 37, useCursor: true) == model,
+                    "view \(definition.name) by cursor")
+                #expect(
+                    try allPages(store, viewQuery, limit: 41, useCursor: false) == model,
+                    "view \(definition.name) by offset")
                 var backwards = viewQuery
                 backwards.descending = true
-                #expect(try allPages(store, backwards, limit: 29, useCursor: true) == model.reversed(), "view \(definition.name) backwards")
+                #expect(
+                    try allPages(store, backwards, limit: 29, useCursor: true) == model.reversed(),
+                    "view \(definition.name) backwards")
                 #expect(try allPages(store, backwards, limit: 29, useCursor: false) == model.reversed())
 
                 // The same query by collection uses the view; wrapped in $and it cannot, and scans.
-                let byCollection = try Query(source: .collection(definition.collection), whereJSON: definition.whereJSON, sort: definition.sort)
+                let byCollection = try Query(
+                    source: .collection(definition.collection), whereJSON: definition.whereJSON, sort: definition.sort)
                 let viaView = try store.read { try $0.run(byCollection) }
                 #expect(viaView.plan.source == .view(definition.name))
                 let scanWhere: JSON = ["$and": [definition.whereJSON ?? ["id": ["$exists": true]]]]
-                let scanned = try Query(source: .collection(definition.collection), whereJSON: scanWhere, sort: definition.sort, limit: 1000)
+                let scanned = try Query(
+                    source: .collection(definition.collection), whereJSON: scanWhere, sort: definition.sort, limit: 1000
+                )
                 let scanResult = try store.read { try $0.run(scanned) }
                 #expect(scanResult.plan.source == .scan(definition.collection))
                 #expect(try allPages(store, scanned, limit: 33, useCursor: true) == model, "scan of \(definition.name)")
@@ -81,16 +93,27 @@ import Testing
     @Test func pagesAtAnyOffsetMatchTheModel() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byScore", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["-score", "name"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byScore", collection: "Student", whereJSON: nil,
+                        sort: SortOrder(parsing: ["-score", "name"]), unique: false)))
             var random = SeededGenerator(seed: 3)
             try store.write { txn in
                 for index in 0..<3000 {
                     _ = try txn.execute(
-                        .create(collection: "Student", id: "s\(index)", data: ["score": .int(Int64.random(in: 0...50, using: &random)), "name": .string("n\(index % 97)")]),
-                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin), ids: &writer.ids)
+                        .create(
+                            collection: "Student", id: "s\(index)",
+                            data: [
+                                "score": .int(Int64.random(in: 0...50, using: &random)),
+                                "name": .string("n\(index % 97)"),
+                            ]),
+                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
+                        ids: &writer.ids)
                 }
             }
-            let model = try expected(store, collection: "Student", filter: nil, sort: try SortOrder(parsing: ["-score", "name"]))
+            let model = try expected(
+                store, collection: "Student", filter: nil, sort: try SortOrder(parsing: ["-score", "name"]))
             for offset in [0, 1, 19, 20, 1499, 2980, 2999, 3000, 5000] {
                 var query = try Query(source: .view("byScore"), limit: 20, start: .offset(offset))
                 let result = try store.read { try $0.run(query) }
@@ -100,7 +123,9 @@ import Testing
                 query.descending = true
                 let reversed = try store.read { try $0.run(query) }
                 let backwards = Array(model.reversed())
-                #expect(try ids(reversed) == Array(backwards[min(offset, 3000)..<min(offset + 20, 3000)]), "desc offset \(offset)")
+                #expect(
+                    try ids(reversed) == Array(backwards[min(offset, 3000)..<min(offset + 20, 3000)]),
+                    "desc offset \(offset)")
             }
         }
     }
@@ -116,14 +141,23 @@ import Testing
                 try store.write { txn in
                     for index in indices {
                         _ = try txn.execute(
-                            .create(collection: "Student", id: "s\(index)", data: ["score": .int(Int64.random(in: 0...50, using: &random)), "name": .string("n\(index % 97)")]),
-                            Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin), ids: &writer.ids)
+                            .create(
+                                collection: "Student", id: "s\(index)",
+                                data: [
+                                    "score": .int(Int64.random(in: 0...50, using: &random)),
+                                    "name": .string("n\(index % 97)"),
+                                ]),
+                            Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
+                            ids: &writer.ids)
                     }
                 }
             }
             func pending() throws -> Int {
                 try store.environment.read { lmdb in
-                    try ViewBuffer.state(StoreTransaction(lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)).pending
+                    try ViewBuffer.state(
+                        StoreTransaction(
+                            lmdb: lmdb, trees: store.databases.trees, cache: nil, viewOps: store.databases.viewOps)
+                    ).pending
                 }
             }
             func check(_ label: String) throws {
@@ -134,12 +168,17 @@ import Testing
                 let whereJSON: JSON = ["score": 7]
                 let part = try Query(source: .collection("Student"), whereJSON: whereJSON, sort: sort)
                 #expect(try store.read { try $0.run(part) }.plan.source == .viewRange("byScore", fixed: ["score"]))
-                let partModel = try expected(store, collection: "Student", filter: Filter.parse(optional: whereJSON).filter, sort: sort)
+                let partModel = try expected(
+                    store, collection: "Student", filter: Filter.parse(optional: whereJSON).filter, sort: sort)
                 #expect(partModel.count > 40)
                 #expect(try allPages(store, part, limit: 7, useCursor: true) == partModel, "\(label): score 7")
             }
             try create(0..<3000)
-            try writer.execute(.defineView(try ViewDefinition(name: "byScore", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["score", "name"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byScore", collection: "Student", whereJSON: nil,
+                        sort: SortOrder(parsing: ["score", "name"]), unique: false)))
             #expect(try pending() == 0)
             try check("no ops pending")
             try create(3000..<3200)
@@ -151,11 +190,18 @@ import Testing
     @Test func cursorPagingSkipsAndRepeatsNothingUnderConcurrentChanges() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byRank", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["rank"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byRank", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["rank"]),
+                        unique: false)))
             var random = SeededGenerator(seed: 5)
             var live: [String] = []
             for index in 0..<600 {
-                live.append(try writer.create("Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))], id: "i\(index)").id)
+                live.append(
+                    try writer.create(
+                        "Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))], id: "i\(index)"
+                    ).id)
             }
             let before = Set(live)
             var deleted = Set<String>()
@@ -177,7 +223,8 @@ import Testing
                 query.start = .after(next)
                 // Between pages: inserts anywhere, deletes of seen and unseen objects.
                 for _ in 0..<10 {
-                    live.append(try writer.create("Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))]).id)
+                    live.append(
+                        try writer.create("Item", ["rank": .int(Int64.random(in: 0...1000, using: &random))]).id)
                 }
                 for _ in 0..<6 {
                     let victim = live.remove(at: Int.random(in: 0..<live.count, using: &random))
@@ -193,13 +240,19 @@ import Testing
     @Test func uniqueViewsRefuseDuplicateKeysAndChangeNothing() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byStuId", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["stuId"]), unique: true)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byStuId", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["stuId"]),
+                        unique: true)))
             _ = try writer.create("Student", ["stuId": 7, "name": "Kim"], id: "kim")
             let lee = try writer.create("Student", ["stuId": 8, "name": "Lee"], id: "lee")
             #expect {
                 try writer.create("Student", ["stuId": 7.0, "name": "Other"])
             } throws: { error in
-                guard case .conflict(let conflict) = error as? StoreError, case .unique(let view, let key, let existing) = conflict.reason else { return false }
+                guard case .conflict(let conflict) = error as? StoreError,
+                    case .unique(let view, let key, let existing) = conflict.reason
+                else { return false }
                 // The key as the view holds it: kim's 7, not the incoming 7.0.
                 return view == "byStuId" && key == [7] && existing == "kim"
             }
@@ -229,9 +282,15 @@ import Testing
                 _ = try writer.create("Student", ["name": .string(name)], id: id)
             }
             #expect {
-                try writer.execute(.defineView(try ViewDefinition(name: "byName", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["name"]), unique: true)))
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "byName", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: ["name"]),
+                            unique: true)))
             } throws: { error in
-                guard case .conflict(let conflict) = error as? StoreError, case .duplicates(let view, let groups) = conflict.reason else { return false }
+                guard case .conflict(let conflict) = error as? StoreError,
+                    case .duplicates(let view, let groups) = conflict.reason
+                else { return false }
                 return view == "byName" && Set(groups.map(Set.init)) == [["a", "c", "d"], ["b", "e"]]
             }
             try store.read { snapshot throws in
@@ -250,9 +309,15 @@ import Testing
             _ = try writer.create("Item", ["code": .double(1)], id: "c2")
             _ = try writer.create("Item", ["code": 2], id: "c3")
             #expect {
-                try writer.execute(.defineView(try ViewDefinition(name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]), unique: true)))
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "byCode", collection: "Item", whereJSON: nil, sort: SortOrder(parsing: ["code"]),
+                            unique: true)))
             } throws: { error in
-                guard case .conflict(let conflict) = error as? StoreError, case .duplicates(_, let groups) = conflict.reason else { return false }
+                guard case .conflict(let conflict) = error as? StoreError,
+                    case .duplicates(_, let groups) = conflict.reason
+                else { return false }
                 return groups == [["c0", "c1", "c2"]] && conflict.message.contains("[1]: c0, c1, c2")
             }
         }
@@ -263,8 +328,14 @@ import Testing
             do {
                 let store = try Store(directory: root + "/a")
                 let writer = TestWriter(store)
-                try writer.execute(.defineView(try ViewDefinition(name: "open", collection: "Task", whereJSON: ["done": false], sort: SortOrder(parsing: ["title"]), unique: false)))
-                for index in 0..<50 { _ = try writer.create("Task", ["title": .string("t\(index)"), "done": .bool(index % 3 == 0)]) }
+                try writer.execute(
+                    .defineView(
+                        try ViewDefinition(
+                            name: "open", collection: "Task", whereJSON: ["done": false],
+                            sort: SortOrder(parsing: ["title"]), unique: false)))
+                for index in 0..<50 {
+                    _ = try writer.create("Task", ["title": .string("t\(index)"), "done": .bool(index % 3 == 0)])
+                }
             }
             let reopened = try Store(directory: root + "/a")
             #expect(try reopened.read { try $0.views().map(\.count) } == [33])
@@ -277,17 +348,30 @@ import Testing
     @Test func queriesSpelledDifferentlyShareViewsAndCursors() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "open", collection: "Task", whereJSON: ["done": false, "n": ["$gt": 1]], sort: SortOrder(parsing: ["n"]), unique: false)))
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "open", collection: "Task", whereJSON: ["done": false, "n": ["$gt": 1]],
+                        sort: SortOrder(parsing: ["n"]), unique: false)))
             for index in 0..<10 { _ = try writer.create("Task", ["done": false, "n": .int(Int64(index))]) }
-            let reordered = try Query(source: .collection("Task"), whereJSON: ["n": ["$gt": 1], "done": false], sort: SortOrder(parsing: ["n"]), limit: 3)
+            let reordered = try Query(
+                source: .collection("Task"), whereJSON: ["n": ["$gt": 1], "done": false],
+                sort: SortOrder(parsing: ["n"]), limit: 3)
             let page = try store.read { try $0.run(reordered) }
             #expect(page.plan.source == .view("open"), "where keys in another order still match the view")
-            var next = try Query(source: .collection("Task"), whereJSON: ["done": false, "n": ["$gt": 1]], sort: SortOrder(parsing: ["n"]), limit: 3)
+            var next = try Query(
+                source: .collection("Task"), whereJSON: ["done": false, "n": ["$gt": 1]],
+                sort: SortOrder(parsing: ["n"]), limit: 3)
             next.start = .after(try #require(page.next))
-            #expect(try store.read { try $0.run(next) }.itemCount == 3, "a cursor works with the same query spelled differently")
+            #expect(
+                try store.read { try $0.run(next) }.itemCount == 3,
+                "a cursor works with the same query spelled differently")
 
-            let everything = try Query(source: .collection("Task"), whereJSON: .object(JSONObject()), sort: SortOrder(parsing: []))
-            #expect(try store.read { try $0.run(everything) }.plan.source == .creationOrder("Task"), "an empty where uses the index")
+            let everything = try Query(
+                source: .collection("Task"), whereJSON: .object(JSONObject()), sort: SortOrder(parsing: []))
+            #expect(
+                try store.read { try $0.run(everything) }.plan.source == .creationOrder("Task"),
+                "an empty where uses the index")
             var cursorQuery = everything
             cursorQuery.limit = 4
             let first = try store.read { try $0.run(cursorQuery) }
@@ -300,8 +384,14 @@ import Testing
     @Test func sortKeysTooLongForAViewAreRefused() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(.defineView(try ViewDefinition(name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title"]), unique: false)))
-            #expect(throws: StoreError.self) { try writer.create("Task", ["title": .string(String(repeating: "x", count: 600))]) }
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byTitle", collection: "Task", whereJSON: nil, sort: SortOrder(parsing: ["title"]),
+                        unique: false)))
+            #expect(throws: StoreError.self) {
+                try writer.create("Task", ["title": .string(String(repeating: "x", count: 600))])
+            }
             _ = try writer.create("Task", ["title": .string(String(repeating: "x", count: 300))])
         }
     }
@@ -315,10 +405,18 @@ import Testing
             for (id, rank) in [("i3", 2), ("i1", 1), ("i2", -1), ("i0", 5)] {
                 _ = try writer.create("Item", ["rank": .int(Int64(rank)), "category": ["$ref": "Category/c"]], id: id)
             }
-            _ = try writer.create("Category", ["items": [["$ref": "Item/i2"], ["$ref": "Item/i3"], ["$ref": "Item/gone"], ["$ref": "Item/i1"], ["$ref": "Item/i3"]]], id: "c")
+            _ = try writer.create(
+                "Category",
+                [
+                    "items": [
+                        ["$ref": "Item/i2"], ["$ref": "Item/i3"], ["$ref": "Item/gone"], ["$ref": "Item/i1"],
+                        ["$ref": "Item/i3"],
+                    ]
+                ], id: "c")
             let matching: JSON = ["rank": ["$gte": 0]]
             let links = Query.Source.links(collection: "Category", id: "c", field: ["items"])
-            let backlinks = Query.Source.backlinks(collection: "Category", id: "c", sourceCollection: "Item", path: "category")
+            let backlinks = Query.Source.backlinks(
+                collection: "Category", id: "c", sourceCollection: "Item", path: "category")
             for (source, expected) in [(links, ["i3", "i1", "i3"]), (backlinks, ["i0", "i1", "i3"])] {
                 for descending in [false, true] {
                     let query = try Query(source: source, whereJSON: matching, descending: descending)

@@ -12,7 +12,9 @@ import Testing
         FuzzTarget.allCases.flatMap { target in
             let directory = root.appendingPathComponent(target.rawValue)
             let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-            return names.filter { !$0.hasPrefix(".") }.sorted().map { Input(target: target, file: directory.appendingPathComponent($0)) }
+            return names.filter { !$0.hasPrefix(".") }.sorted().map {
+                Input(target: target, file: directory.appendingPathComponent($0))
+            }
         }
     }
 

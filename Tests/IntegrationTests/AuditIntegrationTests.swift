@@ -12,10 +12,19 @@ import Testing
         _ = try daemon.request(["op": "view.define", "name": "byN", "collection": "Task", "sort": ["-n", "title"]])
         let connection = try daemon.connect()
         for index in 0..<count {
-            let response = try connection.request(["op": "create", "collection": "Task", "id": .string("t\(index)"), "data": ["n": .int(Int64(index % 13)), "title": .string("task \(index)")]])
+            let response = try connection.request([
+                "op": "create", "collection": "Task", "id": .string("t\(index)"),
+                "data": ["n": .int(Int64(index % 13)), "title": .string("task \(index)")],
+            ])
             guard response.isOK else { throw DaemonError("create failed: \(response)") }
-            if index % 3 == 0 { _ = try connection.request(["op": "update", "collection": "Task", "id": .string("t\(index)"), "patch": ["done": true]]) }
-            if index % 7 == 0 { _ = try connection.request(["op": "delete", "collection": "Task", "id": .string("t\(index)")]) }
+            if index % 3 == 0 {
+                _ = try connection.request([
+                    "op": "update", "collection": "Task", "id": .string("t\(index)"), "patch": ["done": true],
+                ])
+            }
+            if index % 7 == 0 {
+                _ = try connection.request(["op": "delete", "collection": "Task", "id": .string("t\(index)")])
+            }
         }
     }
 
@@ -23,12 +32,14 @@ import Testing
         try withRunningDaemon { daemon in
             try populate(daemon, count: 300)
             let original = try digest(daemon)
-            let verify = try CommandRun.run(Binaries.folio, ["verify"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let verify = try CommandRun.run(
+                Binaries.folio, ["verify"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(verify.status == 0, "\(verify)")
             #expect(verify.stdout.contains(original))
 
             let exportFile = daemon.directory + "/events.jsonl"
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(export.status == 0, "\(export)")
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
             let imported = daemon.directory + "/imported"
@@ -51,17 +62,24 @@ import Testing
             let connection = try daemon.connect()
             let text = String(repeating: "y", count: 900_000)
             for index in 0..<12 {
-                #expect(try connection.request(["op": "create", "collection": "Photo", "id": .string("p\(index)"), "data": ["jpeg": .string(text)]]).isOK)
+                #expect(
+                    try connection.request([
+                        "op": "create", "collection": "Photo", "id": .string("p\(index)"),
+                        "data": ["jpeg": .string(text)],
+                    ]).isOK)
             }
             let original = try digest(daemon)
             // 11 MB of events each way: under AddressSanitizer, beside every other suite on two
             // cores, the import took over 30 s once (CI, 2026-12-04); the timeouts only guard hangs.
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath], timeout: 120)
-            #expect(export.status == 0 && export.jsonLines.count == 13, "\(export.stderr) \(export.jsonLines.count) lines")
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath], timeout: 120)
+            #expect(
+                export.status == 0 && export.jsonLines.count == 13, "\(export.stderr) \(export.jsonLines.count) lines")
             #expect(export.jsonLines.last?.contains(#""lastSeq":12"#) == true)
             let exportFile = daemon.directory + "/events.jsonl"
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
-            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile], timeout: 120)
+            let run = try CommandRun.run(
+                Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile], timeout: 120)
             #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
         }
     }
@@ -75,18 +93,25 @@ import Testing
             let tricky = [#"a"b"#, #"c\d"#, #"e\\"#, #"\\\"f"#, "g,h]}{[", "é😀\u{1}\n", #"\"#, ""]
             for index in 0..<2500 {
                 let text = tricky[index % tricky.count] + String(index)
-                #expect(try connection.request(["op": "create", "collection": "T", "id": .string("t\(index)"), "data": ["s": .string(text), "n": .int(Int64(index))]]).isOK)
+                #expect(
+                    try connection.request([
+                        "op": "create", "collection": "T", "id": .string("t\(index)"),
+                        "data": ["s": .string(text), "n": .int(Int64(index))],
+                    ]).isOK)
             }
             var expected: [String] = []
             var after: Int64 = 0
             while true {
                 let page = try connection.request(["op": "events", "after": .int(after), "limit": 1000])
-                guard case .array(let events)? = page.result?["events"], let next = page.result?["next"]?.integerValue, !events.isEmpty else { break }
+                guard case .array(let events)? = page.result?["events"], let next = page.result?["next"]?.integerValue,
+                    !events.isEmpty
+                else { break }
                 expected += events.map { String(decoding: $0.serialized(), as: UTF8.self) }
                 after = next
             }
             #expect(expected.count == 2500)
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(export.status == 0, "\(export.stderr)")
             let lines = export.stdout.split(separator: "\n").map(String.init)
             #expect(lines.count == 2501)
@@ -94,7 +119,8 @@ import Testing
             #expect(lines.last?.contains(#""lastSeq":2500"#) == true)
             let exportFile = daemon.directory + "/events.jsonl"
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
-            let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
+            let run = try CommandRun.run(
+                Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
             let original = try digest(daemon)
             #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
         }
@@ -116,7 +142,9 @@ import Testing
             try daemon.start()
             #expect(try digest(daemon) == original)
             let busy = try CommandRun.run(Binaries.foliod, ["rebuild", "--data", daemon.dataDirectory])
-            #expect(busy.status != 0 && busy.stderr.contains("data directory"), "offline commands refuse to run beside the daemon: \(busy)")
+            #expect(
+                busy.status != 0 && busy.stderr.contains("data directory"),
+                "offline commands refuse to run beside the daemon: \(busy)")
         }
     }
 
@@ -127,13 +155,17 @@ import Testing
             let writing = runOnThreadsInBackground(3) { worker in
                 let connection = try TestConnection(path: socket)
                 for index in 0..<200 {
-                    let response = try connection.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(index)), "title": .string("w\(worker)")]])
+                    let response = try connection.request([
+                        "op": "create", "collection": "Task",
+                        "data": ["n": .int(Int64(index)), "title": .string("w\(worker)")],
+                    ])
                     guard response.isOK else { throw DaemonError("write failed: \(response)") }
                 }
             }
             usleep(100_000)
             let backupDirectory = daemon.directory + "/backup"
-            let backup = try CommandRun.run(Binaries.folio, ["backup", backupDirectory], environment: ["FOLIO_SOCKET": socket])
+            let backup = try CommandRun.run(
+                Binaries.folio, ["backup", backupDirectory], environment: ["FOLIO_SOCKET": socket])
             #expect(backup.status == 0, "\(backup)")
             #expect(writing.wait().isEmpty)
             let summary = try JSONParser.parse(backup.stdout)
@@ -146,7 +178,8 @@ import Testing
             var after: Int64 = 0
             while after < sequence {
                 let page = try daemon.request(["op": "events", "after": .int(after), "limit": 1000])
-                for event in try #require(page.result?["events"]?.arrayValue) where try #require(event["seq"]?.integerValue) <= sequence {
+                for event in try #require(page.result?["events"]?.arrayValue)
+                where try #require(event["seq"]?.integerValue) <= sequence {
                     lines += String(decoding: event.serialized(), as: UTF8.self) + "\n"
                     after = event["seq"]!.integerValue!
                     chainHead = event["hash"]!.stringValue!
@@ -154,11 +187,14 @@ import Testing
             }
             lines += #"{"end":true,"lastSeq":\#(sequence),"chainHead":"\#(chainHead)"}"# + "\n"
             try lines.write(toFile: daemon.directory + "/prefix.jsonl", atomically: true, encoding: .utf8)
-            let imported = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/prefix", daemon.directory + "/prefix.jsonl"])
+            let imported = try CommandRun.run(
+                Binaries.foliod, ["import", "--data", daemon.directory + "/prefix", daemon.directory + "/prefix.jsonl"])
             #expect(imported.status == 0, "\(imported)")
-            #expect(imported.stdout.contains(backupDigest), "the backup holds the source's state at sequence \(sequence)")
+            #expect(
+                imported.stdout.contains(backupDigest), "the backup holds the source's state at sequence \(sequence)")
 
-            let restored = RunningDaemon(directory: daemon.directory + "/restored", arguments: ["--data", backupDirectory])
+            let restored = RunningDaemon(
+                directory: daemon.directory + "/restored", arguments: ["--data", backupDirectory])
             try FileManager.default.createDirectory(atPath: restored.directory, withIntermediateDirectories: true)
             defer { restored.shutDown() }
             try restored.start()
@@ -172,7 +208,9 @@ import Testing
             let connection = try daemon.connect()
             let payload = String(repeating: "y", count: 1000)
             for index in 0..<3000 {
-                try connection.send(["op": "create", "collection": "Blob", "id": .string("b\(index)"), "data": ["p": .string(payload)]])
+                try connection.send([
+                    "op": "create", "collection": "Blob", "id": .string("b\(index)"), "data": ["p": .string(payload)],
+                ])
             }
             for _ in 0..<3000 {
                 let response = try connection.readResponse()
@@ -188,19 +226,23 @@ import Testing
             // Verify, rebuild and import start in a map of 1 MiB too, and grow theirs as the daemon
             // does (`make bench-replay`'s verify of 1,350,000 events filled its scratch store's).
             let original = try digest(daemon)
-            let verify = try CommandRun.run(Binaries.folio, ["verify"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let verify = try CommandRun.run(
+                Binaries.folio, ["verify"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(verify.status == 0 && verify.stdout.contains(original), "\(verify)")
             let exportFile = daemon.directory + "/events.jsonl"
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(export.status == 0, "\(export)")
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
             #expect(try daemon.stop() == 0)
             for command in ["verify", "rebuild"] {
-                let run = try CommandRun.run(Binaries.foliod, [command, "--data", daemon.dataDirectory, "--map-size", "1048576"])
+                let run = try CommandRun.run(
+                    Binaries.foliod, [command, "--data", daemon.dataDirectory, "--map-size", "1048576"])
                 #expect(run.status == 0 && run.stdout.contains(original), "\(run)")
             }
             let imported = try CommandRun.run(
-                Binaries.foliod, ["import", "--data", daemon.directory + "/imported", "--map-size", "1048576", exportFile])
+                Binaries.foliod,
+                ["import", "--data", daemon.directory + "/imported", "--map-size", "1048576", exportFile])
             #expect(imported.status == 0 && imported.stdout.contains(original), "\(imported)")
         }
     }

@@ -15,23 +15,55 @@ struct BoundedCostTests {
     private static func line(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     /// Each shape, with whether it must succeed.
-    private static func costlyRequests(middleSequence: Int64, middleTime: String) -> [(name: String, line: [UInt8], ok: Bool)] {
+    private static func costlyRequests(middleSequence: Int64, middleTime: String) -> [(
+        name: String, line: [UInt8], ok: Bool
+    )] {
         let keys = (0..<60_000).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
         let half = (0..<30_000).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
         let nested = String(repeating: "{\"a\":", count: 120) + "1" + String(repeating: "}", count: 120)
         return [
-            ("an object of 60,000 keys", line(#"{"op":"create","collection":"Wide","id":"w","data":{"# + keys + "}}"), true),
-            ("a patch of 60,000 keys onto them", line(#"{"op":"update","collection":"Wide","id":"w","patch":{"# + keys.replacingOccurrences(of: ":", with: ":-") + "}}"), true),
-            ("the same keys twice", line(#"{"op":"create","collection":"Wide","data":{"# + half + "," + half + "}}"), false),
+            (
+                "an object of 60,000 keys",
+                line(#"{"op":"create","collection":"Wide","id":"w","data":{"# + keys + "}}"), true
+            ),
+            (
+                "a patch of 60,000 keys onto them",
+                line(
+                    #"{"op":"update","collection":"Wide","id":"w","patch":{"#
+                        + keys.replacingOccurrences(of: ":", with: ":-") + "}}"), true
+            ),
+            (
+                "the same keys twice", line(#"{"op":"create","collection":"Wide","data":{"# + half + "," + half + "}}"),
+                false
+            ),
             ("nesting at the limit", line(#"{"op":"create","collection":"Deep","data":{"d":"# + nested + "}}"), true),
             ("nesting far past it", line(String(repeating: "[", count: 900_000)), false),
-            ("a number of 900,000 digits", line(#"{"op":"create","collection":"Num","data":{"n":1."# + String(repeating: "7", count: 900_000) + "}}"), true),
-            ("a line of escapes", line(#"{"op":"create","collection":"Esc","data":{"s":""# + String(repeating: "\\u00e9\\n", count: 120_000) + "\"}}"), true),
+            (
+                "a number of 900,000 digits",
+                line(
+                    #"{"op":"create","collection":"Num","data":{"n":1."# + String(repeating: "7", count: 900_000) + "}}"
+                ), true
+            ),
+            (
+                "a line of escapes",
+                line(
+                    #"{"op":"create","collection":"Esc","data":{"s":""#
+                        + String(repeating: "\\u00e9\\n", count: 120_000) + "\"}}"), true
+            ),
             ("history of 30,000 versions", line(#"{"op":"history","collection":"Doc","id":"d","limit":1000}"#), true),
-            ("history from the middle", line(#"{"op":"history","collection":"Doc","id":"d","after":\#(middleSequence),"limit":1000}"#), true),
-            ("atSeq in the middle", line(#"{"op":"get","collection":"Doc","id":"d","atSeq":\#(middleSequence)}"#), true),
+            (
+                "history from the middle",
+                line(#"{"op":"history","collection":"Doc","id":"d","after":\#(middleSequence),"limit":1000}"#), true
+            ),
+            (
+                "atSeq in the middle", line(#"{"op":"get","collection":"Doc","id":"d","atSeq":\#(middleSequence)}"#),
+                true
+            ),
             ("asOf in the middle", line(#"{"op":"get","collection":"Doc","id":"d","asOf":"\#(middleTime)"}"#), true),
-            ("a scan", line(#"{"op":"list","collection":"Big","where":{"n":{"$gte":5000}},"sort":["-n"],"limit":1000}"#), true),
+            (
+                "a scan",
+                line(#"{"op":"list","collection":"Big","where":{"n":{"$gte":5000}},"sort":["-n"],"limit":1000}"#), true
+            ),
             ("a counting scan", line(#"{"op":"count","collection":"Big","where":{"n":{"$exists":true}}}"#), true),
             ("a deep offset", line(#"{"op":"list","collection":"Big","offset":9990,"limit":1000}"#), true),
             ("a page of 1000 events", line(#"{"op":"events","after":0,"limit":1000}"#), true),
@@ -47,13 +79,20 @@ struct BoundedCostTests {
             _ = try setup.request(["op": "create", "collection": "Doc", "id": "d", "data": ["v": 0]])
             for chunk in 0..<30 {
                 for index in 0..<1000 {
-                    try setup.send(["op": "update", "collection": "Doc", "id": "d", "patch": ["v": .int(Int64(chunk * 1000 + index)), "k\(index % 50)": true]])
+                    try setup.send([
+                        "op": "update", "collection": "Doc", "id": "d",
+                        "patch": ["v": .int(Int64(chunk * 1000 + index)), "k\(index % 50)": true],
+                    ])
                 }
                 for _ in 0..<1000 { #expect(try setup.readResponse().isOK) }
             }
-            for index in 0..<10_000 { try setup.send(["op": "create", "collection": "Big", "data": ["n": .int(Int64(index))]]) }
+            for index in 0..<10_000 {
+                try setup.send(["op": "create", "collection": "Big", "data": ["n": .int(Int64(index))]])
+            }
             for _ in 0..<10_000 { #expect(try setup.readResponse().isOK) }
-            let history = try setup.request(["op": "history", "collection": "Doc", "id": "d", "after": 15_000, "limit": 1])
+            let history = try setup.request([
+                "op": "history", "collection": "Doc", "id": "d", "after": 15_000, "limit": 1,
+            ])
             let middle = history.result?["events"]?.arrayValue?.first
             let middleSequence = middle?["seq"]?.integerValue ?? 0
             let middleTime = middle?["at"]?.stringValue ?? ""

@@ -14,8 +14,10 @@ import Testing
     /// person sees it.
     static func folioOnATerminal(_ arguments: String..., socket: String) throws -> CommandRun {
         try Binaries.require()
-        let command = ([Binaries.folio] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-        return try CommandRun.run("/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["FOLIO_SOCKET": socket])
+        let command = ([Binaries.folio] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            .joined(separator: " ")
+        return try CommandRun.run(
+            "/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["FOLIO_SOCKET": socket])
     }
 
     /// The one JSON line a command printed.
@@ -92,7 +94,8 @@ import Testing
                 close(nullFD)
             }
             let watcher = try ChildProcess(
-                executable: Binaries.folio, arguments: ["watch", "Task", "-w", "done=false", "--sort", "title", "--limit", "2"],
+                executable: Binaries.folio,
+                arguments: ["watch", "Task", "-w", "done=false", "--sort", "title", "--limit", "2"],
                 environment: ["FOLIO_SOCKET": socket], stdin: nullFD, stdout: outputFD, stderr: nullFD)
             defer { _ = watcher.killAndWait() }
             func lines(atLeast count: Int) throws -> [JSON] {
@@ -116,7 +119,8 @@ import Testing
             _ = ftruncate(outputFD, 0)
             lseek(outputFD, 0, SEEK_SET)
             let events = try ChildProcess(
-                executable: Binaries.folio, arguments: ["watch", "--after", "2"], environment: ["FOLIO_SOCKET": socket], stdin: nullFD,
+                executable: Binaries.folio, arguments: ["watch", "--after", "2"], environment: ["FOLIO_SOCKET": socket],
+                stdin: nullFD,
                 stdout: outputFD, stderr: nullFD)
             defer { _ = events.killAndWait() }
             let event = try lines(atLeast: 1)[0]
@@ -132,7 +136,9 @@ import Testing
             let seen = try Self.output(try Self.folio("--min-seq", "1", "get", "Task", "t1", socket: socket))
             #expect(seen["title"] == "x")
             let future = try Self.folio("--min-seq", "99", "count", "Task", socket: socket)
-            #expect(future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)")
+            #expect(
+                future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)"
+            )
             // Writes go without it (a write always runs on the newest state).
             _ = try Self.output(try Self.folio("--min-seq", "99", "create", "Task", "title=y", socket: socket))
             // A single node keeps its log in LMDB: a person creating on it is not told the event.

@@ -12,7 +12,9 @@ final class TestCluster: @unchecked Sendable {
     let arguments: [String]
 
     /// `postgres`: settings of PostgreSQL's besides fsync.
-    init(directory: String, nodes count: Int, arguments: [String] = [], postgres settings: [String: String] = [:]) throws {
+    init(directory: String, nodes count: Int, arguments: [String] = [], postgres settings: [String: String] = [:])
+        throws
+    {
         self.directory = directory
         // fsync off: the tests kill foliod and stop PostgreSQL, never the machine.
         postgres = try PostgresServer(settings: ["fsync": "off"].merging(settings) { $1 })
@@ -35,7 +37,8 @@ final class TestCluster: @unchecked Sendable {
 
     /// The log's head in PostgreSQL: its sequence and chain hash.
     func logHead() throws -> (sequence: Int64, hash: String) {
-        let line = try postgres.psql("SELECT seq || ' ' || encode(hash, 'hex') FROM folio_head").trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = try postgres.psql("SELECT seq || ' ' || encode(hash, 'hex') FROM folio_head").trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let parts = line.split(separator: " ")
         guard parts.count == 2, let sequence = Int64(parts[0]) else { throw DaemonError("folio_head reads \(line)") }
         return (sequence, String(parts[1]))
@@ -53,12 +56,16 @@ final class TestCluster: @unchecked Sendable {
             while true {
                 let stats = try node.request(["op": "stats"])
                 if stats.result?["lastSeq"]?.integerValue == head.sequence {
-                    #expect(stats.result?["chainHead"]?.stringValue == head.hash, "node \(index + 1)'s log differs from PostgreSQL's")
+                    #expect(
+                        stats.result?["chainHead"]?.stringValue == head.hash,
+                        "node \(index + 1)'s log differs from PostgreSQL's")
                     #expect(stats.result?["cluster"]?["state"] == "following", "node \(index + 1): \(stats)")
                     digests.append(stats.result?["digest"]?.stringValue ?? "?")
                     break
                 }
-                guard Date() < deadline else { throw DaemonError("node \(index + 1) did not reach event \(head.sequence): \(stats)") }
+                guard Date() < deadline else {
+                    throw DaemonError("node \(index + 1) did not reach event \(head.sequence): \(stats)")
+                }
                 usleep(20_000)
             }
             let verified = try node.request(["op": "verify"])
@@ -135,7 +142,8 @@ struct AcknowledgedWrite: Sendable {
 /// over the cluster's nodes; returns what was acknowledged. Refusals (`conflict`, `not_found`) are
 /// the races the test wants; `unavailable` is counted apart.
 func clusterLoad(
-    _ cluster: TestCluster, nodes: [Int], clients: Int, writes: Int, ids: Int, seed: UInt64, unavailable: Locked<Int>? = nil
+    _ cluster: TestCluster, nodes: [Int], clients: Int, writes: Int, ids: Int, seed: UInt64,
+    unavailable: Locked<Int>? = nil
 ) -> (acknowledged: [AcknowledgedWrite], errors: [(index: Int, error: any Error)]) {
     let acknowledged = Locked<[AcknowledgedWrite]>([])
     let sockets = nodes.map { cluster.nodes[$0].socketPath }
@@ -147,9 +155,15 @@ func clusterLoad(
             let roll = random.next() % 10
             let request: JSON =
                 roll < 3
-                ? ["op": "create", "collection": "Task", "id": .string(id), "data": ["client": .int(Int64(client)), "step": .int(Int64(step))]]
+                ? [
+                    "op": "create", "collection": "Task", "id": .string(id),
+                    "data": ["client": .int(Int64(client)), "step": .int(Int64(step))],
+                ]
                 : roll < 8
-                    ? ["op": "update", "collection": "Task", "id": .string(id), "patch": ["client": .int(Int64(client)), "step": .int(Int64(step))]]
+                    ? [
+                        "op": "update", "collection": "Task", "id": .string(id),
+                        "patch": ["client": .int(Int64(client)), "step": .int(Int64(step))],
+                    ]
                     : ["op": "delete", "collection": "Task", "id": .string(id)]
             let response: JSON
             do { response = try connection.request(request) } catch {
@@ -157,14 +171,18 @@ func clusterLoad(
                 guard unavailable != nil else { throw error }
                 unavailable?.withLock { $0 += 1 }
                 usleep(100_000)
-                if let fresh = try? TestConnection(path: sockets[client % sockets.count], timeout: 2) { connection = fresh }
+                if let fresh = try? TestConnection(path: sockets[client % sockets.count], timeout: 2) {
+                    connection = fresh
+                }
                 continue
             }
             if response.isOK {
                 guard let sequence = response["seq"]?.integerValue, let version = response.version else {
                     throw DaemonError("a write answered without seq or version: \(response)")
                 }
-                acknowledged.withLock { $0.append(AcknowledgedWrite(id: id, version: version, sequence: sequence, deleted: roll >= 8)) }
+                acknowledged.withLock {
+                    $0.append(AcknowledgedWrite(id: id, version: version, sequence: sequence, deleted: roll >= 8))
+                }
             } else if response.errorCode == "unavailable", let unavailable {
                 unavailable.withLock { $0 += 1 }
             } else if !["conflict", "not_found"].contains(response.errorCode ?? "") {
@@ -183,7 +201,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             continue
         }
         let event = events[Int(write.sequence) - 1]
-        #expect(event["id"]?.stringValue == write.id && event["version"]?.integerValue == write.version, "acknowledged \(write), the log holds \(event)")
+        #expect(
+            event["id"]?.stringValue == write.id && event["version"]?.integerValue == write.version,
+            "acknowledged \(write), the log holds \(event)")
         #expect((event["type"] == "deleted") == write.deleted, "acknowledged \(write), the log holds \(event)")
     }
 }
@@ -191,12 +211,15 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
 @Suite struct ClusterTests {
     @Test func threeNodesUnderConcurrentWritesConvergeToTheLog() throws {
         try withCluster(nodes: 3) { cluster in
-            let (acknowledged, errors) = clusterLoad(cluster, nodes: [0, 1, 2], clients: 9, writes: 150, ids: 40, seed: 1)
+            let (acknowledged, errors) = clusterLoad(
+                cluster, nodes: [0, 1, 2], clients: 9, writes: 150, ids: 40, seed: 1)
             #expect(errors.isEmpty, "\(errors)")
             #expect(acknowledged.count > 300, "\(acknowledged.count) writes acknowledged")
             try cluster.converge()
             let events = try cluster.events(on: 2)
-            #expect(events.count == acknowledged.count, "every event is an acknowledged write and every acknowledged write one event")
+            #expect(
+                events.count == acknowledged.count,
+                "every event is an acknowledged write and every acknowledged write one event")
             checkHistory(acknowledged, against: events)
             // Each accepted write was stored once on its node: kept as executed there when the log
             // appended it as executed, applied from the log when another node's events came first.
@@ -207,7 +230,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
                 kept += status?["keptWrites"]?.integerValue ?? -1_000_000
                 reapplied += status?["reappliedWrites"]?.integerValue ?? -1_000_000
             }
-            #expect(kept + reapplied == Int64(events.count), "\(kept) kept and \(reapplied) reapplied writes for \(events.count) events")
+            #expect(
+                kept + reapplied == Int64(events.count),
+                "\(kept) kept and \(reapplied) reapplied writes for \(events.count) events")
             #expect(kept > 0 && reapplied > 0, "\(kept) kept and \(reapplied) reapplied writes")
             // A node's own writes are readable at once on it; watchers see other nodes' writes.
             let connection = try cluster.nodes[1].connect()
@@ -221,16 +246,24 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         try withCluster(nodes: 3) { cluster in
             for round in 0..<5 {
                 let id = "race\(round)"
-                #expect(try cluster.nodes[0].request(["op": "create", "collection": "Doc", "id": .string(id), "data": ["v": 0]]).isOK)
+                #expect(
+                    try cluster.nodes[0].request([
+                        "op": "create", "collection": "Doc", "id": .string(id), "data": ["v": 0],
+                    ]).isOK)
                 let seq = try cluster.logHead().sequence
                 let outcomes = Locked<[String]>([])
                 let errors = runOnThreads(6) { client in
                     let node = cluster.nodes[client % 3]
                     let connection = try node.connect()
                     // Each sees the create first, then all race from version 1.
-                    _ = try connection.request(["op": "get", "collection": "Doc", "id": .string(id), "minSeq": .int(seq)])
+                    _ = try connection.request([
+                        "op": "get", "collection": "Doc", "id": .string(id), "minSeq": .int(seq),
+                    ])
                     let response = try connection.request(
-                        ["op": "update", "collection": "Doc", "id": .string(id), "ifVersion": 1, "patch": ["v": .int(Int64(client))]])
+                        [
+                            "op": "update", "collection": "Doc", "id": .string(id), "ifVersion": 1,
+                            "patch": ["v": .int(Int64(client))],
+                        ])
                     outcomes.withLock { $0.append(response.isOK ? "ok" : response.errorCode ?? "?") }
                 }
                 #expect(errors.isEmpty, "\(errors)")
@@ -251,8 +284,12 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
                 let connection = try cluster.nodes[client % 3].connect()
                 for round in 0..<8 {
                     let email = "p\((round + client) % 8)@example.org"
-                    let response = try connection.request(["op": "create", "collection": "Person", "data": ["email": .string(email)]])
-                    outcomes.withLock { $0[(round + client) % 8, default: []].append(response.isOK ? "ok" : response.errorCode ?? "?") }
+                    let response = try connection.request([
+                        "op": "create", "collection": "Person", "data": ["email": .string(email)],
+                    ])
+                    outcomes.withLock {
+                        $0[(round + client) % 8, default: []].append(response.isOK ? "ok" : response.errorCode ?? "?")
+                    }
                 }
             }
             #expect(errors.isEmpty, "\(errors)")
@@ -271,21 +308,32 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
     @Test func deleteRulesAndBatchesHoldAcrossNodes() throws {
         try withCluster(nodes: 2) { cluster in
             let schema = try cluster.nodes[0].request(
-                ["op": "schema.define", "collection": "Item", "fields": ["target": ["type": "ref", "ref": "Target", "onTargetDelete": "deny"]]])
+                [
+                    "op": "schema.define", "collection": "Item",
+                    "fields": ["target": ["type": "ref", "ref": "Target", "onTargetDelete": "deny"]],
+                ])
             #expect(schema.isOK, "\(schema)")
             var deletesAfterReferrer = 0
             var outcomes: [String] = []
             for round in 0..<20 {
                 let target = "T\(round)"
-                let made = try cluster.nodes[0].request(["op": "create", "collection": "Target", "id": .string(target), "data": [:]])
+                let made = try cluster.nodes[0].request([
+                    "op": "create", "collection": "Target", "id": .string(target), "data": [:],
+                ])
                 let seq = try #require(made["seq"]?.integerValue)
-                #expect(try cluster.nodes[1].request(["op": "get", "collection": "Target", "id": .string(target), "minSeq": .int(seq)]).isOK)
+                #expect(
+                    try cluster.nodes[1].request([
+                        "op": "get", "collection": "Target", "id": .string(target), "minSeq": .int(seq),
+                    ]).isOK)
                 let answers = Locked<[Int: JSON]>([:])
                 let errors = runOnThreads(2) { side in
                     let response =
                         side == 0
                         ? try cluster.nodes[0].request(["op": "delete", "collection": "Target", "id": .string(target)])
-                        : try cluster.nodes[1].request(["op": "create", "collection": "Item", "data": ["target": ["$ref": .string("Target/\(target)")]]])
+                        : try cluster.nodes[1].request([
+                            "op": "create", "collection": "Item",
+                            "data": ["target": ["$ref": .string("Target/\(target)")]],
+                        ])
                     answers.withLock { $0[side] = response }
                 }
                 #expect(errors.isEmpty, "\(errors)")
@@ -294,18 +342,28 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
                 #expect(create.isOK, "\(create)")
                 #expect(delete.isOK || delete.errorCode == "conflict", "\(delete)")
                 outcomes.append(delete.isOK ? "deleted" : "denied")
-                if delete.isOK, let deleted = delete["seq"]?.integerValue, let created = create["seq"]?.integerValue, deleted > created {
+                if delete.isOK, let deleted = delete["seq"]?.integerValue, let created = create["seq"]?.integerValue,
+                    deleted > created
+                {
                     deletesAfterReferrer += 1
                 }
             }
-            #expect(deletesAfterReferrer == 0, "a delete with deny went through after a referrer was stored: \(outcomes)")
+            #expect(
+                deletesAfterReferrer == 0, "a delete with deny went through after a referrer was stored: \(outcomes)")
             // A batch of ten creates on one node, then a cascade from the other.
             let cascade = try cluster.nodes[1].request(
-                ["op": "schema.define", "collection": "Line", "fields": ["order": ["type": "ref", "ref": "Order", "onTargetDelete": "cascade"]]])
+                [
+                    "op": "schema.define", "collection": "Line",
+                    "fields": ["order": ["type": "ref", "ref": "Order", "onTargetDelete": "cascade"]],
+                ])
             #expect(cascade.isOK, "\(cascade)")
-            #expect(try cluster.nodes[1].request(["op": "create", "collection": "Order", "id": "o1", "data": [:]]).isOK)
+            #expect(
+                try cluster.nodes[1].request(["op": "create", "collection": "Order", "id": "o1", "data": [:]]).isOK)
             let ops: [JSON] = (0..<10).map { index in
-                ["op": "create", "collection": "Line", "id": .string("l\(index)"), "data": ["order": ["$ref": "Order/o1"]]]
+                [
+                    "op": "create", "collection": "Line", "id": .string("l\(index)"),
+                    "data": ["order": ["$ref": "Order/o1"]],
+                ]
             }
             let batch = try cluster.nodes[0].request(["op": "batch", "ops": .array(ops)])
             #expect(batch.isOK, "\(batch)")
@@ -327,7 +385,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             replayed["replayed"] = .bool(true)
             #expect(again.result == .object(replayed), "\(again) after \(first)")
             #expect(again["seq"] == first["seq"])
-            let different = try cluster.nodes[1].request(["op": "create", "collection": "Order", "data": ["total": 13], "requestKey": "order-1"])
+            let different = try cluster.nodes[1].request([
+                "op": "create", "collection": "Order", "data": ["total": 13], "requestKey": "order-1",
+            ])
             #expect(different.errorCode == "conflict", "\(different)")
             #expect(try cluster.logHead().sequence == 1)
             try cluster.converge()
@@ -344,15 +404,21 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             for round in 0..<3 {
                 // The nodes' LISTEN connections end; each connects again a second later. Until
                 // then, node 2 hears nothing of node 1's appends.
-                _ = try cluster.postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN folio_log'")
+                _ = try cluster.postgres.psql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN folio_log'")
                 for index in 0..<10 {
                     // Node 2's own write: it last found itself at the log's head just now.
                     #expect(try other.request(["op": "create", "collection": "Note", "data": [:]]).isOK)
                     let id = JSON.string("fresh\(round)-\(index)")
                     #expect(try writer.request(["op": "create", "collection": "Doc", "id": id, "data": ["v": 0]]).isOK)
-                    let updated = try other.request(["op": "update", "collection": "Doc", "id": id, "ifVersion": 1, "patch": ["v": 1]])
+                    let updated = try other.request([
+                        "op": "update", "collection": "Doc", "id": id, "ifVersion": 1, "patch": ["v": 1],
+                    ])
                     #expect(updated.isOK, "update on node 2 right after the create on node 1: \(updated)")
-                    #expect(try writer.request(["op": "update", "collection": "Doc", "id": id, "ifVersion": 2, "patch": ["v": 2]]).isOK)
+                    #expect(
+                        try writer.request([
+                            "op": "update", "collection": "Doc", "id": id, "ifVersion": 2, "patch": ["v": 2],
+                        ]).isOK)
                     let deleted = try other.request(["op": "delete", "collection": "Doc", "id": id, "ifVersion": 3])
                     #expect(deleted.isOK, "delete on node 2 right after an update on node 1: \(deleted)")
                 }
@@ -366,9 +432,13 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
         try withCluster(nodes: 2, arguments: ["--min-seq-timeout", "0.5"]) { cluster in
             let reader = try cluster.nodes[1].connect()
             for index in 0..<50 {
-                let written = try cluster.nodes[0].request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["i": .int(Int64(index))]])
+                let written = try cluster.nodes[0].request([
+                    "op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["i": .int(Int64(index))],
+                ])
                 let seq = try #require(written["seq"]?.integerValue)
-                let read = try reader.request(["op": "get", "collection": "Note", "id": .string("n\(index)"), "minSeq": .int(seq)])
+                let read = try reader.request([
+                    "op": "get", "collection": "Note", "id": .string("n\(index)"), "minSeq": .int(seq),
+                ])
                 #expect(read.result?["i"]?.integerValue == Int64(index), "\(read)")
             }
             // Node 1 alone wrote: the log appended each write as node 1 executed it, which kept it.
@@ -388,7 +458,10 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             // A node says it is one of a cluster, and the CLI tells a person a write's event there.
             #expect(try reader.request(["op": "hello"]).result?["log"] == "postgres")
             let shown = try CLITests.folioOnATerminal("create", "Note", "i:=99", socket: cluster.nodes[1].socketPath)
-            #expect(shown.status == 0 && shown.stdout.contains("(event 51; on another node of a cluster read it with --min-seq 51)"), "\(shown)")
+            #expect(
+                shown.status == 0
+                    && shown.stdout.contains("(event 51; on another node of a cluster read it with --min-seq 51)"),
+                "\(shown)")
         }
     }
 
@@ -408,7 +481,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             try victim.start(timeout: 60)
             try cluster.converge()
             let fourth = try cluster.addNode()
-            #expect(try fourth.request(["op": "stats"]).result?["lastSeq"]?.integerValue == (try cluster.logHead().sequence))
+            #expect(
+                try fourth.request(["op": "stats"]).result?["lastSeq"]?.integerValue == (try cluster.logHead().sequence)
+            )
             try cluster.converge()
             checkHistory(acknowledged, against: try cluster.events(on: 3))
         }
@@ -423,7 +498,8 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             }
             stopper.start()
             let started = Date()
-            let (before, errors) = clusterLoad(cluster, nodes: [0, 1], clients: 4, writes: 300, ids: 50, seed: 11, unavailable: unavailable)
+            let (before, errors) = clusterLoad(
+                cluster, nodes: [0, 1], clients: 4, writes: 300, ids: 50, seed: 11, unavailable: unavailable)
             #expect(errors.isEmpty, "\(errors)")
             #expect(unavailable.current > 0, "no write failed while PostgreSQL was down")
             // Writes failed fast: 1,200 writes, most refused, in far less than a timeout each.
@@ -471,7 +547,8 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             stopper.start()
             // One node takes the writes, the other follows: nothing but the nodes' own flushes
             // writes the WAL out. Once PostgreSQL is down, writes fail at once.
-            let (before, errors) = clusterLoad(cluster, nodes: [0], clients: 2, writes: 3000, ids: 50, seed: 31, unavailable: unavailable)
+            let (before, errors) = clusterLoad(
+                cluster, nodes: [0], clients: 2, writes: 3000, ids: 50, seed: 31, unavailable: unavailable)
             stopped.wait()
             #expect(errors.isEmpty, "\(errors)")
             #expect(unavailable.current > 0, "no write failed while PostgreSQL was down")
@@ -488,7 +565,10 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
     /// starts on such a log refuses to start.
     @Test func aLogThatDoesNotChainStopsTheNodesInsteadOfServingWrongData() throws {
         try withCluster(nodes: 2) { cluster in
-            #expect(try cluster.nodes[0].request(["op": "create", "collection": "Note", "id": "n1", "data": ["text": "good"]]).isOK)
+            #expect(
+                try cluster.nodes[0].request([
+                    "op": "create", "collection": "Note", "id": "n1", "data": ["text": "good"],
+                ]).isOK)
             try cluster.converge()
             _ = try cluster.postgres.psql(
                 """
@@ -514,7 +594,8 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
                 let write = try node.request(["op": "create", "collection": "Note", "data": [:]])
                 #expect(write.errorCode == "unavailable", "\(write)")
             }
-            let fresh = RunningDaemon(directory: cluster.directory + "/fresh", arguments: ["--log", cluster.logArgument])
+            let fresh = RunningDaemon(
+                directory: cluster.directory + "/fresh", arguments: ["--log", cluster.logArgument])
             try FileManager.default.createDirectory(atPath: fresh.directory, withIntermediateDirectories: true)
             #expect(throws: (any Error).self) { try fresh.start(timeout: 20) }
             #expect(fresh.log.contains("event 2"), "\(fresh.log)")
@@ -527,7 +608,10 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             let connection = try cluster.nodes[0].connect()
             for batch in 0..<5 {
                 let ops: [JSON] = (0..<1000).map { index in
-                    ["op": "create", "collection": "Task", "data": ["batch": .int(Int64(batch)), "index": .int(Int64(index))]]
+                    [
+                        "op": "create", "collection": "Task",
+                        "data": ["batch": .int(Int64(batch)), "index": .int(Int64(index))],
+                    ]
                 }
                 #expect(try connection.request(["op": "batch", "ops": .array(ops)]).isOK)
             }
@@ -552,14 +636,17 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             func write(_ count: Int, on index: Int) throws {
                 let connection = try cluster.nodes[index].connect()
                 for n in 0..<count {
-                    #expect(try connection.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(n))]]).isOK)
+                    #expect(
+                        try connection.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(n))]])
+                            .isOK)
                 }
             }
             try write(20, on: 1)
             #expect(fileText(marker) == "boot \(boot)\n")
 
             #expect(try node.stop() == 0)
-            #expect(!FileManager.default.fileExists(atPath: marker), "a clean stop flushes the copy and removes \(marker)")
+            #expect(
+                !FileManager.default.fileExists(atPath: marker), "a clean stop flushes the copy and removes \(marker)")
             try node.start(timeout: 60)
             try write(20, on: 1)
             node.killHard()
@@ -580,7 +667,9 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             try write(10, on: 0)
             try node.start(timeout: 60)
             #expect(node.log.contains("removed the copy of the log"), "\(node.log)")
-            #expect(node.log.contains("when the machine went down (boot 00000000-0000-4000-8000-000000000000)"), "\(node.log)")
+            #expect(
+                node.log.contains("when the machine went down (boot 00000000-0000-4000-8000-000000000000)"),
+                "\(node.log)")
             try cluster.converge()
             #expect(try node.request(["op": "count", "collection": "Task"]).result?["count"] == 60)
 
@@ -590,9 +679,12 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             #expect(try node.stop() == 0)
             node.environment = shim.environment
             try node.start(timeout: 60)
-            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: node.dataDirectory + "/data.mdb"))
+            try shim.set(
+                .init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: node.dataDirectory + "/data.mdb"))
             #expect(node.waitForExit(timeout: 20) == 74, "\(node.log)")
-            #expect(fileText(marker).hasPrefix("in doubt: a failed flush of data.mdb (fdatasync data.mdb: Input/output error)"))
+            #expect(
+                fileText(marker).hasPrefix(
+                    "in doubt: a failed flush of data.mdb (fdatasync data.mdb: Input/output error)"))
             node.environment = [:]
             try write(10, on: 0)
             try node.start(timeout: 60)
@@ -612,7 +704,8 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             try stray.start()
             #expect(try stray.request(["op": "create", "collection": "Other", "data": [:]]).isOK)
             try stray.stop()
-            let joined = RunningDaemon(directory: cluster.directory + "/stray", arguments: ["--log", cluster.logArgument])
+            let joined = RunningDaemon(
+                directory: cluster.directory + "/stray", arguments: ["--log", cluster.logArgument])
             #expect(throws: (any Error).self) { try joined.start(timeout: 20) }
             #expect(joined.log.contains("belongs to another log"), "\(joined.log)")
         }

@@ -17,12 +17,12 @@ import Testing
         try withTemporaryDirectory { directory in
             let config = directory + "/foliod.conf"
             try """
-                # limits
-                max-line = 4096
-                watch-buffer = 65536
+            # limits
+            max-line = 4096
+            watch-buffer = 65536
 
-                access.uid.65534 = read Task
-                """.write(toFile: config, atomically: true, encoding: .utf8)
+            access.uid.65534 = read Task
+            """.write(toFile: config, atomically: true, encoding: .utf8)
             let daemon = RunningDaemon(directory: directory, arguments: ["--config", config, "--max-line=2048"])
             defer { daemon.shutDown() }
             try daemon.start()
@@ -37,7 +37,10 @@ import Testing
         ("access.user.x = fly *", "foliod.conf:2: access.user.x: the value is 'ROLE COLLECTION...'"),
         ("durability = sometimes", "foliod.conf:2: durability takes full, relaxed or none"),
         ("journal = maybe", "foliod.conf:2: journal takes on or off"),
-        ("journal = on\ndurability = relaxed", "journal on makes full durability cheaper; it does not go with durability relaxed"),
+        (
+            "journal = on\ndurability = relaxed",
+            "journal on makes full durability cheaper; it does not go with durability relaxed"
+        ),
     ])
     func badLinesStopStartUpNamingTheLine(line: String, message: String) throws {
         try withTemporaryDirectory { directory in
@@ -64,7 +67,8 @@ import Testing
             let journal = try daemon.request(["op": "stats"]).result?["journal"]
             if journals {
                 #expect(journal?["size"] == .int(8_388_608), "\(String(describing: journal))")
-                #expect(journal?["direct"] == .bool(Self.directWritesWork(in: directory)), "\(String(describing: journal))")
+                #expect(
+                    journal?["direct"] == .bool(Self.directWritesWork(in: directory)), "\(String(describing: journal))")
                 #expect(FileManager.default.fileExists(atPath: daemon.dataDirectory + "/journal"))
             } else {
                 #expect(journal == .null, "\(String(describing: journal))")
@@ -118,7 +122,8 @@ import Testing
             try daemon.start()
             let connection = try daemon.connect()
             #expect(try connection.request(["op": "hello"]).isOK)
-            try "max-connections = 2\nmax-line = 4096\nlog-level = info\n".write(toFile: config, atomically: true, encoding: .utf8)
+            try "max-connections = 2\nmax-line = 4096\nlog-level = info\n".write(
+                toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             var reloaded = false
             for _ in 0..<600 where !reloaded {
@@ -148,13 +153,17 @@ import Testing
     }
 
     /// A client as another user: `folio` under setpriv, as nobody (uid 65534).
-    private func folioAs(_ uid: Int, socket: String, _ arguments: String..., input: String? = nil) throws -> CommandRun {
+    private func folioAs(_ uid: Int, socket: String, _ arguments: String..., input: String? = nil) throws -> CommandRun
+    {
         try CommandRun.run(
-            "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Binaries.folio, "--socket", socket, "--json"] + arguments,
+            "/usr/bin/setpriv",
+            ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Binaries.folio, "--socket", socket, "--json"]
+                + arguments,
             environment: ["HOME": "/"], input: input.map { Array($0.utf8) })
     }
 
-    private static let canSwitchUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    private static let canSwitchUsers =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 
     /// A foliod whose configuration file holds `policy`, on a socket every user may open, in a
     /// directory every user may read: its daemon, directory and configuration file.
@@ -181,9 +190,13 @@ import Testing
             _ = try daemon.request(["op": "view.define", "name": "secrets", "collection": "Secret"])
             for arguments in [["watch", "Secret"], ["watch", "--view", "secrets"]] {
                 let refused = try CommandRun.run(
-                    "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json"] + arguments,
+                    "/usr/bin/setpriv",
+                    ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json"]
+                        + arguments,
                     environment: ["HOME": "/"])
-                #expect(refused.status == 1 && refused.stderr.contains("watch needs role read on collection Secret"), "\(refused)")
+                #expect(
+                    refused.status == 1 && refused.stderr.contains("watch needs role read on collection Secret"),
+                    "\(refused)")
             }
             let outputPath = directory + "/live.out"
             let errorPath = directory + "/live.err"
@@ -193,7 +206,10 @@ import Testing
             defer { for fd in [output, errors, null] { close(fd) } }
             let watcher = try ChildProcess(
                 executable: "/usr/bin/setpriv",
-                arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json", "watch", "Task"],
+                arguments: [
+                    "--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json",
+                    "watch", "Task",
+                ],
                 environment: ["HOME": "/"], stdin: null, stdout: output, stderr: errors)
             defer { _ = watcher.killAndWait() }
             var started = false
@@ -226,9 +242,12 @@ import Testing
             let put = try folioAs(65533, socket: socket, "file", "put", photo, "--name", "p.jpg")
             #expect(put.status == 0, "\(put)")
             let reader = try folioAs(65534, socket: socket, "file", "put", photo, "--name", "q.jpg")
-            #expect(reader.status == 1 && reader.stderr.contains("file.put needs role write on collection $files"), "\(reader)")
+            #expect(
+                reader.status == 1 && reader.stderr.contains("file.put needs role write on collection $files"),
+                "\(reader)")
             let listed = try folioAs(65534, socket: socket, "file", "ls")
-            #expect(listed.status == 0 && listed.stdout.contains("p.jpg") && !listed.stdout.contains("q.jpg"), "\(listed)")
+            #expect(
+                listed.status == 0 && listed.stdout.contains("p.jpg") && !listed.stdout.contains("q.jpg"), "\(listed)")
             #expect(try folioAs(65534, socket: socket, "file", "get", "p.jpg").stdout == "not really a jpeg")
             let other = try folioAs(65532, socket: socket, "file", "get", "p.jpg")
             #expect(other.status == 1 && other.stderr.contains("forbidden"), "\(other)")
@@ -246,10 +265,14 @@ import Testing
             """
         try withAccessPolicy(policy) { daemon, _, config in
             let admin = try daemon.connect()
-            _ = try admin.request(["op": "create", "collection": "Task", "id": "t1", "data": ["title": "x", "owner": ["$ref": "Secret/s1"]]])
+            _ = try admin.request([
+                "op": "create", "collection": "Task", "id": "t1",
+                "data": ["title": "x", "owner": ["$ref": "Secret/s1"]],
+            ])
             _ = try admin.request(["op": "create", "collection": "Secret", "id": "s1", "data": ["pin": 1234]])
             let socket = daemon.socketPath
-            let hello = try JSONParser.parse(try folioAs(65534, socket: socket, "hello").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            let hello = try JSONParser.parse(
+                try folioAs(65534, socket: socket, "hello").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
             #expect(hello["uid"] == 65534 && hello["role"] == "write", "\(hello)")
             #expect(try folioAs(65534, socket: socket, "get", "Task", "t1").status == 0)
             let createTask = try folioAs(65534, socket: socket, "create", "Task", "title=no")
@@ -262,25 +285,34 @@ import Testing
             let included = try folioAs(65534, socket: socket, "get", "Task", "t1", "--include", "owner")
             #expect(included.stdout.contains("\"$forbidden\":true") && !included.stdout.contains("1234"), "\(included)")
             // The log shows it only its collections, and says where to go on.
-            let events = try JSONParser.parse(try folioAs(65534, socket: socket, "events").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            let events = try JSONParser.parse(
+                try folioAs(65534, socket: socket, "events").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
             let collections = Set(events["events"]?.arrayValue?.compactMap { $0["collection"]?.stringValue } ?? [])
             #expect(collections == ["Task", "Note"], "\(events)")
             #expect(events["next"] == events["lastSeq"])
             // Its export too: the readable events to the end of the log, then the end line.
             let export = try folioAs(65534, socket: socket, "export")
-            let exported = export.jsonLines.dropLast().compactMap { try? JSONParser.parse($0)["collection"]?.stringValue }
-            #expect(export.status == 0 && Set(exported) == ["Task", "Note"] && export.jsonLines.last?.contains("\"end\":true") == true, "\(export)")
+            let exported = export.jsonLines.dropLast().compactMap {
+                try? JSONParser.parse($0)["collection"]?.stringValue
+            }
+            #expect(
+                export.status == 0 && Set(exported) == ["Task", "Note"]
+                    && export.jsonLines.last?.contains("\"end\":true") == true, "\(export)")
             for admin in ["verify", "stats"] {
                 let run = try folioAs(65534, socket: socket, admin)
                 if admin == "verify" { #expect(run.status == 1 && run.stderr.contains("forbidden"), "\(run)") }
-                if admin == "stats" { #expect(run.status == 0 && !run.stdout.contains("Secret") && !run.stdout.contains("lmdb"), "\(run)") }
+                if admin == "stats" {
+                    #expect(run.status == 0 && !run.stdout.contains("Secret") && !run.stdout.contains("lmdb"), "\(run)")
+                }
             }
             let define = try folioAs(65534, socket: socket, "view", "define", "v", "Note")
             #expect(define.status == 1 && define.stderr.contains("admin"), "\(define)")
             // A user with no entry is not let in.
             let stranger = try folioAs(65533, socket: socket, "hello")
             // It gets one forbidden line, unless the close outran the CLI's read (then: closed).
-            #expect(stranger.status == 1 && (stranger.stderr.contains("no role") || stranger.stderr.contains("closed")), "\(stranger)")
+            #expect(
+                stranger.status == 1 && (stranger.stderr.contains("no role") || stranger.stderr.contains("closed")),
+                "\(stranger)")
             // SIGHUP takes the write role away from a connected peer.
             try "access.uid.65534 = read Task Note\n".write(toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
@@ -313,10 +345,13 @@ import Testing
             // A link inside that leads outside: neither into it, nor below it, nor into a link to an
             // empty directory outside.
             try FileManager.default.createDirectory(atPath: directory + "/outside", withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(atPath: directory + "/backups/link", withDestinationPath: directory + "/outside")
+            try FileManager.default.createSymbolicLink(
+                atPath: directory + "/backups/link", withDestinationPath: directory + "/outside")
             for path in ["/backups/link", "/backups/link/b", "/backups/link/deep/er"] {
                 let linked = try daemon.request(["op": "backup", "directory": .string(directory + path)])
-                #expect(linked.errorCode == "forbidden" && linked.errorMessage?.contains("symbolic link") == true, "\(path): \(linked)")
+                #expect(
+                    linked.errorCode == "forbidden" && linked.errorMessage?.contains("symbolic link") == true,
+                    "\(path): \(linked)")
             }
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/outside").isEmpty)
         }

@@ -51,7 +51,9 @@ struct DiskFullTests {
             var stored = 0
             var refusal: JSON?
             for _ in 0..<12_000 where refusal == nil {
-                let response = try connection.request(["op": "create", "collection": "Blob", "data": ["p": .string(payload)]])
+                let response = try connection.request([
+                    "op": "create", "collection": "Blob", "data": ["p": .string(payload)],
+                ])
                 if response.isOK { stored += 1 } else { refusal = response }
             }
             #expect(stored > (journal ? 100 : 1000), "some writes fit: \(stored)")
@@ -62,7 +64,9 @@ struct DiskFullTests {
             #expect(daemon.isRunning)
             let stats = try #require(try connection.request(["op": "stats"]).result)
             #expect(stats["collections"]?["Blob"] == .int(Int64(stored)))
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: daemon.dataDirectory).filter { $0.hasPrefix("verify-") }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: daemon.dataDirectory).filter {
+                $0.hasPrefix("verify-")
+            }
             #expect(leftovers.isEmpty, "scratch stores left behind: \(leftovers)")
 
             for attempt in 1...2 {

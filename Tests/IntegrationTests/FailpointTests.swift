@@ -33,7 +33,9 @@ import Testing
 
     @Test(arguments: crashes)
     func aCrashLosesNothingAcknowledged(_ crash: Crash) throws {
-        try withFaultyDaemon(arguments: ["--durability", crash.durability], failpoints: "\(crash.point)=crash@\(crash.pass)") { daemon in
+        try withFaultyDaemon(
+            arguments: ["--durability", crash.durability], failpoints: "\(crash.point)=crash@\(crash.pass)"
+        ) { daemon in
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             load.wait(timeout: 60) { !$0.isRunning }
@@ -52,7 +54,9 @@ import Testing
         try withFaultyDaemon(failpoints: "\(point)=error@30") { daemon in
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
-            #expect(load.wait { $0.refused > 0 && $0.acknowledged > 100 }, "refused \(load.refused), acknowledged \(load.acknowledged)")
+            #expect(
+                load.wait { $0.refused > 0 && $0.acknowledged > 100 },
+                "refused \(load.refused), acknowledged \(load.acknowledged)")
             load.stop()
             #expect(load.doubtful == 0)
             #expect(daemon.isRunning)
@@ -87,7 +91,11 @@ import Testing
             let connection = try daemon.connect()
             var answers: [JSON] = []
             for index in 1...5 {
-                answers.append(try connection.request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["n": .int(Int64(index))]]))
+                answers.append(
+                    try connection.request([
+                        "op": "create", "collection": "Note", "id": .string("n\(index)"),
+                        "data": ["n": .int(Int64(index))],
+                    ]))
             }
             let firstFour = answers.prefix(4).allSatisfy { $0.isOK }
             #expect(firstFour, "\(answers)")
@@ -112,12 +120,16 @@ import Testing
         try withFaultyDaemon(failpoints: "store.afterLogAppend=error@5,writer.afterCommit=crash@9") { daemon in
             let connection = try daemon.connect()
             func create(_ index: Int) throws -> JSON {
-                try connection.request(["op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["n": .int(Int64(index))]])
+                try connection.request([
+                    "op": "create", "collection": "Note", "id": .string("n\(index)"), "data": ["n": .int(Int64(index))],
+                ])
             }
             var answers: [JSON] = []
             for index in 1...8 { answers.append(try create(index)) }
             #expect(answers.enumerated().allSatisfy { $0.offset == 4 || $0.element.isOK }, "\(answers)")
-            #expect(answers[4].errorCode == "unavailable" && answers[4].errorMessage?.contains("not stored") == true, "\(answers[4])")
+            #expect(
+                answers[4].errorCode == "unavailable" && answers[4].errorMessage?.contains("not stored") == true,
+                "\(answers[4])")
             // Every one of the eight went to the journal early, the failed one too.
             let metrics = try connection.request(["op": "metrics"]).result?["text"]?.stringValue ?? ""
             #expect(metrics.contains("folio_journal_early_records_total 8\n"), "\(metrics)")
@@ -129,7 +141,9 @@ import Testing
             try daemon.start()
             #expect(daemon.log.contains("recovered from the checkpoint"), "\(daemon.log)")
             for index in [1, 2, 3, 4, 6, 7, 8, 9] {
-                #expect(try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK, "n\(index)")
+                #expect(
+                    try daemon.request(["op": "get", "collection": "Note", "id": .string("n\(index)")]).isOK,
+                    "n\(index)")
             }
             #expect(try daemon.request(["op": "get", "collection": "Note", "id": "n5"]).errorCode == "not_found")
             #expect(try daemon.request(["op": "verify"]).result?["ok"] == .bool(true))
@@ -249,7 +263,9 @@ import Testing
     @Test func aMistypedFailpointStopsFoliodAtStart() throws {
         try withFaultyDaemon(failpoints: "writer.beforeComit=crash", start: false) { daemon in
             #expect(throws: DaemonError.self) { try daemon.start() }
-            #expect(daemon.log.contains("FOLIO_FAILPOINTS: unknown failpoint in \"writer.beforeComit=crash\""), "\(daemon.log)")
+            #expect(
+                daemon.log.contains("FOLIO_FAILPOINTS: unknown failpoint in \"writer.beforeComit=crash\""),
+                "\(daemon.log)")
         }
     }
 }
@@ -287,7 +303,9 @@ func expectRecovered(
     daemon.environment = boot.map { ["FOLIO_BOOT_ID": $0] } ?? [:]
     try daemon.start()
     let problems = try load.check(daemon)
-    #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(8))\nfoliod log:\n\(daemon.log)", sourceLocation: sourceLocation)
+    #expect(
+        problems.isEmpty, "\(problems.count) problems: \(problems.prefix(8))\nfoliod log:\n\(daemon.log)",
+        sourceLocation: sourceLocation)
     try daemon.restart()
     #expect(try daemon.request(["op": "hello"]).isOK, sourceLocation: sourceLocation)
 }

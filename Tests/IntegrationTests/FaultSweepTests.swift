@@ -34,7 +34,9 @@ struct FaultSweepTests {
         /// Path under the data directory ("" for all of it).
         let file: String
         let durability: String
-        var description: String { "\(calls) \(error) \(sticky ? "sticky" : "once") data/\(file) --durability \(durability)" }
+        var description: String {
+            "\(calls) \(error) \(sticky ? "sticky" : "once") data/\(file) --durability \(durability)"
+        }
     }
 
     static let ioKinds = [
@@ -62,15 +64,18 @@ struct FaultSweepTests {
 
     @Test func everyCrashPointAtEveryPass() throws {
         let points = [
-            "writer.beforeCommit", "writer.afterJournal", "writer.midBatch", "store.afterLogAppend", "writer.afterCommit", "confirm.beforeSync",
+            "writer.beforeCommit", "writer.afterJournal", "writer.midBatch", "store.afterLogAppend",
+            "writer.afterCommit", "confirm.beforeSync",
             "confirm.afterSync",
         ]
         var table: [String] = []
         for durability in ["full", "relaxed", "none"] {
-            for point in points where durability == "full" || !(point.hasPrefix("confirm.") || point == "writer.afterJournal") {
+            for point in points
+            where durability == "full" || !(point.hasPrefix("confirm.") || point == "writer.afterJournal") {
                 var outcomes: [Outcome: Int] = [:]
                 for pass in 1...Self.calls {
-                    try withFaultyDaemon(arguments: ["--durability", durability], failpoints: "\(point)=crash@\(pass)") { daemon in
+                    try withFaultyDaemon(arguments: ["--durability", durability], failpoints: "\(point)=crash@\(pass)")
+                    { daemon in
                         let load = WriteLoad(clients: 3)
                         load.start(socket: daemon.socketPath)
                         load.wait(timeout: 60) { !$0.isRunning }
@@ -130,10 +135,12 @@ struct FaultSweepTests {
         return outcome
     }
 
-    private static let header = "\n" + ["fault", "runs"].joined(separator: " | ") + " | "
+    private static let header =
+        "\n" + ["fault", "runs"].joined(separator: " | ") + " | "
         + Outcome.allCases.map(\.rawValue).joined(separator: " | ") + "\n"
 
     private static func row(_ name: String, _ outcomes: [Outcome: Int]) -> String {
-        "\(name) | \(outcomes.values.reduce(0, +)) | " + Outcome.allCases.map { String(outcomes[$0, default: 0]) }.joined(separator: " | ")
+        "\(name) | \(outcomes.values.reduce(0, +)) | "
+            + Outcome.allCases.map { String(outcomes[$0, default: 0]) }.joined(separator: " | ")
     }
 }

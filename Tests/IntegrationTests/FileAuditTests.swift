@@ -41,7 +41,8 @@ import Testing
             let small = try Self.putThreeFiles(connection, seed: 22)
             let intact = try #require(try connection.request(["op": "verify"]).result)
             #expect(intact["ok"] == true)
-            #expect(intact["blobs"] == ["checked": 2, "bytes": .int(Int64(Self.content.count + small.count)), "bad": []])
+            #expect(
+                intact["blobs"] == ["checked": 2, "bytes": .int(Int64(Self.content.count + small.count)), "bad": []])
 
             try Self.corrupt(Self.blobPath(daemon, Self.content), at: 600_000)
             #expect(unlink(Self.blobPath(daemon, small)) == 0)
@@ -53,7 +54,8 @@ import Testing
                 Issue.record("no bad blobs in \(report)")
                 return
             }
-            let byProblem = Dictionary(uniqueKeysWithValues: bad.compactMap { $0.objectValue }.map { ($0["problem"]?.stringValue ?? "", $0) })
+            let byProblem = Dictionary(
+                uniqueKeysWithValues: bad.compactMap { $0.objectValue }.map { ($0["problem"]?.stringValue ?? "", $0) })
             #expect(byProblem["changed"]?["sha256"] == .string(FileStoreTests.sha256(Self.content)))
             #expect(byProblem["changed"]?["names"] == ["reports/q1.pdf", "reports/same.pdf"])
             #expect(byProblem["missing"]?["names"] == ["notes.txt"])
@@ -65,8 +67,12 @@ import Testing
             let offline = try CommandRun.run(Binaries.foliod, ["verify", "--data", daemon.dataDirectory])
             #expect(offline.status == 1, "\(offline)")
             #expect(offline.stdout.contains("blobs      2 re-hashed (\(Self.content.count) bytes)"), "\(offline)")
-            #expect(offline.stdout.contains("BAD BLOB changed: ") && offline.stdout.contains("bound to reports/q1.pdf, reports/same.pdf"), "\(offline)")
-            #expect(offline.stdout.contains("BAD BLOB missing: ") && offline.stdout.contains("bound to notes.txt"), "\(offline)")
+            #expect(
+                offline.stdout.contains("BAD BLOB changed: ")
+                    && offline.stdout.contains("bound to reports/q1.pdf, reports/same.pdf"), "\(offline)")
+            #expect(
+                offline.stdout.contains("BAD BLOB missing: ") && offline.stdout.contains("bound to notes.txt"),
+                "\(offline)")
             #expect(offline.stdout.contains("FAILED"), "\(offline)")
         }
     }
@@ -80,11 +86,14 @@ import Testing
             #expect(try FileStoreTests.put(connection, "gone.txt", FileStoreTests.randomBytes(10, seed: 24)).isOK)
             #expect(try connection.request(["op": "file.delete", "name": "gone.txt"]).isOK)
             let restore = RunningDaemon(directory: daemon.directory + "/restore")
-            let backup = try #require(try connection.request(["op": "backup", "directory": .string(restore.dataDirectory)]).result)
+            let backup = try #require(
+                try connection.request(["op": "backup", "directory": .string(restore.dataDirectory)]).result)
             #expect(backup["blobs"] == 2 && backup["linkedBlobs"] == 2, "\(backup)")
             #expect(backup["blobBytes"] == .int(Int64(Self.content.count + small.count)))
             let backupBlobs = BlobStore(directory: restore.dataDirectory + "/blobs")
-            #expect(backupBlobs.storedBlobs().sorted() == [FileStoreTests.sha256(Self.content), FileStoreTests.sha256(small)].sorted())
+            #expect(
+                backupBlobs.storedBlobs().sorted()
+                    == [FileStoreTests.sha256(Self.content), FileStoreTests.sha256(small)].sorted())
             var original = stat()
             var copied = stat()
             #expect(stat(Self.blobPath(daemon, Self.content), &original) == 0)
@@ -93,8 +102,11 @@ import Testing
             connection.close()
             #expect(try daemon.stop() == 0)
 
-            for sha256 in FileStoreTests.blobs(daemon) { #expect(unlink(BlobStore(directory: daemon.dataDirectory + "/blobs").path(of: sha256)) == 0) }
-            #expect(stat(backupBlobs.path(of: FileStoreTests.sha256(Self.content)), &copied) == 0 && copied.st_nlink == 1)
+            for sha256 in FileStoreTests.blobs(daemon) {
+                #expect(unlink(BlobStore(directory: daemon.dataDirectory + "/blobs").path(of: sha256)) == 0)
+            }
+            #expect(
+                stat(backupBlobs.path(of: FileStoreTests.sha256(Self.content)), &copied) == 0 && copied.st_nlink == 1)
             defer { restore.shutDown() }
             try restore.start()
             let restored = try restore.connect()
@@ -123,19 +135,28 @@ import Testing
             let plainLines = plain.stdout.split(separator: "\n").map(String.init)
             let fullLines = full.stdout.split(separator: "\n").map(String.init)
             #expect(plainLines.count == 6 && !plain.stdout.contains("\"blob\""))
-            #expect(try JSONParser.parse(Array(plainLines.last!.utf8)).objectValue?.keys.sorted() == ["chainHead", "end", "lastSeq"])
+            #expect(
+                try JSONParser.parse(Array(plainLines.last!.utf8)).objectValue?.keys.sorted() == [
+                    "chainHead", "end", "lastSeq",
+                ])
             let blobLines = fullLines.filter { $0.hasPrefix("{\"blob\"") }
             #expect(blobLines.count == 4, "two pieces of 700,000 bytes, one of 0 and one of 900")
-            #expect(fullLines.filter { !$0.hasPrefix("{\"blob\"") }.dropLast() == plainLines.dropLast(), "the same events")
+            #expect(
+                fullLines.filter { !$0.hasPrefix("{\"blob\"") }.dropLast() == plainLines.dropLast(), "the same events")
             #expect(fullLines.last!.hasSuffix(",\"files\":true}"))
             let firstPut = try #require(fullLines.firstIndex { $0.contains("\"type\":\"file.put\"") })
-            #expect(fullLines[firstPut - 1].hasPrefix("{\"blob\":\"\(FileStoreTests.sha256(Self.content))\""), "content before the event naming it")
+            #expect(
+                fullLines[firstPut - 1].hasPrefix("{\"blob\":\"\(FileStoreTests.sha256(Self.content))\""),
+                "content before the event naming it")
 
             let exportFile = daemon.directory + "/full.jsonl"
             try full.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
             let restore = RunningDaemon(directory: daemon.directory + "/restore")
             let imported = try CommandRun.run(Binaries.foliod, ["import", "--data", restore.dataDirectory, exportFile])
-            #expect(imported.status == 0 && imported.stdout.contains("blobs      3 (\(Self.content.count + small.count) bytes)"), "\(imported)")
+            #expect(
+                imported.status == 0
+                    && imported.stdout.contains("blobs      3 (\(Self.content.count + small.count) bytes)"),
+                "\(imported)")
             defer { restore.shutDown() }
             try restore.start()
             let restored = try restore.connect()
@@ -148,7 +169,9 @@ import Testing
 
             // Without the contents the events import, and the import says what it lacks.
             try plain.stdout.write(toFile: daemon.directory + "/plain.jsonl", atomically: true, encoding: .utf8)
-            let eventsOnly = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/events-only", daemon.directory + "/plain.jsonl"])
+            let eventsOnly = try CommandRun.run(
+                Binaries.foliod,
+                ["import", "--data", daemon.directory + "/events-only", daemon.directory + "/plain.jsonl"])
             #expect(eventsOnly.status == 0 && eventsOnly.stdout.contains("no content for 3 blob(s)"), "\(eventsOnly)")
         }
     }
@@ -159,7 +182,8 @@ import Testing
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()
             #expect(try FileStoreTests.put(connection, "a.bin", Self.content).isOK)
-            let full = try CommandRun.run(Binaries.folio, ["export", "--with-files"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let full = try CommandRun.run(
+                Binaries.folio, ["export", "--with-files"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(full.status == 0, "\(full)")
             connection.close()
             var lines = full.stdout.split(separator: "\n").map(String.init)
@@ -167,24 +191,41 @@ import Testing
             func importing(_ lines: [String], _ name: String) throws -> CommandRun {
                 let file = daemon.directory + "/\(name).jsonl"
                 try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-                let run = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/\(name)", file])
-                #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/\(name)/data.mdb"), "nothing left behind")
+                let run = try CommandRun.run(
+                    Binaries.foliod, ["import", "--data", daemon.directory + "/\(name)", file])
+                #expect(
+                    !FileManager.default.fileExists(atPath: daemon.directory + "/\(name)/data.mdb"),
+                    "nothing left behind")
                 return run
             }
             let original = lines[1]
             let data = try #require(original.range(of: "\"data\":\""))
             let position = original.index(data.upperBound, offsetBy: 100)
-            lines[1] = original.replacingCharacters(in: position...position, with: original[position] == "A" ? "B" : "A")
+            lines[1] = original.replacingCharacters(
+                in: position...position, with: original[position] == "A" ? "B" : "A")
             let changed = try importing(lines, "changed")
-            #expect(changed.status != 0 && changed.stderr.contains("line 2: blob \(FileStoreTests.sha256(Self.content)): its 700000 bytes hash to"), "\(changed)")
+            #expect(
+                changed.status != 0
+                    && changed.stderr.contains(
+                        "line 2: blob \(FileStoreTests.sha256(Self.content)): its 700000 bytes hash to"),
+                "\(changed)")
             lines[1] = original.replacingCharacters(in: position...position, with: "*")
             let badBase64 = try importing(lines, "base64")
-            #expect(badBase64.status != 0 && badBase64.stderr.contains("line 2: field \"data\": invalid base64 at offset 100"), "\(badBase64)")
+            #expect(
+                badBase64.status != 0
+                    && badBase64.stderr.contains("line 2: field \"data\": invalid base64 at offset 100"), "\(badBase64)"
+            )
             lines[1] = original
             let withoutContent = try importing(lines.enumerated().filter { $0.offset != 1 }.map(\.element), "lacking")
-            #expect(withoutContent.status != 0 && withoutContent.stderr.contains("blob \(FileStoreTests.sha256(Self.content)) ends at byte"), "\(withoutContent)")
+            #expect(
+                withoutContent.status != 0
+                    && withoutContent.stderr.contains("blob \(FileStoreTests.sha256(Self.content)) ends at byte"),
+                "\(withoutContent)")
             let noBlobs = try importing(lines.filter { !$0.hasPrefix("{\"blob\"") }, "noblobs")
-            #expect(noBlobs.status != 0 && noBlobs.stderr.contains("the export says it holds every file's content, but lacks"), "\(noBlobs)")
+            #expect(
+                noBlobs.status != 0
+                    && noBlobs.stderr.contains("the export says it holds every file's content, but lacks"), "\(noBlobs)"
+            )
         }
     }
 }

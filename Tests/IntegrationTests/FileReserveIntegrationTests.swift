@@ -9,7 +9,10 @@ import Testing
 
     private static func lmdb(_ connection: TestConnection) throws -> (used: Int, file: Int) {
         let stats = try #require(try connection.request(["op": "stats"]).result?["lmdb"])
-        return (try #require(stats["usedSize"]?.integerValue.map(Int.init)), try #require(stats["fileSize"]?.integerValue.map(Int.init)))
+        return (
+            try #require(stats["usedSize"]?.integerValue.map(Int.init)),
+            try #require(stats["fileSize"]?.integerValue.map(Int.init))
+        )
     }
 
     /// Polls `stats` until the file runs at least `bytes` past the pages in use, or 20 s pass.
@@ -34,7 +37,9 @@ import Testing
             let payload = String(repeating: "z", count: 2000)
             let count = 6000
             for index in 0..<count {
-                try connection.send(["op": "create", "collection": "Blob", "id": .string("b\(index)"), "data": ["p": .string(payload)]])
+                try connection.send([
+                    "op": "create", "collection": "Blob", "id": .string("b\(index)"), "data": ["p": .string(payload)],
+                ])
             }
             for _ in 0..<count {
                 let response = try connection.readResponse()
@@ -66,7 +71,9 @@ import Testing
         try withRunningDaemon(arguments: arguments) { daemon in
             let connection = try daemon.connect()
             for index in 0..<200 {
-                _ = try connection.request(["op": "create", "collection": "Doc", "id": .string("d\(index)"), "data": ["n": .int(Int64(index))]])
+                _ = try connection.request([
+                    "op": "create", "collection": "Doc", "id": .string("d\(index)"), "data": ["n": .int(Int64(index))],
+                ])
             }
             usleep(200_000)
             let sizes = try Self.lmdb(connection)

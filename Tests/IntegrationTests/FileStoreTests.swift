@@ -20,7 +20,9 @@ import Testing
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
-    static func put(_ connection: TestConnection, _ name: String?, _ content: [UInt8], type: String? = nil, replace: Bool? = nil) throws -> JSON {
+    static func put(
+        _ connection: TestConnection, _ name: String?, _ content: [UInt8], type: String? = nil, replace: Bool? = nil
+    ) throws -> JSON {
         var request: JSONObject = ["op": "file.put", "data": .string(Base64.encode(content))]
         if let name { request["name"] = .string(name) }
         if let type { request["contentType"] = .string(type) }
@@ -33,7 +35,9 @@ import Testing
         var bytes: [UInt8] = []
         var pieces = 0
         while true {
-            let piece = try connection.request(["op": "file.read", "name": .string(name), "offset": .int(Int64(bytes.count))])
+            let piece = try connection.request([
+                "op": "file.read", "name": .string(name), "offset": .int(Int64(bytes.count)),
+            ])
             let result = try #require(piece.result, "\(piece)")
             let data = try Base64.decode(try #require(result["data"]?.stringValue).utf8, field: "data")
             #expect(result["length"] == .int(Int64(data.count)))
@@ -67,16 +71,24 @@ import Testing
             #expect(result["createdAt"]?.stringValue != nil)
 
             let got = try #require(try connection.request(["op": "file.get", "name": "photos/large.jpg"]).result)
-            #expect(got["sha256"] == result["sha256"] && got["size"] == 700_000 && got["uploader"] == .int(Int64(getuid())))
+            #expect(
+                got["sha256"] == result["sha256"] && got["size"] == 700_000 && got["uploader"] == .int(Int64(getuid())))
             let (bytes, pieces) = try Self.readBack(connection, "photos/large.jpg")
             #expect(pieces == 2)
             #expect(bytes == content)
-            let path = daemon.dataDirectory + "/blobs/" + Self.sha256(content).prefix(2) + "/" + Self.sha256(content).dropFirst(2)
+            let path =
+                daemon.dataDirectory + "/blobs/" + Self.sha256(content).prefix(2) + "/"
+                + Self.sha256(content).dropFirst(2)
             #expect(FileManager.default.contents(atPath: path) == Data(content))
 
-            let tail = try #require(try connection.request(["op": "file.read", "name": "photos/large.jpg", "offset": 699_990, "length": 100]).result)
+            let tail = try #require(
+                try connection.request([
+                    "op": "file.read", "name": "photos/large.jpg", "offset": 699_990, "length": 100,
+                ]).result)
             #expect(tail["length"] == 10 && tail["offset"] == 699_990 && tail["size"] == 700_000)
-            let tooLong = try connection.request(["op": "file.read", "name": "photos/large.jpg", "length": .int(Int64(FileRead.maxLength + 1))])
+            let tooLong = try connection.request([
+                "op": "file.read", "name": "photos/large.jpg", "length": .int(Int64(FileRead.maxLength + 1)),
+            ])
             #expect(tooLong.errorCode == "bad_request")
             #expect(try connection.request(["op": "file.read", "name": "nope"]).errorCode == "not_found")
         }
@@ -104,7 +116,8 @@ import Testing
             let again = try Self.put(connection, "report.txt", Array("second".utf8))
             #expect(again.errorCode == "conflict", "\(again)")
             #expect(try Self.readBack(connection, "report.txt").bytes == Array("first".utf8))
-            let replaced = try Self.put(connection, "report.txt", Array("second".utf8), type: "text/plain", replace: true)
+            let replaced = try Self.put(
+                connection, "report.txt", Array("second".utf8), type: "text/plain", replace: true)
             #expect(replaced.result?["sha256"] == .string(Self.sha256(Array("second".utf8))), "\(replaced)")
             #expect(try Self.readBack(connection, "report.txt").bytes == Array("second".utf8))
             let files = try #require(try connection.request(["op": "stats"]).result?["files"])
@@ -121,7 +134,9 @@ import Testing
             #expect(try watcher.request(["op": "watch", "tag": "w"]).isOK)
             #expect(try Self.put(connection, "gone.txt", Array("bye".utf8)).isOK)
             let live = try #require(try watcher.readJSON())
-            #expect(live["tag"] == "w" && live["event"]?["type"] == "file.put" && live["event"]?["name"] == "gone.txt", "\(live)")
+            #expect(
+                live["tag"] == "w" && live["event"]?["type"] == "file.put" && live["event"]?["name"] == "gone.txt",
+                "\(live)")
             let deleted = try connection.request(["op": "file.delete", "name": "gone.txt"])
             #expect(deleted.result == ["name": "gone.txt", "deleted": true], "\(deleted)")
             #expect(try connection.request(["op": "file.get", "name": "gone.txt"]).errorCode == "not_found")
@@ -137,7 +152,9 @@ import Testing
     @Test func listPagesByNameWithinAPrefix() throws {
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()
-            for index in 0..<25 { #expect(try Self.put(connection, "a/\(String(format: "%02d", index))", [UInt8(index)]).isOK) }
+            for index in 0..<25 {
+                #expect(try Self.put(connection, "a/\(String(format: "%02d", index))", [UInt8(index)]).isOK)
+            }
             for index in 0..<5 { #expect(try Self.put(connection, "b/\(index)", [UInt8(index)]).isOK) }
             var names: [String] = []
             var request: JSONObject = ["op": "file.list", "prefix": "a/", "limit": 10]
@@ -165,19 +182,26 @@ import Testing
                 #expect(answer.errorCode == "bad_request", "\(name.debugDescription): \(answer)")
                 #expect(answer["error"]?["message"]?.stringValue?.contains("file name") == true, "\(answer)")
             }
-            #expect(try Self.put(connection, String(repeating: "n", count: 256), [1]).isOK, "256 bytes is the longest name")
+            #expect(
+                try Self.put(connection, String(repeating: "n", count: 256), [1]).isOK, "256 bytes is the longest name")
             #expect(try Self.put(connection, "a/b.c/d", [1]).isOK)
 
             let notBase64 = try connection.request(["op": "file.put", "name": "x", "data": "aGVs*G8="])
             #expect(notBase64["error"]?["message"] == "field \"data\": invalid base64 at offset 4", "\(notBase64)")
             let unpadded = try connection.request(["op": "file.put", "name": "x", "data": "aGVsbG8"])
-            #expect(unpadded.errorCode == "bad_request" && unpadded["error"]?["message"]?.stringValue?.contains("multiple of 4") == true)
+            #expect(
+                unpadded.errorCode == "bad_request"
+                    && unpadded["error"]?["message"]?.stringValue?.contains("multiple of 4") == true)
             let early = try connection.request(["op": "file.put", "name": "x", "data": "aG==bG8="])
             #expect(early["error"]?["message"] == "field \"data\": invalid base64 at offset 2", "\(early)")
             #expect(try connection.request(["op": "file.put", "name": "x"]).errorCode == "bad_request")
-            #expect(try connection.request(["op": "file.put", "name": "x", "data": "", "size": 1]).errorCode == "bad_request")
+            #expect(
+                try connection.request(["op": "file.put", "name": "x", "data": "", "size": 1]).errorCode
+                    == "bad_request")
             #expect(try connection.request(["op": "file.get", "name": "a/../b"]).errorCode == "bad_request")
-            #expect(try connection.request(["op": "file.get", "name": "x"]).errorCode == "not_found", "nothing bad was bound")
+            #expect(
+                try connection.request(["op": "file.get", "name": "x"]).errorCode == "not_found",
+                "nothing bad was bound")
             // An empty file is a file.
             #expect(try connection.request(["op": "file.put", "name": "empty", "data": ""]).result?["size"] == 0)
             #expect(try Self.readBack(connection, "empty").bytes == [])
@@ -198,7 +222,8 @@ import Testing
             #expect(stats["files"] == ["count": 2, "blobs": 2, "bytesStored": 3050, "bytesSaved": 0, "orphans": 2])
             #expect(try connection.request(["op": "verify"]).result?["ok"] == true)
 
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(export.status == 0, "\(export)")
             let exportFile = daemon.directory + "/events.jsonl"
             try export.stdout.write(toFile: exportFile, atomically: true, encoding: .utf8)
@@ -209,7 +234,8 @@ import Testing
             #expect(verify.status == 0 && verify.stdout.contains(digest), "\(verify)")
             let rebuild = try CommandRun.run(Binaries.foliod, ["rebuild", "--data", daemon.dataDirectory])
             #expect(rebuild.status == 0 && rebuild.stdout.contains(digest), "\(rebuild)")
-            let imported = try CommandRun.run(Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
+            let imported = try CommandRun.run(
+                Binaries.foliod, ["import", "--data", daemon.directory + "/imported", exportFile])
             #expect(imported.status == 0 && imported.stdout.contains(digest), "\(imported)")
 
             try daemon.start()
@@ -248,7 +274,9 @@ import Testing
             daemon.environment = ["FOLIO_FAILPOINTS": "blob.beforeRename=crash"]
             try daemon.start()
             let connection = try daemon.connect()
-            try connection.send(["op": "file.put", "name": "half.bin", "data": .string(Base64.encode(Self.randomBytes(4000, seed: 7)))])
+            try connection.send([
+                "op": "file.put", "name": "half.bin", "data": .string(Base64.encode(Self.randomBytes(4000, seed: 7))),
+            ])
             #expect(daemon.waitForExit(timeout: 30) == 86, "\(daemon.log)")
             #expect(Self.temporaryFiles(daemon).count == 1)
             #expect(Self.blobs(daemon).isEmpty, "nothing was renamed into place")
@@ -289,7 +317,8 @@ import Testing
         try withShimmedDaemon { daemon, shim in
             let connection = try daemon.connect()
             let content = Self.randomBytes(100_000, seed: 11)
-            try shim.set(.init(calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/blobs"))
+            try shim.set(
+                .init(calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/blobs"))
             let refused = try Self.put(connection, "full.bin", content)
             #expect(refused.errorCode == "unavailable", "\(refused)")
             #expect(refused["error"]?["message"]?.stringValue?.contains("storage is full") == true, "\(refused)")
@@ -311,11 +340,17 @@ import Testing
             let photoPath = daemon.directory + "/photo.jpg"
             try Data(photo).write(to: URL(fileURLWithPath: photoPath))
             let name = UUID().uuidString.lowercased() + ".jpg"
-            let put = try CommandRun.run(Binaries.folio, ["file", "put", photoPath, "--name", name, "--type", "image/jpeg"], environment: environment)
+            let put = try CommandRun.run(
+                Binaries.folio, ["file", "put", photoPath, "--name", name, "--type", "image/jpeg"],
+                environment: environment)
             #expect(put.status == 0, "\(put)")
             #expect(put.stdout.contains(Self.sha256(photo)), "\(put)")
             let create = try CommandRun.run(
-                Binaries.folio, ["create", "Report", "date:={\"$date\":\"2026-12-01T09:00:00+09:00\"}", "title=Site visit", "photo=\(name)"],
+                Binaries.folio,
+                [
+                    "create", "Report", "date:={\"$date\":\"2026-12-01T09:00:00+09:00\"}", "title=Site visit",
+                    "photo=\(name)",
+                ],
                 environment: environment)
             #expect(create.status == 0, "\(create)")
 
@@ -329,7 +364,9 @@ import Testing
             let ls = try CommandRun.run(Binaries.folio, ["file", "ls"], environment: environment)
             #expect(ls.status == 0 && ls.jsonLines.count == 1 && ls.stdout.contains("image/jpeg"), "\(ls)")
             let copy = daemon.directory + "/copy.jpg"
-            let get = try CommandRun.run("/bin/sh", ["-c", "\"$0\" file get \"$1\" > \"$2\"", Binaries.folio, photoName, copy], environment: environment)
+            let get = try CommandRun.run(
+                "/bin/sh", ["-c", "\"$0\" file get \"$1\" > \"$2\"", Binaries.folio, photoName, copy],
+                environment: environment)
             #expect(get.status == 0, "\(get)")
             #expect(FileManager.default.contents(atPath: copy) == Data(photo))
 

@@ -21,30 +21,49 @@ import Testing
         return try #require(begun.result?["upload"]?.stringValue, "\(begun)")
     }
 
-    static func write(_ connection: TestConnection, _ upload: String, _ offset: Int, _ bytes: ArraySlice<UInt8>) throws -> JSON {
-        try connection.request(["op": "file.write", "upload": .string(upload), "offset": .int(Int64(offset)), "data": .string(Base64.encode(bytes))])
+    static func write(_ connection: TestConnection, _ upload: String, _ offset: Int, _ bytes: ArraySlice<UInt8>) throws
+        -> JSON
+    {
+        try connection.request([
+            "op": "file.write", "upload": .string(upload), "offset": .int(Int64(offset)),
+            "data": .string(Base64.encode(bytes)),
+        ])
     }
 
     @Test func piecesOutOfOrderAndRetriedMakeTheSameFile() throws {
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()
             let content = Files.randomBytes(1_300_000, seed: 21)
-            let upload = try Self.begin(connection, ["name": "video/a.mp4", "contentType": "video/mp4", "size": 1_300_000, "sha256": .string(Files.sha256(content))])
+            let upload = try Self.begin(
+                connection,
+                [
+                    "name": "video/a.mp4", "contentType": "video/mp4", "size": 1_300_000,
+                    "sha256": .string(Files.sha256(content)),
+                ])
             // Three pieces, the last first, the middle one twice.
             let last = try Self.write(connection, upload, 1_000_000, content[1_000_000...])
             #expect(last.result?["received"] == 300_000 && last.result?["length"] == 300_000, "\(last)")
-            #expect(try Self.write(connection, upload, 500_000, content[500_000..<1_000_000]).result?["received"] == 800_000)
-            #expect(try Self.write(connection, upload, 500_000, content[500_000..<1_000_000]).result?["received"] == 800_000, "a retry changes nothing")
+            #expect(
+                try Self.write(connection, upload, 500_000, content[500_000..<1_000_000]).result?["received"] == 800_000
+            )
+            #expect(
+                try Self.write(connection, upload, 500_000, content[500_000..<1_000_000]).result?["received"]
+                    == 800_000, "a retry changes nothing")
             let early = try connection.request(["op": "file.commit", "upload": .string(upload)])
-            #expect(early.errorCode == "bad_request" && early["error"]?["message"]?.stringValue?.contains("lacks bytes 0 to 500000") == true, "\(early)")
+            #expect(
+                early.errorCode == "bad_request"
+                    && early["error"]?["message"]?.stringValue?.contains("lacks bytes 0 to 500000") == true, "\(early)")
             #expect(try Self.write(connection, upload, 0, content[..<500_000]).result?["received"] == 1_300_000)
             let committed = try connection.request(["op": "file.commit", "upload": .string(upload)])
             let result = try #require(committed.result, "\(committed)")
-            #expect(result["name"] == "video/a.mp4" && result["size"] == 1_300_000 && result["contentType"] == "video/mp4")
+            #expect(
+                result["name"] == "video/a.mp4" && result["size"] == 1_300_000 && result["contentType"] == "video/mp4")
             #expect(result["sha256"] == .string(Files.sha256(content)))
             #expect(try Files.readBack(connection, "video/a.mp4").bytes == content)
             #expect(Files.temporaryFiles(daemon).isEmpty, "the upload's file became the blob")
-            #expect(try connection.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "not_found", "committed once")
+            #expect(
+                try connection.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "not_found",
+                "committed once")
             // The log has one file.put, as for an inline put.
             let events = try #require(try connection.request(["op": "events"]).result?["events"]?.arrayValue)
             #expect(events.map { $0["type"] } == ["file.put"])
@@ -59,7 +78,10 @@ import Testing
             let upload = try Self.begin(connection, ["name": "x.bin", "sha256": .string(wrongHash)])
             #expect(try Self.write(connection, upload, 0, content[...]).isOK)
             let mismatch = try connection.request(["op": "file.commit", "upload": .string(upload)])
-            #expect(mismatch.errorCode == "bad_request" && mismatch["error"]?["message"]?.stringValue?.contains(Files.sha256(content)) == true, "\(mismatch)")
+            #expect(
+                mismatch.errorCode == "bad_request"
+                    && mismatch["error"]?["message"]?.stringValue?.contains(Files.sha256(content)) == true,
+                "\(mismatch)")
             #expect(try connection.request(["op": "file.get", "name": "x.bin"]).errorCode == "not_found")
             #expect(Files.blobs(daemon).isEmpty)
             #expect(try connection.request(["op": "file.abort", "upload": .string(upload)]).result?["aborted"] == true)
@@ -67,21 +89,31 @@ import Testing
 
             let sized = try Self.begin(connection, ["name": "y.bin", "size": 10])
             let past = try Self.write(connection, sized, 5, content[..<6])
-            #expect(past.errorCode == "bad_request" && past["error"]?["message"]?.stringValue?.contains("ends past 10 bytes") == true, "\(past)")
+            #expect(
+                past.errorCode == "bad_request"
+                    && past["error"]?["message"]?.stringValue?.contains("ends past 10 bytes") == true, "\(past)")
             #expect(try Self.write(connection, sized, 0, content[..<6]).isOK)
             let short = try connection.request(["op": "file.commit", "upload": .string(sized)])
-            #expect(short.errorCode == "bad_request" && short["error"]?["message"]?.stringValue?.contains("not the 10") == true, "\(short)")
+            #expect(
+                short.errorCode == "bad_request"
+                    && short["error"]?["message"]?.stringValue?.contains("not the 10") == true, "\(short)")
             #expect(try Self.write(connection, sized, 6, content[6..<10]).isOK)
             #expect(try connection.request(["op": "file.commit", "upload": .string(sized)]).result?["size"] == 10)
             // A bound name without replace: the writer refuses it.
             let again = try Self.begin(connection, ["name": "y.bin"])
             #expect(try Self.write(connection, again, 0, content[..<3]).isOK)
             #expect(try connection.request(["op": "file.commit", "upload": .string(again)]).errorCode == "conflict")
-            let bad = try connection.request(["op": "file.write", "upload": .string(sized), "offset": 0, "data": "aGk="])
+            let bad = try connection.request([
+                "op": "file.write", "upload": .string(sized), "offset": 0, "data": "aGk=",
+            ])
             #expect(bad.errorCode == "not_found", "a committed upload is gone: \(bad)")
             let other = try Self.begin(connection)
-            let base64 = try connection.request(["op": "file.write", "upload": .string(other), "offset": 0, "data": "aGk$"])
-            #expect(base64.errorCode == "bad_request" && base64["error"]?["message"]?.stringValue?.contains("offset 3") == true, "\(base64)")
+            let base64 = try connection.request([
+                "op": "file.write", "upload": .string(other), "offset": 0, "data": "aGk$",
+            ])
+            #expect(
+                base64.errorCode == "bad_request"
+                    && base64["error"]?["message"]?.stringValue?.contains("offset 3") == true, "\(base64)")
             let big = try connection.request(["op": "file.begin", "size": .int(Int64(2) << 30)])
             #expect(big.errorCode == "too_large", "\(big)")
         }
@@ -95,7 +127,9 @@ import Testing
             #expect(Files.temporaryFiles(daemon).count == 1)
             let second = try daemon.connect()
             #expect(try second.request(["op": "stats"]).result?["uploads"] == 1, "stats counts the open upload")
-            #expect(try Self.write(second, upload, 1000, [1, 2, 3]).errorCode == "not_found", "another connection cannot touch it")
+            #expect(
+                try Self.write(second, upload, 1000, [1, 2, 3]).errorCode == "not_found",
+                "another connection cannot touch it")
             #expect(try second.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "not_found")
             first.close()
             let deadline = Date().addingTimeInterval(10)
@@ -165,10 +199,15 @@ import Testing
             let content = Files.randomBytes(200_000, seed: 27)
             let upload = try Self.begin(connection, ["name": "full.bin", "size": 200_000])
             #expect(try Self.write(connection, upload, 0, content[..<100_000]).isOK)
-            try shim.set(.init(calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/blobs"))
+            try shim.set(
+                .init(calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/blobs"))
             let refused = try Self.write(connection, upload, 100_000, content[100_000...])
-            #expect(refused.errorCode == "unavailable" && refused["error"]?["message"]?.stringValue?.contains("storage is full") == true, "\(refused)")
-            #expect(try connection.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "bad_request", "a hole is left")
+            #expect(
+                refused.errorCode == "unavailable"
+                    && refused["error"]?["message"]?.stringValue?.contains("storage is full") == true, "\(refused)")
+            #expect(
+                try connection.request(["op": "file.commit", "upload": .string(upload)]).errorCode == "bad_request",
+                "a hole is left")
             #expect(Files.blobs(daemon).isEmpty)
             try shim.clear()
             #expect(try Self.write(connection, upload, 100_000, content[100_000...]).result?["received"] == 200_000)
@@ -214,12 +253,18 @@ import Testing
             defer { close(source) }
             let client = try FolioConnection(path: daemon.socketPath, timeout: 30)
             defer { client.close() }
-            try client.send(["op": "file.put", "name": "passed.bin", "contentType": "application/x-test", "fd": true], passing: source)
+            try client.send(
+                ["op": "file.put", "name": "passed.bin", "contentType": "application/x-test", "fd": true],
+                passing: source)
             let put = try #require(try client.readJSON())
-            #expect(put["result"]?["sha256"] == .string(Files.sha256(content)) && put["result"]?["size"] == 3_000_000, "\(put)")
+            #expect(
+                put["result"]?["sha256"] == .string(Files.sha256(content)) && put["result"]?["size"] == 3_000_000,
+                "\(put)")
 
             let read = try client.request(["op": "file.read", "name": "passed.bin", "fd": true])
-            #expect(read["result"]?["size"] == 3_000_000 && read["result"]?["contentType"] == "application/x-test", "\(read)")
+            #expect(
+                read["result"]?["size"] == 3_000_000 && read["result"]?["contentType"] == "application/x-test",
+                "\(read)")
             let passed = try #require(client.takePassedDescriptor())
             defer { close(passed) }
             var bytes = [UInt8](repeating: 0, count: content.count + 1)
@@ -233,27 +278,42 @@ import Testing
             defer { for fd in sources { close(fd) } }
             for index in 0..<10 {
                 let piece = daemon.directory + "/piece-\(index).bin"
-                try Data(Files.randomBytes(1000 + index, seed: 100 + UInt64(index))).write(to: URL(fileURLWithPath: piece))
+                try Data(Files.randomBytes(1000 + index, seed: 100 + UInt64(index))).write(
+                    to: URL(fileURLWithPath: piece))
                 sources.append(open(piece, O_RDONLY | O_CLOEXEC))
-                try client.send(["op": "file.put", "name": .string("pipelined/\(index)"), "fd": true], passing: sources[index])
+                try client.send(
+                    ["op": "file.put", "name": .string("pipelined/\(index)"), "fd": true], passing: sources[index])
             }
             for index in 0..<10 {
                 let answer = try #require(try client.readJSON())
-                #expect(answer["result"]?["name"] == .string("pipelined/\(index)") && answer["result"]?["size"] == .int(Int64(1000 + index)), "\(answer)")
-                #expect(answer["result"]?["sha256"] == .string(Files.sha256(Files.randomBytes(1000 + index, seed: 100 + UInt64(index)))))
+                #expect(
+                    answer["result"]?["name"] == .string("pipelined/\(index)")
+                        && answer["result"]?["size"] == .int(Int64(1000 + index)), "\(answer)")
+                #expect(
+                    answer["result"]?["sha256"]
+                        == .string(Files.sha256(Files.randomBytes(1000 + index, seed: 100 + UInt64(index)))))
             }
 
             // No descriptor with the line, a pipe, data and fd together: bad requests, nothing stored.
             let none = try client.request(["op": "file.put", "name": "none.bin", "fd": true])
-            #expect(none.errorCode == "bad_request" && none["error"]?["message"]?.stringValue?.contains("no descriptor") == true, "\(none)")
+            #expect(
+                none.errorCode == "bad_request"
+                    && none["error"]?["message"]?.stringValue?.contains("no descriptor") == true, "\(none)")
             var pipe: [Int32] = [0, 0]
             #expect(folio_pipe(&pipe) == 0)
-            defer { close(pipe[0]); close(pipe[1]) }
+            defer {
+                close(pipe[0])
+                close(pipe[1])
+            }
             try client.send(["op": "file.put", "name": "pipe.bin", "fd": true], passing: pipe[0])
             let piped = try #require(try client.readJSON())
-            #expect(piped.errorCode == "bad_request" && piped["error"]?["message"]?.stringValue?.contains("not a regular file") == true, "\(piped)")
+            #expect(
+                piped.errorCode == "bad_request"
+                    && piped["error"]?["message"]?.stringValue?.contains("not a regular file") == true, "\(piped)")
             #expect(try client.request(["op": "file.put", "data": "aGk=", "fd": true]).errorCode == "bad_request")
-            #expect(try client.request(["op": "file.read", "name": "passed.bin", "fd": true, "offset": 1]).errorCode == "bad_request")
+            #expect(
+                try client.request(["op": "file.read", "name": "passed.bin", "fd": true, "offset": 1]).errorCode
+                    == "bad_request")
             #expect(try client.request(["op": "file.read", "name": "nope", "fd": true]).errorCode == "not_found")
             #expect(client.takePassedDescriptor() == nil, "a failed read passes nothing")
         }
@@ -287,20 +347,27 @@ import Testing
             let content = Files.randomBytes(1_500_000, seed: 26)
             let path = daemon.directory + "/in.bin"
             try Data(content).write(to: URL(fileURLWithPath: path))
-            let byDescriptor = try CommandRun.run(Binaries.folio, ["file", "put", path, "--name", "a.bin"], environment: environment)
+            let byDescriptor = try CommandRun.run(
+                Binaries.folio, ["file", "put", path, "--name", "a.bin"], environment: environment)
             #expect(byDescriptor.status == 0 && byDescriptor.stdout.contains(Files.sha256(content)), "\(byDescriptor)")
-            let piped = try CommandRun.run("/bin/sh", ["-c", "cat \"$1\" | \"$0\" file put - --name b.bin", Binaries.folio, path], environment: environment)
+            let piped = try CommandRun.run(
+                "/bin/sh", ["-c", "cat \"$1\" | \"$0\" file put - --name b.bin", Binaries.folio, path],
+                environment: environment)
             #expect(piped.status == 0 && piped.stdout.contains(Files.sha256(content)), "\(piped)")
-            let pieces = try CommandRun.run(Binaries.folio, ["file", "put", path, "--name", "c.bin", "--pieces"], environment: environment)
+            let pieces = try CommandRun.run(
+                Binaries.folio, ["file", "put", path, "--name", "c.bin", "--pieces"], environment: environment)
             #expect(pieces.status == 0 && pieces.stdout.contains(Files.sha256(content)), "\(pieces)")
             for (name, flags) in [("a.bin", [String]()), ("b.bin", ["--pieces"])] {
                 let copy = daemon.directory + "/out-\(name)"
                 let get = try CommandRun.run(
-                    "/bin/sh", ["-c", "\"$0\" file get \"$1\" $3 > \"$2\"", Binaries.folio, name, copy, flags.joined()], environment: environment)
+                    "/bin/sh",
+                    ["-c", "\"$0\" file get \"$1\" $3 > \"$2\"", Binaries.folio, name, copy, flags.joined()],
+                    environment: environment)
                 #expect(get.status == 0, "\(get)")
                 #expect(FileManager.default.contents(atPath: copy) == Data(content), "\(name)")
             }
-            let toPipe = try CommandRun.run("/bin/sh", ["-c", "\"$0\" file get a.bin | wc -c", Binaries.folio], environment: environment)
+            let toPipe = try CommandRun.run(
+                "/bin/sh", ["-c", "\"$0\" file get a.bin | wc -c", Binaries.folio], environment: environment)
             #expect(toPipe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1500000", "\(toPipe)")
             #expect(Files.blobs(daemon).count == 1)
         }

@@ -41,7 +41,8 @@ struct IOFaultShim {
         let compiler = ["cc", "gcc", "clang"].lazy.flatMap { name in path.lazy.map { "\($0)/\(name)" } }
             .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let compiler else { throw DaemonError("no C compiler on the PATH to build \(Self.source)") }
-        let build = try CommandRun.run(compiler, ["-shared", "-fPIC", "-O2", "-o", library, Self.source, "-ldl"], timeout: 60)
+        let build = try CommandRun.run(
+            compiler, ["-shared", "-fPIC", "-O2", "-o", library, Self.source, "-ldl"], timeout: 60)
         guard build.status == 0 else { throw DaemonError("building the I/O fault library failed: \(build)") }
         try clear()
     }
@@ -54,7 +55,8 @@ struct IOFaultShim {
     /// Puts `faults` in force (and restarts their counts), replacing any before.
     func set(_ faults: [Fault]) throws {
         let draft = controlPath + ".new"
-        try faults.map(\.description).joined(separator: "\n").appending("\n").write(toFile: draft, atomically: false, encoding: .utf8)
+        try faults.map(\.description).joined(separator: "\n").appending("\n").write(
+            toFile: draft, atomically: false, encoding: .utf8)
         guard rename(draft, controlPath) == 0 else { throw DaemonError("cannot rename \(draft)") }
     }
 

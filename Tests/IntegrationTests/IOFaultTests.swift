@@ -21,7 +21,10 @@ import Testing
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             #expect(load.wait { $0.acknowledged > 50 })
-            try shim.set(.init(calls: "write", nth: 1, error: error, sticky: true, path: daemon.dataDirectory + "/data.mdb", from: Self.firstDataPage))
+            try shim.set(
+                .init(
+                    calls: "write", nth: 1, error: error, sticky: true, path: daemon.dataDirectory + "/data.mdb",
+                    from: Self.firstDataPage))
             #expect(load.wait { $0.refused > 20 }, "refused \(load.refused)")
             let connection = try daemon.connect()
             let stats = try connection.request(["op": "stats"])
@@ -46,7 +49,10 @@ import Testing
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             #expect(load.wait { $0.acknowledged > 50 })
-            try shim.set(.init(calls: "write", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb", below: Self.firstDataPage))
+            try shim.set(
+                .init(
+                    calls: "write", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb",
+                    below: Self.firstDataPage))
             load.wait(timeout: 60) { !$0.isRunning }
             #expect(daemon.waitForExit(timeout: 20) == FailpointTests.ioErrorStatus, "\(daemon.log)")
             #expect(daemon.log.contains("a failed write of LMDB's meta page"))
@@ -65,15 +71,21 @@ import Testing
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             #expect(load.wait { $0.acknowledged > 50 })
-            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb"))
+            try shim.set(
+                .init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb")
+            )
             let acknowledgedBefore = load.acknowledged
             load.wait(timeout: 60) { !$0.isRunning }
             #expect(daemon.waitForExit(timeout: 20) == FailpointTests.ioErrorStatus, "\(daemon.log)")
-            #expect(daemon.log.contains("a failed flush of data.mdb (fdatasync data.mdb: Input/output error)"), "\(daemon.log)")
+            #expect(
+                daemon.log.contains("a failed flush of data.mdb (fdatasync data.mdb: Input/output error)"),
+                "\(daemon.log)")
             #expect(shim.injected.first?.hasPrefix("fdatasync EIO") == true, "\(shim.injected)")
             if durability != "none" {
                 // Any write acknowledged after the fault had its commit flushed after it: none may be.
-                #expect(load.acknowledged - acknowledgedBefore < 50, "writes went on being acknowledged after a failed flush")
+                #expect(
+                    load.acknowledged - acknowledgedBefore < 50,
+                    "writes went on being acknowledged after a failed flush")
             }
             try expectRecovered(daemon, load)
         }
@@ -89,14 +101,18 @@ import Testing
             let load = WriteLoad()
             load.start(socket: daemon.socketPath)
             #expect(load.wait { $0.acknowledged > 50 })
-            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/" + file))
+            try shim.set(
+                .init(calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/" + file))
             let acknowledgedBefore = load.acknowledged
             load.wait(timeout: 60) { !$0.isRunning }
             #expect(daemon.waitForExit(timeout: 20) == FailpointTests.ioErrorStatus, "\(daemon.log)")
-            let reason = file == "journal" ? "a failed write or flush of the journal" : "a failed checkpoint of data.mdb"
+            let reason =
+                file == "journal" ? "a failed write or flush of the journal" : "a failed checkpoint of data.mdb"
             #expect(daemon.log.contains(reason), "\(daemon.log)")
             if file == "journal" {
-                #expect(load.acknowledged - acknowledgedBefore < 50, "writes went on being acknowledged after a failed flush")
+                #expect(
+                    load.acknowledged - acknowledgedBefore < 50,
+                    "writes went on being acknowledged after a failed flush")
             }
             // Writes answered after a failed checkpoint are in the journal, which still holds every
             // record since the last checkpoint that did flush: the restart brings them all back.
@@ -116,7 +132,8 @@ import Testing
         try withShimmedDaemon(arguments: ["--durability", "relaxed"]) { daemon, shim in
             let created = try daemon.request(["op": "create", "collection": "Note", "data": ["text": "last"]])
             #expect(created.isOK)
-            try shim.set(.init(calls: "fdatasync", nth: 1, error: "EIO", sticky: true, path: daemon.dataDirectory + "/data.mdb"))
+            try shim.set(
+                .init(calls: "fdatasync", nth: 1, error: "EIO", sticky: true, path: daemon.dataDirectory + "/data.mdb"))
             #expect(try daemon.stop() == FailpointTests.ioErrorStatus, "\(daemon.log)")
             #expect(daemon.log.contains("the final flush of data.mdb failed"))
             try shim.clear()
@@ -132,7 +149,8 @@ import Testing
     func aStartThatCannotOpenItsFilesSaysWhy(call: String, file: String) throws {
         try withShimmedDaemon(start: false) { daemon, shim in
             try FileManager.default.createDirectory(atPath: daemon.dataDirectory, withIntermediateDirectories: true)
-            try shim.set(.init(calls: call, nth: 1, error: "EIO", sticky: true, path: daemon.dataDirectory + "/" + file))
+            try shim.set(
+                .init(calls: call, nth: 1, error: "EIO", sticky: true, path: daemon.dataDirectory + "/" + file))
             #expect(throws: DaemonError.self) { try daemon.start() }
             #expect(daemon.log.contains("cannot start:") && daemon.log.contains("Input/output error"), "\(daemon.log)")
             #expect(!shim.injected.isEmpty)
@@ -148,7 +166,8 @@ import Testing
     func aBackupThatCannotBeWrittenOrFlushedIsRefused(call: String, error: String) throws {
         try withShimmedDaemon { daemon, shim in
             for index in 0..<50 {
-                #expect(try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
+                #expect(
+                    try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
             }
             let target = daemon.directory + "/backups/b1"
             try shim.set(.init(calls: call, nth: 1, error: error, sticky: true, path: daemon.directory + "/backups"))
@@ -172,13 +191,17 @@ import Testing
         // first (which flushes data.mdb too) and the flushes counted are the rebuild's own.
         try withShimmedDaemon(arguments: ["--journal", "off"]) { daemon, shim in
             for index in 0..<30 {
-                #expect(try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
+                #expect(
+                    try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
             }
             #expect(try daemon.stop() == 0)
             // The rebuild's first commit (marking the store) is flushed first: the second flush is
             // its chunk's.
-            try shim.set(.init(calls: "fdatasync", nth: 2, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb"))
-            let failed = try CommandRun.run(Binaries.foliod, ["rebuild", "--data", daemon.dataDirectory], environment: shim.environment)
+            try shim.set(
+                .init(calls: "fdatasync", nth: 2, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb")
+            )
+            let failed = try CommandRun.run(
+                Binaries.foliod, ["rebuild", "--data", daemon.dataDirectory], environment: shim.environment)
             #expect(failed.status == 1 && failed.stderr.contains("Input/output error"), "\(failed)")
             try shim.clear()
             #expect(throws: DaemonError.self) { try daemon.start() }
@@ -196,16 +219,19 @@ import Testing
     func anImportThatCannotBeWrittenLeavesNothing(call: String, error: String) throws {
         try withShimmedDaemon { daemon, shim in
             for index in 0..<30 {
-                #expect(try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
+                #expect(
+                    try daemon.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(index))]]).isOK)
             }
-            let export = try CommandRun.run(Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
+            let export = try CommandRun.run(
+                Binaries.folio, ["export"], environment: ["FOLIO_SOCKET": daemon.socketPath])
             #expect(export.status == 0)
             let file = daemon.directory + "/events.jsonl"
             try export.stdout.write(toFile: file, atomically: false, encoding: .utf8)
             let imports = daemon.directory + "/imports"
             try FileManager.default.createDirectory(atPath: imports, withIntermediateDirectories: false)
             try shim.set(.init(calls: call, nth: 1, error: error, sticky: true, path: imports))
-            let failed = try CommandRun.run(Binaries.foliod, ["import", "--data", imports + "/new", file], environment: shim.environment)
+            let failed = try CommandRun.run(
+                Binaries.foliod, ["import", "--data", imports + "/new", file], environment: shim.environment)
             #expect(failed.status == 1, "\(failed)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: imports).isEmpty)
             try shim.clear()

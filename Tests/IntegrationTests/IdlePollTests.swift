@@ -1,5 +1,5 @@
-import Foundation
 import FolioJSON
+import Foundation
 import Testing
 
 /// Event loops that look for work before they sleep (`--idle-poll`) answer as loops that sleep at
@@ -38,7 +38,10 @@ import Testing
                 #expect(got.result?["version"]?.integerValue == version)
                 #expect(got.result?["n"]?.integerValue == version - 1)
                 if round % 10 == 0 {
-                    let updated = try writer.request(["op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version), "patch": ["n": .int(version)]])
+                    let updated = try writer.request([
+                        "op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version),
+                        "patch": ["n": .int(version)],
+                    ])
                     #expect(updated.isOK)
                     version += 1
                 }
@@ -58,9 +61,14 @@ import Testing
             #expect(try connection.request(["op": "create", "collection": "Doc", "id": "d", "data": ["n": 0]]).isOK)
             for version in Int64(1)...200 {
                 if version % 2 == 0 {
-                    #expect(try connection.request(["op": "create", "collection": "Other", "data": ["n": .int(version)]]).isOK)
+                    #expect(
+                        try connection.request(["op": "create", "collection": "Other", "data": ["n": .int(version)]])
+                            .isOK)
                 }
-                let updated = try connection.request(["op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version), "patch": ["n": .int(version)]])
+                let updated = try connection.request([
+                    "op": "update", "collection": "Doc", "id": "d", "ifVersion": .int(version),
+                    "patch": ["n": .int(version)],
+                ])
                 #expect(updated.result?["version"]?.integerValue == version + 1, "\(updated)")
             }
             let got = try connection.request(["op": "get", "collection": "Doc", "id": "d"])

@@ -22,9 +22,11 @@ import Testing
 
     private func make(_ target: String, _ variables: [String: String]) throws -> CommandRun {
         try Binaries.require()
-        let assignments = (variables.merging(["BINARIES": Binaries.directory!, "SYSTEMD_SETUP": "no"]) { first, _ in first })
+        let assignments =
+            (variables.merging(["BINARIES": Binaries.directory!, "SYSTEMD_SETUP": "no"]) { first, _ in first })
             .sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        return try CommandRun.run(Self.which("make") ?? "/usr/bin/make", ["-s", "-C", Self.repository, target] + assignments, timeout: 120)
+        return try CommandRun.run(
+            Self.which("make") ?? "/usr/bin/make", ["-s", "-C", Self.repository, target] + assignments, timeout: 120)
     }
 
     /// Every file of the README's install, with its mode; the units name the installed binary; the
@@ -38,11 +40,14 @@ import Testing
             #expect(installed.status == 0, "\(installed)")
             let expected: [(String, mode_t)] = [
                 ("/usr/local/bin/foliod", 0o755), ("/usr/local/bin/folio", 0o755),
-                ("/usr/local/lib/systemd/system/foliod.service", 0o644), ("/usr/local/lib/systemd/system/foliod.socket", 0o644),
+                ("/usr/local/lib/systemd/system/foliod.service", 0o644),
+                ("/usr/local/lib/systemd/system/foliod.socket", 0o644),
                 ("/usr/local/lib/sysusers.d/folio.conf", 0o644), ("/usr/local/lib/tmpfiles.d/folio.conf", 0o644),
                 ("/etc/folio/foliod.conf", 0o644), ("/usr/local/share/man/man8/foliod.8", 0o644),
-                ("/usr/local/share/man/man1/folio.1", 0o644), ("/usr/local/share/bash-completion/completions/folio", 0o644),
-                ("/usr/local/share/bash-completion/completions/foliod", 0o644), ("/usr/local/share/zsh/site-functions/_folio", 0o644),
+                ("/usr/local/share/man/man1/folio.1", 0o644),
+                ("/usr/local/share/bash-completion/completions/folio", 0o644),
+                ("/usr/local/share/bash-completion/completions/foliod", 0o644),
+                ("/usr/local/share/zsh/site-functions/_folio", 0o644),
                 ("/usr/local/share/doc/folio/README.md", 0o644), ("/usr/local/share/doc/folio/PROTOCOL.md", 0o644),
             ]
             for (path, mode) in expected {
@@ -52,18 +57,29 @@ import Testing
             let version = try CommandRun.run(destination + "/usr/local/bin/foliod", ["--version"])
             #expect(version.stdout.hasPrefix("foliod "), "\(version)")
             let folioVersion = try CommandRun.run(destination + "/usr/local/bin/folio", ["--version"])
-            #expect(folioVersion.stdout == version.stdout.replacingOccurrences(of: "foliod", with: "folio"), "\(folioVersion)")
+            #expect(
+                folioVersion.stdout == version.stdout.replacingOccurrences(of: "foliod", with: "folio"),
+                "\(folioVersion)")
 
-            let service = try String(contentsOfFile: destination + "/usr/local/lib/systemd/system/foliod.service", encoding: .utf8)
+            let service = try String(
+                contentsOfFile: destination + "/usr/local/lib/systemd/system/foliod.service", encoding: .utf8)
             #expect(service.contains("ExecStart=/usr/local/bin/foliod --config /etc/folio/foliod.conf"))
 
             // The man pages hold every setting and every command --help names.
-            let foliodPage = try String(contentsOfFile: destination + "/usr/local/share/man/man8/foliod.8", encoding: .utf8)
+            let foliodPage = try String(
+                contentsOfFile: destination + "/usr/local/share/man/man8/foliod.8", encoding: .utf8)
             let help = try CommandRun.run(Binaries.foliod, ["--help"]).stdout
-            let settings = help.split(separator: "\n").filter { $0.hasPrefix("  --") }.map { $0.dropFirst(4).split(separator: " ")[0] }
+            let settings = help.split(separator: "\n").filter { $0.hasPrefix("  --") }.map {
+                $0.dropFirst(4).split(separator: " ")[0]
+            }
             #expect(settings.count > 20)
-            for setting in settings { #expect(foliodPage.contains("\\fB\\-\\-\(setting.replacingOccurrences(of: "-", with: "\\-"))\\fR"), "\(setting)") }
-            let folioPage = try String(contentsOfFile: destination + "/usr/local/share/man/man1/folio.1", encoding: .utf8)
+            for setting in settings {
+                #expect(
+                    foliodPage.contains("\\fB\\-\\-\(setting.replacingOccurrences(of: "-", with: "\\-"))\\fR"),
+                    "\(setting)")
+            }
+            let folioPage = try String(
+                contentsOfFile: destination + "/usr/local/share/man/man1/folio.1", encoding: .utf8)
             for command in ["create", "update", "batch", "backlinks", "schema", "view", "backup", "metrics", "top"] {
                 #expect(folioPage.contains(".SS folio \(command)\n"), "\(command)")
             }
@@ -111,10 +127,14 @@ import Testing
 
             // Every key the shipped configuration names, with the value it gives, is one foliod takes.
             let shipped = try String(contentsOfFile: destination + "/etc/folio/foliod.conf", encoding: .utf8)
-            let keys = shipped.split(separator: "\n").filter { $0.range(of: #"^#[a-z.-]+ = "#, options: .regularExpression) != nil }
+            let keys = shipped.split(separator: "\n").filter {
+                $0.range(of: #"^#[a-z.-]+ = "#, options: .regularExpression) != nil
+            }
             #expect(keys.count >= 20, "\(shipped)")
-            let uncommented = keys.map { $0.dropFirst() }.filter { !$0.hasPrefix("metrics-socket") && !$0.hasPrefix("backup-dir") }
-                .joined(separator: "\n")
+            let uncommented = keys.map { $0.dropFirst() }.filter {
+                !$0.hasPrefix("metrics-socket") && !$0.hasPrefix("backup-dir")
+            }
+            .joined(separator: "\n")
             try (uncommented + "\n").write(toFile: directory + "/foliod.conf", atomically: true, encoding: .utf8)
             let hello = try withRunningDaemon(arguments: ["--config", directory + "/foliod.conf"]) { daemon in
                 try daemon.request(["op": "hello"])
@@ -122,7 +142,8 @@ import Testing
             #expect(hello.isOK, "\(hello)")
 
             // A second install keeps an edited configuration, and so does uninstall; the rest goes.
-            try (shipped + "idle-timeout = 600\n").write(toFile: destination + "/etc/folio/foliod.conf", atomically: true, encoding: .utf8)
+            try (shipped + "idle-timeout = 600\n").write(
+                toFile: destination + "/etc/folio/foliod.conf", atomically: true, encoding: .utf8)
             let again = try make("install", ["DESTDIR": destination])
             #expect(again.status == 0 && again.stdout.contains("kept"), "\(again)")
             let removed = try make("uninstall", ["DESTDIR": destination])
@@ -149,7 +170,8 @@ import Testing
                 Self.systemdAnalyze!, ["verify"] + options + [units + "foliod.service", units + "foliod.socket"],
                 environment: ["MANPATH": directory + "/usr/share/man"])
             #expect(verified.status == 0 && verified.stderr.isEmpty && verified.stdout.isEmpty, "\(verified)")
-            let security = try CommandRun.run(Self.systemdAnalyze!, ["security", "--offline=yes", "--no-pager", units + "foliod.service"])
+            let security = try CommandRun.run(
+                Self.systemdAnalyze!, ["security", "--offline=yes", "--no-pager", units + "foliod.service"])
             let exposure = security.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }
                 .flatMap { line in line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) } }
             #expect(exposure != nil && exposure! <= 2.0, "\(security)")

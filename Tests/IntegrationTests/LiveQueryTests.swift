@@ -19,14 +19,21 @@ import Testing
 
     /// Seeds Tasks and the view `open` (not done, by title).
     private func seed(_ daemon: RunningDaemon) throws {
-        let view = try daemon.request(["op": "view.define", "name": "open", "collection": "Task", "where": ["done": false], "sort": ["title"]])
+        let view = try daemon.request([
+            "op": "view.define", "name": "open", "collection": "Task", "where": ["done": false], "sort": ["title"],
+        ])
         #expect(view.isOK, "\(view)")
-        let byDone = try daemon.request(["op": "view.define", "name": "byDone", "collection": "Task", "sort": ["done", "title"]])
+        let byDone = try daemon.request([
+            "op": "view.define", "name": "byDone", "collection": "Task", "sort": ["done", "title"],
+        ])
         #expect(byDone.isOK, "\(byDone)")
         let connection = try daemon.connect()
         var random = SystemRandomNumberGenerator()
         for index in 0..<40 {
-            _ = try connection.request(["op": "create", "collection": "Task", "id": .string("s\(index)"), "data": .object(LiveModel.randomData(&random))])
+            _ = try connection.request([
+                "op": "create", "collection": "Task", "id": .string("s\(index)"),
+                "data": .object(LiveModel.randomData(&random)),
+            ])
         }
     }
 
@@ -37,10 +44,19 @@ import Testing
             let connection = try TestConnection(path: socket)
             var random = SystemRandomNumberGenerator()
             func op() -> JSON {
-                let id = JSON.string(Bool.random(using: &random) ? "s\(Int.random(in: 0..<40, using: &random))" : "w\(worker)-\(Int.random(in: 0..<30, using: &random))")
+                let id = JSON.string(
+                    Bool.random(using: &random)
+                        ? "s\(Int.random(in: 0..<40, using: &random))"
+                        : "w\(worker)-\(Int.random(in: 0..<30, using: &random))")
                 switch Int.random(in: 0..<10, using: &random) {
-                case 0..<3: return ["op": "create", "collection": "Task", "id": id, "data": .object(LiveModel.randomData(&random))]
-                case 3..<8: return ["op": "update", "collection": "Task", "id": id, "patch": .object(LiveModel.randomData(&random))]
+                case 0..<3:
+                    return [
+                        "op": "create", "collection": "Task", "id": id, "data": .object(LiveModel.randomData(&random)),
+                    ]
+                case 3..<8:
+                    return [
+                        "op": "update", "collection": "Task", "id": id, "patch": .object(LiveModel.randomData(&random)),
+                    ]
                 default: return ["op": "delete", "collection": "Task", "id": id]
                 }
             }
@@ -73,7 +89,9 @@ import Testing
     @Test func everyWindowUnderConcurrentWritesIsTheQueryAtItsSequence() throws {
         try withRunningDaemon { daemon in
             try seed(daemon)
-            let clients = try Self.queries.enumerated().map { index, query in try LiveClient(daemon, tag: .string("q\(index)"), query: query) }
+            let clients = try Self.queries.enumerated().map { index, query in
+                try LiveClient(daemon, tag: .string("q\(index)"), query: query)
+            }
             let writing = writeConcurrently(daemon, threads: 3, writes: 120)
             // Clients read while the writes go on, not only after.
             for _ in 0..<20 { for client in clients { try client.readAvailable() } }
@@ -84,7 +102,9 @@ import Testing
             for _ in 0..<8 {
                 for query in Self.queries.prefix(3) {
                     let page = try deleter.request((["op": "list", "limit": 6] as JSON).merging(query))
-                    let ops: [JSON] = try #require(page.result?["items"]?.arrayValue).map { ["op": "delete", "collection": "Task", "id": $0["id"]!] }
+                    let ops: [JSON] = try #require(page.result?["items"]?.arrayValue).map {
+                        ["op": "delete", "collection": "Task", "id": $0["id"]!]
+                    }
                     if !ops.isEmpty { _ = try deleter.request(["op": "batch", "ops": .array(ops)]) }
                 }
                 for client in clients { try client.readAvailable() }
@@ -131,10 +151,18 @@ import Testing
             try seed(daemon)
             let first = try LiveClient(daemon, tag: "a", query: Self.queries[0])
             first.connection.close()
-            for index in 0..<5 { _ = try daemon.request(["op": "update", "collection": "Task", "id": .string("s\(index)"), "patch": ["title": "x"]]) }
+            for index in 0..<5 {
+                _ = try daemon.request([
+                    "op": "update", "collection": "Task", "id": .string("s\(index)"), "patch": ["title": "x"],
+                ])
+            }
             let near = try LiveClient(daemon, tag: "b", query: Self.queries[0], resuming: first)
             #expect(near.resumed)
-            for index in 0..<20 { _ = try daemon.request(["op": "update", "collection": "Task", "id": .string("s\(index)"), "patch": ["title": "y"]]) }
+            for index in 0..<20 {
+                _ = try daemon.request([
+                    "op": "update", "collection": "Task", "id": .string("s\(index)"), "patch": ["title": "y"],
+                ])
+            }
             let far = try LiveClient(daemon, tag: "c", query: Self.queries[0], resuming: first)
             #expect(!far.resumed && far.firstAnswer.result?["reset"] == true)
             let model = try LiveModel(daemon)
@@ -155,7 +183,10 @@ import Testing
             let writer = try daemon.connect()
             let padding = JSON.string(String(repeating: "p", count: 8000))
             for index in 0..<400 {
-                let response = try writer.request(["op": "update", "collection": "Task", "id": .string("s\(index % 40)"), "patch": ["pad": padding, "i": .int(Int64(index))]])
+                let response = try writer.request([
+                    "op": "update", "collection": "Task", "id": .string("s\(index % 40)"),
+                    "patch": ["pad": padding, "i": .int(Int64(index))],
+                ])
                 #expect(response.isOK)
             }
             let error = try client.readUntilEnd()
@@ -174,11 +205,17 @@ import Testing
         try withRunningDaemon { daemon in
             try seed(daemon)
             let onView = try LiveClient(daemon, tag: "v", query: ["view": "open", "limit": 5])
-            let byCollection = try LiveClient(daemon, tag: "c", query: ["collection": "Task", "where": ["done": false], "sort": ["title"], "limit": 5])
+            let byCollection = try LiveClient(
+                daemon, tag: "c",
+                query: ["collection": "Task", "where": ["done": false], "sort": ["title"], "limit": 5])
             _ = try daemon.request(["op": "view.drop", "name": "open"])
             let ended = try onView.readUntilEnd()
-            #expect(ended.errorCode == "not_found" && ended["error"]?["lastSeq"]?.integerValue == onView.sequence, "\(ended)")
-            _ = try daemon.request(["op": "create", "collection": "Task", "data": ["title": "!", "done": false, "n": 1]])
+            #expect(
+                ended.errorCode == "not_found" && ended["error"]?["lastSeq"]?.integerValue == onView.sequence,
+                "\(ended)")
+            _ = try daemon.request([
+                "op": "create", "collection": "Task", "data": ["title": "!", "done": false, "n": 1],
+            ])
             let last = try barrier(daemon)
             try byCollection.read(through: last)
             try byCollection.checkEveryWindow(against: try LiveModel(daemon))
@@ -195,21 +232,38 @@ import Testing
                 return answer.errorMessage ?? ""
             }
             #expect(try refusal(["op": "watch", "query": ["collection": "Task"]]).contains("needs a tag"))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "include": ["owner"]]]).contains("no \"include\""))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "after": "x"]]).contains("no \"after\""))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "limit": 1001]]).contains("limit"))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "colour": 1]]).contains("unknown field \"colour\""))
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "include": ["owner"]]]).contains(
+                    "no \"include\""))
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "after": "x"]]).contains(
+                    "no \"after\""))
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "limit": 1001]]).contains("limit")
+            )
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task", "colour": 1]]).contains(
+                    "unknown field \"colour\""))
             #expect(try refusal(["op": "watch", "tag": 1, "query": ["view": "open", "sort": ["n"]]]).contains("sort"))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["view": "open", "where": ["n": 3]]]).contains("leading sort fields"))
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["view": "open", "where": ["n": 3]]]).contains(
+                    "leading sort fields"))
             #expect(try refusal(["op": "watch", "tag": 1, "query": ["view": "gone"]]).contains("gone"))
             #expect(try refusal(["op": "watch", "tag": 1, "query": "Task"]).contains("must be an object"))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task"], "after": 3]).contains("not both"))
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task"], "after": 3]).contains("not both")
+            )
             #expect(try refusal(["op": "watch", "tag": 1, "resumeAfter": 3]).contains("needs \"query\""))
-            #expect(try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task"], "resumeAfter": 1_000_000]).contains("beyond the last event"))
-            let started = try connection.request(["op": "watch", "tag": "t", "query": ["collection": "Task", "limit": 1]])
+            #expect(
+                try refusal(["op": "watch", "tag": 1, "query": ["collection": "Task"], "resumeAfter": 1_000_000])
+                    .contains("beyond the last event"))
+            let started = try connection.request([
+                "op": "watch", "tag": "t", "query": ["collection": "Task", "limit": 1],
+            ])
             #expect(started.result?["watching"] == true)
             #expect(try refusal(["op": "watch", "tag": "t"]).contains("already running"))
-            #expect(try refusal(["op": "watch", "tag": "t", "query": ["collection": "Task"]]).contains("already running"))
+            #expect(
+                try refusal(["op": "watch", "tag": "t", "query": ["collection": "Task"]]).contains("already running"))
             let unwatched = try connection.request(["op": "unwatch", "tag": "u", "watch": "t"])
             #expect(unwatched.result?["lastSeq"] == started.result?["seq"], "\(unwatched)")
             let stats = try connection.request(["op": "stats"])
@@ -272,7 +326,9 @@ final class LiveClient {
     /// Applies change lines until one at or past `last`.
     func read(through last: Int64) throws {
         while sequence < last {
-            guard let line = try connection.readJSON() else { throw DaemonError("\(tag): the connection closed at \(sequence)") }
+            guard let line = try connection.readJSON() else {
+                throw DaemonError("\(tag): the connection closed at \(sequence)")
+            }
             try take(line)
         }
     }
@@ -280,14 +336,18 @@ final class LiveClient {
     /// Applies change lines until an error line ends the live query; returns it.
     func readUntilEnd() throws -> JSON {
         while true {
-            guard let line = try connection.readJSON() else { throw DaemonError("\(tag): the connection closed at \(sequence)") }
+            guard let line = try connection.readJSON() else {
+                throw DaemonError("\(tag): the connection closed at \(sequence)")
+            }
             if line["ok"] == false { return line }
             try take(line)
         }
     }
 
     private func take(_ line: JSON) throws {
-        guard line["tag"] == tag, let change = line["change"] else { throw DaemonError("\(tag): unexpected line \(line)") }
+        guard line["tag"] == tag, let change = line["change"] else {
+            throw DaemonError("\(tag): unexpected line \(line)")
+        }
         try apply(change)
         windows.append(Window(sequence: sequence, items: items, total: total))
     }
@@ -304,10 +364,17 @@ final class LiveClient {
             removals.append(from)
         }
         for index in removals.sorted(by: >) { items.remove(at: index) }
-        var insertions: [(Int, JSON)] = try need(change["inserted"]?.arrayValue).map { (Int(try need($0["index"]?.integerValue)), try need($0["object"])) }
-        for move in moved { insertions.append((Int(try need(move["to"]?.integerValue)), try need(taken[try need(move["id"]?.stringValue)]))) }
+        var insertions: [(Int, JSON)] = try need(change["inserted"]?.arrayValue).map {
+            (Int(try need($0["index"]?.integerValue)), try need($0["object"]))
+        }
+        for move in moved {
+            insertions.append(
+                (Int(try need(move["to"]?.integerValue)), try need(taken[try need(move["id"]?.stringValue)])))
+        }
         for (index, object) in insertions.sorted(by: { $0.0 < $1.0 }) { items.insert(object, at: index) }
-        for update in try need(change["updated"]?.arrayValue) { items[Int(try need(update["index"]?.integerValue))] = try need(update["object"]) }
+        for update in try need(change["updated"]?.arrayValue) {
+            items[Int(try need(update["index"]?.integerValue))] = try need(update["object"])
+        }
         total = try need(change["total"]?.integerValue)
         sequence = seq
     }
@@ -366,10 +433,14 @@ struct LiveModel {
     func tasks(at sequence: Int64) -> [String: Task] {
         var tasks: [String: Task] = [:]
         for event in events {
-            guard let seq = event["seq"]?.integerValue, seq <= sequence, let id = event["id"]?.stringValue else { continue }
+            guard let seq = event["seq"]?.integerValue, seq <= sequence, let id = event["id"]?.stringValue else {
+                continue
+            }
             let version = event["version"]!.integerValue!
             switch event["type"]?.stringValue {
-            case "created": tasks[id] = Task(version: version, createdAt: event["at"]!.stringValue!, data: event["data"]!.objectValue!)
+            case "created":
+                tasks[id] = Task(
+                    version: version, createdAt: event["at"]!.stringValue!, data: event["data"]!.objectValue!)
             case "updated":
                 for field in event["patch"]!.objectValue! { tasks[id]!.data[field.key] = field.value }
                 tasks[id]!.version = version
@@ -390,24 +461,39 @@ struct LiveModel {
         let descending = query["order"] == "desc"
         if query["view"] == "byDone" {
             entries = entries.filter { $0.task.data["done"] == query["where"]?["done"] }
-            entries.sort { string($0.task, "title") != string($1.task, "title") ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id) }
+            entries.sort {
+                string($0.task, "title") != string($1.task, "title")
+                    ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id)
+            }
         } else if query["view"] == "open" || query["where"]?["done"] == false {
             entries = entries.filter { $0.task.data["done"] == false }
-            entries.sort { string($0.task, "title") != string($1.task, "title") ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id) }
+            entries.sort {
+                string($0.task, "title") != string($1.task, "title")
+                    ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id)
+            }
         } else if query["where"]?["done"] == true {
             entries = entries.filter { $0.task.data["done"] == true }
-            entries.sort { $0.task.createdAt != $1.task.createdAt ? $0.task.createdAt < $1.task.createdAt : bytes($0.id, $1.id) }
+            entries.sort {
+                $0.task.createdAt != $1.task.createdAt ? $0.task.createdAt < $1.task.createdAt : bytes($0.id, $1.id)
+            }
         } else if query["where"]?["n"] != nil {
             entries = entries.filter { number($0.task) >= 5 }
             entries.sort {
                 if number($0.task) != number($1.task) { return number($0.task) > number($1.task) }
-                if string($0.task, "title") != string($1.task, "title") { return bytes(string($0.task, "title"), string($1.task, "title")) }
+                if string($0.task, "title") != string($1.task, "title") {
+                    return bytes(string($0.task, "title"), string($1.task, "title"))
+                }
                 return bytes($0.id, $1.id)
             }
         } else if query["sort"] != nil {
-            entries.sort { string($0.task, "title") != string($1.task, "title") ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id) }
+            entries.sort {
+                string($0.task, "title") != string($1.task, "title")
+                    ? bytes(string($0.task, "title"), string($1.task, "title")) : bytes($0.id, $1.id)
+            }
         } else {
-            entries.sort { $0.task.createdAt != $1.task.createdAt ? $0.task.createdAt < $1.task.createdAt : bytes($0.id, $1.id) }
+            entries.sort {
+                $0.task.createdAt != $1.task.createdAt ? $0.task.createdAt < $1.task.createdAt : bytes($0.id, $1.id)
+            }
         }
         if descending { entries.reverse() }
         return (entries.prefix(limit).map { "\($0.id)@\($0.task.version)" }, entries.count)

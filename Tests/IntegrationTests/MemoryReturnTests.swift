@@ -10,14 +10,19 @@ import Testing
     private func anonymousKiB(_ pid: Int32) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
-            if let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) }) {
+            if let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({
+                Int($0)
+            }) {
                 return kib
             }
         }
         throw DaemonError("no RssAnon in /proc/\(pid)/status")
     }
 
-    @Test(.disabled(if: underSanitizer, "a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing of foliod's"))
+    @Test(
+        .disabled(
+            if: underSanitizer, "a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing of foliod's"
+        ))
     func memoryHeldForLongLinesIsReturnedWhenTheirClientsLeave() throws {
         try withRunningDaemon { daemon in
             let pid = try #require(daemon.pid)
@@ -46,7 +51,8 @@ import Testing
             }
             #expect(
                 after <= quiet + 16 << 10,
-                "RssAnon \(quiet) KiB before, \(busy) KiB holding 60 lines of 960 KiB, \(after) KiB 10 s after they left")
+                "RssAnon \(quiet) KiB before, \(busy) KiB holding 60 lines of 960 KiB, \(after) KiB 10 s after they left"
+            )
             #expect(try probe.request(["op": "hello"]).isOK)
         }
     }

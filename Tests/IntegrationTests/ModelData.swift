@@ -36,7 +36,9 @@ enum ModelData {
 
     /// The target of `{"$ref": "Coll/id"}`.
     static func reference(_ value: JSON?) -> String? {
-        guard case .object(let object)? = value, object.count == 1, case .string(let target)? = object["$ref"] else { return nil }
+        guard case .object(let object)? = value, object.count == 1, case .string(let target)? = object["$ref"] else {
+            return nil
+        }
         return target
     }
 
@@ -157,7 +159,9 @@ enum ModelData {
 
     private static func merge(_ patch: JSON, into target: JSON?) -> JSON {
         guard case .object(let patchObject) = patch, !isTyped(patchObject) else { return patch }
-        if case .object(let targetObject)? = target, !isTyped(targetObject) { return .object(mergePatch(patchObject, into: targetObject)) }
+        if case .object(let targetObject)? = target, !isTyped(targetObject) {
+            return .object(mergePatch(patchObject, into: targetObject))
+        }
         return .object(mergePatch(patchObject, into: JSONObject()))
     }
 
@@ -189,7 +193,9 @@ enum ModelData {
                 default: return "\(op.pathText): $inc takes a number"
                 }
             case "$push", "$addToSet", "$pull":
-                guard case .array(let values) = op.operand, !values.isEmpty else { return "\(op.pathText): \(op.name) takes a non-empty array" }
+                guard case .array(let values) = op.operand, !values.isEmpty else {
+                    return "\(op.pathText): \(op.name) takes a non-empty array"
+                }
             case "$unset":
                 guard op.operand == .bool(true) else { return "\(op.pathText): $unset takes true" }
             case "$set": break
@@ -219,7 +225,8 @@ enum ModelData {
         return .success(result)
     }
 
-    private static func apply(_ op: FieldOp, at path: ArraySlice<String>, in object: inout JSONObject) -> ModelFailure? {
+    private static func apply(_ op: FieldOp, at path: ArraySlice<String>, in object: inout JSONObject) -> ModelFailure?
+    {
         let key = path.first!
         let bad = { (why: String) in ModelFailure(.badRequest, "field \"\(op.pathText)\": \(why)") }
         if path.count > 1 {

@@ -41,21 +41,23 @@ struct ModelSchema: Equatable {
     /// The fields of `schema.define`, written as foliod gives them back (defaults left out).
     var fieldsJSON: JSON {
         .object(
-            JSONObject(fields.map { field in
-                var spec: JSONObject
-                switch field.type {
-                case .string: spec = ["type": "string"]
-                case .integer: spec = ["type": "integer"]
-                case .object: spec = ["type": "object"]
-                case .any: spec = ["type": "any"]
-                case .ref(let collection): spec = ["type": "ref", "ref": .string(collection)]
-                case .refArray(let collection): spec = ["type": "array", "items": ["type": "ref", "ref": .string(collection)]]
-                }
-                if field.required { spec["required"] = true }
-                if field.rule != .keep { spec["onTargetDelete"] = .string(field.rule.rawValue) }
-                if field.owns { spec["owns"] = true }
-                return JSONObject.Field(key: field.name, value: .object(spec))
-            }))
+            JSONObject(
+                fields.map { field in
+                    var spec: JSONObject
+                    switch field.type {
+                    case .string: spec = ["type": "string"]
+                    case .integer: spec = ["type": "integer"]
+                    case .object: spec = ["type": "object"]
+                    case .any: spec = ["type": "any"]
+                    case .ref(let collection): spec = ["type": "ref", "ref": .string(collection)]
+                    case .refArray(let collection):
+                        spec = ["type": "array", "items": ["type": "ref", "ref": .string(collection)]]
+                    }
+                    if field.required { spec["required"] = true }
+                    if field.rule != .keep { spec["onTargetDelete"] = .string(field.rule.rawValue) }
+                    if field.owns { spec["owns"] = true }
+                    return JSONObject.Field(key: field.name, value: .object(spec))
+                }))
     }
 
     /// The schema as `schema.define` answers it and the `schema.defined` event holds it.

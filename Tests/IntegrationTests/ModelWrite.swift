@@ -98,7 +98,8 @@ struct ModelWrite {
         switch command {
         case .object(let op): return op.identity
         case .batch(let ops, let atomic):
-            return JSON.object(["op": "batch", "ops": .array(ops.map(\.identity)), "atomic": .bool(atomic ?? true)]).canonical
+            return JSON.object(["op": "batch", "ops": .array(ops.map(\.identity)), "atomic": .bool(atomic ?? true)])
+                .canonical
         case .defineSchema, .dropSchema:
             guard case .object(var object) = request else { return request }
             object["requestKey"] = nil
@@ -133,9 +134,15 @@ extension JSON {
         switch self {
         case .array(let elements): return .array(elements.map { $0.respelled(using: &random) })
         case .object(let object) where object.count > 1:
-            return .object(JSONObject(object.fields.shuffled(using: &random).map { JSONObject.Field(key: $0.key, value: $0.value.respelled(using: &random)) }))
+            return .object(
+                JSONObject(
+                    object.fields.shuffled(using: &random).map {
+                        JSONObject.Field(key: $0.key, value: $0.value.respelled(using: &random))
+                    }))
         case .object(let object):
-            return .object(JSONObject(object.fields.map { JSONObject.Field(key: $0.key, value: $0.value.respelled(using: &random)) }))
+            return .object(
+                JSONObject(
+                    object.fields.map { JSONObject.Field(key: $0.key, value: $0.value.respelled(using: &random)) }))
         default: return self
         }
     }

@@ -133,7 +133,8 @@ import Testing
             #expect(!all.contains(-1), "every get answered: \(all)")
             // Woken for nothing: at most a few, where the machine made a client sleep for reasons of
             // its own (1 to 9 of 96 here; with peeking switched off, 84 to 92).
-            #expect(all.filter { $0 >= 2 }.count * 4 <= all.count, "voluntary switches a get, by client and round: \(all)")
+            #expect(
+                all.filter { $0 >= 2 }.count * 4 <= all.count, "voluntary switches a get, by client and round: \(all)")
         }
     }
 
@@ -157,7 +158,9 @@ import Testing
             try Data(Array("passed with its line".utf8)).write(to: URL(fileURLWithPath: path))
             let source = open(path, O_RDONLY | O_CLOEXEC)
             defer { close(source) }
-            for connection in [pipelined, cut, long, writes, ending] { #expect(try connection.request(["op": "hello"]).isOK) }
+            for connection in [pipelined, cut, long, writes, ending] {
+                #expect(try connection.request(["op": "hello"]).isOK)
+            }
             #expect(try passing.request(["op": "hello"])["ok"] == .bool(true))
 
             let text = String(repeating: "x", count: 200_000)
@@ -166,7 +169,11 @@ import Testing
                 try cut.send(bytes: Array("\(get)1}\n\(get)2".utf8))
                 try long.send(["op": "create", "collection": "Long", "data": ["text": .string(text)], "tag": 1])
                 try long.send(bytes: Array("\(get)2}\n".utf8))
-                try writes.send(bytes: Array((0..<20).map { "{\"op\":\"create\",\"collection\":\"Note\",\"data\":{\"n\":\($0 + 1)},\"tag\":\($0)}\n\(get)\($0)}\n" }.joined().utf8))
+                try writes.send(
+                    bytes: Array(
+                        (0..<20).map {
+                            "{\"op\":\"create\",\"collection\":\"Note\",\"data\":{\"n\":\($0 + 1)},\"tag\":\($0)}\n\(get)\($0)}\n"
+                        }.joined().utf8))
                 try ending.send(bytes: Array("\(get)1}\n\(get)2}".utf8))
                 ending.withDescriptor { _ = shutdown($0, Int32(SHUT_WR)) }
                 try passing.send(["op": "file.put", "name": "passed.bin", "fd": true, "tag": 1], passing: source)
@@ -175,7 +182,9 @@ import Testing
 
             for tag in 0..<50 {
                 let answer = try pipelined.readResponse()
-                #expect(answer.isOK && answer["tag"] == .int(Int64(tag)) && answer.result?["id"] == .string(id), "\(answer)")
+                #expect(
+                    answer.isOK && answer["tag"] == .int(Int64(tag)) && answer.result?["id"] == .string(id), "\(answer)"
+                )
             }
             #expect(try cut.readResponse()["tag"] == 1)
             #expect(!cut.waitReadable(timeout: 0.2), "half a line is not answered")
@@ -192,14 +201,19 @@ import Testing
                 #expect(read.isOK && read["tag"] == .int(Int64(tag)), "\(read)")
             }
             #expect(try ending.readResponse()["tag"] == 1)
-            #expect(try ending.readResponse()["tag"] == 2, "a last line without its newline is answered at the end of the stream")
+            #expect(
+                try ending.readResponse()["tag"] == 2,
+                "a last line without its newline is answered at the end of the stream")
             #expect(try ending.readJSON() == nil, "then the connection closes")
             let put = try #require(try passing.readJSON())
-            #expect(put["tag"] == 1 && put["result"]?["size"] == .int(Int64("passed with its line".utf8.count)), "\(put)")
+            #expect(
+                put["tag"] == 1 && put["result"]?["size"] == .int(Int64("passed with its line".utf8.count)), "\(put)")
 
             let listed = try daemon.request(["op": "list", "collection": "Long"])
             let stored = listed.result?["items"]?.arrayValue?.first?["text"]?.stringValue
-            #expect(stored?.count == text.count && stored == text, "the long line's text comes back whole (\(stored?.count ?? -1) characters)")
+            #expect(
+                stored?.count == text.count && stored == text,
+                "the long line's text comes back whole (\(stored?.count ?? -1) characters)")
             #expect(try daemon.request(["op": "count", "collection": "Note"]).result?["count"] == 21)
             #expect(try daemon.request(["op": "verify"]).result?["ok"] == true)
         }

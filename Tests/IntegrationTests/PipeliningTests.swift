@@ -18,7 +18,9 @@ import Testing
                 ("x", [:]),
             ]
             for (id, fields) in data {
-                #expect(try connection.request(["op": "create", "collection": "Item", "id": .string(id), "data": fields]).isOK)
+                #expect(
+                    try connection.request(["op": "create", "collection": "Item", "id": .string(id), "data": fields])
+                        .isOK)
             }
             let lines = [
                 #"{"op":"get","collection":"Item","id":"a-1"}"#,
@@ -48,7 +50,11 @@ import Testing
         try withRunningDaemon(arguments: ["--map-size", "1048576"]) { daemon in
             let writer = try daemon.connect()
             for index in 0..<50 {
-                #expect(try writer.request(["op": "create", "collection": "Item", "id": .string("k\(index)"), "data": ["n": .int(Int64(index))]]).isOK)
+                #expect(
+                    try writer.request([
+                        "op": "create", "collection": "Item", "id": .string("k\(index)"),
+                        "data": ["n": .int(Int64(index))],
+                    ]).isOK)
             }
             let stop = Locked(false)
             let failures = Locked<[String]>([])
@@ -56,7 +62,9 @@ import Testing
             let finished = DispatchSemaphore(value: 0)
             for _ in 0..<4 {
                 nonisolated(unsafe) let connection = try daemon.connect()
-                let batch: [UInt8] = (0..<32).flatMap { index -> [UInt8] in Array(#"{"op":"get","collection":"Item","id":"k\#(index % 50)"}"#.utf8) + [0x0A] }
+                let batch: [UInt8] = (0..<32).flatMap { index -> [UInt8] in
+                    Array(#"{"op":"get","collection":"Item","id":"k\#(index % 50)"}"#.utf8) + [0x0A]
+                }
                 Thread {
                     defer { finished.signal() }
                     do {
@@ -76,7 +84,9 @@ import Testing
             defer { stop.withLock { $0 = true } }
             let payload = JSON.string(String(repeating: "z", count: 1000))
             let started = Date()
-            while daemon.log.components(separatedBy: "map full: grew it").count - 1 < 3 && Date().timeIntervalSince(started) < 60 {
+            while daemon.log.components(separatedBy: "map full: grew it").count - 1 < 3
+                && Date().timeIntervalSince(started) < 60
+            {
                 let create: JSON = ["op": "create", "collection": "Filler", "data": ["p": payload]]
                 try writer.send(bytes: (0..<16).flatMap { _ in create.serialized() + [0x0A] })
                 for _ in 0..<16 { #expect(try writer.readResponse().isOK) }
@@ -89,7 +99,9 @@ import Testing
             #expect(gets.current > 1000)
             // The loops, idle now, must have ended the snapshots of their last gets before waiting:
             // the map grows once more with no read to end them.
-            while daemon.log.components(separatedBy: "map full: grew it").count - 1 == grown && Date().timeIntervalSince(started) < 120 {
+            while daemon.log.components(separatedBy: "map full: grew it").count - 1 == grown
+                && Date().timeIntervalSince(started) < 120
+            {
                 let create: JSON = ["op": "create", "collection": "Filler", "data": ["p": payload]]
                 try writer.send(bytes: (0..<16).flatMap { _ in create.serialized() + [0x0A] })
                 for _ in 0..<16 { #expect(try writer.readResponse().isOK) }
@@ -171,12 +183,16 @@ import Testing
         try withRunningDaemon { daemon in
             let connection = try daemon.connect()
             for index in 0..<20 {
-                _ = try connection.request(["op": "create", "collection": "Item", "id": .string("q\(index)"), "data": ["n": .int(Int64(index))]])
+                _ = try connection.request([
+                    "op": "create", "collection": "Item", "id": .string("q\(index)"), "data": ["n": .int(Int64(index))],
+                ])
             }
             var lines: [[UInt8]] = []
             var expected: [String] = []
             func get(_ id: String, _ tag: String) {
-                lines.append(JSON.object(["op": "get", "collection": "Item", "id": .string(id), "tag": .string(tag)]).serialized())
+                lines.append(
+                    JSON.object(["op": "get", "collection": "Item", "id": .string(id), "tag": .string(tag)])
+                        .serialized())
                 expected.append(tag)
             }
             for round in 0..<10 {
@@ -185,11 +201,16 @@ import Testing
                 lines.append(Array(#"{"op":"get","tag":"bad\#(round)","collection":"#.utf8))
                 expected.append("-")
                 for index in 0..<3 { get("q\(index)", "b\(round).\(index)") }
-                lines.append(JSON.object(["op": "count", "collection": "Item", "where": ["n": ["$gte": 0]], "tag": .string("c\(round)")]).serialized())
+                lines.append(
+                    JSON.object([
+                        "op": "count", "collection": "Item", "where": ["n": ["$gte": 0]], "tag": .string("c\(round)"),
+                    ]).serialized())
                 expected.append("c\(round)")
-                lines.append(JSON.object([
-                    "op": "create", "collection": "Item", "id": .string("w\(round)"), "data": ["n": .int(Int64(100 + round))], "tag": .string("w\(round)"),
-                ]).serialized())
+                lines.append(
+                    JSON.object([
+                        "op": "create", "collection": "Item", "id": .string("w\(round)"),
+                        "data": ["n": .int(Int64(100 + round))], "tag": .string("w\(round)"),
+                    ]).serialized())
                 expected.append("w\(round)")
                 get("w\(round)", "r\(round)")
             }
@@ -205,7 +226,9 @@ import Testing
                 switch tag.first {
                 case "-": #expect(answer.errorCode == "bad_request", "\(answer)")
                 case "c": #expect(answer.result?["count"] != nil, "\(answer)")
-                case "r": #expect(answer.result?["n"] != nil, "a get after a create on the same connection sees it: \(answer)")
+                case "r":
+                    #expect(
+                        answer.result?["n"] != nil, "a get after a create on the same connection sees it: \(answer)")
                 default: #expect(answer.errorCode == nil, "\(tag): \(answer)")
                 }
             }

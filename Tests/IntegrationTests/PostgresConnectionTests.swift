@@ -31,7 +31,10 @@ struct PostgresConnectionTests {
             let large = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ ($0 >> 8)) }
             let result = try connection.execute(
                 "SELECT $1::text, $2, $3, $4, $5, length($5), sha256($5), $6::text IS NULL, $7 + 1, $8",
-                [.text("héllo 'quoted' ✓"), .int(.min), .int(.max), .bytes(zeros), .bytes(large), nil, .int(41), .bytes([])],
+                [
+                    .text("héllo 'quoted' ✓"), .int(.min), .int(.max), .bytes(zeros), .bytes(large), nil, .int(41),
+                    .bytes([]),
+                ],
                 timeout: 10)
             #expect(result.string(0, 0) == "héllo 'quoted' ✓")
             #expect(result.int64(0, 1) == .min)
@@ -56,17 +59,21 @@ struct PostgresConnectionTests {
             let sql = "SELECT $1::text || '/' || ($2 + 1), cardinality($3::int4[])"
             for round in 0..<3 {
                 let result = try connection.execute(
-                    prepared: "pair", sql, [.text("r\(round)"), .int(Int64(round)), .int4Array(Array(repeating: 7, count: round))], timeout: 5)
+                    prepared: "pair", sql,
+                    [.text("r\(round)"), .int(Int64(round)), .int4Array(Array(repeating: 7, count: round))], timeout: 5)
                 #expect(result.string(0, 0) == "r\(round)/\(round + 1)")
                 #expect(result.int64(0, 1) == Int64(round))
             }
-            let statements = try connection.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = 'pair'", timeout: 5)
+            let statements = try connection.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE name = 'pair'", timeout: 5)
             #expect(statements.int64(0, 0) == 1, "prepared once, on the first call")
             // A server error in a prepared statement leaves it, and the connection, usable.
             #expect(throws: PostgresError.self) {
                 try connection.execute(prepared: "pair", sql, [.text("x"), .int(.max), .int4Array([])], timeout: 5)
             }
-            #expect(try connection.execute(prepared: "pair", sql, [.text("y"), .int(1), .int4Array([])], timeout: 5).string(0, 0) == "y/2")
+            #expect(
+                try connection.execute(prepared: "pair", sql, [.text("y"), .int(1), .int4Array([])], timeout: 5).string(
+                    0, 0) == "y/2")
         }
     }
 
@@ -80,7 +87,8 @@ struct PostgresConnectionTests {
                        $5[1] AND NOT $5[2], array_to_string($2, '|'), array_to_string($6, '|'), array_length($6, 1)
                 """,
                 [
-                    .byteaArray([[1], [0, 255, 0], []]), .textArray([Array("a".utf8), Array("é ✓".utf8), Array("{\"x\",}".utf8)]),
+                    .byteaArray([[1], [0, 255, 0], []]),
+                    .textArray([Array("a".utf8), Array("é ✓".utf8), Array("{\"x\",}".utf8)]),
                     .int4Array([40, 2, nil] as [Int32?]), .byteaArray([]), .boolArray([true, false]),
                     .textArray(["created", "é ✓", "", "a string longer than fifteen bytes"] as [String]),
                 ],
@@ -114,7 +122,9 @@ struct PostgresConnectionTests {
             #expect(result.string(0, 5) == "naïve")
             #expect(result.bytes(0, 6) == [0, 255, 0, 0])
             #expect(result.withBytes(0, 6) { Array($0) } == [0, 255, 0, 0])
-            #expect(result.isNull(0, 7) && result.int64(0, 7) == nil && result.bytes(0, 7) == nil && result.string(0, 7) == nil)
+            #expect(
+                result.isNull(0, 7) && result.int64(0, 7) == nil && result.bytes(0, 7) == nil
+                    && result.string(0, 7) == nil)
             #expect(!result.isNull(0, 8) && result.bytes(0, 8) == [])
             #expect(result.string(0, 9) == "v")
 
@@ -141,19 +151,22 @@ struct PostgresConnectionTests {
 
             let raised = failure {
                 try connection.execute(
-                    "DO $$ BEGIN RAISE EXCEPTION 'the head moved' USING DETAIL = 'expected 4', ERRCODE = 'P0001'; END $$", timeout: 5)
+                    "DO $$ BEGIN RAISE EXCEPTION 'the head moved' USING DETAIL = 'expected 4', ERRCODE = 'P0001'; END $$",
+                    timeout: 5)
             }
             #expect(raised?.serverError?.sqlState == "P0001")
             #expect(raised?.serverError?.message == "the head moved")
             #expect(raised?.serverError?.detail == "expected 4")
 
             let script = failure {
-                try connection.executeScript("CREATE TABLE t (k int PRIMARY KEY); INSERT INTO t VALUES (1), (1)", timeout: 5)
+                try connection.executeScript(
+                    "CREATE TABLE t (k int PRIMARY KEY); INSERT INTO t VALUES (1), (1)", timeout: 5)
             }
             #expect(script?.serverError?.sqlState == "23505")
             #expect(script?.serverError?.detail == "Key (k)=(1) already exists.")
             #expect(
-                failure { try connection.execute("SELECT $1::text", [.text("a\u{0}b")], timeout: 5) }?.serverError?.sqlState == "22021",
+                failure { try connection.execute("SELECT $1::text", [.text("a\u{0}b")], timeout: 5) }?.serverError?
+                    .sqlState == "22021",
                 "text cannot hold a zero byte")
 
             #expect(!connection.isBroken)
@@ -181,7 +194,9 @@ struct PostgresConnectionTests {
             try notifier.executeScript("NOTIFY folio_log, 'a'; NOTIFY folio_log, 'b'", timeout: 5)
             var payloads: [String] = []
             let deadline = Date().addingTimeInterval(5)
-            while payloads.count < 2 && Date() < deadline { payloads += try listener.notifications(timeout: 1).map(\.payload) }
+            while payloads.count < 2 && Date() < deadline {
+                payloads += try listener.notifications(timeout: 1).map(\.payload)
+            }
             #expect(payloads == ["a", "b"])
             try notifier.execute("NOTIFY folio_log, 'during'", timeout: 5)
             usleep(100_000)
@@ -199,7 +214,9 @@ struct PostgresConnectionTests {
             #expect("\(thrown.map { "\($0)" } ?? "")".contains("outcome is unknown"))
             #expect(took >= 0.45 && took < 2)
             #expect(connection.isBroken)
-            let next = elapsed { #expect(failure { try connection.execute("SELECT 1", timeout: 5) }?.isUnavailable == true) }
+            let next = elapsed {
+                #expect(failure { try connection.execute("SELECT 1", timeout: 5) }?.isUnavailable == true)
+            }
             #expect(next < 0.5, "a broken connection fails at once")
 
             // The cancel (and the closed connection) end the sleeping backend long before its 10 s.
@@ -207,8 +224,10 @@ struct PostgresConnectionTests {
             let deadline = Date().addingTimeInterval(5)
             var sleeping: Int64? = 1
             while sleeping != 0 && Date() < deadline {
-                sleeping = try observer.execute("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'", timeout: 5)
-                    .int64(0, 0)
+                sleeping = try observer.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(10)'", timeout: 5
+                )
+                .int64(0, 0)
                 usleep(20_000)
             }
             #expect(sleeping == 0)
@@ -223,10 +242,14 @@ struct PostgresConnectionTests {
             try server.stop()
             #expect(!server.isRunning)
 
-            let statement = elapsed { #expect(failure { try connection.execute("SELECT 1", timeout: 10) }?.isUnavailable == true) }
+            let statement = elapsed {
+                #expect(failure { try connection.execute("SELECT 1", timeout: 10) }?.isUnavailable == true)
+            }
             #expect(statement < 2)
             #expect(connection.isBroken)
-            let waiting = elapsed { #expect(failure { _ = try listener.notifications(timeout: 10) }?.isUnavailable == true) }
+            let waiting = elapsed {
+                #expect(failure { _ = try listener.notifications(timeout: 10) }?.isUnavailable == true)
+            }
             #expect(waiting < 2)
             #expect(listener.isBroken)
             let connecting = elapsed {
@@ -250,7 +273,9 @@ struct PostgresConnectionTests {
             #expect(folio_unix_bind(socket, directory + "/.s.PGSQL.5432") == 0 && listen(socket, 8) == 0)
             var thrown: PostgresError?
             let took = elapsed {
-                thrown = failure { _ = try PostgresConnection("host=\(directory) port=5432 user=postgres", timeout: 0.3) }
+                thrown = failure {
+                    _ = try PostgresConnection("host=\(directory) port=5432 user=postgres", timeout: 0.3)
+                }
             }
             #expect(thrown?.isUnavailable == true)
             #expect(took >= 0.25 && took < 2)

@@ -16,7 +16,10 @@ struct PostgresServerTests {
         #expect(try second.psql("SELECT count(*) FROM pg_class WHERE relname = 't'") == "0")
 
         let postmaster = try #require(
-            pid_t(try String(contentsOfFile: first.directory + "/data/postmaster.pid", encoding: .utf8).prefix { $0 != "\n" }))
+            pid_t(
+                try String(contentsOfFile: first.directory + "/data/postmaster.pid", encoding: .utf8).prefix {
+                    $0 != "\n"
+                }))
         first.remove()
         first.remove()
         #expect(!first.isRunning)
@@ -35,7 +38,9 @@ struct PostgresServerTests {
         } catch {
             let message = "\(error)"
             #expect(message.contains("did not start"))
-            #expect(message.contains(#"invalid value for parameter "shared_buffers""#), "the server's log says why: \(message)")
+            #expect(
+                message.contains(#"invalid value for parameter "shared_buffers""#),
+                "the server's log says why: \(message)")
         }
     }
 }

@@ -50,7 +50,9 @@ import Testing
             var torn = 0
             for files in try tools.images(50, unit: 512) {
                 let file = try #require(files["f"])
-                for sector in stride(from: 0, to: 4096, by: 512) { #expect(Set(file[sector..<sector + 512]).count == 1) }
+                for sector in stride(from: 0, to: 4096, by: 512) {
+                    #expect(Set(file[sector..<sector + 512]).count == 1)
+                }
                 if Set(file).count > 1 { torn += 1 }
             }
             #expect(torn > 0)
@@ -167,7 +169,8 @@ import Testing
                 // PL_SYNC of the whole file: began before record 3, with record 2 under way.
                 + Self.record(4, kind: 6, file, ref: 3, count: 1, payload: Self.little(UInt64(2)))
             try Data(log).write(to: URL(fileURLWithPath: tools.log))
-            var second: Set<UInt8> = [], third: Set<UInt8> = []
+            var second: Set<UInt8> = []
+            var third: Set<UInt8> = []
             for files in try tools.images(40) {
                 let file = try #require(files["f"])
                 #expect(file[0..<4096].allSatisfy { $0 == UInt8(ascii: "a") })
@@ -217,7 +220,8 @@ import Testing
                 + Self.record(1, kind: 2, file, offset: 4096, length: 3 * 4096, payload: Self.bytes("w", 3 * 4096))
             try Data(log).write(to: URL(fileURLWithPath: tools.log))
             #expect(try tools.imageRun(seed: 1).status == 0)
-            try Data(Self.bytes("O", 4096) + Self.bytes("w", 4096) + [0]).write(to: URL(fileURLWithPath: tools.data + "/f"))
+            try Data(Self.bytes("O", 4096) + Self.bytes("w", 4096) + [0]).write(
+                to: URL(fileURLWithPath: tools.data + "/f"))
             #expect(try tools.imageRun(seed: 1).status == 0, "a size between two is a write cut short")
             try Data(Self.bytes("O", 5 * 4096)).write(to: URL(fileURLWithPath: tools.data + "/f"))
             #expect(try tools.imageRun(seed: 1).status == 1)
@@ -231,7 +235,9 @@ import Testing
     ) -> [UInt8] {
         let padding = (8 - payload.count % 8) % 8
         let size = UInt64(80 + payload.count + padding)
-        var header = little(UInt32(0x3152_4C50)) + little(kind) + little(size) + little(seq) + little(UInt32(1)) + little(UInt32(0))
+        var header =
+            little(UInt32(0x3152_4C50)) + little(kind) + little(size) + little(seq) + little(UInt32(1))
+            + little(UInt32(0))
         header += little(file.dev) + little(file.ino) + little(offset) + little(length) + little(ref) + little(count)
         return header + payload + [UInt8](repeating: 0, count: padding)
     }
@@ -312,7 +318,9 @@ import Testing
 
     /// Full durability through LMDB's own syncs (`--journal off`).
     @Test func fullDurabilityLosesNoAcknowledgedWrite() throws {
-        let run = try powerLossLoop(["--cycles", "3", "--power-loss-style", "synced", "--foliod-arg", "--journal", "--foliod-arg", "off"])
+        let run = try powerLossLoop([
+            "--cycles", "3", "--power-loss-style", "synced", "--foliod-arg", "--journal", "--foliod-arg", "off",
+        ])
         #expect(run.status == 0, "\(run)")
         #expect(run.stdout.contains("chaos: 3 passed, 0 failed"), "\(run.stdout)")
     }

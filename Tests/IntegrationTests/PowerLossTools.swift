@@ -65,7 +65,8 @@ struct PowerLossTools {
     }
 
     /// powerloss_image run on `base` and the log, with `--check` against `data`.
-    func imageRun(seed: UInt64, style: String = "uniform", unit: Int = 4096, namesNeedDirectorySync: Bool = false) throws
+    func imageRun(seed: UInt64, style: String = "uniform", unit: Int = 4096, namesNeedDirectorySync: Bool = false)
+        throws
         -> CommandRun
     {
         let out = directory + "/out-\(seed)"

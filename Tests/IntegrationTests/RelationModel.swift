@@ -80,7 +80,10 @@ final class RelationModel {
         if let problem = Self.decodingProblem(write) { return .refused(problem) }
         if let key = write.requestKey, let first = recorded[key] {
             guard first.identity == write.identity else {
-                return .refused(ModelFailure(.conflict, "request key \(key) was used for another request", details: ["requestKey": .string(key)]))
+                return .refused(
+                    ModelFailure(
+                        .conflict, "request key \(key) was used for another request",
+                        details: ["requestKey": .string(key)]))
             }
             return .replay(first.result)
         }
@@ -119,9 +122,12 @@ final class RelationModel {
             case .delete(let id, _):
                 if case .result(let n) = id, n >= index { problem = "id names op \(n)" }
             }
-            if let n = values.flatMap(ModelWrite.resultIndices).first(where: { $0 >= index }) { problem = problem ?? "a value names op \(n)" }
+            if let n = values.flatMap(ModelWrite.resultIndices).first(where: { $0 >= index }) {
+                problem = problem ?? "a value names op \(n)"
+            }
             if let problem {
-                return ModelFailure(.badRequest, "ops[\(index)]: \(problem)", details: inBatch ? ["index": .int(Int64(index))] : [:])
+                return ModelFailure(
+                    .badRequest, "ops[\(index)]: \(problem)", details: inBatch ? ["index": .int(Int64(index))] : [:])
             }
         }
         return nil
@@ -171,20 +177,25 @@ final class RelationModel {
                 }
                 return .batch(items)
             case .defineSchema(let schema):
-                let violating = state.objects.filter { $0.key.collection == schema.collection && schema.violation($0.value.data) != nil }
-                    .keys.map(\.id).sorted(by: ModelData.precedes)
+                let violating = state.objects.filter {
+                    $0.key.collection == schema.collection && schema.violation($0.value.data) != nil
+                }
+                .keys.map(\.id).sorted(by: ModelData.precedes)
                 guard violating.isEmpty else {
                     throw ModelFailure(
                         .badRequest, "\(violating.count) objects of \(schema.collection) do not fit",
                         details: [
-                            "violationCount": .int(Int64(violating.count)), "violations": .array(violating.prefix(20).map { .string($0) }),
+                            "violationCount": .int(Int64(violating.count)),
+                            "violations": .array(violating.prefix(20).map { .string($0) }),
                         ])
                 }
                 state.schemas[schema.collection] = schema
                 events.append(Event(change: .schemaDefined(schema), key: nil, version: 0, cause: nil))
                 return .schema(schema)
             case .dropSchema(let collection):
-                guard state.schemas[collection] != nil else { throw ModelFailure(.notFound, "no schema of \(collection)") }
+                guard state.schemas[collection] != nil else {
+                    throw ModelFailure(.notFound, "no schema of \(collection)")
+                }
                 state.schemas[collection] = nil
                 events.append(Event(change: .schemaDropped(collection), key: nil, version: 0, cause: nil))
                 return .schemaDropped(collection)
@@ -206,7 +217,8 @@ final class RelationModel {
             return events.count - 1
         }
 
-        private mutating func update(_ key: Key, to data: JSONObject, patch: JSONObject, ops: JSON?, cause: Int?) -> Int {
+        private mutating func update(_ key: Key, to data: JSONObject, patch: JSONObject, ops: JSON?, cause: Int?) -> Int
+        {
             let index = emit(.updated(patch: patch, ops: ops), key, cause: cause)
             state.objects[key] = Object(version: state.lastVersion[key]!, data: data)
             return index
@@ -215,9 +227,13 @@ final class RelationModel {
         // MARK: An op of the write
 
         /// Op `index` of the write; `results[n]` is the object of op n (nil if it failed).
-        mutating func run(_ op: ModelWrite.Op, index: Int, results: [Key?]) throws(ModelFailure) -> (result: Result, key: Key) {
+        mutating func run(_ op: ModelWrite.Op, index: Int, results: [Key?]) throws(ModelFailure) -> (
+            result: Result, key: Key
+        ) {
             func target(_ n: Int) throws(ModelFailure) -> Key {
-                guard n < results.count, let key = results[n] else { throw ModelFailure(.badRequest, "$result \(n) names an op that failed") }
+                guard n < results.count, let key = results[n] else {
+                    throw ModelFailure(.badRequest, "$result \(n) names an op that failed")
+                }
                 return key
             }
             func resolve(_ value: JSON) throws(ModelFailure) -> JSON {
@@ -229,7 +245,9 @@ final class RelationModel {
                 case .object(let object):
                     if object.count == 1, case .int(let n)? = object["$result"] { return try target(Int(n)).refJSON }
                     var fields: [JSONObject.Field] = []
-                    for field in object { fields.append(JSONObject.Field(key: field.key, value: try resolve(field.value))) }
+                    for field in object {
+                        fields.append(JSONObject.Field(key: field.key, value: try resolve(field.value)))
+                    }
                     return .object(JSONObject(fields))
                 default:
                     return value
@@ -244,7 +262,9 @@ final class RelationModel {
                 case .given(let id): return Key(op.collection, id)
                 case .result(let n):
                     let key = try target(n)
-                    guard key.collection == op.collection else { throw ModelFailure(.badRequest, "$result \(n) is an object of \(key.collection)") }
+                    guard key.collection == op.collection else {
+                        throw ModelFailure(.badRequest, "$result \(n) is an object of \(key.collection)")
+                    }
                     return key
                 }
             }
@@ -288,7 +308,9 @@ final class RelationModel {
                 let result = Result.object(key, state.objects[key]!)
                 if let schema, schema.hasOwningFields {
                     let owned = { (data: JSONObject) in
-                        Set(ModelData.references(in: data).filter { schema.referenceField(at: $0.path)?.owns == true }.map(\.target))
+                        Set(
+                            ModelData.references(in: data).filter { schema.referenceField(at: $0.path)?.owns == true }
+                                .map(\.target))
                     }
                     let released = owned(old.data).subtracting(owned(data)).sorted(by: ModelData.precedes)
                     try applyRules(released.compactMap(Key.init(ref:)).map { .release($0, cause: own) })
@@ -327,10 +349,13 @@ final class RelationModel {
             var groups: [String: (collection: String, path: String, ids: [String])] = [:]
             for (key, object) in state.objects {
                 for reference in ModelData.references(in: object.data) where reference.target == target.ref {
-                    groups[key.collection + "\u{0}" + reference.path, default: (key.collection, reference.path, [])].ids.append(key.id)
+                    groups[key.collection + "\u{0}" + reference.path, default: (key.collection, reference.path, [])].ids
+                        .append(key.id)
                 }
             }
-            return groups.sorted { ModelData.precedes($0.key, $1.key) }.map { ($0.value.collection, $0.value.path, $0.value.ids.sorted(by: ModelData.precedes)) }
+            return groups.sorted { ModelData.precedes($0.key, $1.key) }.map {
+                ($0.value.collection, $0.value.path, $0.value.ids.sorted(by: ModelData.precedes))
+            }
         }
 
         private func isOwned(_ key: Key) -> Bool {
@@ -339,23 +364,32 @@ final class RelationModel {
 
         /// What deleting `key` (whose data was `data`) makes happen, after it is gone: the rules of
         /// the fields that refer to it, then the release of what it owned. A deny refuses it all.
-        private func consequences(ofDeleting key: Key, _ data: JSONObject, cause: Int, into pending: inout [Consequence]) throws(ModelFailure) {
+        private func consequences(
+            ofDeleting key: Key, _ data: JSONObject, cause: Int, into pending: inout [Consequence]
+        ) throws(ModelFailure) {
             var denied: [String] = []
             for group in referrers(of: key) {
                 guard let field = state.schemas[group.collection]?.referenceField(at: group.path) else { continue }
                 switch field.rule {
                 case .keep: continue
-                case .deny: denied += group.ids.prefix(deniedReferrersShown - denied.count).map { group.collection + "/" + $0 }
-                case .nullify: pending += group.ids.map { .nullify(Key(group.collection, $0), field: group.path, target: key, cause: cause) }
+                case .deny:
+                    denied += group.ids.prefix(deniedReferrersShown - denied.count).map { group.collection + "/" + $0 }
+                case .nullify:
+                    pending += group.ids.map {
+                        .nullify(Key(group.collection, $0), field: group.path, target: key, cause: cause)
+                    }
                 case .cascade: pending += group.ids.map { .delete(Key(group.collection, $0), cause: cause) }
                 }
                 if denied.count >= deniedReferrersShown { break }
             }
             guard denied.isEmpty else {
-                throw ModelFailure(.conflict, "cannot delete \(key): \(denied) deny it", details: ["referrers": .array(denied.map { .string($0) })])
+                throw ModelFailure(
+                    .conflict, "cannot delete \(key): \(denied) deny it",
+                    details: ["referrers": .array(denied.map { .string($0) })])
             }
             guard let schema = state.schemas[key.collection], schema.hasOwningFields else { return }
-            for reference in ModelData.references(in: data) where schema.referenceField(at: reference.path)?.owns == true {
+            for reference in ModelData.references(in: data)
+            where schema.referenceField(at: reference.path)?.owns == true {
                 if let target = Key(ref: reference.target) { pending.append(.release(target, cause: cause)) }
             }
         }

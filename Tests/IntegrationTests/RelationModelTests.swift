@@ -29,7 +29,9 @@ import Testing
                 throw error
             }
             let tally = run.tally.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            print("relations model: seed \(seed), \(Self.steps) steps in \(String(format: "%.1f", -started.timeIntervalSinceNow)) s: \(tally)")
+            print(
+                "relations model: seed \(seed), \(Self.steps) steps in \(String(format: "%.1f", -started.timeIntervalSinceNow)) s: \(tally)"
+            )
 
             let verify = try daemon.request(["op": "verify"])
             #expect(verify.result?["ok"] == true && verify.result?["mismatches"] == [], "seed \(seed): \(verify)")
@@ -40,7 +42,9 @@ import Testing
             try FileManager.default.copyItem(atPath: daemon.dataDirectory, toPath: copy)
             let rebuild = try CommandRun.run(Binaries.foliod, ["rebuild", "--data", copy], timeout: 300)
             #expect(rebuild.status == 0, "seed \(seed): \(rebuild)")
-            #expect(rebuild.stdout.contains("digest     \(digest)"), "seed \(seed): the rebuilt store has another digest than \(digest): \(rebuild)")
+            #expect(
+                rebuild.stdout.contains("digest     \(digest)"),
+                "seed \(seed): the rebuilt store has another digest than \(digest): \(rebuild)")
             let offline = try CommandRun.run(Binaries.foliod, ["verify", "--data", copy], timeout: 300)
             #expect(offline.status == 0 && offline.stdout.contains("digest     \(digest)"), "seed \(seed): \(offline)")
         }

@@ -54,7 +54,8 @@ final class RelationRun {
             lastSequence += 1
         }
         for collection in RelationWorkload.schemaVariants.keys.sorted() {
-            try perform(ModelWrite(command: .defineSchema(RelationWorkload.schema(collection, variant: 0)!)), respell: false)
+            try perform(
+                ModelWrite(command: .defineSchema(RelationWorkload.schema(collection, variant: 0)!)), respell: false)
         }
         while step < steps {
             step += 1
@@ -99,7 +100,9 @@ final class RelationRun {
             line = .object(object)
         }
         let answer = try request(line)
-        let prediction = model.predict(write) { index in Self.generatedID(in: answer, op: index, of: write) ?? "?gen\(index)" }
+        let prediction = model.predict(write) { index in
+            Self.generatedID(in: answer, op: index, of: write) ?? "?gen\(index)"
+        }
         transcript.append("step \(step): \(line)\n  -> \(answer)")
         if transcript.count > 16 { transcript.removeFirst(8) }
         let before = model.objects
@@ -144,7 +147,9 @@ final class RelationRun {
     }
 
     /// The objects a step changed, and those they referred to before or after it.
-    private static func touched(by events: [RelationModel.Event], before: [Key: RelationModel.Object], after: [Key: RelationModel.Object]) -> [Key] {
+    private static func touched(
+        by events: [RelationModel.Event], before: [Key: RelationModel.Object], after: [Key: RelationModel.Object]
+    ) -> [Key] {
         var keys: [Key] = []
         var seen = Set<Key>()
         func add(_ key: Key) { if seen.insert(key).inserted { keys.append(key) } }
@@ -168,20 +173,27 @@ final class RelationRun {
             }
             compareDetails(answer["error"], failure)
         case .replay(let first):
-            guard case .object(var result)? = answer.result else { return problem("expected the replayed first result \(first), got \(answer)") }
+            guard case .object(var result)? = answer.result else {
+                return problem("expected the replayed first result \(first), got \(answer)")
+            }
             if result["replayed"] != true { problem("a replayed answer lacks \"replayed\": true: \(answer)") }
             result["replayed"] = nil
             if JSON.object(result) == first { return }
             if JSON.object(result) == Self.withoutFailureDetails(first) {
                 // foliod defect, reported: a request record keeps a failed op's code and message only.
                 count("replays without failure details")
-                withKnownIssue("a replayed batch gives its failed ops without their error details", isIntermittent: true) {
+                withKnownIssue(
+                    "a replayed batch gives its failed ops without their error details", isIntermittent: true
+                ) {
                     let lost = first["results"]?.arrayValue?.first { $0["ok"] == false }?["error"] ?? .null
-                    Issue.record("seed \(seed), step \(step): the first answer's failure \(lost) comes back with its code and message only")
+                    Issue.record(
+                        "seed \(seed), step \(step): the first answer's failure \(lost) comes back with its code and message only"
+                    )
                 }
                 return
             }
-            problem("the replayed result differs from the first one:\n  first:  \(first)\n  replay: \(JSON.object(result))")
+            problem(
+                "the replayed result differs from the first one:\n  first:  \(first)\n  replay: \(JSON.object(result))")
         case .accepted(let expected, _, _):
             guard let result = answer.result else { return problem("expected success, got \(answer)") }
             compareResult(result, expected, at: "result")
@@ -191,10 +203,11 @@ final class RelationRun {
     /// A batch result whose failed ops' errors keep their code and message only.
     private static func withoutFailureDetails(_ result: JSON) -> JSON {
         guard case .object(var object) = result, let items = object["results"]?.arrayValue else { return result }
-        object["results"] = .array(items.map { item in
-            guard item["ok"] == false, let error = item["error"] else { return item }
-            return ["ok": false, "error": ["code": error["code"] ?? .null, "message": error["message"] ?? .null]]
-        })
+        object["results"] = .array(
+            items.map { item in
+                guard item["ok"] == false, let error = item["error"] else { return item }
+                return ["ok": false, "error": ["code": error["code"] ?? .null, "message": error["message"] ?? .null]]
+            })
         return .object(object)
     }
 
@@ -202,11 +215,17 @@ final class RelationRun {
     private func compareDetails(_ error: JSON?, _ failure: ModelFailure, at place: String = "error") {
         for (name, expected) in failure.details {
             // A referrer created in a refused batch had an id foliod chose and never told.
-            if name == "referrers", expected.arrayValue?.contains(where: { $0.stringValue?.contains("?") == true }) == true { continue }
+            if name == "referrers",
+                expected.arrayValue?.contains(where: { $0.stringValue?.contains("?") == true }) == true
+            {
+                continue
+            }
             var actual = error?[name]
             // Violations are {id, reason}; the model knows the ids.
             if name == "violations" { actual = actual?.arrayValue.map { .array($0.map { $0["id"] ?? .null }) } }
-            if !ModelData.same(actual, expected) { problem("\(place).\(name) should be \(expected): \(error ?? .null)") }
+            if !ModelData.same(actual, expected) {
+                problem("\(place).\(name) should be \(expected): \(error ?? .null)")
+            }
         }
     }
 
@@ -215,7 +234,9 @@ final class RelationRun {
         case .object(let key, let object):
             if let mismatch = Self.mismatch(actual, key, object) { problem("\(place): \(mismatch)") }
         case .deleted(let key, let version):
-            if actual != ["id": .string(key.id), "version": .int(version)] { problem("\(place): expected {id: \(key.id), version: \(version)}, got \(actual)") }
+            if actual != ["id": .string(key.id), "version": .int(version)] {
+                problem("\(place): expected {id: \(key.id), version: \(version)}, got \(actual)")
+            }
         case .batch(let items):
             guard let results = actual["results"]?.arrayValue, results.count == items.count else {
                 return problem("\(place): expected \(items.count) results, got \(actual)")
@@ -230,16 +251,22 @@ final class RelationRun {
                     compareResult(inner, expected, at: "\(place).results[\(index)]")
                 case .failure(let failure):
                     guard result["ok"] == false, result["error"]?["code"]?.stringValue == failure.code.rawValue else {
-                        problem("\(place).results[\(index)]: expected \(failure.code.rawValue) (\(failure.message)), got \(result)")
+                        problem(
+                            "\(place).results[\(index)]: expected \(failure.code.rawValue) (\(failure.message)), got \(result)"
+                        )
                         continue
                     }
                     compareDetails(result["error"], failure, at: "\(place).results[\(index)].error")
                 }
             }
         case .schema(let schema):
-            if !ModelData.same(actual, schema.json) { problem("\(place): expected the schema \(schema.json), got \(actual)") }
+            if !ModelData.same(actual, schema.json) {
+                problem("\(place): expected the schema \(schema.json), got \(actual)")
+            }
         case .schemaDropped(let collection):
-            if actual != ["collection": .string(collection), "dropped": true] { problem("\(place): expected \(collection) dropped, got \(actual)") }
+            if actual != ["collection": .string(collection), "dropped": true] {
+                problem("\(place): expected \(collection) dropped, got \(actual)")
+            }
         }
     }
 
@@ -249,20 +276,28 @@ final class RelationRun {
         guard fields["collection"]?.stringValue == key.collection, fields["id"]?.stringValue == key.id else {
             return "expected \(key), got \(actual)"
         }
-        guard fields["version"]?.integerValue == object.version else { return "\(key): expected version \(object.version), got \(actual)" }
+        guard fields["version"]?.integerValue == object.version else {
+            return "\(key): expected version \(object.version), got \(actual)"
+        }
         let data = JSONObject(fields.fields.filter { !systemFields.contains($0.key) })
-        guard ModelData.same(.object(data), .object(object.data)) else { return "\(key): expected data \(JSON.object(object.data)), got \(actual)" }
+        guard ModelData.same(.object(data), .object(object.data)) else {
+            return "\(key): expected data \(JSON.object(object.data)), got \(actual)"
+        }
         return nil
     }
 
     // MARK: Events
 
-    private func checkEvents(_ expected: [RelationModel.Event], write: ModelWrite, prediction: RelationModel.Prediction) throws {
+    private func checkEvents(_ expected: [RelationModel.Event], write: ModelWrite, prediction: RelationModel.Prediction)
+        throws
+    {
         var events: [JSON] = []
         var head = lastSequence
         repeat {
             let page = try request(["op": "events", "after": .int(lastSequence + Int64(events.count)), "limit": 1000])
-            guard let result = page.result, let list = result["events"]?.arrayValue, let last = result["lastSeq"]?.integerValue else {
+            guard let result = page.result, let list = result["events"]?.arrayValue,
+                let last = result["lastSeq"]?.integerValue
+            else {
                 throw Disagreement(description: "events failed: \(page)")
             }
             events += list
@@ -271,7 +306,8 @@ final class RelationRun {
         } while lastSequence + Int64(events.count) < head
         defer { lastSequence = head }
         guard events.count == expected.count else {
-            return problem("expected \(expected.count) events (\(expected.map(\.type))), the log got \(events.count): \(events)")
+            return problem(
+                "expected \(expected.count) events (\(expected.map(\.type))), the log got \(events.count): \(events)")
         }
         for (index, (event, predicted)) in zip(events, expected).enumerated() {
             let sequence = lastSequence + Int64(index) + 1
@@ -279,7 +315,9 @@ final class RelationRun {
             if event["seq"]?.integerValue != sequence { wrong.append("seq \(sequence)") }
             if event["type"]?.stringValue != predicted.type { wrong.append("type \(predicted.type)") }
             if let key = predicted.key {
-                if event["collection"]?.stringValue != key.collection || event["id"]?.stringValue != key.id { wrong.append("object \(key)") }
+                if event["collection"]?.stringValue != key.collection || event["id"]?.stringValue != key.id {
+                    wrong.append("object \(key)")
+                }
                 if event["version"]?.integerValue != predicted.version { wrong.append("version \(predicted.version)") }
             }
             let cause = predicted.cause.map { JSON.int(lastSequence + Int64($0) + 1) }
@@ -301,19 +339,27 @@ final class RelationRun {
             if let key = write.requestKey, isLast {
                 let request = event["request"]
                 if request?["key"]?.stringValue != key { wrong.append("request.key \(key)") }
-                if request?["events"]?.integerValue != Int64(expected.count) { wrong.append("request.events \(expected.count)") }
+                if request?["events"]?.integerValue != Int64(expected.count) {
+                    wrong.append("request.events \(expected.count)")
+                }
                 var failed: [JSON] = []
                 if case .accepted(.batch(let items), _, _) = prediction {
                     for (index, item) in items.enumerated() {
-                        if case .failure(let failure) = item { failed.append(["index": .int(Int64(index)), "code": .string(failure.code.rawValue)]) }
+                        if case .failure(let failure) = item {
+                            failed.append(["index": .int(Int64(index)), "code": .string(failure.code.rawValue)])
+                        }
                     }
                 }
-                let recorded = (request?["failed"]?.arrayValue ?? []).map { ["index": $0["index"] ?? .null, "code": $0["code"] ?? .null] as JSON }
+                let recorded = (request?["failed"]?.arrayValue ?? []).map {
+                    ["index": $0["index"] ?? .null, "code": $0["code"] ?? .null] as JSON
+                }
                 if recorded != failed { wrong.append("request.failed \(failed)") }
             } else if event["request"] != nil {
                 wrong.append("no request")
             }
-            if !wrong.isEmpty { problem("event \(index) of the step should have \(wrong.joined(separator: ", ")): \(event)") }
+            if !wrong.isEmpty {
+                problem("event \(index) of the step should have \(wrong.joined(separator: ", ")): \(event)")
+            }
         }
     }
 
@@ -347,12 +393,16 @@ final class RelationRun {
         }
         for target in targets {
             for from in RelationWorkload.referrers[target.collection]! { try checkBacklinks(target, from: from) }
-            for field in RelationWorkload.linkFields[target.collection]! where Int.random(in: 0..<3, using: &random) == 0 || touched.contains(target) {
+            for field in RelationWorkload.linkFields[target.collection]!
+            where Int.random(in: 0..<3, using: &random) == 0 || touched.contains(target) {
                 try checkLinks(target, field: field)
             }
         }
         for collection in Self.views.keys.sorted() {
-            let chosen = targets.filter { $0.collection == collection } + [Key(collection, RelationWorkload.pools[collection]!.randomElement(using: &random)!)]
+            let chosen =
+                targets.filter { $0.collection == collection } + [
+                    Key(collection, RelationWorkload.pools[collection]!.randomElement(using: &random)!)
+                ]
             for target in chosen.prefix(2) { try checkViewRange(of: target) }
         }
     }
@@ -360,7 +410,9 @@ final class RelationRun {
     private func checkGets(_ keys: [Key]) throws {
         var seen = Set<Key>()
         let keys = keys.filter { seen.insert($0).inserted }
-        for key in keys { try connection.send(["op": "get", "collection": .string(key.collection), "id": .string(key.id)]) }
+        for key in keys {
+            try connection.send(["op": "get", "collection": .string(key.collection), "id": .string(key.id)])
+        }
         for key in keys {
             let answer = try connection.readResponse()
             count("get")
@@ -380,19 +432,27 @@ final class RelationRun {
     /// replaced by its target, or marked `$missing`.
     private func checkInclude(_ key: Key, field: String) throws {
         count("includes")
-        let answer = try request(["op": "get", "collection": .string(key.collection), "id": .string(key.id), "include": [.string(field)]])
+        let answer = try request([
+            "op": "get", "collection": .string(key.collection), "id": .string(key.id), "include": [.string(field)],
+        ])
         guard let object = model.objects[key] else {
-            if answer.errorCode != "not_found" { problem("get \(key) include \(field): expected not_found, got \(answer)") }
+            if answer.errorCode != "not_found" {
+                problem("get \(key) include \(field): expected not_found, got \(answer)")
+            }
             return
         }
-        guard case .object(var actual)? = answer.result else { return problem("get \(key) include \(field): \(answer)") }
+        guard case .object(var actual)? = answer.result else {
+            return problem("get \(key) include \(field): \(answer)")
+        }
         var expected = object
         if let included = expected.data[field] {
             if let wrong = includeMismatch(actual[field], included) { problem("get \(key) include \(field): \(wrong)") }
             actual[field] = included
             expected.data[field] = included
         }
-        if let mismatch = Self.mismatch(.object(actual), key, expected) { problem("get \(key) include \(field): \(mismatch)") }
+        if let mismatch = Self.mismatch(.object(actual), key, expected) {
+            problem("get \(key) include \(field): \(mismatch)")
+        }
     }
 
     private func includeMismatch(_ actual: JSON?, _ value: JSON) -> String? {
@@ -401,10 +461,13 @@ final class RelationRun {
                 guard let actual else { return "\(key) left out" }
                 return Self.mismatch(actual, key, object)
             }
-            return actual == ["$ref": .string(target), "$missing": true] ? nil : "expected \(target) missing, got \(actual ?? .null)"
+            return actual == ["$ref": .string(target), "$missing": true]
+                ? nil : "expected \(target) missing, got \(actual ?? .null)"
         }
         if case .array(let elements) = value {
-            guard let found = actual?.arrayValue, found.count == elements.count else { return "expected \(elements.count) elements, got \(actual ?? .null)" }
+            guard let found = actual?.arrayValue, found.count == elements.count else {
+                return "expected \(elements.count) elements, got \(actual ?? .null)"
+            }
             return zip(found, elements).lazy.compactMap { self.includeMismatch($0, $1) }.first
         }
         return ModelData.same(actual, value) ? nil : "expected \(value), got \(actual ?? .null)"
@@ -424,12 +487,16 @@ final class RelationRun {
                 return (items, total)
             }
             let pageTotal = result["total"]?.integerValue
-            if total != nil && pageTotal != total { problem("\(what): total changed from \(total!) to \(pageTotal ?? -1) between pages") }
+            if total != nil && pageTotal != total {
+                problem("\(what): total changed from \(total!) to \(pageTotal ?? -1) between pages")
+            }
             total = pageTotal
             if page.count > limit { problem("\(what): a page of limit \(limit) has \(page.count) items") }
             items += page
             guard case .string(let next)? = result["next"] else {
-                if let total, Int64(items.count) < total { problem("\(what): next is null after \(items.count) of \(total) items") }
+                if let total, Int64(items.count) < total {
+                    problem("\(what): next is null after \(items.count) of \(total) items")
+                }
                 return (items, total)
             }
             if page.isEmpty { problem("\(what): an empty page has a next cursor") }
@@ -443,7 +510,9 @@ final class RelationRun {
     /// reference with `$missing` when `missing` allows it.
     private func compareItems(_ items: [JSON], _ expected: [Key], _ what: String, missingAllowed: Bool = false) {
         guard items.count == expected.count else {
-            return problem("\(what): expected \(expected.count) items \(expected), got \(items.count): \(items.map { ($0["id"] ?? $0["$ref"] ?? .null) })")
+            return problem(
+                "\(what): expected \(expected.count) items \(expected), got \(items.count): \(items.map { ($0["id"] ?? $0["$ref"] ?? .null) })"
+            )
         }
         for (index, (item, key)) in zip(items, expected).enumerated() {
             if let object = model.objects[key] {
@@ -455,7 +524,9 @@ final class RelationRun {
     }
 
     /// One page at a random offset: the slice of the model's list, the total, next iff more.
-    private func checkOffsetPage(_ base: JSONObject, _ expected: [Key], what: String, missingAllowed: Bool = false) throws {
+    private func checkOffsetPage(_ base: JSONObject, _ expected: [Key], what: String, missingAllowed: Bool = false)
+        throws
+    {
         var request = base
         let offset = int(0...(expected.count + 1))
         let limit = int(1...5)
@@ -465,10 +536,16 @@ final class RelationRun {
         guard let result = answer.result, let items = result["items"]?.arrayValue else {
             return problem("\(what) offset \(offset): failed: \(answer)")
         }
-        compareItems(items, Array(expected.dropFirst(offset).prefix(limit)), "\(what) offset \(offset) limit \(limit)", missingAllowed: missingAllowed)
-        if result["total"]?.integerValue != Int64(expected.count) { problem("\(what) offset \(offset): total should be \(expected.count): \(answer)") }
+        compareItems(
+            items, Array(expected.dropFirst(offset).prefix(limit)), "\(what) offset \(offset) limit \(limit)",
+            missingAllowed: missingAllowed)
+        if result["total"]?.integerValue != Int64(expected.count) {
+            problem("\(what) offset \(offset): total should be \(expected.count): \(answer)")
+        }
         let more = offset + limit < expected.count
-        if (result["next"]?.stringValue != nil) != more { problem("\(what) offset \(offset) limit \(limit): next should be \(more ? "set" : "null"): \(answer)") }
+        if (result["next"]?.stringValue != nil) != more {
+            problem("\(what) offset \(offset) limit \(limit): next should be \(more ? "set" : "null"): \(answer)")
+        }
     }
 
     /// The objects of `from` referring to `target`, by id (backlinks without where or sort), paged
@@ -477,9 +554,13 @@ final class RelationRun {
         count("backlinks")
         let what = "backlinks of \(target) from \(from.collection).\(from.path)"
         let referrers = model.keys(in: from.collection).filter { key in
-            ModelData.references(in: model.objects[key]!.data).contains { $0.path == from.path && $0.target == target.ref }
+            ModelData.references(in: model.objects[key]!.data).contains {
+                $0.path == from.path && $0.target == target.ref
+            }
         }
-        var base: JSONObject = ["op": "backlinks", "ref": .string(target.ref), "from": .string(from.collection + "." + from.path)]
+        var base: JSONObject = [
+            "op": "backlinks", "ref": .string(target.ref), "from": .string(from.collection + "." + from.path),
+        ]
         var expected = referrers
         let ranked = ["Item", "Node"].contains(from.collection)
         switch int(0..<10) {
@@ -492,7 +573,10 @@ final class RelationRun {
         case 1 where ranked:
             let least = int(-2...5)
             base["where"] = ["rank": ["$gte": .int(Int64(least))]]
-            expected = expected.filter { ModelData.compare(model.objects[$0]!.data["rank"], .int(Int64(least))) >= 0 && Self.isNumber(model.objects[$0]!.data["rank"]) }
+            expected = expected.filter {
+                ModelData.compare(model.objects[$0]!.data["rank"], .int(Int64(least))) >= 0
+                    && Self.isNumber(model.objects[$0]!.data["rank"])
+            }
         default:
             break
         }
@@ -505,10 +589,14 @@ final class RelationRun {
         compareItems(items, expected, described)
         if total != Int64(expected.count) { problem("\(described): total \(total ?? -1), expected \(expected.count)") }
         try checkOffsetPage(base, expected, what: described)
-        var counting: JSONObject = ["op": "count", "ref": .string(target.ref), "from": .string(from.collection + "." + from.path)]
+        var counting: JSONObject = [
+            "op": "count", "ref": .string(target.ref), "from": .string(from.collection + "." + from.path),
+        ]
         if let filter = base["where"] { counting["where"] = filter }
         let counted = try request(.object(counting))
-        if counted.result?["count"]?.integerValue != Int64(expected.count) { problem("count of \(what): expected \(expected.count), got \(counted)") }
+        if counted.result?["count"]?.integerValue != Int64(expected.count) {
+            problem("count of \(what): expected \(expected.count), got \(counted)")
+        }
     }
 
     private static func isNumber(_ value: JSON?) -> Bool {
@@ -528,7 +616,9 @@ final class RelationRun {
             if answer.errorCode != "not_found" { problem("\(what): expected not_found, got \(answer)") }
             return
         }
-        var expected = ModelData.linkTargets(ModelData.value(at: field.split(separator: ".").map(String.init), in: object.data)).compactMap(Key.init(ref:))
+        var expected = ModelData.linkTargets(
+            ModelData.value(at: field.split(separator: ".").map(String.init), in: object.data)
+        ).compactMap(Key.init(ref:))
         var missingAllowed = true
         if let target = expected.first?.collection, ["Item", "Node"].contains(target), int(0..<4) == 0 {
             // Filtered: the matching objects in the field's order (a missing one matches nothing).
@@ -562,7 +652,8 @@ final class RelationRun {
 
         var definition: JSON {
             var object: JSONObject = [
-                "op": "view.define", "name": .string(name), "collection": .string(collection), "sort": [.string(field), .string(order)],
+                "op": "view.define", "name": .string(name), "collection": .string(collection),
+                "sort": [.string(field), .string(order)],
             ]
             if let whereJSON { object["where"] = whereJSON }
             return .object(object)
@@ -578,10 +669,12 @@ final class RelationRun {
 
     /// By the collection their reference field points into.
     static let views: [String: ViewSpec] = [
-        "Category": ViewSpec(name: "itemsByCategory", collection: "Item", field: "category", order: "rank", whereJSON: nil),
+        "Category": ViewSpec(
+            name: "itemsByCategory", collection: "Item", field: "category", order: "rank", whereJSON: nil),
         "Node": ViewSpec(name: "nodesByParent", collection: "Node", field: "parent", order: "-rank", whereJSON: nil),
         "Customer": ViewSpec(
-            name: "bigInvoicesByCustomer", collection: "Invoice", field: "customer", order: "-total", whereJSON: ["total": ["$gte": 100]]),
+            name: "bigInvoicesByCustomer", collection: "Invoice", field: "customer", order: "-total",
+            whereJSON: ["total": ["$gte": 100]]),
     ]
 
     /// The range of a view fixed by its leading reference field, as a list of the view, or of the
@@ -608,7 +701,10 @@ final class RelationRun {
         case 0:
             base = ["op": "list", "view": .string(view.name), "where": .object([view.field: target.refJSON])]
         case let form:
-            base = ["op": "list", "collection": .string(view.collection), "sort": form == 1 ? [.string(view.order)] : [.string(view.field), .string(view.order)]]
+            base = [
+                "op": "list", "collection": .string(view.collection),
+                "sort": form == 1 ? [.string(view.order)] : [.string(view.field), .string(view.order)],
+            ]
             base["where"] = .object(condition)
         }
         if Bool.random(using: &random) {
@@ -620,7 +716,9 @@ final class RelationRun {
         explained["explain"] = true
         explained["limit"] = 1
         let plan = try request(.object(explained)).result?["plan"]
-        if plan?["source"]?.stringValue != "viewRange" || plan?["view"]?.stringValue != view.name || plan?["fixed"] != [.string(view.field)] {
+        if plan?["source"]?.stringValue != "viewRange" || plan?["view"]?.stringValue != view.name
+            || plan?["fixed"] != [.string(view.field)]
+        {
             problem("\(what): expected a range of \(view.name) fixed by \(view.field), the plan is \(plan ?? .null)")
         }
         let (items, total) = try readPages(base, limit: int(1...4), what: what)
@@ -629,7 +727,8 @@ final class RelationRun {
         try checkOffsetPage(base, expected, what: what)
         let counted = try request(["op": "count", "collection": .string(view.collection), "where": .object(condition)])
         if counted.result?["count"]?.integerValue != Int64(expected.count) {
-            problem("count of \(JSON.object(condition)) in \(view.collection): expected \(expected.count), got \(counted)")
+            problem(
+                "count of \(JSON.object(condition)) in \(view.collection): expected \(expected.count), got \(counted)")
         }
     }
 
@@ -637,7 +736,8 @@ final class RelationRun {
     func checkEverything() throws {
         count("full checks")
         for collection in RelationWorkload.collections {
-            let (items, _) = try readPages(["op": "list", "collection": .string(collection)], limit: 1000, what: "list \(collection)")
+            let (items, _) = try readPages(
+                ["op": "list", "collection": .string(collection)], limit: 1000, what: "list \(collection)")
             var listed = Set<String>()
             for item in items {
                 guard let id = item["id"]?.stringValue else {
@@ -656,7 +756,9 @@ final class RelationRun {
             if listed != expected { problem("list \(collection): missing \(expected.subtracting(listed).sorted())") }
         }
         let stats = try request(["op": "stats"])
-        if stats.result?["objects"]?.integerValue != Int64(model.objects.count) { problem("stats.objects should be \(model.objects.count): \(stats)") }
+        if stats.result?["objects"]?.integerValue != Int64(model.objects.count) {
+            problem("stats.objects should be \(model.objects.count): \(stats)")
+        }
         try finishStep("(the check of every object)")
     }
 }

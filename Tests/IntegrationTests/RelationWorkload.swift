@@ -35,7 +35,8 @@ struct RelationWorkload {
 
     /// The reference fields of each collection, for `links`.
     static let linkFields: [String: [String]] = [
-        "Category": ["items"], "Item": ["category", "tags"], "Tag": ["meta.item"], "Customer": [], "Invoice": ["customer", "lines"],
+        "Category": ["items"], "Item": ["category", "tags"], "Tag": ["meta.item"], "Customer": [],
+        "Invoice": ["customer", "lines"],
         "Node": ["children", "next", "parent"],
     ]
 
@@ -48,7 +49,10 @@ struct RelationWorkload {
             let (rule, owns) = rules[variant % rules.count]
             return ModelSchema(
                 collection: collection,
-                fields: [Field(name: "title", type: .string), Field(name: "items", type: .refArray("Item"), rule: rule, owns: owns)])
+                fields: [
+                    Field(name: "title", type: .string),
+                    Field(name: "items", type: .refArray("Item"), rule: rule, owns: owns),
+                ])
         case "Item":
             let rules: [ModelSchema.Rule] = [.cascade, .nullify, .keep, .deny, .cascade]
             return ModelSchema(
@@ -59,7 +63,9 @@ struct RelationWorkload {
                     Field(name: "tags", type: .refArray("Tag")),
                 ])
         case "Invoice":
-            let rules: [(ModelSchema.Rule, ModelSchema.Rule)] = [(.deny, .deny), (.deny, .nullify), (.keep, .keep), (.cascade, .deny)]
+            let rules: [(ModelSchema.Rule, ModelSchema.Rule)] = [
+                (.deny, .deny), (.deny, .nullify), (.keep, .keep), (.cascade, .deny),
+            ]
             let (customer, lines) = rules[variant % rules.count]
             return ModelSchema(
                 collection: collection,
@@ -68,13 +74,16 @@ struct RelationWorkload {
                     Field(name: "lines", type: .refArray("Item"), rule: lines), Field(name: "total", type: .integer),
                 ])
         case "Node":
-            let rules: [(ModelSchema.Rule, ModelSchema.Rule, Bool)] = [(.cascade, .nullify, true), (.nullify, .deny, true), (.cascade, .keep, false)]
+            let rules: [(ModelSchema.Rule, ModelSchema.Rule, Bool)] = [
+                (.cascade, .nullify, true), (.nullify, .deny, true), (.cascade, .keep, false),
+            ]
             let (parent, next, owns) = rules[variant % rules.count]
             return ModelSchema(
                 collection: collection,
                 fields: [
                     Field(name: "rank", type: .integer), Field(name: "parent", type: .ref("Node"), rule: parent),
-                    Field(name: "next", type: .ref("Node"), rule: next), Field(name: "children", type: .refArray("Node"), owns: owns),
+                    Field(name: "next", type: .ref("Node"), rule: next),
+                    Field(name: "children", type: .refArray("Node"), owns: owns),
                 ])
         case "Customer":
             return ModelSchema(collection: collection, fields: [Field(name: "name", type: .string)])
@@ -105,7 +114,10 @@ struct RelationWorkload {
 
     /// A collection, by weight.
     mutating func collection() -> String {
-        pick(["Item", "Item", "Item", "Node", "Node", "Category", "Category", "Tag", "Tag", "Invoice", "Invoice", "Customer"])
+        pick([
+            "Item", "Item", "Item", "Node", "Node", "Category", "Category", "Tag", "Tag", "Invoice", "Invoice",
+            "Customer",
+        ])
     }
 
     /// An existing object's key (mostly) or one of the pool's.
@@ -134,7 +146,9 @@ struct RelationWorkload {
             return (other, false)
         }
         var write = fresh()
-        if case .defineSchema = write.command {} else if case .dropSchema = write.command {} else if chance(0.25) {
+        if case .defineSchema = write.command {
+        } else if case .dropSchema = write.command {
+        } else if chance(0.25) {
             keyCount += 1
             write.requestKey = pick(["k\(keyCount)", "order \(keyCount)/retry", "~\(keyCount)!\"x\""])
             keyed.append(write)
@@ -153,7 +167,8 @@ struct RelationWorkload {
         let collection = pick(Array(Self.schemaVariants.keys).sorted())
         if model.schemas[collection] != nil && chance(0.15) { return ModelWrite(command: .dropSchema(collection)) }
         if model.schemas[collection] == nil && chance(0.1) { return ModelWrite(command: .dropSchema(collection)) }
-        return ModelWrite(command: .defineSchema(Self.schema(collection, variant: int(0...(Self.schemaVariants[collection]! - 1)))!))
+        return ModelWrite(
+            command: .defineSchema(Self.schema(collection, variant: int(0...(Self.schemaVariants[collection]! - 1)))!))
     }
 
     private mutating func batch() -> ModelWrite.Command {
@@ -162,7 +177,8 @@ struct RelationWorkload {
         if chance(0.03) {
             // A $result naming the op itself: refused when decoded.
             let index = int(0...(ops.count - 1))
-            ops[index] = ModelWrite.Op(collection: ops[index].collection, kind: .delete(id: .result(index), ifVersion: nil))
+            ops[index] = ModelWrite.Op(
+                collection: ops[index].collection, kind: .delete(id: .result(index), ifVersion: nil))
         }
         return .batch(ops, atomic: pick([nil, true, false, false]))
     }
@@ -174,7 +190,9 @@ struct RelationWorkload {
         let collection = collection()
         if roll < 40 {
             var data = self.data(collection)
-            if !earlier.isEmpty && chance(0.5) { substituteResults(in: &data, collection: collection, earlier: earlier) }
+            if !earlier.isEmpty && chance(0.5) {
+                substituteResults(in: &data, collection: collection, earlier: earlier)
+            }
             let id: String? = chance(0.8) ? freshID(in: collection) : nil
             return ModelWrite.Op(collection: collection, kind: .create(id: id, data: data))
         }
@@ -201,7 +219,8 @@ struct RelationWorkload {
                 substituteResults(in: &givenPatch, collection: opCollection, earlier: earlier)
                 patch = givenPatch
             }
-            return ModelWrite.Op(collection: opCollection, kind: .update(id: id, patch: patch, ops: ops, ifVersion: ifVersion))
+            return ModelWrite.Op(
+                collection: opCollection, kind: .update(id: id, patch: patch, ops: ops, ifVersion: ifVersion))
         }
         return ModelWrite.Op(collection: opCollection, kind: .delete(id: id, ifVersion: ifVersion))
     }
@@ -241,7 +260,8 @@ struct RelationWorkload {
     /// Replaces some references of the data with `{"$result": n}` of an earlier op.
     private mutating func substituteResults(in data: inout JSONObject, collection: String, earlier: [ModelWrite.Op]) {
         let fields: [(String, String, Bool)] = [
-            ("Item", "category", false), ("Category", "items", true), ("Invoice", "lines", true), ("Invoice", "customer", false),
+            ("Item", "category", false), ("Category", "items", true), ("Invoice", "lines", true),
+            ("Invoice", "customer", false),
             ("Node", "parent", false), ("Node", "children", true), ("Item", "tags", true),
         ]
         for (owner, field, isArray) in fields where owner == collection && data[field] != nil {
@@ -325,7 +345,11 @@ struct RelationWorkload {
             // Refused when decoded: an empty $push, overlapping paths, a path in both patch and ops.
             switch int(0...2) {
             case 0: ops.append(FieldOp(path: ["empty"], name: "$push", operand: []))
-            case 1: ops += [FieldOp(path: ["deep"], name: "$unset", operand: true), FieldOp(path: ["deep", "er"], name: "$inc", operand: 1)]
+            case 1:
+                ops += [
+                    FieldOp(path: ["deep"], name: "$unset", operand: true),
+                    FieldOp(path: ["deep", "er"], name: "$inc", operand: 1),
+                ]
             default:
                 patch["both"] = 1
                 ops.append(FieldOp(path: ["both"], name: "$inc", operand: 1))
@@ -398,7 +422,10 @@ struct RelationWorkload {
         case "Item":
             switch int(0...6) {
             case 0: return FieldOp(path: ["rank"], name: "$inc", operand: .int(Int64(int(-2...3))))
-            case 1: return chance(0.5) ? FieldOp(path: ["rank"], name: "$set", operand: .int(Int64(int(0...9)))) : FieldOp(path: ["rank"], name: "$unset", operand: true)
+            case 1:
+                return chance(0.5)
+                    ? FieldOp(path: ["rank"], name: "$set", operand: .int(Int64(int(0...9))))
+                    : FieldOp(path: ["rank"], name: "$unset", operand: true)
             case 2: return FieldOp(path: ["category"], name: "$set", operand: chance(0.8) ? ref("Category") : .null)
             case 3: return FieldOp(path: ["category"], name: "$unset", operand: true)
             case 4: return FieldOp(path: ["title"], name: "$inc", operand: 1)
@@ -406,9 +433,14 @@ struct RelationWorkload {
             }
         case "Tag":
             switch int(0...5) {
-            case 0: return FieldOp(path: ["n"], name: "$inc", operand: chance(0.8) ? .int(Int64(int(-2...3))) : .double(0.5))
+            case 0:
+                return FieldOp(
+                    path: ["n"], name: "$inc", operand: chance(0.8) ? .int(Int64(int(-2...3))) : .double(0.5))
             case 1: return FieldOp(path: ["stats", "views"], name: "$inc", operand: .int(Int64(int(1...3))))
-            case 2: return FieldOp(path: ["meta", "item"], name: chance(0.7) ? "$set" : "$unset", operand: chance(0.5) ? ref("Item") : true)
+            case 2:
+                return FieldOp(
+                    path: ["meta", "item"], name: chance(0.7) ? "$set" : "$unset",
+                    operand: chance(0.5) ? ref("Item") : true)
             case 3: return FieldOp(path: ["n"], name: "$inc", operand: .int(Int64.max))
             default:
                 return arrayOp("Tag", "labels", of: nil)
@@ -418,13 +450,19 @@ struct RelationWorkload {
         case "Invoice":
             switch int(0...3) {
             case 0: return FieldOp(path: ["total"], name: "$inc", operand: .int(Int64(int(1...50))))
-            case 1: return chance(0.8) ? FieldOp(path: ["customer"], name: "$set", operand: ref("Customer")) : FieldOp(path: ["customer"], name: "$unset", operand: true)
+            case 1:
+                return chance(0.8)
+                    ? FieldOp(path: ["customer"], name: "$set", operand: ref("Customer"))
+                    : FieldOp(path: ["customer"], name: "$unset", operand: true)
             default: return arrayOp("Invoice", "lines", of: "Item")
             }
         default:
             switch int(0...4) {
             case 0: return FieldOp(path: ["rank"], name: "$inc", operand: .int(Int64(int(-1...2))))
-            case 1: return chance(0.8) ? FieldOp(path: ["parent"], name: "$set", operand: ref("Node")) : FieldOp(path: ["parent"], name: "$unset", operand: true)
+            case 1:
+                return chance(0.8)
+                    ? FieldOp(path: ["parent"], name: "$set", operand: ref("Node"))
+                    : FieldOp(path: ["parent"], name: "$unset", operand: true)
             case 2: return FieldOp(path: ["next"], name: "$set", operand: chance(0.8) ? ref("Node") : .null)
             default: return arrayOp("Node", "children", of: "Node")
             }
@@ -435,6 +473,7 @@ struct RelationWorkload {
 extension ModelSchema {
     /// The collection a workload field refers to ("" if none): by the schema's first variant.
     static func referencedCollection(_ collection: String, _ field: String) -> String {
-        RelationWorkload.schema(collection, variant: 0)?.fields.first { $0.name == field }?.type.referencedCollection ?? ""
+        RelationWorkload.schema(collection, variant: 0)?.fields.first { $0.name == field }?.type.referencedCollection
+            ?? ""
     }
 }

@@ -89,13 +89,15 @@ import Testing
         try withRunningDaemon(arguments: ["--client-memory", "4194304", "--threads", "1"]) { daemon in
             let small = try daemon.connect(timeout: 10)
             #expect(try small.request(["op": "hello"]).isOK)
-            let half = Array(#"{"op":"create","collection":"T","data":{"s":""#.utf8) + [UInt8](repeating: 0x61, count: 700_000)
+            let half =
+                Array(#"{"op":"create","collection":"T","data":{"s":""#.utf8) + [UInt8](repeating: 0x61, count: 700_000)
             var large: [TestConnection] = []
             for _ in 0..<10 {
                 let connection = try daemon.connect(timeout: 10)
                 do {
                     try connection.send(bytes: half)
-                } catch let failure as TestConnection.Failure where failure.code == EPIPE || failure.code == ECONNRESET {
+                } catch let failure as TestConnection.Failure where failure.code == EPIPE || failure.code == ECONNRESET
+                {
                     // Shed while its line was still arriving (the largest holder is often the one being
                     // sent to): what the test expects of some of them. Counted as closed below.
                 }
@@ -141,14 +143,19 @@ import Testing
         try withRunningDaemon(arguments: ["--watch-buffer", "65536"]) { daemon in
             let watcher = try daemon.connect(timeout: 10)
             var small: Int32 = 4096
-            _ = watcher.withDescriptor { setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
+            _ = watcher.withDescriptor {
+                setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            }
             let watching = try watcher.request(["op": "watch", "tag": "w", "after": 0])
             #expect(watching.isOK)
             let writer = try daemon.connect(timeout: 10)
             let text = String(repeating: "x", count: 2000)
             for batch in 0..<10 {
                 for index in 0..<200 {
-                    try writer.send(["op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"), "data": ["text": .string(text)]])
+                    try writer.send([
+                        "op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"),
+                        "data": ["text": .string(text)],
+                    ])
                 }
                 for _ in 0..<200 { #expect(try writer.readResponse().isOK) }
             }
@@ -166,14 +173,19 @@ import Testing
             let text = String(repeating: "x", count: 2000)
             func write(_ batch: Int) throws {
                 for index in 0..<200 {
-                    try writer.send(["op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"), "data": ["text": .string(text)]])
+                    try writer.send([
+                        "op": "create", "collection": "Note", "id": .string("n\(batch)-\(index)"),
+                        "data": ["text": .string(text)],
+                    ])
                 }
                 for _ in 0..<200 { #expect(try writer.readResponse().isOK) }
             }
             for batch in 0..<5 { try write(batch) }
             let watcher = try daemon.connect(timeout: 10)
             var small: Int32 = 4096
-            _ = watcher.withDescriptor { setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
+            _ = watcher.withDescriptor {
+                setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            }
             #expect(try watcher.request(["op": "watch", "tag": "w", "after": 0]).isOK)
             for batch in 5..<15 { try write(batch) }
             try Self.expectCutOffThenResume(watcher, tag: "w2", within: 3000)
@@ -188,7 +200,9 @@ import Testing
             let clients = try (0..<6).map { _ in try daemon.connect(timeout: 20) }
             for (number, client) in clients.enumerated() {
                 for index in 0..<200 {
-                    try client.send(["op": "create", "collection": "T", "id": .string("c\(number)-\(index)"), "data": [:]])
+                    try client.send([
+                        "op": "create", "collection": "T", "id": .string("c\(number)-\(index)"), "data": [:],
+                    ])
                 }
             }
             for client in clients {

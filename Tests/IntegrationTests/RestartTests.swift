@@ -119,7 +119,8 @@ import Testing
             // Kill once every client is connected and the load is well under way (or after a minute,
             // and the checks below fail).
             let loadDeadline = Date().addingTimeInterval(60)
-            while (connected.current < clients || ledger.withLock({ $0.acknowledgements }) < 400) && !loadFinished.current
+            while (connected.current < clients || ledger.withLock({ $0.acknowledgements }) < 400)
+                && !loadFinished.current
                 && Date() < loadDeadline
             {
                 usleep(1_000)
@@ -170,14 +171,18 @@ import Testing
 @Suite struct ResumeRestartTests {
     private func create(_ connection: TestConnection, _ range: Range<Int>) throws {
         for n in range {
-            try connection.send(["op": "create", "collection": "Item", "id": .string("i\(n)"), "data": ["n": .int(Int64(n))]])
+            try connection.send([
+                "op": "create", "collection": "Item", "id": .string("i\(n)"), "data": ["n": .int(Int64(n))],
+            ])
         }
         for _ in range { try #require(try connection.readJSON()?.isOK == true) }
     }
 
     private func expectAll(_ daemon: RunningDaemon, _ count: Int) throws {
         let connection = try daemon.connect()
-        #expect(try connection.request(["op": "count", "collection": "Item"]).result?["count"]?.integerValue == Int64(count))
+        #expect(
+            try connection.request(["op": "count", "collection": "Item"]).result?["count"]?.integerValue == Int64(count)
+        )
         for n in [0, count / 2, count - 1] {
             #expect(try connection.request(["op": "get", "collection": "Item", "id": .string("i\(n)")]).isOK, "i\(n)")
         }
@@ -203,7 +208,8 @@ import Testing
             daemon.killHard()
             daemon.environment["FOLIO_BOOT_ID"] = "another-boot"
             try daemon.start()
-            let recovered = daemon.log.split(separator: "\n").last { $0.contains("recovered from the checkpoint") } ?? ""
+            let recovered =
+                daemon.log.split(separator: "\n").last { $0.contains("recovered from the checkpoint") } ?? ""
             #expect(recovered.contains("the log ends at event 900"), "\(daemon.log)")
             #expect(try daemon.request(["op": "stats"]).result?["journal"]?["start"] == "recovered")
             try expectAll(daemon, 900)
@@ -230,7 +236,9 @@ import Testing
             var connection = try daemon.connect()
             for batch in 0..<10 {
                 for n in 0..<100 {
-                    try connection.send(["op": "create", "collection": "Item", "data": ["n": .int(Int64(batch * 100 + n))]])
+                    try connection.send([
+                        "op": "create", "collection": "Item", "data": ["n": .int(Int64(batch * 100 + n))],
+                    ])
                 }
                 for _ in 0..<100 { try #require(try connection.readJSON()?.isOK == true) }
             }
@@ -248,7 +256,8 @@ import Testing
                 let checkpoint = recoveredCheckpoint(daemon.log)
                 #expect(
                     checkpoint.map { $0 >= sequence } ?? false,
-                    "after the \(step) (event \(sequence)) and kill -9, recovery began at \(checkpoint.map(String.init) ?? "no checkpoint"):\n\(daemon.log)")
+                    "after the \(step) (event \(sequence)) and kill -9, recovery began at \(checkpoint.map(String.init) ?? "no checkpoint"):\n\(daemon.log)"
+                )
                 connection = try daemon.connect()
                 let count = try connection.request(["op": "count", "view": "byN"])
                 if step == "define" {
@@ -275,36 +284,57 @@ import Testing
             let connection = try daemon.connect()
             // 400 objects in the trees (a view's definition puts them in directly), the rest as ops.
             let earlier: [JSON] = (0..<400).map { n in
-                ["op": "create", "collection": "Item", "id": .string("p\(n)"), "data": ["n": .int(Int64((n * 31) % 997)), "tag": .string("t\(n % 5)")]]
+                [
+                    "op": "create", "collection": "Item", "id": .string("p\(n)"),
+                    "data": ["n": .int(Int64((n * 31) % 997)), "tag": .string("t\(n % 5)")],
+                ]
             }
             for request in earlier { try connection.send(request) }
             for _ in earlier { try #require(try connection.readJSON()?.isOK == true) }
             for (name, sort) in [("byN", ["n"] as JSON), ("byTagN", ["tag", "-n"] as JSON)] {
-                _ = try #require(try connection.request(["op": "view.define", "name": .string(name), "collection": "Item", "sort": sort]).result)
+                _ = try #require(
+                    try connection.request([
+                        "op": "view.define", "name": .string(name), "collection": "Item", "sort": sort,
+                    ]).result)
             }
             // 1,000 creates (2 ops each), 250 updates that move both keys (4 ops each), 150 deletes
             // (2 each); of the updates and deletes, 50 each of objects in the trees.
             var requests: [JSON] = (0..<1000).map { n in
-                ["op": "create", "collection": "Item", "id": .string("i\(n)"), "data": ["n": .int(Int64((n * 7919) % 1000)), "tag": .string("t\(n % 7)")]]
+                [
+                    "op": "create", "collection": "Item", "id": .string("i\(n)"),
+                    "data": ["n": .int(Int64((n * 7919) % 1000)), "tag": .string("t\(n % 7)")],
+                ]
             }
-            requests += (0..<200).map { k in ["op": "update", "collection": "Item", "id": .string("i\(k * 5)"), "patch": ["n": .int(Int64(5000 + k))]] }
+            requests += (0..<200).map { k in
+                [
+                    "op": "update", "collection": "Item", "id": .string("i\(k * 5)"),
+                    "patch": ["n": .int(Int64(5000 + k))],
+                ]
+            }
             requests += (0..<100).map { k in ["op": "delete", "collection": "Item", "id": .string("i\(k * 10 + 1)")] }
-            requests += (0..<50).map { k in ["op": "update", "collection": "Item", "id": .string("p\(k * 8)"), "patch": ["n": .int(Int64(-1 - k))]] }
+            requests += (0..<50).map { k in
+                ["op": "update", "collection": "Item", "id": .string("p\(k * 8)"), "patch": ["n": .int(Int64(-1 - k))]]
+            }
             requests += (0..<50).map { k in ["op": "delete", "collection": "Item", "id": .string("p\(k * 8 + 3)")] }
             for request in requests { try connection.send(request) }
             for _ in requests { try #require(try connection.readJSON()?.isOK == true) }
             let reads: [JSON] = [
                 ["op": "count", "view": "byN"], ["op": "count", "view": "byTagN"],
-                ["op": "list", "view": "byN", "offset": 0, "limit": 20], ["op": "list", "view": "byN", "offset": 437, "limit": 20],
-                ["op": "list", "view": "byN", "offset": 1180, "limit": 30], ["op": "list", "view": "byTagN", "offset": 250, "limit": 20],
+                ["op": "list", "view": "byN", "offset": 0, "limit": 20],
+                ["op": "list", "view": "byN", "offset": 437, "limit": 20],
+                ["op": "list", "view": "byN", "offset": 1180, "limit": 30],
+                ["op": "list", "view": "byTagN", "offset": 250, "limit": 20],
                 ["op": "list", "view": "byTagN", "offset": 3, "limit": 5, "order": "desc"],
             ]
             let before = try reads.map { try connection.request($0) }
-            #expect(before[0].result?["count"] == 1250 && before[1].result?["count"] == 1250, "\(before[0]) \(before[1])")
+            #expect(
+                before[0].result?["count"] == 1250 && before[1].result?["count"] == 1250, "\(before[0]) \(before[1])")
             connection.close()
             let line = "views: 3300 op(s) not yet merged into 2 view(s) worked out in "
             for (stop, starts) in [("SIGTERM", 1), ("kill -9", 2)] {
-                if stop == "SIGTERM" { try daemon.restart() } else {
+                if stop == "SIGTERM" {
+                    try daemon.restart()
+                } else {
                     daemon.killHard()
                     try daemon.start()
                 }

@@ -23,30 +23,41 @@ import Testing
 
     @Test func metricsAreValidPrometheusTextAndCount() throws {
         try withTemporaryDirectory { directory in
-            let daemon = RunningDaemon(directory: directory, arguments: ["--metrics-socket", directory + "/metrics.sock"])
+            let daemon = RunningDaemon(
+                directory: directory, arguments: ["--metrics-socket", directory + "/metrics.sock"])
             // The default merge limit, which three ops do not reach, whatever the suite runs with.
             daemon.environment["FOLIO_VIEW_BUFFER"] = "65536"
             defer { daemon.shutDown() }
             try daemon.start()
             let connection = try daemon.connect()
-            _ = try #require(try connection.request(["op": "view.define", "name": "byN", "collection": "V", "sort": ["n"]]).result)
-            for index in 0..<5 { _ = try connection.request(["op": "create", "collection": "T", "id": .string("t\(index)"), "data": [:]]) }
-            for index in 0..<3 { _ = try connection.request(["op": "create", "collection": "V", "data": ["n": .int(Int64(index))]]) }
+            _ = try #require(
+                try connection.request(["op": "view.define", "name": "byN", "collection": "V", "sort": ["n"]]).result)
+            for index in 0..<5 {
+                _ = try connection.request(["op": "create", "collection": "T", "id": .string("t\(index)"), "data": [:]])
+            }
+            for index in 0..<3 {
+                _ = try connection.request(["op": "create", "collection": "V", "data": ["n": .int(Int64(index))]])
+            }
             _ = try connection.request(["op": "get", "collection": "T", "id": "missing"])
             let answer = try connection.request(["op": "metrics"])
             let text = try #require(answer.result?["text"]?.stringValue)
             #expect(answer.result?["format"] == "prometheus-text-0.0.4")
             let families = try parseWithPrometheus(text)
-            for family in ["folio_requests", "folio_request_duration_seconds", "folio_refusals", "folio_writer_batch_writes", "folio_commit_duration_seconds",
-                "folio_sync_duration_seconds", "folio_connections", "folio_lmdb_used_bytes", "folio_requests_pending", "folio_view_ops_pending",
-                "folio_view_merges"] {
+            for family in [
+                "folio_requests", "folio_request_duration_seconds", "folio_refusals", "folio_writer_batch_writes",
+                "folio_commit_duration_seconds",
+                "folio_sync_duration_seconds", "folio_connections", "folio_lmdb_used_bytes", "folio_requests_pending",
+                "folio_view_ops_pending",
+                "folio_view_merges",
+            ] {
                 #expect(families.contains(family), "\(family) missing from \(families)")
             }
             #expect(text.contains("folio_requests_total{op=\"create\",outcome=\"ok\"} 8"), "\(text.prefix(600))")
             #expect(text.contains("folio_requests_total{op=\"get\",outcome=\"not_found\"} 1"))
             #expect(text.contains("folio_last_sequence 9"))
             // Three creates into one view: three ops pending, no merge yet.
-            #expect(text.contains("folio_view_ops_pending 3\n") && text.contains("folio_view_merges_total 0\n"), "\(text)")
+            #expect(
+                text.contains("folio_view_ops_pending 3\n") && text.contains("folio_view_merges_total 0\n"), "\(text)")
             // The same over HTTP/1.0 on the metrics socket.
             let fd = folio_unix_socket(0)
             defer { close(fd) }
@@ -70,7 +81,8 @@ import Testing
             #expect(printed.status == 0 && printed.stdout.hasPrefix("# HELP folio_requests_total"), "\(printed)")
             #expect(try parseWithPrometheus(printed.stdout).contains("folio_requests"))
             // folio top draws a frame from two readings.
-            let top = try CommandRun.run(Binaries.folio, ["--socket", daemon.socketPath, "top", "--iterations", "1", "--interval", "1"])
+            let top = try CommandRun.run(
+                Binaries.folio, ["--socket", daemon.socketPath, "top", "--iterations", "1", "--interval", "1"])
             #expect(top.status == 0 && top.stdout.contains("req/s") && top.stdout.contains("connections"), "\(top)")
         }
     }
@@ -83,7 +95,9 @@ import Testing
             #expect(try watching.request(["op": "watch", "tag": "w"]).isOK)
             usleep(2_600_000)
             let closing = try idle.readJSON()
-            #expect(closing?.errorCode == "unavailable" && closing?.errorMessage?.contains("idle-timeout") == true, "\(String(describing: closing))")
+            #expect(
+                closing?.errorCode == "unavailable" && closing?.errorMessage?.contains("idle-timeout") == true,
+                "\(String(describing: closing))")
             #expect(try idle.readJSON() == nil)
             #expect(!watching.waitReadable(timeout: 0.1), "the watching connection was closed")
             #expect(try daemon.request(["op": "create", "collection": "T", "data": [:]]).isOK)
@@ -97,10 +111,16 @@ import Testing
         try withRunningDaemon(arguments: ["--max-output", "16777216"]) { daemon in
             let setup = try daemon.connect()
             let text = String(repeating: "x", count: 50_000)
-            for index in 0..<20 { _ = try setup.request(["op": "create", "collection": "Big", "id": .string("b\(index)"), "data": ["text": .string(text)]]) }
+            for index in 0..<20 {
+                _ = try setup.request([
+                    "op": "create", "collection": "Big", "id": .string("b\(index)"), "data": ["text": .string(text)],
+                ])
+            }
             let greedy = try daemon.connect(timeout: 10)
             var small: Int32 = 4096
-            _ = greedy.withDescriptor { setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
+            _ = greedy.withDescriptor {
+                setsockopt($0, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            }
             let line = Array(#"{"op":"list","collection":"Big","limit":20}"#.utf8) + [0x0A]
             var sent = 0
             for _ in 0..<200 {

@@ -11,7 +11,10 @@ import Testing
 /// catch-up from seq 0) must be cut off with `lagging`; writes abandoned by their clients must keep
 /// foliod's heap within `--client-memory` and some slack.
 @Suite struct StormsSmokeTests {
-    @Test(.disabled(if: underSanitizer, "a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing of foliod's"))
+    @Test(
+        .disabled(
+            if: underSanitizer, "a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing of foliod's"
+        ))
     func smallStormsHoldTheirBounds() throws {
         guard FileManager.default.isExecutableFile(atPath: Binaries.folioBench) else {
             Issue.record("no folio-bench next to foliod (\(Binaries.folioBench)); build every product")
@@ -22,7 +25,8 @@ import Testing
             let run = try CommandRun.run(
                 Binaries.folioBench,
                 [
-                    "storms", "--folio-socket", daemon.socketPath, "--folio-pid", "\(pid)", "--only", "idle,slow,watcher,churn,abandon",
+                    "storms", "--folio-socket", daemon.socketPath, "--folio-pid", "\(pid)", "--only",
+                    "idle,slow,watcher,churn,abandon",
                     "--idle", "300", "--idle-rounds", "1", "--slowloris", "30", "--long-lines", "6", "--churn", "4000",
                     "--phase-seconds", "1", "--storm-seconds", "5", "--byte-interval", "0.5", "--line-timeout", "2",
                     "--abandon", "4", "--keys", "500", "--timing", "report",

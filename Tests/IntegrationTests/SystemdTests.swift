@@ -22,7 +22,9 @@ import Testing
                 if path.hasPrefix("@") { raw[0] = 0 }
             }
             let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (path.hasPrefix("@") ? 0 : 1))
-            let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+            }
             guard bound == 0 else { throw DaemonError("bind \(path): \(String(cString: strerror(errno)))") }
         }
 
@@ -49,7 +51,9 @@ import Testing
     @Test(arguments: ["file", "abstract"])
     func readinessStatusWatchdogAndStoppingAreNotified(kind: String) throws {
         try withTemporaryDirectory { directory in
-            let path = kind == "file" ? directory + "/notify" : "@folio-test-notify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+            let path =
+                kind == "file"
+                ? directory + "/notify" : "@folio-test-notify-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
             let notify = try NotifySocket(path: path)
             let daemon = RunningDaemon(directory: directory)
             daemon.environment = ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"]
@@ -87,12 +91,18 @@ import Testing
             environment["LISTEN_FDS"] = "1"
             // LISTEN_PID must be foliod's own pid: the shell's, which exec keeps.
             let process = try ChildProcess(
-                executable: "/bin/sh", arguments: ["-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", Binaries.foliod, "--data", directory + "/data", "--socket", path],
+                executable: "/bin/sh",
+                arguments: [
+                    "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", Binaries.foliod, "--data", directory + "/data",
+                    "--socket", path,
+                ],
                 environment: environment, stdin: nullDevice, stdout: logFD, stderr: logFD, descriptors: [3: listener])
             defer { if process.isRunning { process.killAndWait() } }
             var answered = false
             for _ in 0..<300 where !answered {
-                if let connection = try? TestConnection(path: path, timeout: 5), (try? connection.request(["op": "hello"]))?.isOK == true {
+                if let connection = try? TestConnection(path: path, timeout: 5),
+                    (try? connection.request(["op": "hello"]))?.isOK == true
+                {
                     answered = true
                 } else {
                     usleep(20_000)
@@ -110,7 +120,12 @@ import Testing
     @Test func aWrongInheritedDescriptorIsRefusedAtStart() throws {
         try Binaries.require()
         try withTemporaryDirectory { directory in
-            let run = try CommandRun.run("/bin/sh", ["-c", "LISTEN_PID=$$ exec \"$0\" \"$@\" 3<>\(directory)/not-a-socket", Binaries.foliod, "--data", directory + "/data", "--socket", directory + "/s"], environment: ["LISTEN_FDS": "1"])
+            let run = try CommandRun.run(
+                "/bin/sh",
+                [
+                    "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\" 3<>\(directory)/not-a-socket", Binaries.foliod, "--data",
+                    directory + "/data", "--socket", directory + "/s",
+                ], environment: ["LISTEN_FDS": "1"])
             #expect(run.status == 1, "\(run)")
             #expect(run.stderr.contains("not a listening Unix stream socket"), "\(run)")
         }

@@ -8,7 +8,9 @@ import Testing
     private func collectEvents(_ connection: TestConnection, tag: JSON, through last: Int64) throws -> [Int64] {
         var sequences: [Int64] = []
         while sequences.last ?? 0 < last {
-            guard let line = try connection.readJSON() else { throw DaemonError("watch connection closed after \(sequences.count) events") }
+            guard let line = try connection.readJSON() else {
+                throw DaemonError("watch connection closed after \(sequences.count) events")
+            }
             if line["tag"] == tag, let event = line["event"] {
                 sequences.append(try #require(event["seq"]?.integerValue))
             } else if line.errorCode != nil {
@@ -21,11 +23,16 @@ import Testing
     @Test func aWatcherStartedMidLoadSeesEverySequenceExactlyOnce() throws {
         try withRunningDaemon { daemon in
             let socket = daemon.socketPath
-            for index in 0..<300 { _ = try daemon.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(index))]]) }
+            for index in 0..<300 {
+                _ = try daemon.request(["op": "create", "collection": "Task", "data": ["n": .int(Int64(index))]])
+            }
             let writing = runOnThreadsInBackground(4) { worker in
                 let connection = try TestConnection(path: socket)
                 for index in 0..<250 {
-                    let response = try connection.request(["op": "create", "collection": "Task", "data": ["w": .int(Int64(worker)), "i": .int(Int64(index))]])
+                    let response = try connection.request([
+                        "op": "create", "collection": "Task",
+                        "data": ["w": .int(Int64(worker)), "i": .int(Int64(index))],
+                    ])
                     guard response.isOK else { throw DaemonError("write failed: \(response)") }
                 }
             }
@@ -77,7 +84,9 @@ import Testing
             #expect(reply["tag"] == "u")
             #expect(reply.result?["lastSeq"] == 1)
             _ = try daemon.request(["op": "create", "collection": "Task", "data": ["n": 2]])
-            let after = try connection.request(["op": "get", "collection": "Task", "id": .string(try #require(answer.result?["id"]?.stringValue))])
+            let after = try connection.request([
+                "op": "get", "collection": "Task", "id": .string(try #require(answer.result?["id"]?.stringValue)),
+            ])
             #expect(after.isOK, "no more event lines after unwatch: the next line is the get's answer")
             #expect(try connection.request(["op": "unwatch", "watch": "feed"]).errorCode == "not_found")
             #expect(try connection.request(["op": "watch"]).errorCode == "bad_request", "a watch needs a tag")
@@ -94,7 +103,9 @@ import Testing
             let writing = runOnThreadsInBackground(4) { _ in
                 let connection = try TestConnection(path: socket)
                 for _ in 0..<150 {
-                    let response = try connection.request(["op": "create", "collection": "Blob", "data": ["payload": .string(payload)]])
+                    let response = try connection.request([
+                        "op": "create", "collection": "Blob", "data": ["payload": .string(payload)],
+                    ])
                     guard response.isOK else { throw DaemonError("write failed: \(response)") }
                 }
             }

@@ -90,7 +90,10 @@ final class WriteLoad: @unchecked Sendable {
                     version == 1
                     ? [
                         "op": "create", "collection": "Load", "id": .string(id),
-                        "data": ["client": .int(Int64(client)), "number": .int(Int64(number - 1)), "step": 1, "pad": .string(payload)],
+                        "data": [
+                            "client": .int(Int64(client)), "number": .int(Int64(number - 1)), "step": 1,
+                            "pad": .string(payload),
+                        ],
                     ]
                     : [
                         "op": "update", "collection": "Load", "id": .string(id), "patch": ["step": .int(version)],
@@ -152,7 +155,8 @@ final class WriteLoad: @unchecked Sendable {
             let allowed = object.inDoubt ? [object.acknowledged, object.acknowledged + 1] : [object.acknowledged]
             if !allowed.contains(stored) {
                 problems.append(
-                    "\(id): acknowledged v\(object.acknowledged)\(object.inDoubt ? " (next write in doubt)" : ""), stored v\(stored)")
+                    "\(id): acknowledged v\(object.acknowledged)\(object.inDoubt ? " (next write in doubt)" : ""), stored v\(stored)"
+                )
             }
         }
         let stats = try #require(try connection.request(["op": "stats"]).result)
@@ -171,7 +175,9 @@ final class WriteLoad: @unchecked Sendable {
         var versions: [String: Int64] = [:]
         while true {
             let page = try connection.request(["op": "events", "after": .int(after), "limit": 1000])
-            guard let result = page.result, let events = result["events"]?.arrayValue else { return ["events: \(page)"] }
+            guard let result = page.result, let events = result["events"]?.arrayValue else {
+                return ["events: \(page)"]
+            }
             for event in events {
                 guard let sequence = event["seq"]?.integerValue, sequence == after + 1 else {
                     return problems + ["the log skips from \(after) to \(event["seq"]?.description ?? "?")"]

@@ -27,7 +27,9 @@ import Testing
             guard name.hasPrefix("folio-checkpoin") else { continue }
             let status = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
             for line in status.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") {
-                if let count = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).last.flatMap({ Int($0) }) { return count }
+                if let count = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).last.flatMap({ Int($0) }) {
+                    return count
+                }
             }
             throw DaemonError("no voluntary_ctxt_switches for task \(task) of foliod \(pid)")
         }
@@ -44,7 +46,9 @@ import Testing
             var start = Date()
             var creates = 0
             while Date().timeIntervalSince(start) < 1 {
-                let created = try client.request(["op": "create", "collection": "Note", "data": ["n": .int(Int64(creates))]])
+                let created = try client.request([
+                    "op": "create", "collection": "Note", "data": ["n": .int(Int64(creates))],
+                ])
                 try #require(created.isOK, "create \(creates): \(created)")
                 creates += 1
             }

@@ -120,15 +120,21 @@ struct EnvironmentTests {
                     }
                 }
                 try bytes("k1").withUnsafeBytes { key in
-                    try txn.put(db, key, reserving: 3) { space in bytes("new").withUnsafeBytes { space.copyMemory(from: $0) } }
+                    try txn.put(db, key, reserving: 3) { space in
+                        bytes("new").withUnsafeBytes { space.copyMemory(from: $0) }
+                    }
                 }
             }
             #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k1"))) } == "new")
-            #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k2"))) } == String(repeating: "x", count: 5000))
+            #expect(
+                try environment.read { txn throws in text(try txn.get(db, bytes("k2"))) }
+                    == String(repeating: "x", count: 5000))
             #expect(try environment.read { txn throws in text(try txn.get(db, bytes("k3"))) } == "")
             do {
                 try environment.write { txn throws in
-                    try bytes("k0").withUnsafeBytes { key in try txn.put(db, key, reserving: 1, flags: .append) { $0[0] = 1 } }
+                    try bytes("k0").withUnsafeBytes { key in
+                        try txn.put(db, key, reserving: 1, flags: .append) { $0[0] = 1 }
+                    }
                 }
                 Issue.record("an appended key before the last was taken")
             } catch let error as LMDBError {
@@ -192,7 +198,9 @@ struct EnvironmentTests {
             #expect(second.1 == "two")
             let committed = DispatchSemaphore(value: 0)
             Thread {
-                #expect(throws: Never.self) { try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("three")) } }
+                #expect(throws: Never.self) {
+                    try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("three")) }
+                }
                 committed.signal()
             }.start()
             committed.wait()

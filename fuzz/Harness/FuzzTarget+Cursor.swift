@@ -14,7 +14,9 @@ extension FuzzTarget {
         // The bytes as a cursor's fingerprint (8 bytes) and key (at least one byte: a key always holds an id).
         guard bytes.count > 8 else { return nil }
         let made = PageCursor(fingerprint: Array(bytes[0..<8]), key: Array(bytes[8...]))
-        guard let read = try? PageCursor(token: made.token) else { return "the token \(made.token) of a cursor is refused" }
+        guard let read = try? PageCursor(token: made.token) else {
+            return "the token \(made.token) of a cursor is refused"
+        }
         if read != made { return "the token \(made.token) reads back as another cursor" }
         return nil
     }

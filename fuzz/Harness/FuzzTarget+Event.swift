@@ -18,9 +18,13 @@ extension FuzzTarget {
             if let fast {
                 guard let general else { return "the layout reading accepted an event the general decoder refuses" }
                 guard general == fast else { return "the layout reading gave \(fast), the general decoder \(general)" }
-                guard generalRange == fastRange else { return "data range \(String(describing: fastRange)) against \(String(describing: generalRange))" }
+                guard generalRange == fastRange else {
+                    return "data range \(String(describing: fastRange)) against \(String(describing: generalRange))"
+                }
             }
-            guard answered == general, answeredRange == generalRange else { return "Event(decoding:) does not answer as the general decoder" }
+            guard answered == general, answeredRange == generalRange else {
+                return "Event(decoding:) does not answer as the general decoder"
+            }
             if fast == nil, let general, general.isObjectEvent, general.encoded().elementsEqual(bytes) {
                 return "a canonical \(general.typeName) event went the general way"
             }

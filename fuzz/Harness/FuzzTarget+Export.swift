@@ -8,7 +8,9 @@ extension FuzzTarget {
     /// needs, so that mutated events get past the hash check to the checks after it.
     static func exportReader(_ bytes: UnsafeRawBufferPointer) -> String? {
         guard let mode = bytes.first else { return nil }
-        var lines = bytes.dropFirst().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { Array($0) }
+        var lines = bytes.dropFirst().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            Array($0)
+        }
         if lines.last?.isEmpty == true { lines.removeLast() }
         if mode & 1 == 1 { lines = withChainFixed(lines) }
         let source = LineSource(lines)
@@ -23,7 +25,9 @@ extension FuzzTarget {
         } catch {
             return "the reader threw \(error), not an ImportError"
         }
-        if UInt64(events) != reader.lastSequence { return "\(events) events read, but the last sequence is \(reader.lastSequence)" }
+        if UInt64(events) != reader.lastSequence {
+            return "\(events) events read, but the last sequence is \(reader.lastSequence)"
+        }
         return nil
     }
 

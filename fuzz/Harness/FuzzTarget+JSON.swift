@@ -13,9 +13,13 @@ extension FuzzTarget {
         let written = json.serialized()
         let text = String(decoding: written, as: UTF8.self)
         let again: JSON
-        do { again = try JSONParser.parse(written) } catch { return "the \(what) written as \(text) does not parse: \(error)" }
+        do { again = try JSONParser.parse(written) } catch {
+            return "the \(what) written as \(text) does not parse: \(error)"
+        }
         if again != json { return "the \(what) written as \(text) parses to another value: \(again)" }
-        if again.serialized() != written { return "the \(what) written as \(text) is written as \(again) the second time" }
+        if again.serialized() != written {
+            return "the \(what) written as \(text) is written as \(again) the second time"
+        }
         return nil
     }
 }

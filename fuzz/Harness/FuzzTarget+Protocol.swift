@@ -43,7 +43,8 @@ extension FuzzTarget {
             var content: [UInt8] = []
             if case .upload(.write(_, _, let piece)) = request.operation { content = piece.bytes }
             if case .upload(.put(let upload)) = request.operation { content = upload.content.bytes }
-            return outcome(result) + ", content \(content.count) bytes \(content.prefix(8))…\(content.reduce(0) { $0 &* 31 &+ Int($1) })"
+            return outcome(result)
+                + ", content \(content.count) bytes \(content.prefix(8))…\(content.reduce(0) { $0 &* 31 &+ Int($1) })"
         case .failure(let failure): return outcome(result) + ": " + failure.error.message
         }
     }
@@ -57,11 +58,17 @@ extension FuzzTarget {
         }
         var text = exactOutcome(result) + ", tag text " + (tag.map { String(decoding: $0.text, as: UTF8.self) } ?? "-")
         if let tag { text += ", tag value \(tag.value)" }
-        if case .success(let request) = result, case .read(.get(let collection, let id, let point, let include)) = request.operation {
-            text += ", get \(collection)/\(id) \(String(describing: point)) \(include.count) \(String(describing: request.minSeq))"
+        if case .success(let request) = result,
+            case .read(.get(let collection, let id, let point, let include)) = request.operation
+        {
+            text +=
+                ", get \(collection)/\(id) \(String(describing: point)) \(include.count) \(String(describing: request.minSeq))"
         }
-        if case .success(let request) = result, case .read(let operation) = request.operation, let query = operation.query {
-            text += ", \(request.spec.name) \(query.source) \(String(describing: query.whereJSON)) \(String(describing: query.sort)) \(query.descending) "
+        if case .success(let request) = result, case .read(let operation) = request.operation,
+            let query = operation.query
+        {
+            text +=
+                ", \(request.spec.name) \(query.source) \(String(describing: query.whereJSON)) \(String(describing: query.sort)) \(query.descending) "
                 + "\(query.limit) \(query.start) \(query.explain) \(query.include.count) \(String(describing: request.minSeq))"
         }
         return text
@@ -70,7 +77,8 @@ extension FuzzTarget {
     private static func outcome(_ result: Result<Request, RequestDecoder.TaggedError>) -> String {
         switch result {
         case .success(let request): return "op \(request.spec.name), tag \(request.tag == nil ? "absent" : "present")"
-        case .failure(let failure): return "error \(failure.error.code.rawValue), tag \(failure.tag == nil ? "absent" : "present")"
+        case .failure(let failure):
+            return "error \(failure.error.code.rawValue), tag \(failure.tag == nil ? "absent" : "present")"
         }
     }
 }

@@ -10,11 +10,14 @@ extension FuzzTarget {
     static func query(_ bytes: UnsafeRawBufferPointer) -> String? {
         guard let json = try? JSONParser.parse(bytes) else { return nil }
         let object = StoredObject(
-            collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0),
+            collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0),
+            updatedAt: Timestamp(milliseconds: 0),
             data: json.objectValue ?? JSONObject())
 
         if let (whereJSON, filter) = try? Filter.parse(optional: json) {
-            guard (try? Filter.parse(optional: json.canonical)) != nil else { return "where \(json) is valid, but not with its keys sorted" }
+            guard (try? Filter.parse(optional: json.canonical)) != nil else {
+                return "where \(json) is valid, but not with its keys sorted"
+            }
             _ = filter?.matches(object)
             guard let query = try? Query(source: .collection("c"), whereJSON: whereJSON) else {
                 return "where \(json) parses as a filter but not in a query"
@@ -56,7 +59,8 @@ extension FuzzTarget {
         let equal = operandKey == candidateKey
         func holding(_ value: JSON) -> StoredObject {
             StoredObject(
-                collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0), updatedAt: Timestamp(milliseconds: 0),
+                collection: "c", id: "x", version: 1, createdAt: Timestamp(milliseconds: 0),
+                updatedAt: Timestamp(milliseconds: 0),
                 data: ["f": value])
         }
         let forms: [(JSON, Bool, StoredObject)] = [
@@ -71,7 +75,8 @@ extension FuzzTarget {
             // An operand a filter does not take (an object of unknown operators) is not a case.
             guard let filter = try? Filter.parse(optional: whereJSON).filter else { continue }
             if filter.matches(object) != expected {
-                return "where \(whereJSON) \(expected ? "does not match" : "matches") \(JSON.object(object.data)), whose key is \(equal ? "" : "not ")the operand's"
+                return
+                    "where \(whereJSON) \(expected ? "does not match" : "matches") \(JSON.object(object.data)), whose key is \(equal ? "" : "not ")the operand's"
             }
         }
         return nil
@@ -79,7 +84,9 @@ extension FuzzTarget {
 
     private static func checkOrder(_ a: Value, _ b: Value) -> String? {
         let order = Value.compare(a, b)
-        if Value.compare(b, a) != -order { return "compare(\(a), \(b)) is \(order) but compare(\(b), \(a)) is \(Value.compare(b, a))" }
+        if Value.compare(b, a) != -order {
+            return "compare(\(a), \(b)) is \(order) but compare(\(b), \(a)) is \(Value.compare(b, a))"
+        }
         for descending in [false, true] {
             var keyA: [UInt8] = []
             var keyB: [UInt8] = []

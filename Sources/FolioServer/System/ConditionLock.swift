@@ -56,12 +56,14 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> pthrea
     pthread_attr_setstacksize(&attributes, 16 << 20)
     var thread = pthread_t()
     let box = Unmanaged.passRetained(Box(body, name)).toOpaque()
-    let rc = pthread_create(&thread, &attributes, { pointer in
-        let box = Unmanaged<Box>.fromOpaque(pointer!).takeRetainedValue()
-        folio_set_thread_name(String(box.name.prefix(15)))
-        box.body()
-        return nil
-    }, box)
+    let rc = pthread_create(
+        &thread, &attributes,
+        { pointer in
+            let box = Unmanaged<Box>.fromOpaque(pointer!).takeRetainedValue()
+            folio_set_thread_name(String(box.name.prefix(15)))
+            box.body()
+            return nil
+        }, box)
     pthread_attr_destroy(&attributes)
     precondition(rc == 0, "pthread_create failed: \(rc)")
     return thread

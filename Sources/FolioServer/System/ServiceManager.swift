@@ -36,7 +36,8 @@ final class ServiceManager: @unchecked Sendable {
 
     /// The listening socket systemd passed (fd 3), if it passed one to this process; the
     /// variables are cleared so that no child takes it for its own.
-    static func inheritedListener(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int32? {
+    static func inheritedListener(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int32?
+    {
         defer {
             unsetenv("LISTEN_PID")
             unsetenv("LISTEN_FDS")
@@ -46,9 +47,12 @@ final class ServiceManager: @unchecked Sendable {
             let count = environment["LISTEN_FDS"].flatMap(Int.init), count > 0
         else { return nil }
         let fd: Int32 = 3
-        guard count == 1 else { throw ServerError.inheritedSockets("systemd passed \(count) sockets (LISTEN_FDS); foliod takes exactly one") }
+        guard count == 1 else {
+            throw ServerError.inheritedSockets("systemd passed \(count) sockets (LISTEN_FDS); foliod takes exactly one")
+        }
         guard folio_is_listening_unix_socket(fd) == 1 else {
-            throw ServerError.inheritedSockets("descriptor 3 from systemd (LISTEN_FDS=1) is not a listening Unix stream socket")
+            throw ServerError.inheritedSockets(
+                "descriptor 3 from systemd (LISTEN_FDS=1) is not a listening Unix stream socket")
         }
         guard folio_set_nonblocking_cloexec(fd) == 0 else { throw SystemError("fcntl on the inherited socket") }
         return fd

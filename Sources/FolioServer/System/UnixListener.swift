@@ -24,9 +24,12 @@ final class UnixListener: @unchecked Sendable {
         inherited = false
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty && !FileManager.default.fileExists(atPath: parent) {
-            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        if FileManager.default.fileExists(atPath: path) || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil {
+        if FileManager.default.fileExists(atPath: path)
+            || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
+        {
             if UnixListener.isAnswering(path) {
                 throw ServerError.socketInUse(path)
             }
@@ -37,8 +40,12 @@ final class UnixListener: @unchecked Sendable {
         do {
             guard folio_unix_bind(fd, path) == 0 else { throw SystemError("bind \(path)") }
             if let group {
-                guard let entry = getgrnam(group) else { throw ServerError.inheritedSockets("socket-group: no group named \(group)") }
-                guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else { throw SystemError("chown \(path) to group \(group)") }
+                guard let entry = getgrnam(group) else {
+                    throw ServerError.inheritedSockets("socket-group: no group named \(group)")
+                }
+                guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else {
+                    throw SystemError("chown \(path) to group \(group)")
+                }
             }
             guard chmod(path, mode) == 0 else { throw SystemError("chmod \(path)") }
             guard listen(fd, 1024) == 0 else { throw SystemError("listen") }
@@ -79,7 +86,9 @@ public final class DataDirectoryLock {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 { throw SystemError("open \(path)") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            let holder =
+                (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                ?? ""
             throw ServerError.dataDirectoryInUse(directory, pid: holder)  // deinit closes fd
         }
         let pid = "\(getpid())\n"

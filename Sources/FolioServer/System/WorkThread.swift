@@ -45,7 +45,10 @@ final class WorkThread<Item>: @unchecked Sendable {
         name: String, spinMicroseconds: UInt64 = 0, idlePollMicroseconds: UInt64 = 0,
         roomToPoll: @escaping (IdlePoll) -> Bool = { $0.machineHasRoom() }, pollYieldsForGood: Bool = true,
         foundWhilePolling: @escaping () -> Void = {}, pollsAfter: @escaping ([Item]) -> Bool = { _ in true },
-        take: @escaping (inout [Item]) -> [Item] = { waiting in defer { waiting.removeAll() }; return waiting },
+        take: @escaping (inout [Item]) -> [Item] = { waiting in
+            defer { waiting.removeAll() }
+            return waiting
+        },
         handle: @escaping ([Item]) -> Void
     ) {
         self.take = take

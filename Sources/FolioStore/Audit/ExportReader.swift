@@ -47,7 +47,9 @@ public final class ExportReader: @unchecked Sendable {
         while batch.count < Store.replayChunk, batchBytes < Self.maxBatchBytes, let line = try nextLine() {
             lineNumber += 1
             let json: JSON
-            do { json = try JSONParser.parse(line) } catch { throw ImportError(line: lineNumber, message: "not valid JSON: \(error)") }
+            do { json = try JSONParser.parse(line) } catch {
+                throw ImportError(line: lineNumber, message: "not valid JSON: \(error)")
+            }
             if case .object(let object) = json, object["blob"] != nil {
                 let piece = try blobPiece(object)
                 if case .blobPiece(_, _, _, let bytes, _) = piece { batchBytes += bytes.count }
@@ -55,38 +57,60 @@ public final class ExportReader: @unchecked Sendable {
                 continue
             }
             if let open = openBlob {
-                throw ImportError(line: lineNumber, message: "blob \(open.sha256) ends at byte \(open.done) of its \(open.size): its content lines must follow one another to the end")
+                throw ImportError(
+                    line: lineNumber,
+                    message:
+                        "blob \(open.sha256) ends at byte \(open.done) of its \(open.size): its content lines must follow one another to the end"
+                )
             }
             if case .object(let object) = json, object["end"] != nil {
                 try checkTrailer(object, line: lineNumber)
                 ended = true
-                if try nextLine() != nil { throw ImportError(line: lineNumber + 1, message: "data after the end of the export") }
+                if try nextLine() != nil {
+                    throw ImportError(line: lineNumber + 1, message: "data after the end of the export")
+                }
                 return batch.isEmpty ? nil : batch
             }
             let event: Event
-            do { event = try Event(json: json, allowing: ["hash"]) } catch { throw ImportError(line: lineNumber, message: error.message) }
+            do { event = try Event(json: json, allowing: ["hash"]) } catch {
+                throw ImportError(line: lineNumber, message: error.message)
+            }
             guard event.sequence == lastSequence + 1 else {
-                throw ImportError(line: lineNumber, message: "event \(event.sequence) where event \(lastSequence + 1) was expected")
+                throw ImportError(
+                    line: lineNumber, message: "event \(event.sequence) where event \(lastSequence + 1) was expected")
             }
             chain = chain.next(event.encoded())
             guard case .string(let hex)? = json.objectValue?["hash"], let stated = ChainHash(hex: hex) else {
                 throw ImportError(line: lineNumber, message: "event \(event.sequence) has no valid \"hash\"")
             }
             guard stated == chain else {
-                throw ImportError(line: lineNumber, message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
+                throw ImportError(
+                    line: lineNumber,
+                    message: "event \(event.sequence) does not match its hash: it or an earlier event was changed")
             }
             // Time travel finds an instant by a binary search of the log, which needs this.
             guard event.timestamp >= lastTimestamp else {
-                throw ImportError(line: lineNumber, message: "event \(event.sequence) is dated before event \(lastSequence): \"at\" never decreases in a log")
+                throw ImportError(
+                    line: lineNumber,
+                    message:
+                        "event \(event.sequence) is dated before event \(lastSequence): \"at\" never decreases in a log"
+                )
             }
             if case .filePut(let binding) = event.change, let size = blobs[binding.sha256], size != binding.size {
-                throw ImportError(line: lineNumber, message: "event \(event.sequence) binds \(binding.name) to \(binding.size) bytes of \(binding.sha256), whose content lines hold \(size)")
+                throw ImportError(
+                    line: lineNumber,
+                    message:
+                        "event \(event.sequence) binds \(binding.name) to \(binding.size) bytes of \(binding.sha256), whose content lines hold \(size)"
+                )
             }
             lastSequence = event.sequence
             lastTimestamp = event.timestamp
             batch.append(.event(line: lineNumber, event))
         }
-        if batch.isEmpty { throw ImportError(line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated") }
+        if batch.isEmpty {
+            throw ImportError(
+                line: lineNumber + 1, message: "the file ends without the export's end line: it is truncated")
+        }
         return batch
     }
 
@@ -98,21 +122,35 @@ public final class ExportReader: @unchecked Sendable {
             sha256 == sha256.lowercased(), let size = object["size"]?.integerValue, size >= 0,
             let offset = object["offset"]?.integerValue, offset >= 0, case .string(let text)? = object["data"]
         else {
-            throw ImportError(line: line, message: "a content line has exactly \"blob\" (64 lowercase hex digits), \"size\", \"offset\" and \"data\" (base64)")
+            throw ImportError(
+                line: line,
+                message:
+                    "a content line has exactly \"blob\" (64 lowercase hex digits), \"size\", \"offset\" and \"data\" (base64)"
+            )
         }
         let bytes: [UInt8]
-        do { bytes = try Base64.decode(text.utf8, field: "data") } catch { throw ImportError(line: line, message: error.message) }
+        do { bytes = try Base64.decode(text.utf8, field: "data") } catch {
+            throw ImportError(line: line, message: error.message)
+        }
         guard bytes.count <= Self.maxPiece else {
-            throw ImportError(line: line, message: "blob \(sha256): a content line holds \(bytes.count) bytes, more than \(Self.maxPiece)")
+            throw ImportError(
+                line: line,
+                message: "blob \(sha256): a content line holds \(bytes.count) bytes, more than \(Self.maxPiece)")
         }
         var open = openBlob ?? (sha256, UInt64(size), 0, SHA256Hasher())
         guard open.sha256 == sha256, open.size == UInt64(size), open.done == UInt64(offset) else {
-            let expected = openBlob.map { "byte \($0.done) of blob \($0.sha256) of \($0.size) bytes" } ?? "offset 0 of a new blob"
-            throw ImportError(line: line, message: "blob \(sha256): content of \(size) bytes at offset \(offset), where \(expected) was expected")
+            let expected =
+                openBlob.map { "byte \($0.done) of blob \($0.sha256) of \($0.size) bytes" } ?? "offset 0 of a new blob"
+            throw ImportError(
+                line: line,
+                message: "blob \(sha256): content of \(size) bytes at offset \(offset), where \(expected) was expected")
         }
-        if openBlob == nil, blobs[sha256] != nil { throw ImportError(line: line, message: "blob \(sha256) is given twice") }
+        if openBlob == nil, blobs[sha256] != nil {
+            throw ImportError(line: line, message: "blob \(sha256) is given twice")
+        }
         guard UInt64(bytes.count) <= open.size - open.done, !bytes.isEmpty || open.size == 0 else {
-            throw ImportError(line: line, message: "blob \(sha256): \(bytes.count) bytes at offset \(offset) do not fit its \(size)")
+            throw ImportError(
+                line: line, message: "blob \(sha256): \(bytes.count) bytes at offset \(offset) do not fit its \(size)")
         }
         open.hasher.update(bytes)
         open.done += UInt64(bytes.count)
@@ -123,7 +161,8 @@ public final class ExportReader: @unchecked Sendable {
         openBlob = nil
         let actual = hexString(open.hasher.finalize())
         guard actual == sha256 else {
-            throw ImportError(line: line, message: "blob \(sha256): its \(size) bytes hash to \(actual): the content was changed")
+            throw ImportError(
+                line: line, message: "blob \(sha256): its \(size) bytes hash to \(actual): the content was changed")
         }
         blobs[sha256] = open.size
         return .blobPiece(line: line, sha256: sha256, offset: UInt64(offset), bytes: bytes, isLast: true)
@@ -131,7 +170,11 @@ public final class ExportReader: @unchecked Sendable {
 
     private func checkTrailer(_ object: JSONObject, line: Int) throws {
         guard object["end"] == .bool(true), object["lastSeq"]?.integerValue == Int64(lastSequence) else {
-            throw ImportError(line: line, message: "the end line says the export has \(object["lastSeq"]?.description ?? "?") events, the file holds \(lastSequence)")
+            throw ImportError(
+                line: line,
+                message:
+                    "the end line says the export has \(object["lastSeq"]?.description ?? "?") events, the file holds \(lastSequence)"
+            )
         }
         guard case .string(let hex)? = object["chainHead"], ChainHash(hex: hex) == chain else {
             throw ImportError(line: line, message: "the end line's chainHead does not match the events")

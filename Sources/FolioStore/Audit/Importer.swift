@@ -40,14 +40,19 @@ public struct Importer {
     /// The new store's first map; it doubles whenever the import fills it.
     public let mapSize: Int
 
-    public init(directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention, mapSize: Int = Store.Options().mapSize) {
+    public init(
+        directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention,
+        mapSize: Int = Store.Options().mapSize
+    ) {
         self.directory = directory
         self.requestKeyRetention = requestKeyRetention
         self.mapSize = mapSize
     }
 
     /// `nextLine` is called from a thread of its own (reading and checking overlap with applying).
-    public func run(nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws -> Summary {
+    public func run(nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void = { _ in }) throws
+        -> Summary
+    {
         let manager = FileManager.default
         if manager.fileExists(atPath: directory), !(try manager.contentsOfDirectory(atPath: directory)).isEmpty {
             throw StoreError.invalid("\(directory) is not empty: import builds a new store")
@@ -72,7 +77,9 @@ public struct Importer {
         }
     }
 
-    private func build(in path: String, nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void) throws -> Summary {
+    private func build(in path: String, nextLine: @escaping @Sendable () throws -> [UInt8]?, progress: (UInt64) -> Void)
+        throws -> Summary
+    {
         var options = Store.Options()
         options.sync = .noSync
         options.requestKeyRetention = requestKeyRetention
@@ -83,41 +90,49 @@ public struct Importer {
         var blob: BlobWriter?
         defer { blob?.abandon() }
         var blobBytes: UInt64 = 0
-        try runPipelined(produce: { try reader.next() }, consume: { batch in
-            var events: [(line: Int, event: Event)] = []
-            for item in batch {
-                switch item {
-                case .event(let line, let event): events.append((line, event))
-                case .blobPiece(_, let sha256, let offset, let bytes, let isLast):
-                    if offset == 0 { blob = try BlobWriter(into: store.blobs, sha256: sha256) }
-                    try bytes.withUnsafeBytes { try blob!.append($0) }
-                    blobBytes += UInt64(bytes.count)
-                    if isLast {
-                        try blob!.finish()
-                        blob = nil
-                    }
-                }
-            }
-            try store.growingMap {
-                try store.write { writer in
-                    // By index, not taken apart into a copied tuple (see `Store.rebuild`).
-                    for index in events.indices {
-                        do {
-                            _ = try writer.append(events[index].event, isolated: false)
-                        } catch let error as StoreError {
-                            throw ImportError(line: events[index].line, message: "event \(events[index].event.sequence) does not apply: \(error)")
+        try runPipelined(
+            produce: { try reader.next() },
+            consume: { batch in
+                var events: [(line: Int, event: Event)] = []
+                for item in batch {
+                    switch item {
+                    case .event(let line, let event): events.append((line, event))
+                    case .blobPiece(_, let sha256, let offset, let bytes, let isLast):
+                        if offset == 0 { blob = try BlobWriter(into: store.blobs, sha256: sha256) }
+                        try bytes.withUnsafeBytes { try blob!.append($0) }
+                        blobBytes += UInt64(bytes.count)
+                        if isLast {
+                            try blob!.finish()
+                            blob = nil
                         }
                     }
                 }
-            }
-            if let last = events.last { progress(last.event.sequence) }
-        })
+                try store.growingMap {
+                    try store.write { writer in
+                        // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                        for index in events.indices {
+                            do {
+                                _ = try writer.append(events[index].event, isolated: false)
+                            } catch let error as StoreError {
+                                throw ImportError(
+                                    line: events[index].line,
+                                    message: "event \(events[index].event.sequence) does not apply: \(error)")
+                            }
+                        }
+                    }
+                }
+                if let last = events.last { progress(last.event.sequence) }
+            })
         let missing = try store.read { snapshot in
             var missing: [String] = []
             try snapshot.forEachBlob { sha256, _ in if reader.blobs[sha256] == nil { missing.append(sha256) } }
             if reader.includesFiles, let first = missing.first {
                 let names = try snapshot.fileNames(boundTo: [first], limit: 1)[first] ?? []
-                throw ImportError(line: reader.lineNumber, message: "the export says it holds every file's content, but lacks \(first), bound to \(names.first ?? "?")")
+                throw ImportError(
+                    line: reader.lineNumber,
+                    message:
+                        "the export says it holds every file's content, but lacks \(first), bound to \(names.first ?? "?")"
+                )
             }
             return UInt64(missing.count)
         }

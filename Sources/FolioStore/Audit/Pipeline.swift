@@ -3,7 +3,9 @@ import Foundation
 /// Two stages on two threads: `produce` (reading and decoding events) runs on a thread of its own,
 /// `consume` (applying them) on the caller's, with at most `depth` batches waiting between them.
 /// `produce` returns nil when done. The first error of either stage stops both and is rethrown.
-func runPipelined<Batch>(depth: Int = 2, produce: @escaping @Sendable () throws -> Batch?, consume: (Batch) throws -> Void) throws {
+func runPipelined<Batch>(
+    depth: Int = 2, produce: @escaping @Sendable () throws -> Batch?, consume: (Batch) throws -> Void
+) throws {
     let channel = PipelineChannel<Batch>(depth: depth)
     let producer = Thread {
         do {

@@ -4,7 +4,7 @@ import Glibc
 import LMDB
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 extension Store {
@@ -53,7 +53,7 @@ extension Store {
         do {
             try environment.copy(to: directory, compact: true)
             #if DEBUG
-            try Failpoint.backupAfterCopy.check()
+                try Failpoint.backupAfterCopy.check()
             #endif
             copy = try Store(directory: directory)
         } catch {
@@ -79,7 +79,8 @@ extension Store {
                 let head = try snapshot.head()
                 let size = (try? manager.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
                 return CopySummary(
-                    directory: directory, lastSequence: head.sequence, chainHead: head.hash, digest: try snapshot.digest(), bytes: size,
+                    directory: directory, lastSequence: head.sequence, chainHead: head.hash,
+                    digest: try snapshot.digest(), bytes: size,
                     blobs: blobs, blobBytes: blobBytes, linkedBlobs: linked)
             }
         } catch {
@@ -90,7 +91,9 @@ extension Store {
 
     /// The directory was empty: what is in it now is this backup's, and of no use.
     private static func removeBackup(in directory: String) {
-        for file in ["data.mdb", "lock.mdb", "blobs"] { try? FileManager.default.removeItem(atPath: directory + "/" + file) }
+        for file in ["data.mdb", "lock.mdb", "blobs"] {
+            try? FileManager.default.removeItem(atPath: directory + "/" + file)
+        }
     }
 
     /// `mkdir -p` with mode 0700; nil when done, else the directory that could not be made and why.

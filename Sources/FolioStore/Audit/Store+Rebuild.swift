@@ -4,7 +4,7 @@ import LMDB
 import Synchronization
 
 #if DEBUG
-import Failpoints
+    import Failpoints
 #endif
 
 extension Store {
@@ -24,7 +24,9 @@ extension Store {
     /// interrupt a rebuild between chunks without writing 40,000 events first.
     static var rebuildChunk: Int {
         #if DEBUG
-        if let text = ProcessInfo.processInfo.environment["FOLIO_REBUILD_CHUNK"], let value = Int(text), value > 0 { return value }
+            if let text = ProcessInfo.processInfo.environment["FOLIO_REBUILD_CHUNK"], let value = Int(text), value > 0 {
+                return value
+            }
         #endif
         return 40_000
     }
@@ -48,35 +50,40 @@ extension Store {
         let reader = try environment.makeReader()
         let chunk = Self.rebuildChunk
         let read = Mutex<UInt64>(0)
-        try runPipelined(produce: { () throws -> [(event: Event, data: [UInt8]?)]? in
-            let after = read.withLock { $0 }
-            guard after < total else { return nil }
-            var batch: [(event: Event, data: [UInt8]?)] = []
-            try reader.read { txn in
-                try log.forEach(after: after, txn) { sequence, record in
-                    batch.append(try EventLog.decodeWithData(record, sequence: sequence))
-                    return batch.count < chunk && sequence < total
+        try runPipelined(
+            produce: { () throws -> [(event: Event, data: [UInt8]?)]? in
+                let after = read.withLock { $0 }
+                guard after < total else { return nil }
+                var batch: [(event: Event, data: [UInt8]?)] = []
+                try reader.read { txn in
+                    try log.forEach(after: after, txn) { sequence, record in
+                        batch.append(try EventLog.decodeWithData(record, sequence: sequence))
+                        return batch.count < chunk && sequence < total
+                    }
                 }
-            }
-            read.withLock { $0 = batch.last?.event.sequence ?? total }
-            return batch.isEmpty ? nil : batch
-        }, consume: { batch in
-            // A chunk the map cannot hold is aborted whole and applied again in a larger map.
-            try growingMap {
-                try environment.write { lmdb in
-                    let txn = StoreTransaction(
-                        lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil), deltas: databases.deltas, viewOps: databases.viewOps)
-                    // By index: taking each element apart into a tuple copied every event (its strings, its
-                    // data tree), 6% of the applying thread.
-                    for index in batch.indices { try applier.apply(batch[index].event, txn, createdData: batch[index].data?[...]) }
-                    try txn.flushTrees()
+                read.withLock { $0 = batch.last?.event.sequence ?? total }
+                return batch.isEmpty ? nil : batch
+            },
+            consume: { batch in
+                // A chunk the map cannot hold is aborted whole and applied again in a larger map.
+                try growingMap {
+                    try environment.write { lmdb in
+                        let txn = StoreTransaction(
+                            lmdb: lmdb, trees: databases.trees, cache: TreeNodeCache(parent: nil),
+                            deltas: databases.deltas, viewOps: databases.viewOps)
+                        // By index: taking each element apart into a tuple copied every event (its strings, its
+                        // data tree), 6% of the applying thread.
+                        for index in batch.indices {
+                            try applier.apply(batch[index].event, txn, createdData: batch[index].data?[...])
+                        }
+                        try txn.flushTrees()
+                    }
                 }
-            }
-            #if DEBUG
-            try Failpoint.rebuildAfterChunk.check()
-            #endif
-            progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
-        })
+                #if DEBUG
+                    try Failpoint.rebuildAfterChunk.check()
+                #endif
+                progress(Progress(done: batch.last?.event.sequence ?? total, total: total))
+            })
         try growingMap { try environment.write { txn in try txn.delete(databases.meta, Self.rebuildingKey) } }
         databases.deltas.removeAll()
         if environment.syncMode != .full { try flushData() }
@@ -88,7 +95,8 @@ extension Store {
     public func checkUsable() throws {
         let rebuilding = try environment.read { txn in try txn.get(databases.meta, Self.rebuildingKey) != nil }
         if rebuilding {
-            throw StoreError.unusable("\(directory): a rebuild was interrupted; run `foliod rebuild --data \(directory)` to finish it")
+            throw StoreError.unusable(
+                "\(directory): a rebuild was interrupted; run `foliod rebuild --data \(directory)` to finish it")
         }
     }
 

@@ -33,7 +33,8 @@ extension Store {
                 let mine = try left.txn.get(databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) }
                 let theirs = try right.txn.get(other.databases.viewOps.main, ViewBuffer.stateKey).map { Array($0) }
                 if mine != theirs, differences.count < limit {
-                    differences.append(StoreDifference(database: "(main)", key: ViewBuffer.stateKey, left: mine, right: theirs))
+                    differences.append(
+                        StoreDifference(database: "(main)", key: ViewBuffer.stateKey, left: mine, right: theirs))
                 }
                 return differences
             }
@@ -41,7 +42,8 @@ extension Store {
     }
 
     static func compare(
-        _ leftDatabase: Database, _ leftTxn: Transaction, _ rightDatabase: Database, _ rightTxn: Transaction, limit: Int,
+        _ leftDatabase: Database, _ leftTxn: Transaction, _ rightDatabase: Database, _ rightTxn: Transaction,
+        limit: Int,
         into differences: inout [StoreDifference]
     ) throws {
         try leftTxn.withCursor(leftDatabase) { left in
@@ -53,23 +55,33 @@ extension Store {
                     case (nil, nil):
                         return
                     case (let x?, nil):
-                        differences.append(StoreDifference(database: leftDatabase.name, key: Array(x.key), left: Array(x.value), right: nil))
+                        differences.append(
+                            StoreDifference(
+                                database: leftDatabase.name, key: Array(x.key), left: Array(x.value), right: nil))
                         a = try left.next()
                     case (nil, let y?):
-                        differences.append(StoreDifference(database: leftDatabase.name, key: Array(y.key), left: nil, right: Array(y.value)))
+                        differences.append(
+                            StoreDifference(
+                                database: leftDatabase.name, key: Array(y.key), left: nil, right: Array(y.value)))
                         b = try right.next()
                     case (let x?, let y?):
                         let order = compareBytes(x.key, y.key)
                         if order < 0 {
-                            differences.append(StoreDifference(database: leftDatabase.name, key: Array(x.key), left: Array(x.value), right: nil))
+                            differences.append(
+                                StoreDifference(
+                                    database: leftDatabase.name, key: Array(x.key), left: Array(x.value), right: nil))
                             a = try left.next()
                         } else if order > 0 {
-                            differences.append(StoreDifference(database: leftDatabase.name, key: Array(y.key), left: nil, right: Array(y.value)))
+                            differences.append(
+                                StoreDifference(
+                                    database: leftDatabase.name, key: Array(y.key), left: nil, right: Array(y.value)))
                             b = try right.next()
                         } else {
                             if !x.value.elementsEqual(y.value) {
                                 differences.append(
-                                    StoreDifference(database: leftDatabase.name, key: Array(x.key), left: Array(x.value), right: Array(y.value)))
+                                    StoreDifference(
+                                        database: leftDatabase.name, key: Array(x.key), left: Array(x.value),
+                                        right: Array(y.value)))
                             }
                             a = try left.next()
                             b = try right.next()

@@ -60,31 +60,33 @@ extension Store {
     /// refers to, all from one snapshot, so it can run while writers go on. Sweeps are held off
     /// meanwhile, so a blob of the snapshot whose names went since is still there to hash.
     public func verify(scratchDirectory: String, progress: (Progress) -> Void = { _ in }) throws -> VerificationReport {
-        try blobs.holdingSweeps { try read { snapshot in
-            var scratchOptions = Options()
-            scratchOptions.sync = .noSync
-            // The map the store was opened with, grown as the replay fills it (`growingMap`).
-            scratchOptions.mapSize = options.mapSize
-            scratchOptions.requestKeyRetention = options.requestKeyRetention
-            let scratch: Store
-            do {
-                scratch = try Store(directory: scratchDirectory, options: scratchOptions)
-            } catch {
-                // A full disk can fail it after the directory was made.
-                try? FileManager.default.removeItem(atPath: scratchDirectory)
-                throw error
+        try blobs.holdingSweeps {
+            try read { snapshot in
+                var scratchOptions = Options()
+                scratchOptions.sync = .noSync
+                // The map the store was opened with, grown as the replay fills it (`growingMap`).
+                scratchOptions.mapSize = options.mapSize
+                scratchOptions.requestKeyRetention = options.requestKeyRetention
+                let scratch: Store
+                do {
+                    scratch = try Store(directory: scratchDirectory, options: scratchOptions)
+                } catch {
+                    // A full disk can fail it after the directory was made.
+                    try? FileManager.default.removeItem(atPath: scratchDirectory)
+                    throw error
+                }
+                defer {
+                    scratch.close()
+                    try? FileManager.default.removeItem(atPath: scratchDirectory)
+                }
+                var verifier = Verifier(live: snapshot, scratch: scratch)
+                try verifier.replay(progress: progress)
+                try scratch.read { replayed in try verifier.compare(with: replayed) }
+                try verifier.checkBlobs(in: blobs)
+                verifier.report.digest = try snapshot.digest()
+                return verifier.report
             }
-            defer {
-                scratch.close()
-                try? FileManager.default.removeItem(atPath: scratchDirectory)
-            }
-            var verifier = Verifier(live: snapshot, scratch: scratch)
-            try verifier.replay(progress: progress)
-            try scratch.read { replayed in try verifier.compare(with: replayed) }
-            try verifier.checkBlobs(in: blobs)
-            verifier.report.digest = try snapshot.digest()
-            return verifier.report
-        } }
+        }
     }
 }
 
@@ -108,24 +110,30 @@ struct Verifier {
         let reader = CheckedLogReader(live: live, last: head.sequence)
         struct StopReplay: Error {}
         do {
-            try runPipelined(produce: { try reader.next() }, consume: { batch in
-                try scratch.growingMap {
-                    try scratch.write { writer in
-                        // By index, not taken apart into a copied tuple (see `Store.rebuild`).
-                        for index in batch.indices {
-                            do {
-                                _ = try writer.append(batch[index].event, isolated: false)
-                            } catch let error as StoreError {
-                                let sequence = batch[index].event.sequence
-                                reader.mismatches.append(.init(kind: "event", description: "event \(sequence) does not apply, replay stops there: \(error)"))
-                                throw StopReplay()
+            try runPipelined(
+                produce: { try reader.next() },
+                consume: { batch in
+                    try scratch.growingMap {
+                        try scratch.write { writer in
+                            // By index, not taken apart into a copied tuple (see `Store.rebuild`).
+                            for index in batch.indices {
+                                do {
+                                    _ = try writer.append(batch[index].event, isolated: false)
+                                } catch let error as StoreError {
+                                    let sequence = batch[index].event.sequence
+                                    reader.mismatches.append(
+                                        .init(
+                                            kind: "event",
+                                            description:
+                                                "event \(sequence) does not apply, replay stops there: \(error)"))
+                                    throw StopReplay()
+                                }
                             }
                         }
                     }
-                }
-                report.replayedEvents = batch.last?.event.sequence ?? report.replayedEvents
-                progress(Store.Progress(done: report.replayedEvents, total: head.sequence))
-            })
+                    report.replayedEvents = batch.last?.event.sequence ?? report.replayedEvents
+                    progress(Store.Progress(done: report.replayedEvents, total: head.sequence))
+                })
         } catch is StopReplay {}
         if let broken = reader.brokenAt { breakChain(at: broken, reader.problem ?? "") }
         for mismatch in reader.mismatches { report.add(mismatch.kind, mismatch.description) }
@@ -142,9 +150,13 @@ struct Verifier {
         let liveDatabases = live.store.databases
         let replayedDatabases = replayed.store.databases
         var raw: [StoreDifference] = []
-        try Store.compare(liveDatabases.catalog, live.txn, replayedDatabases.catalog, replayed.txn, limit: 100, into: &raw)
+        try Store.compare(
+            liveDatabases.catalog, live.txn, replayedDatabases.catalog, replayed.txn, limit: 100, into: &raw)
         for difference in raw {
-            report.add("catalog", "catalog entry \(String(decoding: difference.key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)) \(side(difference))")
+            report.add(
+                "catalog",
+                "catalog entry \(String(decoding: difference.key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)) \(side(difference))"
+            )
         }
         raw = []
         try Store.compare(liveDatabases.files, live.txn, replayedDatabases.files, replayed.txn, limit: 100, into: &raw)
@@ -159,9 +171,13 @@ struct Verifier {
             report.add("files", "file index entry \(entry) \(side(difference))")
         }
         raw = []
-        try Store.compare(liveDatabases.requests, live.txn, replayedDatabases.requests, replayed.txn, limit: 100, into: &raw)
+        try Store.compare(
+            liveDatabases.requests, live.txn, replayedDatabases.requests, replayed.txn, limit: 100, into: &raw)
         for difference in raw {
-            report.add("requestKeys", "request key entry \(String(decoding: difference.key.dropFirst().map { $0 < 0x20 || $0 > 0x7E ? UInt8(ascii: ".") : $0 }, as: UTF8.self)) \(side(difference))")
+            report.add(
+                "requestKeys",
+                "request key entry \(String(decoding: difference.key.dropFirst().map { $0 < 0x20 || $0 > 0x7E ? UInt8(ascii: ".") : $0 }, as: UTF8.self)) \(side(difference))"
+            )
         }
     }
 
@@ -173,13 +189,18 @@ struct Verifier {
             report.blobsChecked += 1
             switch blobs.hash(sha256) {
             case .missing:
-                bad.append((sha256, "missing", "the content \(sha256) of \(size) bytes is missing from \(blobs.directory)"))
+                bad.append(
+                    (sha256, "missing", "the content \(sha256) of \(size) bytes is missing from \(blobs.directory)"))
             case .unreadable(let reason):
                 bad.append((sha256, "unreadable", "the content \(sha256) cannot be read: \(reason)"))
             case .read(let actual, let actualSize):
                 report.blobBytes += actualSize
                 if actual != sha256 || actualSize != size {
-                    bad.append((sha256, "changed", "the content \(sha256) of \(size) bytes now holds \(actualSize) bytes hashing to \(actual)"))
+                    bad.append(
+                        (
+                            sha256, "changed",
+                            "the content \(sha256) of \(size) bytes now holds \(actualSize) bytes hashing to \(actual)"
+                        ))
                 }
             }
         }
@@ -190,9 +211,10 @@ struct Verifier {
         for blob in bad {
             let listed = names[blob.sha256] ?? []
             let users = try live.fileReferences(toBlob: blob.sha256)
-            report.badBlobs.append(.init(
-                sha256: blob.sha256, problem: blob.problem, description: blob.description, names: listed,
-                omittedNames: users - min(users, UInt64(listed.count))))
+            report.badBlobs.append(
+                .init(
+                    sha256: blob.sha256, problem: blob.problem, description: blob.description, names: listed,
+                    omittedNames: users - min(users, UInt64(listed.count))))
         }
     }
 
@@ -218,7 +240,8 @@ struct Verifier {
     private mutating func compareObjects(_ replayed: Snapshot) throws {
         var differences: [StoreDifference] = []
         try Store.compare(
-            live.store.databases.objects, live.txn, replayed.store.databases.objects, replayed.txn, limit: VerificationReport.maxMismatches,
+            live.store.databases.objects, live.txn, replayed.store.databases.objects, replayed.txn,
+            limit: VerificationReport.maxMismatches,
             into: &differences)
         for difference in differences {
             if Keys.isHistory(difference.key) {
@@ -244,11 +267,15 @@ struct Verifier {
         for view in try replayed.catalog.allViews(replayed.storeTxn) {
             replayedTrees["view \(view.definition.name)"] = ("view", view.tree, view.definition)
         }
-        if let tree = try live.catalog.referenceTree(live.storeTxn, creating: false) { liveTrees["the reference index"] = ("references", tree, nil) }
+        if let tree = try live.catalog.referenceTree(live.storeTxn, creating: false) {
+            liveTrees["the reference index"] = ("references", tree, nil)
+        }
         if let tree = try replayed.catalog.referenceTree(replayed.storeTxn, creating: false) {
             replayedTrees["the reference index"] = ("references", tree, nil)
         }
-        for (name, tree) in try live.catalog.collections(live.storeTxn) { liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil) }
+        for (name, tree) in try live.catalog.collections(live.storeTxn) {
+            liveTrees["creation order of \(name)"] = ("creationOrder", tree, nil)
+        }
         for (name, tree) in try replayed.catalog.collections(replayed.storeTxn) {
             replayedTrees["creation order of \(name)"] = ("creationOrder", tree, nil)
         }
@@ -261,8 +288,12 @@ struct Verifier {
                 report.add(mine.kind, "\(name) is in the live store, but the log does not define it")
                 continue
             }
-            if mine.definition != theirs.definition { report.add(mine.kind, "\(name) has another definition than the log gives") }
-            for problem in try mine.tree.structuralProblems(live.storeTxn) { report.add(mine.kind, "\(name): \(problem)") }
+            if mine.definition != theirs.definition {
+                report.add(mine.kind, "\(name) has another definition than the log gives")
+            }
+            for problem in try mine.tree.structuralProblems(live.storeTxn) {
+                report.add(mine.kind, "\(name): \(problem)")
+            }
             var left = try CountedTree.KeyIterator(mine.tree, live.storeTxn)
             var right = try CountedTree.KeyIterator(theirs.tree, replayed.storeTxn)
             var a = try left.next()
@@ -328,7 +359,10 @@ private final class CheckedLogReader: @unchecked Sendable {
                 event.sequence = expected
                 batch.append((event, data))
             } catch {
-                mismatches.append(.init(kind: "event", description: "event \(sequence) cannot be decoded, replay stops there: \(error)"))
+                mismatches.append(
+                    .init(
+                        kind: "event", description: "event \(sequence) cannot be decoded, replay stops there: \(error)")
+                )
                 if brokenAt == nil {
                     brokenAt = sequence
                     problem = "event \(sequence) cannot be decoded"

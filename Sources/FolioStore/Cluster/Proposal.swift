@@ -52,7 +52,9 @@ public struct ProposedWrite: Sendable {
         func result(_ local: WriteResult, _ event: StoreWriter.Applied?) throws -> WriteResult {
             switch local {
             case .object, .deleted:
-                guard let event else { throw StoreError.corrupted("a write's result has no event of its own in the log") }
+                guard let event else {
+                    throw StoreError.corrupted("a write's result has no event of its own in the log")
+                }
                 return try StoreWriter.result(of: event)
             case .view(let definition, _):
                 return .view(definition, count: event?.viewCount ?? 0)
@@ -63,10 +65,11 @@ public struct ProposedWrite: Sendable {
         var answer: WriteResult
         if case .batch(let items) = local.result {
             var next = own.makeIterator()
-            answer = .batch(try items.map { item in
-                guard case .success(let value) = item else { return item }
-                return .success(try result(value, next.next()))
-            })
+            answer = .batch(
+                try items.map { item in
+                    guard case .success(let value) = item else { return item }
+                    return .success(try result(value, next.next()))
+                })
         } else {
             answer = try result(local.result, own.first)
         }
@@ -112,7 +115,9 @@ public struct ConflictKey: Hashable, Sendable, Comparable {
     private init(_ kind: UInt8, _ first: String, _ second: String) {
         var first = first
         var second = second
-        self = first.withUTF8 { a in second.withUTF8 { b in ConflictKey(kind, UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) } }
+        self = first.withUTF8 { a in
+            second.withUTF8 { b in ConflictKey(kind, UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) }
+        }
     }
 
     private init(_ kind: UInt8, _ part: String) {
@@ -121,13 +126,19 @@ public struct ConflictKey: Hashable, Sendable, Comparable {
     }
 
     /// An object: its existence, version and data.
-    static func object(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "o"), collection, id) }
+    static func object(_ collection: String, _ id: String) -> ConflictKey {
+        ConflictKey(UInt8(ascii: "o"), collection, id)
+    }
     /// The objects that refer to an object (or a file): what delete rules and file deletes read.
-    static func referrers(_ collection: String, _ id: String) -> ConflictKey { ConflictKey(UInt8(ascii: "l"), collection, id) }
+    static func referrers(_ collection: String, _ id: String) -> ConflictKey {
+        ConflictKey(UInt8(ascii: "l"), collection, id)
+    }
     /// A claim on a unique view's key.
     static func unique(_ view: String, _ tuple: [UInt8]) -> ConflictKey {
         var view = view
-        return view.withUTF8 { name in tuple.withUnsafeBytes { ConflictKey(UInt8(ascii: "u"), UnsafeRawBufferPointer(name), $0) } }
+        return view.withUTF8 { name in
+            tuple.withUnsafeBytes { ConflictKey(UInt8(ascii: "u"), UnsafeRawBufferPointer(name), $0) }
+        }
     }
     /// A file name's binding.
     static func file(_ name: String) -> ConflictKey { ConflictKey(UInt8(ascii: "f"), name) }
@@ -227,7 +238,9 @@ extension Store {
                 applied.reserveCapacity(events.count)
                 for logged in events {
                     guard logged.sequence == writer.lastSequence + 1 else {
-                        throw ClusterDivergence(sequence: logged.sequence, "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
+                        throw ClusterDivergence(
+                            sequence: logged.sequence,
+                            "the log gave event \(logged.sequence) after event \(writer.lastSequence)")
                     }
                     let event: Event
                     do {
@@ -236,19 +249,23 @@ extension Store {
                         throw ClusterDivergence(sequence: logged.sequence, "the event does not decode: \(error)")
                     }
                     guard event.sequence == logged.sequence else {
-                        throw ClusterDivergence(sequence: logged.sequence, "the event says it is event \(event.sequence)")
+                        throw ClusterDivergence(
+                            sequence: logged.sequence, "the event says it is event \(event.sequence)")
                     }
                     let one: StoreWriter.Applied
                     do { one = try writer.append(event, isolated: false) } catch let error as StoreError {
-                        throw ClusterDivergence(sequence: logged.sequence, "the event does not apply to this store: \(error)")
+                        throw ClusterDivergence(
+                            sequence: logged.sequence, "the event does not apply to this store: \(error)")
                     }
                     guard sameBytes(one.canonicalEvent, logged.canonical) else {
-                        throw ClusterDivergence(sequence: logged.sequence, "the event's bytes are not its canonical form")
+                        throw ClusterDivergence(
+                            sequence: logged.sequence, "the event's bytes are not its canonical form")
                     }
                     guard sameBytes(one.chainHash.bytes, logged.hash) else {
                         throw ClusterDivergence(
                             sequence: logged.sequence,
-                            "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's")
+                            "the chain hash is \(hexString(logged.hash)) in the log and \(one.chainHash.hex) here: this store's history differs from the log's"
+                        )
                     }
                     applied.append(one)
                 }
@@ -312,14 +329,18 @@ extension StoreWriter {
             let event = applied.event
             let bytes = applied.canonicalEvent
             let (headEnd, causeRange) = applied.canonicalParts
-            assert(event.encodedParts() == (bytes, headEnd, causeRange), "the parts kept of event \(event.sequence) are not its encoding's")
+            assert(
+                event.encodedParts() == (bytes, headEnd, causeRange),
+                "the parts kept of event \(event.sequence) are not its encoding's")
             if let causeRange, let cause = event.cause {
                 guard cause >= first, cause < event.sequence else {
                     throw StoreError.invalid("event \(event.sequence) names cause \(cause), outside its own write")
                 }
                 events.append(
-                    .init(type: event.typeName, tail: Array(bytes[headEnd..<causeRange.lowerBound]), causeIndex: Int(cause - first),
-                          rest: Array(bytes[causeRange.upperBound...])))
+                    .init(
+                        type: event.typeName, tail: Array(bytes[headEnd..<causeRange.lowerBound]),
+                        causeIndex: Int(cause - first),
+                        rest: Array(bytes[causeRange.upperBound...])))
             } else {
                 events.append(.init(type: event.typeName, tail: Array(bytes[headEnd...]), causeIndex: nil, rest: []))
             }
@@ -328,7 +349,8 @@ extension StoreWriter {
                 writes.append(.request(request.key))
             }
             switch event.change {
-            case .created(let collection, let id, _), .updated(let collection, let id, _, _), .deleted(let collection, let id):
+            case .created(let collection, let id, _), .updated(let collection, let id, _, _),
+                .deleted(let collection, let id):
                 try objectKeys(applied, collection: collection, id: id, reads: &reads, writes: &writes)
             case .viewDefined, .viewDropped, .schemaDefined, .schemaDropped:
                 everything = true
@@ -343,7 +365,8 @@ extension StoreWriter {
             }
         }
         return ProposedWrite(
-            events: events, reads: ConflictKey.sortedUnique(consume reads), writes: ConflictKey.sortedUnique(consume writes),
+            events: events, reads: ConflictKey.sortedUnique(consume reads),
+            writes: ConflictKey.sortedUnique(consume writes),
             readsEverything: everything,
             local: outcome)
     }

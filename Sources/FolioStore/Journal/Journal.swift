@@ -67,7 +67,8 @@ public final class Journal: @unchecked Sendable {
     private var buffer: [UInt8] = []
 
     private init(
-        environment: Environment, events: Database, directory: String, ring: JournalRing, marker: ResumeMarker, start: UInt64,
+        environment: Environment, events: Database, directory: String, ring: JournalRing, marker: ResumeMarker,
+        start: UInt64,
         last: CheckpointFile.Checkpoint
     ) {
         self.environment = environment
@@ -137,7 +138,8 @@ public final class Journal: @unchecked Sendable {
             switch entry {
             case .events(let transaction):
                 if transaction.isEmpty { continue }
-                length = JournalRing.headerSize + transaction.reduce(0) { $0 + 4 + ChainHash.size + $1.canonicalEvent.count }
+                length =
+                    JournalRing.headerSize + transaction.reduce(0) { $0 + 4 + ChainHash.size + $1.canonicalEvent.count }
                 costly = Self.isCostlyToReplay(transaction)
             case .cancel:
                 length = JournalRing.headerSize
@@ -164,7 +166,9 @@ public final class Journal: @unchecked Sendable {
             switch entry {
             case .events(let transaction):
                 JournalRing.encode(
-                    transaction.lazy.map { (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent) }, at: at,
+                    transaction.lazy.map {
+                        (sequence: $0.event.sequence, hash: $0.chainHash.bytes, canonical: $0.canonicalEvent)
+                    }, at: at,
                     into: &buffer)
             case .cancel(let first):
                 JournalRing.encodeCancel(of: first, at: at, into: &buffer)
@@ -282,7 +286,8 @@ public final class Journal: @unchecked Sendable {
     /// nothing), then either keeps journaling (`enabled`, with a fresh checkpoint) or makes
     /// `data.mdb` durable and removes the journal's files.
     static func open(
-        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, resuming: Bool, marker: ResumeMarker, enabled: Bool,
+        store: Store, checkpoint: CheckpointFile.Checkpoint?, pin: Environment.Pin?, resuming: Bool,
+        marker: ResumeMarker, enabled: Bool,
         size: Int, directWrites: Bool
     ) throws -> (Journal?, Recovery?) {
         let directory = store.directory
@@ -293,23 +298,30 @@ public final class Journal: @unchecked Sendable {
             // The last commit holds every answered write; it must continue the checkpoint's log.
             let log = EventLog(database: store.databases.events)
             let (head, hash) = try store.environment.read { txn in
-                (try log.head(txn), try log.record(checkpoint.sequence, txn).map { Array(try EventLog.hash(of: $0).bytes) })
+                (
+                    try log.head(txn),
+                    try log.record(checkpoint.sequence, txn).map { Array(try EventLog.hash(of: $0).bytes) }
+                )
             }
             guard head.sequence >= checkpoint.sequence, checkpoint.sequence == 0 || hash == checkpoint.hash else {
                 throw StoreError.corrupted(
-                    "data.mdb ends at event \(head.sequence) and does not continue the checkpoint's log at event \(checkpoint.sequence)")
+                    "data.mdb ends at event \(head.sequence) and does not continue the checkpoint's log at event \(checkpoint.sequence)"
+                )
             }
             // Past every position the records after the checkpoint can have taken (the ring never
             // holds more than its size past the last durable checkpoint's start).
             let ring = try JournalRing.open(journalPath, size: size, directory: directory)
             end = checkpoint.journalStart + UInt64(ring.size)
             ring.close()
-            recovery = Recovery(checkpointSequence: checkpoint.sequence, sequence: head.sequence, records: 0, cancelled: 0, resumed: true)
+            recovery = Recovery(
+                checkpointSequence: checkpoint.sequence, sequence: head.sequence, records: 0, cancelled: 0,
+                resumed: true)
         } else if let checkpoint {
             let head = try store.environment.read { txn in try EventLog(database: store.databases.events).head(txn) }
             guard head.sequence == checkpoint.sequence, head.hash.bytes == checkpoint.hash else {
                 throw StoreError.corrupted(
-                    "the checkpoint names event \(checkpoint.sequence), but data.mdb restored to it ends at event \(head.sequence)")
+                    "the checkpoint names event \(checkpoint.sequence), but data.mdb restored to it ends at event \(head.sequence)"
+                )
             }
             end = checkpoint.journalStart
             var records = 0
@@ -318,10 +330,12 @@ public final class Journal: @unchecked Sendable {
             if access(journalPath, F_OK) == 0 {
                 let ring = try JournalRing.open(journalPath, size: size, directory: directory)
                 defer { ring.close() }
-                (end, records, cancelled, sequence) = try replay(ring, from: checkpoint.journalStart, into: store, after: head)
+                (end, records, cancelled, sequence) = try replay(
+                    ring, from: checkpoint.journalStart, into: store, after: head)
             }
             recovery = Recovery(
-                checkpointSequence: checkpoint.sequence, sequence: sequence, records: records, cancelled: cancelled, resumed: false)
+                checkpointSequence: checkpoint.sequence, sequence: sequence, records: records, cancelled: cancelled,
+                resumed: false)
         } else if access(journalPath, F_OK) == 0 {
             // Left by a journal being turned off: the checkpoint went first, so data.mdb is durable.
             unlink(journalPath)
@@ -341,8 +355,11 @@ public final class Journal: @unchecked Sendable {
         // A fresh lap: no record left in the file, whole or torn, can pass for one written from here.
         let start = checkpoint == nil ? ring.nextLap(0) : ring.nextLap(end)
         let journal = Journal(
-            environment: store.environment, events: store.databases.events, directory: directory, ring: ring, marker: marker, start: start,
-            last: checkpoint ?? CheckpointFile.Checkpoint(generation: 0, transaction: 0, sequence: 0, hash: [], journalStart: 0, metaPage: []))
+            environment: store.environment, events: store.databases.events, directory: directory, ring: ring,
+            marker: marker, start: start,
+            last: checkpoint
+                ?? CheckpointFile.Checkpoint(
+                    generation: 0, transaction: 0, sequence: 0, hash: [], journalStart: 0, metaPage: []))
         try journal.checkpoint()
         pin?.release()
         return (journal, recovery)
@@ -398,7 +415,9 @@ public final class Journal: @unchecked Sendable {
                     break
                 }
                 let stored = entry.hash + entry.canonical
-                let event = try stored.withUnsafeBytes { try EventLog.decode($0, sequence: record.firstSequence + UInt64(index)) }
+                let event = try stored.withUnsafeBytes {
+                    try EventLog.decode($0, sequence: record.firstSequence + UInt64(index))
+                }
                 events.append((event, entry.hash))
                 chain = next
             }
@@ -410,7 +429,9 @@ public final class Journal: @unchecked Sendable {
                     for (event, hash) in events {
                         let result = try writer.append(event, isolated: false)
                         guard result.chainHash.bytes == hash else {
-                            throw StoreError.corrupted("journal event \(event.sequence) applies with another chain hash than it was written with")
+                            throw StoreError.corrupted(
+                                "journal event \(event.sequence) applies with another chain hash than it was written with"
+                            )
                         }
                     }
                 }

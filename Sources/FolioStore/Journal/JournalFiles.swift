@@ -19,7 +19,7 @@ import Synchronization
 /// `kind` is 0 for events (at least one) and 1 for a cancel (no events, no payload).
 struct JournalRing {
     static let headerSize = 32
-    static let magic: UInt32 = 0x4A52_4F46 // "FORJ"
+    static let magic: UInt32 = 0x4A52_4F46  // "FORJ"
 
     let path: String
     let file: Int32
@@ -43,7 +43,9 @@ struct JournalRing {
                 var offset = 0
                 while offset < size {
                     let count = min(zeros.count, size - offset)
-                    try zeros.withUnsafeBytes { try writeFully(fresh, UnsafeRawBufferPointer(rebasing: $0[..<count]), at: offset, path: draft) }
+                    try zeros.withUnsafeBytes {
+                        try writeFully(fresh, UnsafeRawBufferPointer(rebasing: $0[..<count]), at: offset, path: draft)
+                    }
                     offset += count
                 }
                 try syncFile(fresh, path: draft)
@@ -69,7 +71,8 @@ struct JournalRing {
             throw StoreError.corrupted("\(path) is \(status.st_size) bytes, less than any journal foliod makes")
         }
         return JournalRing(
-            path: path, file: file, size: Int(status.st_size), direct: direct ? DirectWrites.open(path, size: Int(status.st_size), reading: file) : nil)
+            path: path, file: file, size: Int(status.st_size),
+            direct: direct ? DirectWrites.open(path, size: Int(status.st_size), reading: file) : nil)
     }
 
     func close() {
@@ -126,14 +129,17 @@ struct JournalRing {
         var cursor = 0
         for _ in 0..<count {
             guard cursor + 4 + ChainHash.size <= payload.count else { return nil }
-            let bytes = payload.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: cursor, as: UInt32.self))) }
+            let bytes = payload.withUnsafeBytes {
+                Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: cursor, as: UInt32.self)))
+            }
             guard bytes > ChainHash.size, cursor + 4 + bytes <= payload.count else { return nil }
             let hash = Array(payload[(cursor + 4)..<(cursor + 4 + ChainHash.size)])
             events.append((hash, Array(payload[(cursor + 4 + ChainHash.size)..<(cursor + 4 + bytes)])))
             cursor += 4 + bytes
         }
         guard cursor == payload.count else { return nil }
-        return Record(firstSequence: first, events: events, cancels: false, end: virtual + UInt64(Self.headerSize + length))
+        return Record(
+            firstSequence: first, events: events, cancels: false, end: virtual + UInt64(Self.headerSize + length))
     }
 
     /// A whole record as read back.
@@ -164,7 +170,9 @@ struct JournalRing {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
-            let result = bytes.withUnsafeMutableBytes { pread(file, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            let result = bytes.withUnsafeMutableBytes {
+                pread(file, $0.baseAddress! + done, count - done, off_t(offset + done))
+            }
             if result < 0 {
                 if errno == EINTR { continue }
                 throw StoreError.io("read \(path)", errno)
@@ -178,7 +186,8 @@ struct JournalRing {
     /// Appends a record of `events` (sequence, chain hash, canonical bytes) to `buffer`, for the
     /// virtual position `virtual`.
     static func encode(
-        _ events: some Collection<(sequence: UInt64, hash: [UInt8], canonical: [UInt8])>, at virtual: UInt64, into buffer: inout [UInt8]
+        _ events: some Collection<(sequence: UInt64, hash: [UInt8], canonical: [UInt8])>, at virtual: UInt64,
+        into buffer: inout [UInt8]
     ) {
         let start = buffer.count
         let length = events.reduce(0) { $0 + 4 + ChainHash.size + $1.canonical.count }
@@ -336,7 +345,7 @@ final class DirectWrites: @unchecked Sendable {
 /// slot taken) still goes through instead of failing and stopping writes.
 final class CheckpointFile: @unchecked Sendable {
     static let slotSize = 8192
-    static let magic: UInt32 = 0x4B43_4F46 // "FOCK"
+    static let magic: UInt32 = 0x4B43_4F46  // "FOCK"
 
     struct Checkpoint: Equatable {
         var generation: UInt64
@@ -376,16 +385,21 @@ final class CheckpointFile: @unchecked Sendable {
     private static func decode(_ bytes: [UInt8]) -> Checkpoint? {
         let fixed = 4 + 4 + 8 * 3 + ChainHash.size + 8 + 4
         return bytes.withUnsafeBytes { raw -> Checkpoint? in
-            guard UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic else { return nil }
+            guard UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic else {
+                return nil
+            }
             let metaLength = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: fixed - 4, as: UInt32.self)))
             let end = fixed + metaLength
             guard metaLength > 0, end + ChainHash.size <= slotSize else { return nil }
             let hasher = SHA256Hasher()
             hasher.update(UnsafeRawBufferPointer(rebasing: raw[..<end]))
             guard hasher.finalize().elementsEqual(raw[end..<(end + ChainHash.size)]) else { return nil }
-            func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+            func u64(_ at: Int) -> UInt64 {
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            }
             return Checkpoint(
-                generation: u64(8), transaction: u64(16), sequence: u64(24), hash: Array(raw[32..<(32 + ChainHash.size)]),
+                generation: u64(8), transaction: u64(16), sequence: u64(24),
+                hash: Array(raw[32..<(32 + ChainHash.size)]),
                 journalStart: u64(32 + ChainHash.size), metaPage: Array(raw[fixed..<end]))
         }
     }
@@ -407,7 +421,9 @@ final class CheckpointFile: @unchecked Sendable {
         let hasher = SHA256Hasher()
         hasher.update(bytes)
         bytes.append(contentsOf: hasher.finalize())
-        precondition(bytes.count <= Self.slotSize, "a meta page of \(checkpoint.metaPage.count) bytes does not fit a checkpoint slot")
+        precondition(
+            bytes.count <= Self.slotSize,
+            "a meta page of \(checkpoint.metaPage.count) bytes does not fit a checkpoint slot")
         bytes.append(contentsOf: repeatElement(0, count: Self.slotSize - bytes.count))
         var created = false
         if file < 0 {
@@ -422,7 +438,9 @@ final class CheckpointFile: @unchecked Sendable {
             }
         }
         let file = self.file
-        try bytes.withUnsafeBytes { try writeFully(file, $0, at: Int(checkpoint.generation & 1) * Self.slotSize, path: path) }
+        try bytes.withUnsafeBytes {
+            try writeFully(file, $0, at: Int(checkpoint.generation & 1) * Self.slotSize, path: path)
+        }
         try syncFile(file, path: path)
         if created { try Environment.flushDirectory(directory) }
     }

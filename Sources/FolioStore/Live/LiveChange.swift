@@ -18,7 +18,9 @@ public struct LiveChange: Sendable {
     public var total: Int
 
     /// The change from `old` (ids and versions, in order) to `new`.
-    public init(from old: [(id: String, version: UInt64)], to new: some Collection<LiveEntry>, sequence: UInt64, total: Int) {
+    public init(
+        from old: [(id: String, version: UInt64)], to new: some Collection<LiveEntry>, sequence: UInt64, total: Int
+    ) {
         self.sequence = sequence
         self.total = total
         var oldIndex: [String: Int] = [:]

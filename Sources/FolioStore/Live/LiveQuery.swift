@@ -87,26 +87,32 @@ extension Snapshot {
                 var namesView = false
                 if case .view = query.source { namesView = true }
                 return LiveQuery(
-                    collection: collection, filter: view.definition.filter, sort: view.definition.sort, prefix: range?.prefix ?? [],
+                    collection: collection, filter: view.definition.filter, sort: view.definition.sort,
+                    prefix: range?.prefix ?? [],
                     descending: query.descending, limit: query.limit, index: .view(name), plan: source, viewName: name,
                     namesView: namesView, identity: identity, orderIdentity: Array("v:\(name)".utf8))
             case .creationOrder:
                 return LiveQuery(
-                    collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending, limit: query.limit,
+                    collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending,
+                    limit: query.limit,
                     index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity,
                     orderIdentity: Array("c:\(collection)".utf8))
             default:
                 throw StoreError.invalid("a live query reads a collection or a view")
             }
         case .empty(let source):
-            guard case .creationOrder(let collection) = source else { throw StoreError.invalid("a live query reads a collection or a view") }
+            guard case .creationOrder(let collection) = source else {
+                throw StoreError.invalid("a live query reads a collection or a view")
+            }
             return LiveQuery(
-                collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending, limit: query.limit,
+                collection: collection, filter: nil, sort: .creation, prefix: [], descending: query.descending,
+                limit: query.limit,
                 index: .creationOrder, plan: source, viewName: nil, namesView: false, identity: identity,
                 orderIdentity: Array("c:\(collection)".utf8))
         case .scan(.collection(let collection), let source):
             return LiveQuery(
-                collection: collection, filter: query.filter, sort: query.sort ?? .creation, prefix: [], descending: query.descending,
+                collection: collection, filter: query.filter, sort: query.sort ?? .creation, prefix: [],
+                descending: query.descending,
                 limit: query.limit, index: .scan, plan: source, viewName: nil, namesView: false, identity: identity,
                 orderIdentity: Array("s:".utf8) + query.fingerprint)
         case .scan, .links:

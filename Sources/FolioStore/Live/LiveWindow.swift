@@ -83,7 +83,9 @@ public struct LiveWindow: Sendable {
             if holds(newKey) {
                 var writer = JSONWriter(capacity: (applied.record?.count ?? 64) + 128)
                 if try !applied.writeObject(to: &writer) { object.write(to: &writer) }
-                entries.insert(LiveEntry(key: newKey, id: object.id, version: object.version, object: writer.bytes), at: position(of: newKey))
+                entries.insert(
+                    LiveEntry(key: newKey, id: object.id, version: object.version, object: writer.bytes),
+                    at: position(of: newKey))
             }
         }
     }
@@ -115,7 +117,8 @@ public struct LiveWindow: Sendable {
     public mutating func fill(from snapshot: Snapshot, rewind: LiveRewind) throws {
         guard case .key(let last) = bound else { return }
         precondition(rewind.sequence == sequence, "a window is filled from its own sequence")
-        let (more, complete) = try snapshot.liveEntries(query, rewind: rewind, after: last, count: capacity - entries.count)
+        let (more, complete) = try snapshot.liveEntries(
+            query, rewind: rewind, after: last, count: capacity - entries.count)
         entries.append(contentsOf: more)
         bound = complete ? .everything : .key(entries.last.map(\.key) ?? last)
     }

@@ -43,13 +43,16 @@ extension Snapshot {
     /// state read from its history. Nil when more than `maxEvents` events follow `sequence`.
     public func liveRewind(of collection: String, to sequence: UInt64, maxEvents: Int) throws -> LiveRewind? {
         let head = try head().sequence
-        guard sequence <= head else { throw StoreError.invalid("sequence \(sequence) is beyond the last event, \(head)") }
+        guard sequence <= head else {
+            throw StoreError.invalid("sequence \(sequence) is beyond the last event, \(head)")
+        }
         guard head - sequence <= UInt64(maxEvents) else { return nil }
         var ids: [String] = []
         var seen = Set<String>()
         try log.forEach(after: sequence, txn) { eventSequence, record in
             guard EventLog.collection(ofRecord: record) == collection else { return true }
-            if let object = try EventLog.decode(record, sequence: eventSequence).object, object.collection == collection,
+            if let object = try EventLog.decode(record, sequence: eventSequence).object,
+                object.collection == collection,
                 seen.insert(object.id).inserted
             {
                 ids.append(object.id)
@@ -58,7 +61,8 @@ extension Snapshot {
         }
         var states: [String: StoredObject?] = [:]
         for id in ids {
-            states[id] = sequence == 0 ? nil : try store.applier.history.state(collection, id, through: sequence, log: log, txn)
+            states[id] =
+                sequence == 0 ? nil : try store.applier.history.state(collection, id, through: sequence, log: log, txn)
         }
         return LiveRewind(sequence: sequence, head: head, states: states)
     }
@@ -72,7 +76,7 @@ extension Snapshot {
     {
         // The rewound objects as they were, where they belong: they are read from here, not below.
         var rewound: [LiveEntry] = []
-        for case let (_, state?) in rewind.states {
+        for case (_, let state?) in rewind.states {
             guard let key = live.key(for: state), boundary.map({ live.precedes($0, key) }) ?? true else { continue }
             rewound.append(LiveEntry(key: key, object: state))
         }
@@ -97,7 +101,9 @@ extension Snapshot {
                 } else if forward {
                     position = try tree.position(of: live.prefix, storeTxn)
                 } else {
-                    position = try end.map { try tree.position(of: $0, storeTxn) } ?? tree.position(atRank: try tree.count(storeTxn), storeTxn)
+                    position =
+                        try end.map { try tree.position(of: $0, storeTxn) }
+                        ?? tree.position(atRank: try tree.count(storeTxn), storeTxn)
                 }
                 try tree.scan(from: position, forward: forward, storeTxn) { slice in
                     let key = Array(slice)
@@ -153,7 +159,7 @@ extension Snapshot {
                 if rewind.states[object.id] == nil, live.key(for: object) != nil { total += 1 }
                 return true
             }
-            for case let (_, state?) in rewind.states where live.key(for: state) != nil { total += 1 }
+            for case (_, let state?) in rewind.states where live.key(for: state) != nil { total += 1 }
         }
         return total
     }

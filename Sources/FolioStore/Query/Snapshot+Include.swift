@@ -19,7 +19,8 @@ extension Snapshot {
         for (index, item) in items.enumerated() {
             var item = item
             for path in paths {
-                item = try including(path.segments[...], in: item, hops: 0, budget: &budget, truncated: &truncated, readable: readable)
+                item = try including(
+                    path.segments[...], in: item, hops: 0, budget: &budget, truncated: &truncated, readable: readable)
             }
             if index > 0 { writer.bytes.append(UInt8(ascii: ",")) }
             writer.write(item)
@@ -29,7 +30,9 @@ extension Snapshot {
     }
 
     /// The object as a `get` answers it, with `include` applied.
-    public func objectIncluding(_ collection: String, _ id: String, _ paths: [IncludePath], readable: ((String) -> Bool)? = nil) throws
+    public func objectIncluding(
+        _ collection: String, _ id: String, _ paths: [IncludePath], readable: ((String) -> Bool)? = nil
+    ) throws
         -> (object: JSON, truncated: Bool)?
     {
         guard let object = try objects.get(collection, id, txn) else { return nil }
@@ -37,20 +40,24 @@ extension Snapshot {
         var budget = Self.includeLimit
         var truncated = false
         for path in paths {
-            item = try including(path.segments[...], in: item, hops: 0, budget: &budget, truncated: &truncated, readable: readable)
+            item = try including(
+                path.segments[...], in: item, hops: 0, budget: &budget, truncated: &truncated, readable: readable)
         }
         return (item, truncated)
     }
 
     private func including(
-        _ segments: ArraySlice<String>, in value: JSON, hops: Int, budget: inout Int, truncated: inout Bool, readable: ((String) -> Bool)?
+        _ segments: ArraySlice<String>, in value: JSON, hops: Int, budget: inout Int, truncated: inout Bool,
+        readable: ((String) -> Bool)?
     ) throws -> JSON {
         switch value {
         case .array(let elements):
             var result: [JSON] = []
             result.reserveCapacity(elements.count)
             for element in elements {
-                result.append(try including(segments, in: element, hops: hops, budget: &budget, truncated: &truncated, readable: readable))
+                result.append(
+                    try including(
+                        segments, in: element, hops: hops, budget: &budget, truncated: &truncated, readable: readable))
             }
             return .array(result)
         case .object(var object):
@@ -83,11 +90,14 @@ extension Snapshot {
                     object["$missing"] = true
                     return .object(object)
                 }
-                return try including(segments, in: target.json, hops: hops + 1, budget: &budget, truncated: &truncated, readable: readable)
+                return try including(
+                    segments, in: target.json, hops: hops + 1, budget: &budget, truncated: &truncated,
+                    readable: readable)
             }
             guard let segment = segments.first else { return value }
             guard typed == nil, let next = object[segment] else { return value }
-            object[segment] = try including(segments.dropFirst(), in: next, hops: hops, budget: &budget, truncated: &truncated, readable: readable)
+            object[segment] = try including(
+                segments.dropFirst(), in: next, hops: hops, budget: &budget, truncated: &truncated, readable: readable)
             return .object(object)
         default:
             return value

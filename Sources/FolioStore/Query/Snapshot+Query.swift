@@ -23,7 +23,9 @@ extension Snapshot {
         var result: QueryResult
         switch plan {
         case .tree(let tree, let source, let collection, let range, let idOrder):
-            result = try runOnTree(query, tree: tree, source: source, collection: collection, range: range, idOrder: idOrder, countOnly: countOnly)
+            result = try runOnTree(
+                query, tree: tree, source: source, collection: collection, range: range, idOrder: idOrder,
+                countOnly: countOnly)
         case .scan(let candidates, let source):
             result = try scan(query, candidates: candidates, source: source, countOnly: countOnly)
         case .links(let source, let references):
@@ -31,14 +33,17 @@ extension Snapshot {
         case .empty(let source):
             result = QueryResult(plan: QueryPlan(source: source, examined: 0))
         }
-        if !query.include.isEmpty && !countOnly && result.itemCount > 0 { try include(query.include, in: &result, readable: query.readable) }
+        if !query.include.isEmpty && !countOnly && result.itemCount > 0 {
+            try include(query.include, in: &result, readable: query.readable)
+        }
         return result
     }
 
     private static func scans(_ plan: Plan, _ query: Query) -> Bool {
         switch plan {
         case .scan: return true
-        case .links(_, let references): return query.filter != nil || query.sort != nil || references.count > Query.maxLimit
+        case .links(_, let references):
+            return query.filter != nil || query.sort != nil || references.count > Query.maxLimit
         case .tree, .empty: return false
         }
     }
@@ -71,35 +76,48 @@ extension Snapshot {
         case .view(let name):
             guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
             guard let filter = query.filter else {
-                return .tree(view.tree, .view(name), collection: view.definition.collection, range: nil, idOrder: Self.listsByID(view.definition.sort, fixed: 0))
+                return .tree(
+                    view.tree, .view(name), collection: view.definition.collection, range: nil,
+                    idOrder: Self.listsByID(view.definition.sort, fixed: 0))
             }
             guard let (prefix, fixed) = Self.fixedPrefix(of: view.definition, matching: filter, viewFilter: nil) else {
                 throw StoreError.invalid(
-                    "the where of a list of view \(Names.quoted(name)) may only fix its leading sort fields by equality (\(view.definition.sort)): the view defines the rest")
+                    "the where of a list of view \(Names.quoted(name)) may only fix its leading sort fields by equality (\(view.definition.sort)): the view defines the rest"
+                )
             }
             return .tree(
-                view.tree, .viewRange(name, fixed: fixed), collection: view.definition.collection, range: KeyRange(prefix: prefix),
+                view.tree, .viewRange(name, fixed: fixed), collection: view.definition.collection,
+                range: KeyRange(prefix: prefix),
                 idOrder: Self.listsByID(view.definition.sort, fixed: fixed.count))
         case .collection(let collection):
             let sort = query.sort ?? .creation
             if query.filter == nil && sort == .creation {
-                guard let tree = try catalog.collectionTree(collection, storeTxn) else { return .empty(.creationOrder(collection)) }
+                guard let tree = try catalog.collectionTree(collection, storeTxn) else {
+                    return .empty(.creationOrder(collection))
+                }
                 return .tree(tree, .creationOrder(collection), collection: collection, range: nil, idOrder: true)
             }
             let views = try catalog.views(on: collection, storeTxn)
             for view in views where view.definition.sort == sort && view.definition.filter == query.filter {
-                return .tree(view.tree, .view(view.definition.name), collection: collection, range: nil, idOrder: Self.listsByID(sort, fixed: 0))
+                return .tree(
+                    view.tree, .view(view.definition.name), collection: collection, range: nil,
+                    idOrder: Self.listsByID(sort, fixed: 0))
             }
             // A view whose leading sort fields the where fixes, in the order the query asks for.
             if let filter = query.filter {
                 for view in views {
                     let fields = view.definition.sort.fields
-                    guard let (prefix, fixed) = Self.fixedPrefix(of: view.definition, matching: filter, viewFilter: view.definition.filter)
+                    guard
+                        let (prefix, fixed) = Self.fixedPrefix(
+                            of: view.definition, matching: filter, viewFilter: view.definition.filter)
                     else { continue }
-                    guard query.sort == view.definition.sort || (fixed.count < fields.count && sort.fields == Array(fields[fixed.count...]))
+                    guard
+                        query.sort == view.definition.sort
+                            || (fixed.count < fields.count && sort.fields == Array(fields[fixed.count...]))
                     else { continue }
                     return .tree(
-                        view.tree, .viewRange(view.definition.name, fixed: fixed), collection: collection, range: KeyRange(prefix: prefix),
+                        view.tree, .viewRange(view.definition.name, fixed: fixed), collection: collection,
+                        range: KeyRange(prefix: prefix),
                         idOrder: Self.listsByID(view.definition.sort, fixed: fixed.count))
                 }
             }
@@ -107,22 +125,33 @@ extension Snapshot {
         case .backlinks(let collection, let id, let sourceCollection, let path):
             let from = sourceCollection + "." + path
             if query.filter == nil && query.sort == nil {
-                guard let tree = try catalog.referenceTree(storeTxn, creating: false) else { return .empty(.references(from)) }
-                let prefix = RefIndex.groupPrefix(collection: collection, id: id, sourceCollection: sourceCollection, path: path)
+                guard let tree = try catalog.referenceTree(storeTxn, creating: false) else {
+                    return .empty(.references(from))
+                }
+                let prefix = RefIndex.groupPrefix(
+                    collection: collection, id: id, sourceCollection: sourceCollection, path: path)
                 // Referrers come in their ids' order.
-                return .tree(tree, .references(from), collection: sourceCollection, range: KeyRange(prefix: prefix), idOrder: true)
+                return .tree(
+                    tree, .references(from), collection: sourceCollection, range: KeyRange(prefix: prefix),
+                    idOrder: true)
             }
-            let ids = try store.applier.references.sources(of: collection, id, from: sourceCollection, path: path, limit: .max, storeTxn).ids
+            let ids = try store.applier.references.sources(
+                of: collection, id, from: sourceCollection, path: path, limit: .max, storeTxn
+            ).ids
             return .scan(.objects(ids.map { (sourceCollection, $0) }), .referenceScan(from))
         case .links(let collection, let id, let field):
             let name = field.joined(separator: ".")
-            guard let object = try objects.get(collection, id, txn) else { throw StoreError.notFound(collection: collection, id: id) }
+            guard let object = try objects.get(collection, id, txn) else {
+                throw StoreError.notFound(collection: collection, id: id)
+            }
             var references: [(String, String)] = []
             func collect(_ value: JSON) {
                 switch value {
                 case .array(let elements): for element in elements { collect(element) }
                 case .object(let object):
-                    if case .reference(let target, let targetID)? = TypedValue.recognize(object) { references.append((target, targetID)) }
+                    if case .reference(let target, let targetID)? = TypedValue.recognize(object) {
+                        references.append((target, targetID))
+                    }
                 default: break
                 }
             }
@@ -151,15 +180,19 @@ extension Snapshot {
     /// must be equalities on the view's first n sort fields (n ≥ 1), and besides them exactly
     /// `viewFilter` (the view's own where, when the query names a collection; nothing when it names
     /// the view). Nil when it is not.
-    static func fixedPrefix(of view: ViewDefinition, matching filter: Filter, viewFilter: Filter?) -> ([UInt8], [String])? {
+    static func fixedPrefix(of view: ViewDefinition, matching filter: Filter, viewFilter: Filter?) -> (
+        [UInt8], [String]
+    )? {
         var rest: [Filter]
         if case .all(let parts) = filter { rest = parts } else { rest = [filter] }
         var prefix: [UInt8] = []
         var fixed: [String] = []
         for field in view.sort.fields {
-            guard let index = rest.firstIndex(where: {
-                if case .condition(field.path, .equal) = $0 { return true } else { return false }
-            }), case .condition(_, .equal(let value)) = rest[index] else { break }
+            guard
+                let index = rest.firstIndex(where: {
+                    if case .condition(field.path, .equal) = $0 { return true } else { return false }
+                }), case .condition(_, .equal(let value)) = rest[index]
+            else { break }
             rest.remove(at: index)
             SortKey.append(value, descending: field.descending, to: &prefix)
             fixed.append(field.path.description)
@@ -185,18 +218,23 @@ extension Snapshot {
     /// relies on it).
     private func checkCursor(_ cursor: PageCursor, _ query: Query) throws {
         guard cursor.fingerprint == query.fingerprint else {
-            throw StoreError.invalid("after: the cursor belongs to another query (a different collection, view, where, sort or order)")
+            throw StoreError.invalid(
+                "after: the cursor belongs to another query (a different collection, view, where, sort or order)")
         }
     }
 
     private func runOnTree(
-        _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?, idOrder: Bool, countOnly: Bool
+        _ query: Query, tree: CountedTree, source: QueryPlan.Source, collection: String, range: KeyRange?,
+        idOrder: Bool, countOnly: Bool
     ) throws -> QueryResult {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
         // Made once: each `storeTxn` is a new value holding four references.
         let storeTxn = storeTxn
         let top = try tree.top(storeTxn)
-        let (lower, upper) = try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), from: top, storeTxn) } ?? (0, top.count)
+        let (lower, upper) =
+            try range.map { try tree.ranks(of: $0.prefix, and: RefIndex.end(of: $0.prefix), from: top, storeTxn) } ?? (
+                0, top.count
+            )
         result.total = upper - lower
         if countOnly { return result }
         let forward = !query.descending
@@ -225,7 +263,8 @@ extension Snapshot {
         guard start < result.total else { return result }
         let position = try found ?? tree.position(atRank: forward ? lower + start : upper - start, from: top, storeTxn)
         var page = PageWriter(
-            query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start, heads: storeTxn.readMemo?.objectHeads)
+            query: query, collection: collection, objects: objects, txn: txn, remaining: result.total - start,
+            heads: storeTxn.readMemo?.objectHeads)
         if idOrder {
             // A page in id order (or creation order: ids grow with creation) reads neighbours in the
             // objects' tree: through one cursor, most lookups stay in the leaf of the one before.
@@ -243,7 +282,9 @@ extension Snapshot {
     }
 
     /// Reads every candidate: correct for any query, O(n log n).
-    private func scan(_ query: Query, candidates: Candidates, source: QueryPlan.Source, countOnly: Bool) throws -> QueryResult {
+    private func scan(_ query: Query, candidates: Candidates, source: QueryPlan.Source, countOnly: Bool) throws
+        -> QueryResult
+    {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
         // Without a sort, referrers keep the reference index's order (by id), a where or not.
         var sort = query.sort ?? .creation
@@ -276,9 +317,13 @@ extension Snapshot {
             start = min(offset, keys.count)
         case .after(let cursor):
             try checkCursor(cursor, query)
-            start = keys.partitioningIndex { query.descending ? compareBytes($0.key, cursor.key) < 0 : compareBytes($0.key, cursor.key) > 0 }
+            start = keys.partitioningIndex {
+                query.descending ? compareBytes($0.key, cursor.key) < 0 : compareBytes($0.key, cursor.key) > 0
+            }
         }
-        var page = PageWriter(query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start, heads: memo?.objectHeads)
+        var page = PageWriter(
+            query: query, collection: nil, objects: objects, txn: txn, remaining: keys.count - start,
+            heads: memo?.objectHeads)
         for entry in keys[start...] {
             guard try entry.key.withUnsafeBytes({ try page.take($0, collection: entry.collection) }) else { break }
         }
@@ -289,7 +334,9 @@ extension Snapshot {
     /// A field's references in their order (`links` without sort): a missing target is its
     /// reference with `"$missing": true`; a where keeps the targets that match it (a missing one
     /// matches nothing). The cursor holds the position in the field.
-    private func links(_ query: Query, references: [(collection: String, id: String)], source: QueryPlan.Source, countOnly: Bool) throws
+    private func links(
+        _ query: Query, references: [(collection: String, id: String)], source: QueryPlan.Source, countOnly: Bool
+    ) throws
         -> QueryResult
     {
         var result = QueryResult(plan: QueryPlan(source: source, examined: 0))
@@ -299,7 +346,9 @@ extension Snapshot {
                 result.plan.examined += 1
                 // A target the peer may not read matches nothing: a where must not tell its fields.
                 if let readable = query.readable, !readable(references[index].collection) { return false }
-                return try objects.get(references[index].collection, references[index].id, txn).map { filter.matches($0) } ?? false
+                return try objects.get(references[index].collection, references[index].id, txn).map {
+                    filter.matches($0)
+                } ?? false
             }
         }
         result.total = order.count
@@ -336,7 +385,8 @@ extension Snapshot {
         }
         result.items = writer.bytes
         if position < order.count, let last {
-            result.next = PageCursor(fingerprint: query.checkedFingerprint, key: withUnsafeBytes(of: UInt64(last).bigEndian) { Array($0) })
+            result.next = PageCursor(
+                fingerprint: query.checkedFingerprint, key: withUnsafeBytes(of: UInt64(last).bigEndian) { Array($0) })
         }
         return result
     }
@@ -367,7 +417,8 @@ private struct PageWriter {
     /// Where objects are looked up when set (see `Cursor.value(at:)`), else with `Transaction.get`.
     var cursor: Cursor?
 
-    init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int, heads: ObjectHeads?) {
+    init(query: Query, collection: String?, objects: ObjectTable, txn: Transaction, remaining: Int, heads: ObjectHeads?)
+    {
         self.heads = heads ?? ObjectHeads()
         self.query = query
         self.collection = collection
@@ -397,19 +448,27 @@ private struct PageWriter {
         UnsafeMutableRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]).copyMemory(from: id)
         let objectKey = UnsafeRawBufferPointer(rebasing: heads.key[..<end])
         let record: UnsafeRawBufferPointer?
-        if let cursor { record = try cursor.value(at: objectKey) } else { record = try objects.record(key: objectKey, txn) }
+        if let cursor {
+            record = try cursor.value(at: objectKey)
+        } else {
+            record = try objects.record(key: objectKey, txn)
+        }
         guard let record else {
-            throw StoreError.corrupted("an index of \(keyCollection ?? collection!) lists \(SortKey.id(in: key)), which does not exist")
+            throw StoreError.corrupted(
+                "an index of \(keyCollection ?? collection!) lists \(SortKey.id(in: key)), which does not exist")
         }
         if itemCount > 0 { writer.bytes.append(UInt8(ascii: ",")) }
         let head = UnsafeRawBufferPointer(rebasing: heads.item[..<heads.itemCount])
         if Names.areIDBytes(id) {
             // A valid id needs no escaping (Names.validateID): its bytes are its JSON string.
-            try ObjectTable.writeWireForm(record, head: head, plainID: UnsafeRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]), to: &writer)
+            try ObjectTable.writeWireForm(
+                record, head: head, plainID: UnsafeRawBufferPointer(rebasing: heads.key[heads.keyPrefix..<end]),
+                to: &writer)
         } else {
             writer.bytes.append(contentsOf: head)
             writer.write(SortKey.id(in: key))
-            try ObjectTable.writeWireForm(record, head: UnsafeRawBufferPointer(start: nil, count: 0), plainID: nil, to: &writer)
+            try ObjectTable.writeWireForm(
+                record, head: UnsafeRawBufferPointer(start: nil, count: 0), plainID: nil, to: &writer)
         }
         itemCount += 1
         remaining -= 1
@@ -455,7 +514,9 @@ final class ObjectHeads {
             throw StoreError.corrupted("an index lists an object of a collection whose name is not valid")
         }
         prefix.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: key[..<prefix.count]).copyMemory(from: $0) }
-        head.bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: item[..<head.bytes.count]).copyMemory(from: $0) }
+        head.bytes.withUnsafeBytes {
+            UnsafeMutableRawBufferPointer(rebasing: item[..<head.bytes.count]).copyMemory(from: $0)
+        }
         keyPrefix = prefix.count
         itemCount = head.bytes.count
         self.collection = collection

@@ -49,7 +49,8 @@ struct CountedTree {
         }
 
         static func == (left: Position, right: Position) -> Bool {
-            left.leaf == right.leaf && left.index == right.index && left.change == right.change && left.changes === right.changes
+            left.leaf == right.leaf && left.index == right.index && left.change == right.change
+                && left.changes === right.changes
         }
     }
 
@@ -128,15 +129,21 @@ struct CountedTree {
     }
 
     private func storedHeader(_ txn: StoreTransaction) throws -> Header {
-        guard let bytes = try txn.treeRecord(recordKey(Self.headerNode)) else { throw StoreError.corrupted("tree \(id) has no header") }
+        guard let bytes = try txn.treeRecord(recordKey(Self.headerNode)) else {
+            throw StoreError.corrupted("tree \(id) has no header")
+        }
         return Header(bytes)
     }
 
     /// A leaf that will be changed and stored again (see `StoreTransaction.takeTreeRecord`).
     private func take(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
-        guard let bytes = try txn.takeTreeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        guard let bytes = try txn.takeTreeRecord(recordKey(node)) else {
+            throw StoreError.corrupted("tree \(id) lacks node \(node)")
+        }
         let taken = TreeNode(bytes: bytes)
-        guard taken.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a branch where a leaf should be") }
+        guard taken.isLeaf else {
+            throw StoreError.corrupted("tree \(id): node \(node) is a branch where a leaf should be")
+        }
         return taken
     }
 
@@ -145,14 +152,18 @@ struct CountedTree {
     }
 
     func load(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
-        guard let bytes = try txn.treeRecord(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        guard let bytes = try txn.treeRecord(recordKey(node)) else {
+            throw StoreError.corrupted("tree \(id) lacks node \(node)")
+        }
         return TreeNode(bytes: bytes)
     }
 
     /// A node a descent passes through above the leaves, which must be a branch.
     private func loadBranch(_ node: UInt64, _ txn: StoreTransaction) throws -> TreeNode {
         let loaded = try load(node, txn)
-        guard !loaded.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be") }
+        guard !loaded.isLeaf else {
+            throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be")
+        }
         return loaded
     }
 
@@ -175,7 +186,9 @@ struct CountedTree {
             throw StoreError.corrupted("tree \(id) lacks node \(node)")
         }
         let branch = TreeNode(bytes: bytes)
-        guard !branch.isLeaf else { throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be") }
+        guard !branch.isLeaf else {
+            throw StoreError.corrupted("tree \(id): node \(node) is a leaf where a branch should be")
+        }
         return (branch, taken)
     }
 
@@ -273,7 +286,9 @@ struct CountedTree {
                 try buffer(insert: true, key, header, txn)
                 return true
             }
-            if try !insertIntoNodes(key, header, txn) { throw StoreError.corrupted("tree \(id) already holds a key filled into it") }
+            if try !insertIntoNodes(key, header, txn) {
+                throw StoreError.corrupted("tree \(id) already holds a key filled into it")
+            }
             return true
         }
         return try insertIntoNodes(key, header, txn)
@@ -380,7 +395,8 @@ struct CountedTree {
         // Branches above `level` may have changed (a count of a child not the last), the one at
         // `level` too (a new child); deeper ones were split and stored. One taken out of the
         // write's cache goes back, changed or not.
-        for depth in path.branches.indices.prefix(level + 1) where path.branches[depth].changed || path.branches[depth].taken {
+        for depth in path.branches.indices.prefix(level + 1)
+        where path.branches[depth].changed || path.branches[depth].taken {
             try store(&path.branches[depth].node, as: path.branches[depth].id, txn)
         }
         try store(header, txn)
@@ -434,7 +450,8 @@ struct CountedTree {
                 let leftID = parent.childID(leftSlot)
                 let rightID = parent.childID(leftSlot + 1)
                 var left = leftSlot == slot ? node : try loadFilled(leftID, total: parent.childCount(leftSlot), txn)
-                var right = leftSlot == slot ? try loadFilled(rightID, total: parent.childCount(leftSlot + 1), txn) : node
+                var right =
+                    leftSlot == slot ? try loadFilled(rightID, total: parent.childCount(leftSlot + 1), txn) : node
                 if left.size + right.size <= Self.maxNodeBytes * 3 / 4 {
                     if right.isLeaf {
                         try unlink(right, txn)
@@ -443,7 +460,9 @@ struct CountedTree {
                         // The right node's first fence may be unset, or above keys routed to its first
                         // child: the parent's fence for it is below all of them.
                         right.replace(
-                            at: 0, with: TreeNode.child(right.childID(0), count: right.childCount(0), fence: parent.fence(leftSlot + 1)))
+                            at: 0,
+                            with: TreeNode.child(
+                                right.childID(0), count: right.childCount(0), fence: parent.fence(leftSlot + 1)))
                     }
                     left.append(contentsOf: right)
                     parent.setChildCount(leftSlot, parent.childCount(leftSlot) + parent.childCount(leftSlot + 1))
@@ -502,7 +521,9 @@ struct CountedTree {
         var common = 0
         let lastBytes = Array(last)
         let nextBytes = Array(next)
-        while common < lastBytes.count && common < nextBytes.count && lastBytes[common] == nextBytes[common] { common += 1 }
+        while common < lastBytes.count && common < nextBytes.count && lastBytes[common] == nextBytes[common] {
+            common += 1
+        }
         return Array(nextBytes.prefix(common + 1))
     }
 
@@ -563,7 +584,8 @@ struct CountedTree {
                 // whole (a big tree's chunks read their own).
                 var later: [UInt32] = []
                 for next in round.trees[(round.done + 1)...] {
-                    guard let header = try txn.treeRecord(CountedTree(id: next).recordKey(headerNode)).map(Header.init) else { continue }
+                    guard let header = try txn.treeRecord(CountedTree(id: next).recordKey(headerNode)).map(Header.init)
+                    else { continue }
                     if round.chunk == 0 || header.count < ViewBuffer.bigTree { later.append(next) }
                 }
                 let ops = try ViewBuffer.roundOps(of: tree.id, from: since, to: round.end, later: later, txn)
@@ -577,7 +599,9 @@ struct CountedTree {
         guard round.done == round.trees.count else { return try ViewBuffer.store(state, txn) }
         // Every tree holds its ops before the end: the stream keeps the ops after it.
         var later: [(number: UInt64, tree: UInt32, insert: Bool, key: [UInt8])] = []
-        try ViewBuffer.forEachOp(round.end..<state.nextOp, txn) { number, tree, insert, key in later.append((number, tree, insert, key)) }
+        try ViewBuffer.forEachOp(round.end..<state.nextOp, txn) { number, tree, insert, key in
+            later.append((number, tree, insert, key))
+        }
         try ViewBuffer.removeOps(txn)
         txn.keepRoundOps(nil)
         state.firstOp = round.end
@@ -656,7 +680,8 @@ struct CountedTree {
                 if let bound, compareBytes(change.key, bound) >= 0 { break }
                 let (index, found) = leaf.search(change.key)
                 guard found != change.added else {
-                    throw StoreError.corrupted("tree \(id): a merged op \(change.added ? "adds a key it holds" : "removes a key it lacks")")
+                    throw StoreError.corrupted(
+                        "tree \(id): a merged op \(change.added ? "adds a key it holds" : "removes a key it lacks")")
                 }
                 if change.added {
                     leaf.insert(change.key, at: index)
@@ -692,7 +717,9 @@ struct CountedTree {
 
     /// The tree's node ids read from its branches: the branches level by level from the root, and
     /// the leaves in key order.
-    func nodeIDs(_ txn: StoreTransaction) throws -> (branches: [UInt64], leaves: [UInt64]) { try nodeIDs(header(txn), txn) }
+    func nodeIDs(_ txn: StoreTransaction) throws -> (branches: [UInt64], leaves: [UInt64]) {
+        try nodeIDs(header(txn), txn)
+    }
 
     private func nodeIDs(_ header: Header, _ txn: StoreTransaction) throws -> (branches: [UInt64], leaves: [UInt64]) {
         var branches: [UInt64] = []
@@ -715,7 +742,10 @@ struct CountedTree {
     /// descent and one `settle` at a time. The nodes reuse the old ones' ids (the branches', then
     /// each leaf's once its keys are all read), in that order, so the result is a function of the
     /// tree and the changes.
-    private func rebuild(_ header: Header, nodes: (branches: [UInt64], leaves: [UInt64]), with changes: [BufferedDelta.Change], _ txn: StoreTransaction) throws {
+    private func rebuild(
+        _ header: Header, nodes: (branches: [UInt64], leaves: [UInt64]), with changes: [BufferedDelta.Change],
+        _ txn: StoreTransaction
+    ) throws {
         var rebuild = Rebuild(tree: self, header: header, txn: txn)
         // The branches' ids are free at once: every branch was read to find the leaves.
         rebuild.free = nodes.branches
@@ -734,7 +764,9 @@ struct CountedTree {
                         next += 1
                     }
                     if order == 0 {
-                        guard !changes[next].added else { throw StoreError.corrupted("tree \(id): a merged op adds a key it holds") }
+                        guard !changes[next].added else {
+                            throw StoreError.corrupted("tree \(id): a merged op adds a key it holds")
+                        }
                         next += 1
                         continue
                     }
@@ -785,7 +817,9 @@ struct CountedTree {
         }
 
         mutating func add(change: BufferedDelta.Change) throws {
-            guard change.added else { throw StoreError.corrupted("tree \(tree.id): a merged op removes a key it lacks") }
+            guard change.added else {
+                throw StoreError.corrupted("tree \(tree.id): a merged op removes a key it lacks")
+            }
             try change.key.withUnsafeBytes { try add($0) }
         }
 
@@ -794,12 +828,18 @@ struct CountedTree {
             if var previous = pending {
                 previous.node.next = id
                 try tree.store(&previous.node, as: previous.id, txn)
-                entries.append((id, UInt64(builder.count), CountedTree.separator(after: previous.lastKey[...], before: builder.firstKey)))
+                entries.append(
+                    (
+                        id, UInt64(builder.count),
+                        CountedTree.separator(after: previous.lastKey[...], before: builder.firstKey)
+                    ))
             } else {
                 entries.append((id, UInt64(builder.count), []))
             }
             total += UInt64(builder.count)
-            pending = (id, builder.node(previous: pending?.id ?? 0, next: 0), builder.isEmpty ? [] : Array(builder.lastKey))
+            pending = (
+                id, builder.node(previous: pending?.id ?? 0, next: 0), builder.isEmpty ? [] : Array(builder.lastKey)
+            )
             builder.removeAll()
         }
 
@@ -833,7 +873,8 @@ struct CountedTree {
                 var above: [(id: UInt64, count: UInt64, fence: [UInt8])] = []
                 for group in groups {
                     let id = newID()
-                    var branch = TreeNode.branch(children: entries[group].map { TreeNode.child($0.id, count: $0.count, fence: $0.fence) })
+                    var branch = TreeNode.branch(
+                        children: entries[group].map { TreeNode.child($0.id, count: $0.count, fence: $0.fence) })
                     try tree.store(&branch, as: id, txn)
                     above.append((id, entries[group].reduce(0) { $0 + $1.count }, entries[group.lowerBound].fence))
                 }
@@ -881,12 +922,14 @@ struct CountedTree {
         guard state.pending > 0, !state.counts.isEmpty else { return (0, 0) }
         var resolved = (trees: 0, ops: 0)
         // A dropped view's ops stay until the stream is emptied; it has no count.
-        for (id, ops) in try ViewBuffer.opsByTree(state, txn).sorted(by: { $0.key < $1.key }) where state.count(of: id) != nil {
+        for (id, ops) in try ViewBuffer.opsByTree(state, txn).sorted(by: { $0.key < $1.key })
+        where state.count(of: id) != nil {
             let tree = CountedTree(id: id)
             let header = try tree.header(txn)
             guard header.buffered else { continue }
             let delta = try BufferedDelta.building(
-                on: nil, since: state.since(of: id), nextOp: state.nextOp, ops: ops, rank: { key in try tree.nodeRank(of: key, header, txn) })
+                on: nil, since: state.since(of: id), nextOp: state.nextOp, ops: ops,
+                rank: { key in try tree.nodeRank(of: key, header, txn) })
             txn.keepBuffer(delta, tree: id)
             resolved.trees += 1
             resolved.ops += ops.count
@@ -895,13 +938,17 @@ struct CountedTree {
     }
 
     /// The rank of `key` among the keys in the nodes (not the ops).
-    private func nodeRank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, _ header: Header, _ txn: StoreTransaction) throws -> Int {
+    private func nodeRank<K: Collection<UInt8>>(
+        of key: K, inclusive: Bool = false, _ header: Header, _ txn: StoreTransaction
+    ) throws -> Int {
         try nodeRankAndPosition(of: key, inclusive: inclusive, header, txn).rank
     }
 
     /// The keys in the nodes less than `key` (or equal, with `inclusive`), and the leaf and index of
     /// the first key after them: one descent.
-    private func nodeRankAndPosition<K: Collection<UInt8>>(of key: K, inclusive: Bool, _ header: Header, _ txn: StoreTransaction) throws
+    private func nodeRankAndPosition<K: Collection<UInt8>>(
+        of key: K, inclusive: Bool, _ header: Header, _ txn: StoreTransaction
+    ) throws
         -> (rank: Int, position: Position)
     {
         var step = Descent(node: header.root, total: header.count)
@@ -940,7 +987,9 @@ struct CountedTree {
     /// The branches from the root down to `key`'s leaf, each with what it holds; with `taking`,
     /// each is taken out of the write's cache (see `take`) to be changed in place, and must be
     /// stored again if it was in the cache (`taken`).
-    private func descend<K: Collection<UInt8>>(to key: K, _ header: Header, _ txn: StoreTransaction, taking: Bool = false) throws -> Path {
+    private func descend<K: Collection<UInt8>>(
+        to key: K, _ header: Header, _ txn: StoreTransaction, taking: Bool = false
+    ) throws -> Path {
         var branches: [(id: UInt64, node: TreeNode, index: Int, total: UInt64, changed: Bool, taken: Bool)] = []
         branches.reserveCapacity(header.height)
         var nodeID = header.root
@@ -950,7 +999,9 @@ struct CountedTree {
             let index = node.childIndex(for: key)
             branches.append((nodeID, node, index, total, false, taken))
             // The others' counts are summed only for the last child, whose count is not stored.
-            total = Self.count(of: index, in: node, total: total, before: index == node.count - 1 ? Self.keys(before: index, in: node) : 0)
+            total = Self.count(
+                of: index, in: node, total: total,
+                before: index == node.count - 1 ? Self.keys(before: index, in: node) : 0)
             nodeID = node.childID(index)
         }
         return Path(branches: branches, leafID: nodeID)
@@ -967,7 +1018,9 @@ struct CountedTree {
         return position
     }
 
-    private func nodePosition<K: Collection<UInt8>>(of key: K, strictly: Bool, _ header: Header, _ txn: StoreTransaction) throws -> Position {
+    private func nodePosition<K: Collection<UInt8>>(
+        of key: K, strictly: Bool, _ header: Header, _ txn: StoreTransaction
+    ) throws -> Position {
         let path = try descend(to: key, header, txn)
         let leaf = try load(path.leafID, txn)
         return Position(leaf: path.leafID, index: leaf.search(key, strictly: strictly).index)
@@ -979,7 +1032,9 @@ struct CountedTree {
         try rank(of: key, inclusive: inclusive, from: top(txn), txn)
     }
 
-    func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, from top: Top, _ txn: StoreTransaction) throws -> Int {
+    func rank<K: Collection<UInt8>>(of key: K, inclusive: Bool = false, from top: Top, _ txn: StoreTransaction) throws
+        -> Int
+    {
         let inNodes = try nodeRank(of: key, inclusive: inclusive, top.header, txn)
         guard let delta = top.delta else { return inNodes }
         let before = delta.lowerBound(key, strictly: inclusive)
@@ -989,18 +1044,24 @@ struct CountedTree {
     /// `rank(of: key, inclusive: true)`, and where a forward scan of the keys after `key` starts,
     /// in one descent: a page after a cursor needs both. Nil while ops are pending for the tree
     /// (then the rank, and the position at that rank, take the ops into account).
-    func rankAndPosition<K: Collection<UInt8>>(after key: K, from top: Top, _ txn: StoreTransaction) throws -> (rank: Int, position: Position)? {
+    func rankAndPosition<K: Collection<UInt8>>(after key: K, from top: Top, _ txn: StoreTransaction) throws -> (
+        rank: Int, position: Position
+    )? {
         if let delta = top.delta, delta.changeCount > 0 { return nil }
         return try nodeRankAndPosition(of: key, inclusive: true, top.header, txn)
     }
 
     /// The ranks of `low` and of `high` (as `rank(of:)`), descending together while both keys lie
     /// under the same nodes: the bounds of a range and its size, for little more than one descent.
-    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, _ txn: StoreTransaction) throws -> (low: Int, high: Int) {
+    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, _ txn: StoreTransaction) throws -> (
+        low: Int, high: Int
+    ) {
         try ranks(of: low, and: high, from: top(txn), txn)
     }
 
-    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(of low: A, and high: B, from top: Top, _ txn: StoreTransaction) throws
+    func ranks<A: Collection<UInt8>, B: Collection<UInt8>>(
+        of low: A, and high: B, from top: Top, _ txn: StoreTransaction
+    ) throws
         -> (low: Int, high: Int)
     {
         let header = top.header
@@ -1014,7 +1075,9 @@ struct CountedTree {
         }
         let leaf = try load(lower.node, txn)
         let otherLeaf = upper.node == lower.node ? leaf : try load(upper.node, txn)
-        var ranks = (low: Int(lower.rank) + leaf.search(low).index, high: Int(upper.rank) + otherLeaf.search(high).index)
+        var ranks = (
+            low: Int(lower.rank) + leaf.search(low).index, high: Int(upper.rank) + otherLeaf.search(high).index
+        )
         if let delta = top.delta {
             let beforeLow = delta.lowerBound(low)
             let beforeHigh = delta.lowerBound(high)
@@ -1063,7 +1126,9 @@ struct CountedTree {
     }
 
     func position(atRank rank: Int, from top: Top, _ txn: StoreTransaction) throws -> Position {
-        guard let delta = top.delta, delta.changeCount > 0 else { return try nodePosition(atRank: rank, top.header, txn) }
+        guard let delta = top.delta, delta.changeCount > 0 else {
+            return try nodePosition(atRank: rank, top.header, txn)
+        }
         let header = top.header
         let rank = max(0, rank)
         // The keys before change i number mergedBefore(i): the nodes' keys below it, plus the
@@ -1090,7 +1155,8 @@ struct CountedTree {
                 position.change = index
             } else {
                 // The nodes' keys after the change (a removed key is in the nodes: skip it).
-                let nodeRank = try treeRank(change, header, txn) + (change.added ? 0 : 1) + rank - before - (change.added ? 1 : 0)
+                let nodeRank =
+                    try treeRank(change, header, txn) + (change.added ? 0 : 1) + rank - before - (change.added ? 1 : 0)
                 position = try nodePosition(atRank: min(nodeRank, Int(header.count)), header, txn)
                 position.change = index + 1
             }
@@ -1137,7 +1203,9 @@ struct CountedTree {
     /// Calls `body` with each key from `position` on, ascending or descending, until it returns
     /// false or the keys run out. Descending starts at the key just before `position`. A key's
     /// bytes are valid only during the call that gets them.
-    func scan(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+    func scan(
+        from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         guard let delta = position.changes else { return try scanNodes(from: position, forward: forward, txn, body) }
         // The nodes' keys, with the changes' added keys put in between and removed keys left out.
         let count = delta.changeCount
@@ -1173,7 +1241,9 @@ struct CountedTree {
     /// page reads one or two leaves once each, and a copy of each (4 KiB and an allocation) and a
     /// reference counted slice of every key cost it more than its lookups' descents
     /// (docs/BENCHMARKS.md, "A page's leaves read where LMDB holds them").
-    private func scanNodes(from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+    private func scanNodes(
+        from position: Position, forward: Bool, _ txn: StoreTransaction, _ body: (UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         var leafID = position.leaf
         var first = true
         repeat {
@@ -1183,7 +1253,9 @@ struct CountedTree {
                 let count = leaf.count
                 var index = forward ? (first ? position.index : 0) : (first ? min(position.index, count) : count) - 1
                 while forward ? index < count : index >= 0 {
-                    guard let key = leaf.entry(index) else { throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged") }
+                    guard let key = leaf.entry(index) else {
+                        throw StoreError.corrupted("tree \(id): leaf \(leafID) is damaged")
+                    }
                     if try !body(key) { return nil }
                     index += forward ? 1 : -1
                 }
@@ -1199,11 +1271,15 @@ struct CountedTree {
     /// otherwise (its cache may hold it changed).
     private func withLeaf<R>(_ node: UInt64, _ txn: StoreTransaction, _ body: (RawLeaf) throws -> R) throws -> R {
         func run(_ raw: UnsafeRawBufferPointer) throws -> R {
-            guard let leaf = RawLeaf(raw) else { throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf") }
+            guard let leaf = RawLeaf(raw) else {
+                throw StoreError.corrupted("tree \(id): node \(node) is not a sound leaf")
+            }
             return try body(leaf)
         }
         guard txn.cache == nil else { return try load(node, txn).bytes.withUnsafeBytes(run) }
-        guard let raw = try txn.treeRecordInPlace(recordKey(node)) else { throw StoreError.corrupted("tree \(id) lacks node \(node)") }
+        guard let raw = try txn.treeRecordInPlace(recordKey(node)) else {
+            throw StoreError.corrupted("tree \(id) lacks node \(node)")
+        }
         return try run(raw)
     }
 
@@ -1249,7 +1325,9 @@ extension CountedTree {
                 let below = try walk(node.childID(index), depth: depth + 1, lowerBound: bound)
                 let stored = node.childCount(index)
                 if index == node.count - 1 {
-                    if stored != 0 { problems.append("branch \(nodeID) stores \(stored) as its last child's count, not 0") }
+                    if stored != 0 {
+                        problems.append("branch \(nodeID) stores \(stored) as its last child's count, not 0")
+                    }
                 } else if below != stored {
                     problems.append("branch \(nodeID) child \(index) counts \(stored), holds \(below)")
                 }
@@ -1264,23 +1342,31 @@ extension CountedTree {
             let net = delta?.netChange ?? 0
             let counted = try count(txn)
             if counted != Int(header.count) + net {
-                problems.append("the view ops count \(counted) keys, the nodes hold \(header.count) and the ops change \(net)")
+                problems.append(
+                    "the view ops count \(counted) keys, the nodes hold \(header.count) and the ops change \(net)")
             }
             for change in delta?.allChanges ?? [] {
                 let position = try nodePosition(of: change.key, strictly: false, header, txn)
                 let leaf = try load(position.leaf, txn)
                 let held = position.index < leaf.count && leaf.entry(position.index).elementsEqual(change.key)
-                if held == change.added { problems.append("an op \(change.added ? "adds a key the nodes hold" : "removes a key the nodes lack")") }
+                if held == change.added {
+                    problems.append(
+                        "an op \(change.added ? "adds a key the nodes hold" : "removes a key the nodes lack")")
+                }
             }
         }
         var previousKey: [UInt8]?
         var previousLeaf: UInt64 = 0
         for leafID in leaves {
             let leaf = try load(leafID, txn)
-            if leaf.previous != previousLeaf { problems.append("leaf \(leafID) links back to \(leaf.previous), not \(previousLeaf)") }
+            if leaf.previous != previousLeaf {
+                problems.append("leaf \(leafID) links back to \(leaf.previous), not \(previousLeaf)")
+            }
             for index in 0..<leaf.count {
                 let key = Array(leaf.entry(index))
-                if let previousKey, compareBytes(previousKey, key) >= 0 { problems.append("keys out of order in leaf \(leafID)") }
+                if let previousKey, compareBytes(previousKey, key) >= 0 {
+                    problems.append("keys out of order in leaf \(leafID)")
+                }
                 previousKey = key
             }
             previousLeaf = leafID

@@ -45,15 +45,19 @@ struct TreeNode {
         for index in stride(from: 1, through: node.count, by: 1) {
             let next = node.offset(index)
             guard next - end >= least else {
-                return next < end ? "entry \(index - 1) ends before it starts" : "child \(index - 1) of \(next - end) bytes"
+                return next < end
+                    ? "entry \(index - 1) ends before it starts" : "child \(index - 1) of \(next - end) bytes"
             }
             end = next
         }
-        guard node.payload + end == raw.count else { return "entries ending at \(node.payload + end) in a record of \(raw.count) bytes" }
+        guard node.payload + end == raw.count else {
+            return "entries ending at \(node.payload + end) in a record of \(raw.count) bytes"
+        }
         return nil
     }
 
-    static func leaf<Keys: Collection>(previous: UInt64, next: UInt64, keys: Keys) -> TreeNode where Keys.Element: Collection<UInt8> {
+    static func leaf<Keys: Collection>(previous: UInt64, next: UInt64, keys: Keys) -> TreeNode
+    where Keys.Element: Collection<UInt8> {
         var header = [UInt8](repeating: 0, count: leafHeaderSize)
         header.storeLittleEndian(previous, at: previousOffset)
         header.storeLittleEndian(next, at: nextOffset)
@@ -124,7 +128,9 @@ struct TreeNode {
 
     /// The first index whose key is ≥ `key` (or > with `strictly`), and whether that key equals it.
     func search<K: Collection<UInt8>>(_ key: K, strictly: Bool = false) -> (index: Int, found: Bool) {
-        if let result = key.withContiguousStorageIfAvailable({ searchBytes(UnsafeRawBufferPointer($0), strictly: strictly) }) {
+        if let result = key.withContiguousStorageIfAvailable({
+            searchBytes(UnsafeRawBufferPointer($0), strictly: strictly)
+        }) {
             return result
         }
         return Array(key).withUnsafeBytes { searchBytes($0, strictly: strictly) }
@@ -179,7 +185,9 @@ struct TreeNode {
 
     /// The child to descend into for `key`: the last whose fence is ≤ key, else the first.
     func childIndex<K: Collection<UInt8>>(for key: K) -> Int {
-        if let result = key.withContiguousStorageIfAvailable({ childIndexBytes(UnsafeRawBufferPointer($0)) }) { return result }
+        if let result = key.withContiguousStorageIfAvailable({ childIndexBytes(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
         return Array(key).withUnsafeBytes { childIndexBytes($0) }
     }
 
@@ -187,7 +195,9 @@ struct TreeNode {
         bytes.withUnsafeBytes { raw in
             let node = RawNode(raw)
             // A branch entry is its child's id and count (16 bytes), then the fence.
-            func fence(_ index: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: node.entry(index).dropFirst(16)) }
+            func fence(_ index: Int) -> UnsafeRawBufferPointer {
+                UnsafeRawBufferPointer(rebasing: node.entry(index).dropFirst(16))
+            }
             var low = 1
             var high = node.count
             // As in `search`: a key past the last fence goes to the last child at once.
@@ -246,7 +256,9 @@ struct TreeNode {
                 raw.storeBytes(of: (old + UInt16(length)).littleEndian, toByteOffset: at, as: UInt16.self)
             }
         }
-        withUnsafeBytes(of: UInt16(start + length).littleEndian) { bytes.insert(contentsOf: $0, at: header + 2 * (index + 1)) }
+        withUnsafeBytes(of: UInt16(start + length).littleEndian) {
+            bytes.insert(contentsOf: $0, at: header + 2 * (index + 1))
+        }
         bytes.storeLittleEndian(UInt16(n + 1), at: 1)
     }
 
@@ -366,8 +378,12 @@ struct RawLeaf {
     }
 
     var count: Int { node.count }
-    var previous: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.previousOffset, as: UInt64.self)) }
-    var next: UInt64 { UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.nextOffset, as: UInt64.self)) }
+    var previous: UInt64 {
+        UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.previousOffset, as: UInt64.self))
+    }
+    var next: UInt64 {
+        UInt64(littleEndian: node.raw.loadUnaligned(fromByteOffset: TreeNode.nextOffset, as: UInt64.self))
+    }
 
     /// Entry `index` (in `0..<count`), or nil if its offsets lie outside the record.
     func entry(_ index: Int) -> UnsafeRawBufferPointer? {
@@ -396,7 +412,9 @@ struct LeafBuilder {
     func size(adding bytes: Int) -> Int { TreeNode.leafHeaderSize + 2 * (ends.count + 2) + payload.count + bytes }
 
     mutating func append(_ key: UnsafeRawBufferPointer) {
-        payload.append(contentsOf: UnsafeBufferPointer(start: key.baseAddress?.assumingMemoryBound(to: UInt8.self), count: key.count))
+        payload.append(
+            contentsOf: UnsafeBufferPointer(
+                start: key.baseAddress?.assumingMemoryBound(to: UInt8.self), count: key.count))
         ends.append(UInt16(payload.count))
     }
 
@@ -419,8 +437,12 @@ struct LeafBuilder {
             raw.storeBytes(of: previous.littleEndian, toByteOffset: 3, as: UInt64.self)
             raw.storeBytes(of: next.littleEndian, toByteOffset: 11, as: UInt64.self)
             raw.storeBytes(of: UInt16(0), toByteOffset: offsets, as: UInt16.self)
-            for (index, end) in ends.enumerated() { raw.storeBytes(of: end.littleEndian, toByteOffset: offsets + 2 * (index + 1), as: UInt16.self) }
-            payload.withUnsafeBytes { raw.baseAddress!.advanced(by: start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            for (index, end) in ends.enumerated() {
+                raw.storeBytes(of: end.littleEndian, toByteOffset: offsets + 2 * (index + 1), as: UInt16.self)
+            }
+            payload.withUnsafeBytes {
+                raw.baseAddress!.advanced(by: start).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
+            }
             initialized = start + payload.count
         }
         return TreeNode(bytes: bytes)
@@ -430,7 +452,9 @@ struct LeafBuilder {
 /// memcmp order: -1, 0 or 1.
 func compareBytes<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Int {
     let result = a.withContiguousStorageIfAvailable { left in
-        b.withContiguousStorageIfAvailable { right in compareBytes(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right)) }
+        b.withContiguousStorageIfAvailable { right in
+            compareBytes(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right))
+        }
     }
     if let order = result ?? nil { return order }
     return compareBytes(Array(a), Array(b))

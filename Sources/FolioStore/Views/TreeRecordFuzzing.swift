@@ -10,7 +10,10 @@ public enum TreeRecordFuzzing {
             _ = (leaf.previous, leaf.next)
             for index in 0..<leaf.count {
                 guard let entry = leaf.entry(index) else { continue }
-                if entry.count > 0, entry.baseAddress! < bytes.baseAddress! || entry.baseAddress! + entry.count > bytes.baseAddress! + bytes.count {
+                if entry.count > 0,
+                    entry.baseAddress! < bytes.baseAddress!
+                        || entry.baseAddress! + entry.count > bytes.baseAddress! + bytes.count
+                {
                     return "leaf entry \(index) lies outside the record"
                 }
             }
@@ -21,7 +24,10 @@ public enum TreeRecordFuzzing {
         // An accepted record is laid out exactly as the tree lays out one with its entries.
         let node = TreeNode(bytes: Array(bytes))
         let entries = node.entries
-        let rebuilt = node.isLeaf ? TreeNode.leaf(previous: node.previous, next: node.next, keys: entries) : TreeNode.branch(children: entries)
+        let rebuilt =
+            node.isLeaf
+            ? TreeNode.leaf(previous: node.previous, next: node.next, keys: entries)
+            : TreeNode.branch(children: entries)
         if rebuilt.bytes != node.bytes { return "an accepted record is not the one its entries build" }
 
         // Every read a tree makes of a node (its entries need not be in order: a damaged record).
@@ -31,7 +37,9 @@ public enum TreeRecordFuzzing {
         for entry in entries.prefix(64) { _ = node.search(entry) }
         if !node.isLeaf {
             for index in 0..<node.count {
-                if node.entry(index).count < 16 { return "an accepted branch has child \(index) of \(node.entry(index).count) bytes" }
+                if node.entry(index).count < 16 {
+                    return "an accepted branch has child \(index) of \(node.entry(index).count) bytes"
+                }
                 _ = (node.childID(index), node.childCount(index), node.fence(index))
             }
             _ = node.childIndex(for: probe)
@@ -44,7 +52,9 @@ public enum TreeRecordFuzzing {
         if let first = entries.first, bytes.count + first.count + 2 < Int(UInt16.max) {
             var edited = node
             edited.insert(first, at: 0)
-            if edited.count != node.count + 1 || Array(edited.entry(0)) != first { return "an inserted entry is not there" }
+            if edited.count != node.count + 1 || Array(edited.entry(0)) != first {
+                return "an inserted entry is not there"
+            }
             edited.remove(at: 0)
             if edited.bytes != node.bytes { return "an entry put in and taken out changed the record" }
         }
@@ -55,7 +65,9 @@ public enum TreeRecordFuzzing {
                 return "a split of \(node.count) entries gave \(left.count) and \(right.count)"
             }
             for half in [left, right] {
-                if let problem = half.bytes.withUnsafeBytes({ TreeNode.problem(in: $0) }) { return "half of a split is refused: \(problem)" }
+                if let problem = half.bytes.withUnsafeBytes({ TreeNode.problem(in: $0) }) {
+                    return "half of a split is refused: \(problem)"
+                }
             }
             left.append(contentsOf: right)
             if left.bytes != node.bytes { return "a split joined again changed the record" }

@@ -81,7 +81,9 @@ enum ViewBuffer {
     private static func database(_ txn: StoreTransaction) -> Database { databases(txn).ops }
 
     private static func databases(_ txn: StoreTransaction) -> ViewStreamDatabases {
-        guard let databases = txn.viewOps else { preconditionFailure("a buffered tree in a transaction without the view ops' database") }
+        guard let databases = txn.viewOps else {
+            preconditionFailure("a buffered tree in a transaction without the view ops' database")
+        }
         return databases
     }
 
@@ -89,7 +91,9 @@ enum ViewBuffer {
     static func state(_ txn: StoreTransaction) throws -> BufferState {
         if let known = txn.cache?.knownBufferState() { return known }
         if let memo = txn.readMemo {
-            return try memo.bufferState { try txn.lmdb.get(databases(txn).main, stateKey).map { try BufferState($0) } ?? BufferState() }
+            return try memo.bufferState {
+                try txn.lmdb.get(databases(txn).main, stateKey).map { try BufferState($0) } ?? BufferState()
+            }
         }
         let state = try txn.lmdb.get(databases(txn).main, stateKey).map { try BufferState($0) } ?? BufferState()
         txn.cache?.setBufferState(state, changed: false)
@@ -152,7 +156,8 @@ enum ViewBuffer {
                     guard value.count >= 5 else { throw StoreError.corrupted("a view op of \(value.count) bytes") }
                     var bytes: [UInt8] = []
                     appendOp(
-                        tree: value.loadUnaligned(as: UInt32.self).littleEndian, insert: value[4] == 1, key: Array(value[5...]), to: &bytes)
+                        tree: value.loadUnaligned(as: UInt32.self).littleEndian, insert: value[4] == 1,
+                        key: Array(value[5...]), to: &bytes)
                     records.append((Array(key), bytes))
                 }
                 entry = try cursor.next()
@@ -185,7 +190,9 @@ enum ViewBuffer {
 
     /// The pending ops of `state`, tree by tree, each tree's in order, from its `since` on (a
     /// dropped view's too: they stay until the stream is emptied).
-    static func opsByTree(_ state: BufferState, _ txn: StoreTransaction) throws -> [UInt32: [(insert: Bool, key: [UInt8])]] {
+    static func opsByTree(_ state: BufferState, _ txn: StoreTransaction) throws -> [UInt32: [(
+        insert: Bool, key: [UInt8]
+    )]] {
         var ops: [UInt32: [(insert: Bool, key: [UInt8])]] = [:]
         try forEachOp(state.firstOp..<state.nextOp, txn) { number, tree, insert, key in
             if number >= state.since(of: tree) { ops[tree, default: []].append((insert, key)) }
@@ -237,10 +244,14 @@ enum ViewBuffer {
     /// `tree`'s ops from the stream's first op (`firstOp`) to the round's `end`, for its whole
     /// turn: kept from an earlier turn of the round, or read in one pass that also keeps those of
     /// `later` (the trees whose turns follow, that take their ops whole).
-    static func roundOps(of tree: UInt32, from firstOp: UInt64, to end: UInt64, later: [UInt32], _ txn: StoreTransaction) throws
+    static func roundOps(
+        of tree: UInt32, from firstOp: UInt64, to end: UInt64, later: [UInt32], _ txn: StoreTransaction
+    ) throws
         -> [(insert: Bool, key: [UInt8])]
     {
-        if let kept = txn.cache?.keptRoundOps() ?? txn.deltas?.roundOps(), kept.firstOp == firstOp, kept.end == end, let ops = kept.ops[tree] {
+        if let kept = txn.cache?.keptRoundOps() ?? txn.deltas?.roundOps(), kept.firstOp == firstOp, kept.end == end,
+            let ops = kept.ops[tree]
+        {
             return ops
         }
         guard !later.isEmpty else { return try ops(of: tree, in: firstOp..<end, txn) }
@@ -265,18 +276,23 @@ enum ViewBuffer {
             return true
         }
         if keeping {
-            txn.keepRoundOps(RoundOps(firstOp: firstOp, end: end, ops: Dictionary(uniqueKeysWithValues: zip(trees, grouped))))
+            txn.keepRoundOps(
+                RoundOps(firstOp: firstOp, end: end, ops: Dictionary(uniqueKeysWithValues: zip(trees, grouped))))
         }
         return grouped[0]
     }
 
     /// `tree`'s ops of `range`, in order (the others' keys are not copied out).
-    static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(insert: Bool, key: [UInt8])] {
+    static func ops(of tree: UInt32, in range: Range<UInt64>, _ txn: StoreTransaction) throws -> [(
+        insert: Bool, key: [UInt8]
+    )] {
         try ops(of: tree, in: range, atMost: .max, txn).ops
     }
 
     /// Calls `body` with each op of `range`, in order.
-    static func forEachOp(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UInt32, Bool, [UInt8]) throws -> Void) throws {
+    static func forEachOp(
+        _ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UInt32, Bool, [UInt8]) throws -> Void
+    ) throws {
         try forEachRecord(range, txn) { number, record in
             let (tree, insert, opKey) = try op(record)
             try body(number, tree, insert, opKey)
@@ -286,7 +302,9 @@ enum ViewBuffer {
 
     /// Calls `body` with each op of `range`, in order, until it returns false: its number, and its
     /// bytes as its record holds them from the tree on (tree id, kind, key).
-    private static func forEachRecord(_ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+    private static func forEachRecord(
+        _ range: Range<UInt64>, _ txn: StoreTransaction, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         guard !range.isEmpty else { return }
         try flushOps(txn)
         var expected = range.lowerBound
@@ -303,9 +321,14 @@ enum ViewBuffer {
                 first = false
                 var offset = 0
                 while offset < value.count {
-                    guard value.count - offset >= 7 else { throw StoreError.corrupted("a view op record of op \(number) is cut short") }
-                    let end = offset + 7 + Int(value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
-                    guard end <= value.count else { throw StoreError.corrupted("a view op record of op \(number) is cut short") }
+                    guard value.count - offset >= 7 else {
+                        throw StoreError.corrupted("a view op record of op \(number) is cut short")
+                    }
+                    let end =
+                        offset + 7 + Int(value.loadUnaligned(fromByteOffset: offset, as: UInt16.self).littleEndian)
+                    guard end <= value.count else {
+                        throw StoreError.corrupted("a view op record of op \(number) is cut short")
+                    }
                     if number == expected {
                         guard expected < range.upperBound else { break records }
                         guard try body(number, UnsafeRawBufferPointer(rebasing: value[(offset + 2)..<end])) else {
@@ -388,7 +411,9 @@ struct BufferState {
     /// copy of it, with `counts` grown an entry at a time, took five allocations of a page's ~22.
     /// A record too short for what it says it holds is `corrupted`.
     init(_ bytes: UnsafeRawBufferPointer) throws {
-        func damaged(_ what: String) -> StoreError { StoreError.corrupted("the view ops' state (\(bytes.count) bytes) \(what)") }
+        func damaged(_ what: String) -> StoreError {
+            StoreError.corrupted("the view ops' state (\(bytes.count) bytes) \(what)")
+        }
         var offset = 0
         let mark = bytes.count >= 8 ? bytes.loadLittleEndian(UInt64.self, at: 0) : 0
         let withRound = mark == Self.roundMark || mark == Self.formatSixRoundMark
@@ -415,7 +440,9 @@ struct BufferState {
                 let chunk = Int(bytes.loadLittleEndian(UInt32.self, at: offset + 4))
                 let partial = bytes.loadLittleEndian(UInt64.self, at: offset + 8)
                 offset += 16
-                round = MergeRound(end: end, done: done, trees: trees, turns: turns, chunk: chunk, partial: partial == .max ? nil : partial)
+                round = MergeRound(
+                    end: end, done: done, trees: trees, turns: turns, chunk: chunk,
+                    partial: partial == .max ? nil : partial)
             } else {
                 // A round of format 6: each tree merged took one turn; its trees take their ops whole.
                 round = MergeRound(end: end, done: done, trees: trees, turns: done, chunk: 0)
@@ -423,7 +450,8 @@ struct BufferState {
         }
         counts.reserveCapacity(max(0, bytes.count - offset) / 12)
         while offset + 12 <= bytes.count {
-            counts.append((bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
+            counts.append(
+                (bytes.loadLittleEndian(UInt32.self, at: offset), bytes.loadLittleEndian(UInt64.self, at: offset + 4)))
             offset += 12
         }
     }
@@ -589,7 +617,11 @@ final class BufferedDelta: Sendable {
         var high = segments.count
         while low < high {
             let middle = (low + high) / 2
-            if before(segments[middle].entries[segments[middle].entries.count - 1].key) { low = middle + 1 } else { high = middle }
+            if before(segments[middle].entries[segments[middle].entries.count - 1].key) {
+                low = middle + 1
+            } else {
+                high = middle
+            }
         }
         guard low < segments.count else { return changeCount }
         let changes = segments[low].changes
@@ -626,7 +658,9 @@ final class BufferedDelta: Sendable {
     }
 
     /// Whether the ops at `a` and `b` of an `orderByKey` order have the same key.
-    private static func sameKey(_ ops: [(insert: Bool, key: [UInt8])], _ a: (prefix: UInt64, index: Int), _ b: (prefix: UInt64, index: Int)) -> Bool {
+    private static func sameKey(
+        _ ops: [(insert: Bool, key: [UInt8])], _ a: (prefix: UInt64, index: Int), _ b: (prefix: UInt64, index: Int)
+    ) -> Bool {
         a.prefix == b.prefix && compareBytes(ops[a.index].key, ops[b.index].key) == 0
     }
 
@@ -642,7 +676,9 @@ final class BufferedDelta: Sendable {
             while end < order.count && sameKey(ops, order[end], order[start]) { end += 1 }
             // The tree holds the key if its first op removes it; the view, if its last adds it.
             let first = ops[order[start].index]
-            if first.insert == ops[order[end - 1].index].insert { changes.append(Change(key: first.key, added: first.insert, treeRank: -1)) }
+            if first.insert == ops[order[end - 1].index].insert {
+                changes.append(Change(key: first.key, added: first.insert, treeRank: -1))
+            }
             start = end
         }
         return changes
@@ -661,7 +697,8 @@ final class BufferedDelta: Sendable {
             var end = start + 1
             while end < order.count && sameKey(ops, order[end], order[start]) { end += 1 }
             let first = ops[order[start].index]
-            touched.append(Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1].index].insert, treeRank: -1))
+            touched.append(
+                Entry(key: first.key, inTree: !first.insert, present: ops[order[end - 1].index].insert, treeRank: -1))
             start = end
         }
         let old = base?.segments ?? []
@@ -676,7 +713,10 @@ final class BufferedDelta: Sendable {
             var newIndex = news.startIndex
             func keep(_ entry: Entry) throws {
                 var entry = entry
-                if entry.isChange && entry.treeRank < 0, let rank { entry = Entry(key: entry.key, inTree: entry.inTree, present: entry.present, treeRank: try rank(entry.key)) }
+                if entry.isChange && entry.treeRank < 0, let rank {
+                    entry = Entry(
+                        key: entry.key, inTree: entry.inTree, present: entry.present, treeRank: try rank(entry.key))
+                }
                 merged.append(entry)
             }
             while index < entries.count || newIndex < news.endIndex {
@@ -696,7 +736,10 @@ final class BufferedDelta: Sendable {
                         newIndex += 1
                     } else {
                         let was = entries[index]
-                        try keep(Entry(key: was.key, inTree: was.inTree, present: news[newIndex].present, treeRank: was.treeRank))
+                        try keep(
+                            Entry(
+                                key: was.key, inTree: was.inTree, present: news[newIndex].present,
+                                treeRank: was.treeRank))
                         index += 1
                         newIndex += 1
                     }
@@ -747,7 +790,9 @@ final class ViewDeltaCache: Sendable {
 
     func install(_ delta: BufferedDelta, tree: UInt32) {
         latest.withLock { table in
-            if let current = table[tree], current.since > delta.since || (current.since == delta.since && current.nextOp >= delta.nextOp) {
+            if let current = table[tree],
+                current.since > delta.since || (current.since == delta.since && current.nextOp >= delta.nextOp)
+            {
                 return
             }
             table[tree] = delta

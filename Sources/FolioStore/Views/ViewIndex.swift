@@ -37,7 +37,8 @@ struct ViewIndex {
         let key = sort.key(for: object, id: object.id)
         guard key.count <= CountedTree.maxKeyBytes else {
             throw StoreError.invalid(
-                "object \(object.collection)/\(object.id): the values of \(sort) take \(key.count) bytes as a key of view \(Names.quoted(name)); at most \(CountedTree.maxKeyBytes)")
+                "object \(object.collection)/\(object.id): the values of \(sort) take \(key.count) bytes as a key of view \(Names.quoted(name)); at most \(CountedTree.maxKeyBytes)"
+            )
         }
         return key
     }
@@ -58,7 +59,9 @@ struct ViewIndex {
 
     /// Throws what `update` would throw, changing nothing; returns what `update` would do, for
     /// `apply` in the same transaction before anything else changes the view (nil: nothing).
-    func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws -> Move? {
+    func check(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws
+        -> Move?
+    {
         try plannedMove(from: old, to: new, objects: objects, txn)
     }
 
@@ -69,7 +72,9 @@ struct ViewIndex {
     }
 
     /// The keys to remove and insert; nil when the entry stays where it is.
-    private func plannedMove(from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction) throws
+    private func plannedMove(
+        from old: StoredObject?, to new: StoredObject?, objects: ObjectTable, _ txn: StoreTransaction
+    ) throws
         -> Move?
     {
         let oldKey = try key(for: old)
@@ -96,15 +101,16 @@ struct ViewIndex {
 
     /// The values of the sort fields of `object`, as JSON, for conflict details.
     func sortValues(of object: StoredObject) -> JSON {
-        .array(sort.fields.map { field in
-            switch field.path {
-            case .id: return .string(object.id)
-            case .version: return .int(Int64(object.version))
-            case .createdAt: return ["$date": .string(object.createdAt.rfc3339)]
-            case .updatedAt: return ["$date": .string(object.updatedAt.rfc3339)]
-            case .data(let segments): return object.data.value(atPath: segments) ?? .null
-            }
-        })
+        .array(
+            sort.fields.map { field in
+                switch field.path {
+                case .id: return .string(object.id)
+                case .version: return .int(Int64(object.version))
+                case .createdAt: return ["$date": .string(object.createdAt.rfc3339)]
+                case .updatedAt: return ["$date": .string(object.updatedAt.rfc3339)]
+                case .data(let segments): return object.data.value(atPath: segments) ?? .null
+                }
+            })
     }
 
     /// The part of a key that a unique view keeps unique: the encoded sort values, without the id

@@ -2,8 +2,10 @@
 /// calls `testOneInput` with each input it makes.
 @_silgen_name("LLVMFuzzerRunDriver")
 private func runLibFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ testOneInput: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+    _ testOneInput: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+) -> CInt
 
 /// Runs libFuzzer from a fuzz executable's `main`.
 public func runLibFuzzer(
