@@ -13,7 +13,7 @@ TEST_CHAOS_ARGS ?= --cycles-per-store 5 --workload-ms 600
 NODES ?= 3
 TEST_CLUSTER_CYCLES ?= 8
 
-.PHONY: deps run build test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos chaos-cluster power-loss power-loss-tools vm-power-cut faults relations bench bench-views bench-relations bench-access bench-instructions bench-write-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
+.PHONY: deps run build format lint test test-python test-protocol test-asan test-tsan fuzz ci-fuzz chaos chaos-cluster power-loss power-loss-tools vm-power-cut faults relations bench bench-views bench-relations bench-access bench-instructions bench-write-instructions bench-replay bench-files bench-live bench-cluster storms soak install uninstall clean
 
 # System libraries the package links, from Debian packages (found with pkg-config), lmdb-utils,
 # whose mdb_dump the crash loop kills in mid-read, prometheus_client (PyPI), whose parser the
@@ -32,14 +32,24 @@ build: deps
 run: build
 	.build/release/foliod
 
-# Every test: unit tests of each layer and integration tests against the real foliod binary (whose
+# The house format (.swift-format: 4 spaces, 120 columns), kept by `swift format` from the toolchain.
+# `make format` rewrites the Swift files in place; `make lint`, where `make test` starts, fails on
+# any difference.
+SWIFT_SOURCES := Package.swift Sources Tests Examples bench/foliokit-bench fuzz
+format:
+	$(SWIFT) format format --in-place --parallel --recursive $(SWIFT_SOURCES)
+
+lint:
+	$(SWIFT) format lint --strict --parallel --recursive $(SWIFT_SOURCES)
+
+# Every test (after `make lint`): unit tests of each layer and integration tests against the real foliod binary (whose
 # lines go to the wire log WIRE_LOG), the protocol's examples and schema (test-protocol), then
 # TEST_CYCLES cycles of the crash loop (about a minute) and TEST_CLUSTER_CYCLES of it on three cluster
 # nodes, and the tests again under AddressSanitizer
 # (test-asan). The fuzz targets run behind their own targets (fuzz, ci-fuzz): with them, a clean
 # clone's make test took 28 of CI's 30 minutes on 2026-12-03; `swift test` replays the inputs that
 # once found a defect (fuzz/regressions/).
-test: deps
+test: deps lint
 	$(SWIFT) build
 	rm -rf $(WIRE_LOG) && mkdir -p $(WIRE_LOG)
 	FOLIO_WIRE_LOG="$(abspath $(WIRE_LOG))" $(SWIFT) test
