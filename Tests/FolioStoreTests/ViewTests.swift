@@ -17,6 +17,26 @@ import Testing
         }
     }
 
+    /// Creates students `s<index>` in one write, each with a score from `scores` (0–50) and one of
+    /// 97 names.
+    private func createStudents(
+        _ indices: Range<Int>, in store: Store, by writer: TestWriter, scores: inout SeededGenerator
+    ) throws {
+        try store.write { txn in
+            for index in indices {
+                _ = try txn.execute(
+                    .create(
+                        collection: "Student", id: "s\(index)",
+                        data: [
+                            "score": .int(Int64.random(in: 0...50, using: &scores)),
+                            "name": .string("n\(index % 97)"),
+                        ]),
+                    Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
+                    ids: &writer.ids)
+            }
+        }
+    }
+
     private func ids(_ result: QueryResult) throws -> [String] {
         guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
             return []
@@ -99,19 +119,7 @@ import Testing
                         name: "byScore", collection: "Student", whereJSON: nil,
                         sort: SortOrder(parsing: ["-score", "name"]), unique: false)))
             var random = SeededGenerator(seed: 3)
-            try store.write { txn in
-                for index in 0..<3000 {
-                    _ = try txn.execute(
-                        .create(
-                            collection: "Student", id: "s\(index)",
-                            data: [
-                                "score": .int(Int64.random(in: 0...50, using: &random)),
-                                "name": .string("n\(index % 97)"),
-                            ]),
-                        Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
-                        ids: &writer.ids)
-                }
-            }
+            try createStudents(0..<3000, in: store, by: writer, scores: &random)
             let model = try expected(
                 store, collection: "Student", filter: nil, sort: try SortOrder(parsing: ["-score", "name"]))
             for offset in [0, 1, 19, 20, 1499, 2980, 2999, 3000, 5000] {
@@ -138,19 +146,7 @@ import Testing
             let writer = TestWriter(store)
             var random = SeededGenerator(seed: 17)
             func create(_ indices: Range<Int>) throws {
-                try store.write { txn in
-                    for index in indices {
-                        _ = try txn.execute(
-                            .create(
-                                collection: "Student", id: "s\(index)",
-                                data: [
-                                    "score": .int(Int64.random(in: 0...50, using: &random)),
-                                    "name": .string("n\(index % 97)"),
-                                ]),
-                            Acceptance(timestamp: Timestamp(milliseconds: 1_000 + Int64(index)), origin: writer.origin),
-                            ids: &writer.ids)
-                    }
-                }
+                try createStudents(indices, in: store, by: writer, scores: &random)
             }
             func pending() throws -> Int {
                 try store.environment.read { lmdb in
