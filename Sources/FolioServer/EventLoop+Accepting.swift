@@ -131,8 +131,18 @@ extension EventLoop {
             log.error("refused \(count) connection(s): no file descriptor left")
         }
         guard accepting.isPaused, now >= accepting.pausedUntil, !draining else { return }
-        accepting.pausedUntil = 0
         if accepting.spareDescriptor < 0 { accepting.spareDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC) }
-        try? epoll.add(listener.fd, .readable, token: Self.listenerToken)
+        do {
+            try epoll.add(listener.fd, .readable, token: Self.listenerToken)
+        } catch {
+            // Unwatched, the socket would never be accepted from again: stay paused and try anew.
+            // (EEXIST: it is watched already.)
+            if error.errno != EEXIST {
+                log.error("cannot watch the listening socket again: \(error); pausing accepts for another 100 ms")
+                accepting.pausedUntil = now + 100
+                return
+            }
+        }
+        accepting.pausedUntil = 0
     }
 }

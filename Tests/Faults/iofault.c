@@ -14,7 +14,9 @@
 // <calls> is a comma-separated list of: write (write, pwrite, writev, pwritev and their 64-bit
 // forms), fdatasync, fsync, sync (both), ftruncate, fallocate, open (open, openat, creat and their
 // 64-bit forms). Only calls on files whose path starts with the prefix count (descriptors are
-// followed from the open that made them), so sockets, pipes and logs are never touched. The n-th
+// followed from the open that made them), so sockets, pipes and logs are never touched. Two more
+// are calls on a listening Unix socket, whose path is the one it is bound to: accept (accept,
+// accept4) and watch (epoll_ctl adding it to an epoll set). The n-th
 // counted call fails with <errno> (EIO, ENOSPC, EDQUOT or a number) without doing anything; `once`
 // fails that call only, `sticky` it and every later one. With `from=` and `below=`, only writes
 // that start at or past, and below, those offsets count. Counting starts when the file is (re)read:
@@ -39,9 +41,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 enum {
@@ -51,6 +57,8 @@ enum {
     CALL_FTRUNCATE = 1 << 3,
     CALL_FALLOCATE = 1 << 4,
     CALL_OPEN = 1 << 5,
+    CALL_ACCEPT = 1 << 6,
+    CALL_WATCH = 1 << 7,
 };
 
 #define MAX_RULES 16
@@ -103,6 +111,9 @@ static int (*real_ftruncate)(int, off_t);
 static int (*real_ftruncate64)(int, off64_t);
 static int (*real_fallocate)(int, int, off_t, off_t);
 static int (*real_fallocate64)(int, int, off64_t, off64_t);
+static int (*real_accept)(int, struct sockaddr *, socklen_t *);
+static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+static int (*real_epoll_ctl)(int, int, int, struct epoll_event *);
 
 static void *next(const char *name) { return dlsym(RTLD_NEXT, name); }
 
@@ -125,6 +136,9 @@ __attribute__((constructor)) static void setup(void) {
     real_ftruncate64 = next("ftruncate64");
     real_fallocate = next("fallocate");
     real_fallocate64 = next("fallocate64");
+    real_accept = next("accept");
+    real_accept4 = next("accept4");
+    real_epoll_ctl = next("epoll_ctl");
     const char *log_path = getenv("IOFAULT_LOG");
     if (log_path && *log_path) log_fd = real_open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
@@ -134,6 +148,7 @@ static int parse_errno(const char *text) {
     if (!strcmp(text, "ENOSPC")) return ENOSPC;
     if (!strcmp(text, "EDQUOT")) return EDQUOT;
     if (!strcmp(text, "EROFS")) return EROFS;
+    if (!strcmp(text, "ENOMEM")) return ENOMEM;
     return atoi(text);
 }
 
@@ -147,6 +162,8 @@ static int parse_calls(char *text) {
         else if (!strcmp(name, "ftruncate")) calls |= CALL_FTRUNCATE;
         else if (!strcmp(name, "fallocate")) calls |= CALL_FALLOCATE;
         else if (!strcmp(name, "open")) calls |= CALL_OPEN;
+        else if (!strcmp(name, "accept")) calls |= CALL_ACCEPT;
+        else if (!strcmp(name, "watch")) calls |= CALL_WATCH;
     }
     return calls;
 }
@@ -200,7 +217,11 @@ static void log_line(const char *call, int error, const char *path, const char *
     if (log_fd < 0) return;
     char line[PATH_MAX + 128];
     int length = snprintf(line, sizeof(line), "%s %s %s%s\n", call,
-                          error == EIO ? "EIO" : error == ENOSPC ? "ENOSPC" : error == EDQUOT ? "EDQUOT" : "E?",
+                          error == EIO      ? "EIO"
+                          : error == ENOSPC ? "ENOSPC"
+                          : error == EDQUOT ? "EDQUOT"
+                          : error == ENOMEM ? "ENOMEM"
+                                            : "E?",
                           path, note);
     if (length > 0) real_write(log_fd, line, (size_t)length);
 }
@@ -448,4 +469,58 @@ int fallocate(int fd, int mode, off_t offset, off_t length) {
 int fallocate64(int fd, int mode, off64_t offset, off64_t length) {
     int error = check(CALL_FALLOCATE, "fallocate", fd);
     return error ? fail(error) : real_fallocate64(fd, mode, offset, length);
+}
+
+// Whether a rule in force names `call`. Called with the lock held.
+static int wanted(int call) {
+    reload();
+    for (int i = 0; i < rule_count; i++)
+        if (rules[i].calls & call) return 1;
+    return 0;
+}
+
+// The path the listening Unix socket `fd` is bound to, into `path` (PATH_MAX bytes); 0 if `fd` is
+// no such socket.
+static int listener_path(int fd, char *path) {
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) return 0;
+    struct sockaddr_un address;
+    socklen_t length = sizeof(address);
+    if (getsockname(fd, (struct sockaddr *)&address, &length) != 0 || address.sun_family != AF_UNIX) return 0;
+    size_t count = length > offsetof(struct sockaddr_un, sun_path) ? length - offsetof(struct sockaddr_un, sun_path) : 0;
+    if (count > sizeof(address.sun_path)) count = sizeof(address.sun_path);
+    if (count == 0 || address.sun_path[0] == 0) return 0; // unnamed, or in the abstract namespace
+    memcpy(path, address.sun_path, count);
+    path[count] = 0;
+    return 1;
+}
+
+// The error a call on the listening socket `fd` must fail with, or 0; logs it.
+static int check_listener(int call, const char *name, int fd) {
+    pthread_mutex_lock(&lock);
+    int wanted_now = wanted(call);
+    pthread_mutex_unlock(&lock);
+    char path[PATH_MAX];
+    if (!wanted_now || !listener_path(fd, path)) return 0;
+    pthread_mutex_lock(&lock);
+    int error = injected(call, path, -1);
+    if (error) log_line(name, error, path, "");
+    pthread_mutex_unlock(&lock);
+    return error;
+}
+
+int accept(int fd, struct sockaddr *address, socklen_t *length) {
+    int error = check_listener(CALL_ACCEPT, "accept", fd);
+    return error ? fail(error) : real_accept(fd, address, length);
+}
+
+int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags) {
+    int error = check_listener(CALL_ACCEPT, "accept4", fd);
+    return error ? fail(error) : real_accept4(fd, address, length, flags);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
+    int error = op == EPOLL_CTL_ADD ? check_listener(CALL_WATCH, "epoll_ctl", fd) : 0;
+    return error ? fail(error) : real_epoll_ctl(epfd, op, fd, event);
 }

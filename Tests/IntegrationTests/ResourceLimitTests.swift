@@ -60,6 +60,30 @@ import Testing
         }
     }
 
+    /// An accept the kernel cannot serve (ENOMEM) pauses accepting for 100 ms; a listening socket
+    /// that then cannot be watched again at once (ENOMEM) is logged and watched at the next try, so
+    /// the client waiting in the backlog is served. Before, that failure was dropped, and foliod
+    /// never accepted another connection, without a word in its log.
+    @Test func acceptingResumesWhenTheListenerCannotBeWatchedAgainAtOnce() throws {
+        try withShimmedDaemon { daemon, shim in
+            let first = try daemon.connect(timeout: 10)
+            #expect(try first.request(["op": "hello"]).isOK)
+            try shim.set([
+                .init(calls: "accept", nth: 1, error: "ENOMEM", sticky: false, path: daemon.socketPath),
+                .init(calls: "watch", nth: 1, error: "ENOMEM", sticky: false, path: daemon.socketPath),
+            ])
+            let second = try daemon.connect(timeout: 10)
+            #expect(try second.request(["op": "hello"]).isOK)
+            let injected = shim.injected
+            #expect(injected.contains { $0.hasPrefix("accept4 ENOMEM \(daemon.socketPath)") }, "\(injected)")
+            #expect(injected.contains { $0.hasPrefix("epoll_ctl ENOMEM \(daemon.socketPath)") }, "\(injected)")
+            #expect(daemon.log.contains("cannot accept connections: accept4"), "\(daemon.log)")
+            #expect(daemon.log.contains("cannot watch the listening socket again"), "\(daemon.log)")
+            #expect(try daemon.connect(timeout: 10).request(["op": "hello"]).isOK)
+            #expect(try first.request(["op": "hello"]).isOK)
+        }
+    }
+
     @Test func clientsBeyondMaxConnectionsAreToldSo() throws {
         try withRunningDaemon(arguments: ["--max-connections", "3"]) { daemon in
             // Until foliod has seen the start-up probe's connection close, it takes a place.
