@@ -2,6 +2,7 @@ import CFolioSystem
 import FolioStore
 import Foundation
 import Glibc
+import Synchronization
 
 /// `--metrics-socket PATH`: a Unix socket that answers `GET /metrics` over HTTP/1.0 with the same
 /// text as the `metrics` op, for a scraper or node_exporter's textfile. One request per
@@ -13,6 +14,8 @@ final class MetricsEndpoint: @unchecked Sendable {
     private var reader: Store.Reader?
     private let log: Log
     private var thread: pthread_t?
+    /// Set by `stop` before it closes the socket: only then does a failed accept end the thread.
+    private let stopping = Atomic<Bool>(false)
 
     init(path: String, mode: mode_t, group: String?, reads: ReadHandler, store: Store, log: Log) throws {
         listener = try UnixListener(path: path, mode: mode, group: group, blocking: true)
@@ -23,15 +26,21 @@ final class MetricsEndpoint: @unchecked Sendable {
     }
 
     private func serve() {
+        var failures = ThrottledNote()
         while true {
             let fd = accept(listener.fd, nil, nil)
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                if errno == EMFILE || errno == ENFILE {
-                    usleep(100_000)
-                    continue
+                let error = errno
+                if stopping.load(ordering: .acquiring) { return }  // closed at shutdown
+                if error == EINTR || error == ECONNABORTED { continue }
+                // No descriptor or kernel memory left, or the like: the endpoint waits, it does not end.
+                if let count = failures.note(now: monotonicMilliseconds()) {
+                    log.error(
+                        "the metrics socket cannot accept (\(count) time(s)): \(SystemError("accept", errno: error)); trying again every 100 ms"
+                    )
                 }
-                return  // closed at shutdown
+                usleep(100_000)
+                continue
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             answer(fd)
@@ -87,6 +96,7 @@ final class MetricsEndpoint: @unchecked Sendable {
     }
 
     func stop() {
+        stopping.store(true, ordering: .releasing)
         shutdown(listener.fd, Int32(SHUT_RDWR))
         listener.close()
         if let thread { pthread_join(thread, nil) }

@@ -87,6 +87,47 @@ import Testing
         }
     }
 
+    /// `GET /metrics` on the metrics socket: the answer's text, or "" if none came within `timeout`.
+    private func scrape(_ path: String, timeout: Int = 10) -> String {
+        let fd = folio_unix_socket(0)
+        defer { close(fd) }
+        var limit = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        guard folio_unix_connect(fd, path) == 0 else { return "" }
+        let request = Array("GET /metrics HTTP/1.0\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var response: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            response += chunk[..<count]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    /// An accept the kernel refuses on the metrics socket (ENOMEM) is logged, and the endpoint goes
+    /// on serving. Before, any failed accept but EMFILE and ENFILE ended the endpoint's thread as if
+    /// foliod were stopping, and said nothing.
+    @Test func theMetricsSocketOutlivesAFailedAccept() throws {
+        try withTemporaryDirectory { directory in
+            let shim = try IOFaultShim(in: directory)
+            let metrics = directory + "/metrics.sock"
+            try withFaultyDaemon(arguments: ["--metrics-socket", metrics], environment: shim.environment) { daemon in
+                #expect(scrape(metrics).hasPrefix("HTTP/1.0 200 OK\r\n"))
+                // The endpoint's thread waits in accept already: the fault meets the accept after
+                // the next scrape's.
+                try shim.set(.init(calls: "accept", nth: 1, error: "ENOMEM", sticky: false, path: metrics))
+                #expect(scrape(metrics).hasPrefix("HTTP/1.0 200 OK\r\n"))
+                let http = scrape(metrics)
+                #expect(http.hasPrefix("HTTP/1.0 200 OK\r\n") && http.contains("folio_requests_total"), "\(daemon.log)")
+                #expect(shim.injected == ["accept ENOMEM \(metrics)"], "\(shim.injected)")
+                #expect(daemon.log.contains("the metrics socket cannot accept (1 time(s))"), "\(daemon.log)")
+                #expect(try daemon.connect().request(["op": "hello"]).isOK)
+            }
+        }
+    }
+
     @Test func idleConnectionsAreClosedAndWatchesAreNotIdle() throws {
         try withRunningDaemon(arguments: ["--idle-timeout", "1"]) { daemon in
             let idle = try daemon.connect(timeout: 10)
