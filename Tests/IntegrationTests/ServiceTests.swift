@@ -59,19 +59,7 @@ import Testing
             #expect(
                 text.contains("folio_view_ops_pending 3\n") && text.contains("folio_view_merges_total 0\n"), "\(text)")
             // The same over HTTP/1.0 on the metrics socket.
-            let fd = folio_unix_socket(0)
-            defer { close(fd) }
-            #expect(folio_unix_connect(fd, directory + "/metrics.sock") == 0)
-            let request = Array("GET /metrics HTTP/1.0\r\n\r\n".utf8)
-            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            var response: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if count <= 0 { break }
-                response += chunk[..<count]
-            }
-            let http = String(decoding: response, as: UTF8.self)
+            let http = scrape(directory + "/metrics.sock")
             #expect(http.hasPrefix("HTTP/1.0 200 OK\r\n"), "\(http.prefix(200))")
             #expect(http.contains("Content-Type: text/plain; version=0.0.4"))
             let body = String(http[http.range(of: "\r\n\r\n")!.upperBound...])
