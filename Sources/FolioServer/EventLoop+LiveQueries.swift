@@ -45,6 +45,21 @@ extension EventLoop {
             case .started(let connection, let id, let response, let collection, let sequence, let failure):
                 guard !connection.isClosed, let subscription = connection.liveQueries[id] else { continue }
                 connection.readsInFlight -= 1
+                if let collection, !connection.access.canRead(collection) {
+                    // Access was checked before the query's view was found: one dropped and defined
+                    // again on another collection in between must not show that collection.
+                    let error = ProtocolError(
+                        .forbidden,
+                        "the view of this live query lists collection \(collection), which this peer may not read",
+                        details: [("collection", String(decoding: JSONWriterBox.string(collection), as: UTF8.self))])
+                    Response.appendFailure(tag: subscription.tag, error: error, to: &connection.output)
+                    connection.liveQueries[id] = nil
+                    liveQueries.unsubscribe(id)
+                    answered(subscription.arrival, error.code, connection)
+                    dispatchPending(connection)
+                    markForFlush(connection)
+                    continue
+                }
                 connection.output.append(contentsOf: response)
                 if let collection {
                     subscription.collection = collection

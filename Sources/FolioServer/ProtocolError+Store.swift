@@ -24,6 +24,7 @@ extension ProtocolError {
         case .conflict(let conflict): self.init(.conflict, conflict.message, details: details)
         case .corrupted: self.init(.internal, error.description)
         case .unusable(let message): self.init(.unavailable, message)
+        case .unreadable: self.init(.forbidden, error.description, details: details)
         case .schemaViolations: self.init(.badRequest, error.description, details: details)
         case .batchFailed(let index, let underlying):
             let inner = ProtocolError(storeError: underlying)

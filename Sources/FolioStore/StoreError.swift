@@ -31,6 +31,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case corrupted(String)
     /// The data directory is in use or of another format.
     case unusable(String)
+    /// The query's view lists a collection its asker may not read (`forbidden`).
+    case unreadable(collection: String, view: String)
 
     /// A system call on one of the store's files failed: `what` names the call and the file.
     static func io(_ what: String, _ code: Int32) -> StoreError {
@@ -54,6 +56,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .conflict(let conflict): return conflict.message
         case .corrupted(let message): return "store corrupted: \(message)"
         case .unusable(let message): return message
+        case .unreadable(let collection, let view):
+            return "view \(Names.quoted(view)) lists collection \(collection), which this peer may not read"
         }
     }
 }
@@ -104,6 +108,7 @@ extension StoreError {
         case .conflict: return "conflict"
         case .corrupted: return "internal"
         case .unusable: return "unavailable"
+        case .unreadable: return "forbidden"
         case .batchFailed(_, let error): return error.code
         case .recorded(let code, _, _): return code
         }
@@ -128,6 +133,7 @@ extension StoreError {
         case .recorded(_, _, let details): return details
         case .invalid, .notFound, .viewNotFound, .schemaNotFound, .fileNotFound, .blobNotFound, .corrupted, .unusable:
             return [:]
+        case .unreadable(let collection, _): return ["collection": .string(collection)]
         }
     }
 }

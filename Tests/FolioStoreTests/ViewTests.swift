@@ -138,6 +138,35 @@ import Testing
         }
     }
 
+    /// A query's `readable` refuses the collection its view lists: the list and the count fail
+    /// with `forbidden` in the snapshot that found the view (the server checks access before,
+    /// against the view as it was then), and nothing of the collection is shown.
+    @Test func aViewOfACollectionTheAskerMayNotReadIsRefusedInItsSnapshot() throws {
+        try withTemporaryStore { store in
+            let writer = TestWriter(store)
+            try writer.execute(
+                .defineView(
+                    try ViewDefinition(
+                        name: "byScore", collection: "Student", whereJSON: nil,
+                        sort: SortOrder(parsing: ["score"]), unique: false)))
+            var random = SeededGenerator(seed: 5)
+            try createStudents(0..<30, in: store, by: writer, scores: &random)
+            var query = try Query(source: .view("byScore"), limit: 20)
+            query.readable = { $0 != "Student" }
+            for countOnly in [false, true] {
+                #expect(throws: StoreError.unreadable(collection: "Student", view: "byScore")) {
+                    try store.read { try $0.run(query, countOnly: countOnly) }
+                }
+                #expect(throws: StoreError.unreadable(collection: "Student", view: "byScore")) {
+                    try store.read { try $0.runIndexed(query, countOnly: countOnly) }
+                }
+            }
+            #expect(StoreError.unreadable(collection: "Student", view: "byScore").code == "forbidden")
+            query.readable = { $0 == "Student" }
+            #expect(try ids(try store.read { try $0.run(query) }).count == 20)
+        }
+    }
+
     /// A view with no ops pending (filled when it was defined) finds where a page after a cursor
     /// starts in the descent that gives the cursor's rank: every page as the model has it, of the
     /// whole view and of the part a where selects, and again once writes have left ops pending.

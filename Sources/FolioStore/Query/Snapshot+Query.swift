@@ -75,6 +75,11 @@ extension Snapshot {
         switch query.source {
         case .view(let name):
             guard let view = try catalog.view(name, storeTxn) else { throw StoreError.viewNotFound(name) }
+            // Access was checked against the view's collection before this snapshot was taken; a
+            // view dropped and defined again on another collection in between must not show it.
+            if let readable = query.readable, !readable(view.definition.collection) {
+                throw StoreError.unreadable(collection: view.definition.collection, view: name)
+            }
             guard let filter = query.filter else {
                 return .tree(
                     view.tree, .view(name), collection: view.definition.collection, range: nil,
