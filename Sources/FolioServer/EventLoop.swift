@@ -971,7 +971,12 @@ final class EventLoop: @unchecked Sendable {
                 if passing.offset > connection.outputSent {
                     return send(connection.fd, start, passing.offset - connection.outputSent, Int32(MSG_NOSIGNAL))
                 }
-                return folio_send_with_fd(connection.fd, start, connection.unsentBytes, passing.fd, 0)
+                // Up to the next descriptor's line at most: that line must start a send of its own,
+                // with its own descriptor.
+                let end =
+                    connection.outgoingDescriptors.count > 1
+                    ? connection.outgoingDescriptors[1].offset : connection.output.count
+                return folio_send_with_fd(connection.fd, start, end - connection.outputSent, passing.fd, 0)
             }
             if sent > 0 {
                 if let passing, passing.offset <= connection.outputSent {

@@ -319,6 +319,54 @@ import Testing
         }
     }
 
+    /// Reads that pass descriptors, sent in one write and so answered in one flush: each answer's
+    /// line comes in a send of its own with its own descriptor, and the next answers are whole
+    /// (foliod sent both lines with the first descriptor, kept the second at an offset of the old
+    /// output, and then sent that many bytes of the next, shorter output).
+    @Test func descriptorsPassedForPipelinedReadsEachComeWithTheirOwnLine() throws {
+        try withRunningDaemon { daemon in
+            let client = try FolioConnection(path: daemon.socketPath, timeout: 30)
+            defer { client.close() }
+            let contents = (0..<3).map { Files.randomBytes(5_000 + 1_000 * $0, seed: 40 + UInt64($0)) }
+            for (index, content) in contents.enumerated() {
+                let put = try client.request(
+                    [
+                        "op": "file.put", "name": .string("f\(index)"),
+                        "data": .string(Data(content).base64EncodedString()),
+                    ])
+                #expect(put.errorCode == nil, "\(put)")
+            }
+            for round in 0..<3 {
+                var lines: [UInt8] = []
+                for index in contents.indices {
+                    lines +=
+                        JSON.object([
+                            "op": "file.read", "name": .string("f\(index)"), "fd": true, "tag": .int(Int64(index)),
+                        ])
+                        .serialized() + [0x0A]
+                }
+                try client.send(bytes: lines)
+                for (index, content) in contents.enumerated() {
+                    let answer = try #require(try client.readJSON())
+                    #expect(
+                        answer["tag"] == .int(Int64(index)) && answer["result"]?["size"] == .int(Int64(content.count)),
+                        "round \(round): \(answer)")
+                    let passed = try #require(
+                        client.takePassedDescriptor(), "round \(round): a descriptor for f\(index)")
+                    defer { close(passed) }
+                    var bytes = [UInt8](repeating: 0, count: content.count + 1)
+                    let count = bytes.withUnsafeMutableBytes { pread(passed, $0.baseAddress!, $0.count, 0) }
+                    #expect(
+                        count == content.count && Array(bytes[..<max(0, count)]) == content,
+                        "round \(round): f\(index)'s own content")
+                }
+                #expect(client.takePassedDescriptor() == nil)
+                let hello = try client.request(["op": "hello", "tag": "h"])
+                #expect(hello["tag"] == "h" && hello["result"]?["server"] == "foliod", "round \(round): \(hello)")
+            }
+        }
+    }
+
     /// Descriptors a client passes and no put takes are closed: foliod's own count stays bounded.
     @Test func descriptorsNoPutTakesAreNotKept() throws {
         try withRunningDaemon { daemon in
