@@ -363,10 +363,10 @@ final class Writer: @unchecked Sendable {
                 // The commit's own fdatasync may be what failed, and a failed flush is final.
                 var failure = ProtocolError(.unavailable, "the write was not stored: \(ProtocolError(error).message)")
                 do {
-                    try store.environment.checkWritable()
+                    try store.checkWritable()
                 } catch let check {
                     halt(
-                        check.code == .panic
+                        (check as? LMDBError)?.code == .panic
                             ? "a failed write of LMDB's meta page (\(check))" : "a failed flush of data.mdb (\(check))")
                     failure = ProtocolError(
                         .unavailable,

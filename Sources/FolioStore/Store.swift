@@ -234,6 +234,14 @@ extension Store {
         if let journal { try journal.flushData() } else { try environment.sync() }
     }
 
+    /// After a failed commit, whether writes may go on (`Environment.checkWritable`), with the
+    /// flush made by `flushData`, so that with the journal a failed one leaves the resume marker
+    /// `dirty` and no later start trusts the page cache.
+    public func checkWritable() throws {
+        try environment.checkUsable()
+        try flushData()
+    }
+
     /// Closes the LMDB environment. Release every `Reader` first.
     public func close() {
         journal?.close()

@@ -55,6 +55,8 @@ public final class Environment: @unchecked Sendable {
     /// descriptor of our own sees every failure since our last flush, and never takes the report
     /// away from the `fdatasync` LMDB makes in each commit on its own descriptor.
     let syncFile: Int32
+    /// The first flush of `data.mdb` that failed: every later `sync()` fails with it (see `sync()`).
+    private let syncFailure = Mutex<LMDBError?>(nil)
 
     /// Opens (creating if needed) the environment in the existing directory `path`.
     /// Calls `mdb_env_create`, `mdb_env_open`, and `mdb_env_close` if opening fails.
@@ -451,8 +453,20 @@ public final class Environment: @unchecked Sendable {
     /// pages: then committed pages may be missing from the disk although the page cache still
     /// shows them, and a later flush may succeed without writing them (Linux does not keep failed
     /// pages dirty). Never retry a failed `sync()` as if it could make the data durable.
+    ///
+    /// So a failure is final: once one `sync()` failed, every later one throws the same error
+    /// without flushing, whoever calls it (a checkpoint, the check after a failed commit, a
+    /// shutdown), and nothing can vouch for the file again in this process.
     public func sync() throws(LMDBError) {
-        try flush(syncFile, call: "fdatasync data.mdb")
+        if let failed = syncFailure.withLock({ $0 }) {
+            throw LMDBError(code: failed.code, call: "fdatasync data.mdb (failed before, so final)")
+        }
+        do {
+            try flush(syncFile, call: "fdatasync data.mdb")
+        } catch {
+            syncFailure.withLock { $0 = $0 ?? error }
+            throw error
+        }
     }
 
     /// After a failed commit, whether the environment may go on taking writes: throws if LMDB has
@@ -461,14 +475,19 @@ public final class Environment: @unchecked Sendable {
     /// commit that failed before its meta page was written, in a `pwrite` refused for lack of space,
     /// leaves the last commit intact and passes: writes may resume once there is room.
     public func checkWritable() throws(LMDBError) {
-        do {
-            pthread_rwlock_rdlock(activity)
-            defer { pthread_rwlock_unlock(activity) }
-            var txn: OpaquePointer?
-            try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
-            mdb_txn_abort(txn)
-        }
+        try checkUsable()
         try sync()
+    }
+
+    /// `checkWritable` without its flush: throws if LMDB has marked the environment unusable
+    /// (`MDB_PANIC`), for a caller that flushes `data.mdb` its own way (a journal's, which marks
+    /// the flush as under way first).
+    public func checkUsable() throws(LMDBError) {
+        pthread_rwlock_rdlock(activity)
+        defer { pthread_rwlock_unlock(activity) }
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+        mdb_txn_abort(txn)
     }
 
     /// Copies the environment into `path/data.mdb` (`mdb_env_copyfd2`, `MDB_CP_COMPACT` if `compact`)

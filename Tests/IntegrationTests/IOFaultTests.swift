@@ -126,6 +126,36 @@ import Testing
         }
     }
 
+    /// With the journal, a commit refused for lack of space is followed by a flush of data.mdb
+    /// (is the environment still writable?). When that flush fails, it leaves the resume marker
+    /// `dirty` as a checkpoint's does: it went through the journal. It bypassed the journal
+    /// before, and the marker kept saying `clean` from the last checkpoint, so the start after the
+    /// stop, on the same boot, trusted the page cache over the failed write-back.
+    @Test func aFailedFlushAfterAFailedCommitLeavesTheMarkerDirty() throws {
+        try withShimmedDaemon(arguments: ["--journal", "on"]) { daemon, shim in
+            let load = WriteLoad()
+            load.start(socket: daemon.socketPath)
+            #expect(load.wait { $0.acknowledged > 50 })
+            try shim.set([
+                .init(
+                    calls: "write", nth: 1, error: "ENOSPC", sticky: true, path: daemon.dataDirectory + "/data.mdb",
+                    from: Self.firstDataPage),
+                .init(
+                    calls: "fdatasync", nth: 1, error: "EIO", sticky: false, path: daemon.dataDirectory + "/data.mdb"),
+            ])
+            load.wait(timeout: 60) { !$0.isRunning }
+            #expect(daemon.waitForExit(timeout: 20) == FailpointTests.ioErrorStatus, "\(daemon.log)")
+            #expect(daemon.log.contains("fdatasync data.mdb: Input/output error"), "\(daemon.log)")
+            try shim.clear()
+            try expectRecovered(daemon, load)
+            // The first start after the stop (the restart after it may resume: it follows a clean stop).
+            let starts = daemon.log.components(separatedBy: "exit status 74").last ?? ""
+            let first = starts.components(separatedBy: "serving").first ?? ""
+            #expect(first.contains("recovered from the checkpoint"), "\(daemon.log)")
+            #expect(!first.contains("resumed at LMDB's last commit"), "\(daemon.log)")
+        }
+    }
+
     /// With `relaxed`, the flush at SIGTERM is the one that puts the last commits' meta pages on
     /// disk: if it fails, foliod says so and exits with EX_IOERR, not 0.
     @Test func aFailedFinalFlushIsNotAQuietStop() throws {

@@ -1,6 +1,7 @@
 import Foundation
-import LMDB
 import Testing
+
+@testable import LMDB
 
 private struct Refused: Error {}
 
@@ -319,6 +320,33 @@ struct EnvironmentTests {
             let copy = try Environment(path: target)
             let copied = try copy.openDatabase("things", create: false)
             #expect(try keys(in: copied, of: copy) == (0..<1000).filter { $0 % 2 == 1 }.map(key))
+        }
+    }
+
+    /// Once a flush of data.mdb failed, every later one fails too, without flushing: Linux
+    /// reports a failed write-back once, so a later `fdatasync` that succeeds says nothing of the
+    /// pages lost before it. (The flush's own descriptor is made a pipe's for one call, where
+    /// `fdatasync` fails with EINVAL, and then data.mdb's again, where it would succeed.)
+    @Test func aFailedSyncIsFinal() throws {
+        try withTemporaryDirectory { path throws in
+            let environment = try Environment(path: path)
+            let db = try environment.openDatabase("things")
+            try environment.write { txn throws in try txn.put(db, bytes("a"), bytes("one")) }
+            try environment.sync()
+            let saved = dup(environment.syncFile)
+            var ends: [Int32] = [0, 0]
+            #expect(saved >= 0 && pipe(&ends) == 0)
+            defer { for fd in [saved] + ends { close(fd) } }
+            #expect(dup2(ends[0], environment.syncFile) == environment.syncFile)
+            #expect { try environment.sync() } throws: { ($0 as? LMDBError)?.code.rawValue == EINVAL }
+            #expect(dup2(saved, environment.syncFile) == environment.syncFile)
+            #expect(fdatasync(environment.syncFile) == 0, "the descriptor flushes again")
+            #expect { try environment.sync() } throws: {
+                "\($0)".contains("failed before") && ($0 as? LMDBError)?.code.rawValue == EINVAL
+            }
+            #expect(throws: LMDBError.self) { try environment.checkWritable() }
+            try environment.checkUsable()
+            #expect(try environment.read { txn throws in text(try txn.get(db, bytes("a"))) } == "one", "reads go on")
         }
     }
 
