@@ -246,6 +246,63 @@ import Testing
         }
     }
 
+    /// A checkpoint notes where the journal's records begin, then pins the last commit. A record
+    /// placed in between whose commit failed, cancelled, and a commit of fewer events with the
+    /// same first sequence, leave the checkpoint's start before a cancelled record that neither
+    /// follows the checkpoint's head nor lies before it: recovery skips it for its cancel and goes
+    /// on. (It stopped there, and every acknowledged write after it was lost to an OS crash.)
+    @Test func aCancelledRecordAcrossTheCheckpointsHeadIsSkipped() throws {
+        struct CommitFailed: Error {}
+        try withTemporaryDirectory { root in
+            let store = try Self.journaled(root + "/live")
+            let writer = TestWriter(store)
+            let journal = store.journal!
+            for index in 0..<10 { try Self.create(writer, index) }
+            try journal.checkpoint()
+            let checkpointPath = root + "/live/" + Journal.checkpointName
+            let before = try #require(try CheckpointFile.read(checkpointPath))
+            // Where the checkpoint below would have started, had it noted it before these writes.
+            let start = before.journalStart + UInt64(journal.liveBytes)
+            let three = (0..<3).map {
+                BatchOperation(
+                    command: .create(collection: "Task", id: nil, data: ["title": .string("never \($0)")]),
+                    idResult: nil, hasResultValues: false)
+            }
+            var failed: UInt64 = 0
+            #expect(throws: CommitFailed.self) {
+                try writer.write(.batch(three, atomic: true)) { outcome in
+                    #expect(outcome.appended.count == 3)
+                    try journal.append([.events(outcome.appended)])
+                    failed = outcome.appended[0].event.sequence
+                    throw CommitFailed()
+                }
+            }
+            try journal.append([.cancel(firstSequence: failed)])
+            try Self.create(writer, 10)
+            try journal.checkpoint()
+            let pinned = try #require(try CheckpointFile.read(checkpointPath))
+            #expect(pinned.sequence == failed, "the checkpoint's head: the one create that took the sequence")
+            for index in 11..<15 { try Self.create(writer, index) }
+            let digest = try store.read { try $0.digest() }
+            let head = try store.read { try $0.head() }
+            try Self.copyAsIs(root + "/live", into: root + "/killed")
+            store.close()
+            // The same checkpoint, starting where it would have, before the cancelled record.
+            let moved = CheckpointFile(path: root + "/killed/" + Journal.checkpointName)
+            var early = pinned
+            early.generation += 1
+            early.journalStart = start
+            try moved.write(early, directory: root + "/killed")
+
+            let reopened = try Self.journaled(root + "/killed")
+            defer { reopened.close() }
+            #expect(reopened.recovery?.checkpointSequence == failed)
+            #expect(reopened.recovery?.sequence == head.sequence, "\(String(describing: reopened.recovery))")
+            #expect(try reopened.read { try $0.head() } == head)
+            #expect(try reopened.read { try $0.digest() } == digest)
+        }
+    }
+
     /// A ring much smaller than the writes: records wrap around many times, checkpoints run when it
     /// is a quarter full, and a batch larger than half the ring is made durable by a checkpoint.
     /// Written directly and through the page cache (tmpfs, or `FOLIO_JOURNAL_DIRECT=0`).

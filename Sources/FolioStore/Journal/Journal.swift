@@ -391,20 +391,22 @@ public final class Journal: @unchecked Sendable {
                 continue
             }
             let last = record.firstSequence + UInt64(record.events.count) - 1
+            // Its transaction's commit failed: the writer wrote a cancel next, before anything else,
+            // and reused the sequences. (Without a whole cancel it is applied: none of its writes
+            // was answered, since their failure waited for the cancel's sync.) Looked for first: a
+            // cancelled record placed after the checkpoint's start whose sequences a later commit
+            // before the checkpoint's pin took again neither follows the head nor lies before it.
+            if let next = try wholeRecord(at: record.end), next.cancels, next.firstSequence == record.firstSequence {
+                position = next.end
+                if last > head.sequence { cancelled += 1 }
+                continue
+            }
             if last <= head.sequence {
                 position = record.end
                 continue
             }
             // Whole, and following the log: every event's hash must chain from the head.
             guard record.firstSequence == head.sequence + 1 else { break }
-            // Its transaction's commit failed: the writer wrote a cancel next, before anything else,
-            // and reused the sequences. (Without a whole cancel it is applied: none of its writes
-            // was answered, since their failure waited for the cancel's sync.)
-            if let next = try wholeRecord(at: record.end), next.cancels, next.firstSequence == record.firstSequence {
-                position = next.end
-                cancelled += 1
-                continue
-            }
             var chain = head.hash
             var events: [(Event, [UInt8])] = []
             var intact = true
