@@ -156,7 +156,10 @@ final class SyncConfirmer: Sendable {
                     release(batch.outcomes.map { Writer.Outcome(job: $0.job, result: .failure(doubt)) })
                     continue
                 }
-                guard let failure, batch.needsSync else {
+                // Once a sync failed, no write is answered as stored, not even one that needed no
+                // sync of its own (a retry answered from its request key may repeat a write whose
+                // sync is the one that failed).
+                guard let failure else {
                     release(batch.outcomes)
                     continue
                 }
