@@ -94,6 +94,8 @@ final class Connection: @unchecked Sendable {
     var isClosed = false
     /// Listed among the loop's connections to flush at the end of this iteration.
     var needsFlush = false
+    /// In the loop's list of connections whose watches catch up in the next iteration.
+    var catchUpDeferred = false
     /// The epoll events the loop registered for this connection.
     var registered: Epoll.Events = []
     /// The bytes this connection was last counted for in its loop's memory total.

@@ -91,6 +91,10 @@ final class EventLoop: @unchecked Sendable {
     private let mailbox = Mutex<[Message]>([])
     var connections: [Int32: Connection] = [:]
     private var toFlush: [Connection] = []
+    /// Connections with watches catching up from the log, flushed again in the next iteration:
+    /// one chunk a watch an iteration, so that a catch-up that sends nothing (a collection no
+    /// event names) does not read the whole log while every other connection waits.
+    private var catchingUp: [Connection] = []
     private var toSubmit: [Writer.Job] = []
     /// Connections whose next read waits for `minSeq`, by descriptor.
     var waitingForSequence: [Int32: Connection] = [:]
@@ -189,6 +193,8 @@ final class EventLoop: @unchecked Sendable {
             if !pausedForLoad.isEmpty { timeout = 20 }
             // Reads waiting for minSeq time out on their own.
             if !waitingForSequence.isEmpty && (timeout < 0 || timeout > 50) { timeout = 50 }
+            // Watches catching up go on at once, after whatever else is ready.
+            if !catchingUp.isEmpty { timeout = 0 }
             if let watchdog {
                 timeout = Int32(min(UInt64(timeout < 0 ? 1000 : timeout), max(10, watchdog.interval / 2)))
             }
@@ -222,6 +228,14 @@ final class EventLoop: @unchecked Sendable {
                 sweep(now)
             }
             if !waitingForSequence.isEmpty { resumeWaitingReads() }
+            if !catchingUp.isEmpty {
+                let due = catchingUp
+                catchingUp.removeAll(keepingCapacity: true)
+                for connection in due {
+                    connection.catchUpDeferred = false
+                    markForFlush(connection)
+                }
+            }
             finishIteration()
             publishPending()
             enforceMemoryBudget()
@@ -1001,7 +1015,10 @@ final class EventLoop: @unchecked Sendable {
             connection.output.removeAll(keepingCapacity: connection.output.capacity <= Self.keptOutputCapacity)
             connection.outputSent = 0
             recordDelivery(connection)
-            if connection.watches.contains(where: \.catchingUp) { markForFlush(connection) }
+            if connection.watches.contains(where: \.catchingUp) && !connection.catchUpDeferred {
+                connection.catchUpDeferred = true
+                catchingUp.append(connection)
+            }
         } else if connection.outputSent >= 1 << 20 {
             connection.output.removeFirst(connection.outputSent)
             for index in connection.outgoingDescriptors.indices {

@@ -93,6 +93,43 @@ import Testing
         }
     }
 
+    /// A watch from the start of a long log on a collection no event names sends nothing while it
+    /// reads the log: it reads it a chunk an iteration of its loop, and the loop's other
+    /// connections are answered in between. (It read the whole log in one iteration: every other
+    /// request on the loop waited for all of it.)
+    @Test func aCatchUpThatSendsNothingDoesNotHoldUpItsLoop() throws {
+        try withRunningDaemon(arguments: ["--threads", "1"]) { daemon in
+            let writer = try daemon.connect()
+            let batches = 60
+            for batch in 0..<batches {
+                let operations: [JSON] = (0..<1000).map {
+                    ["op": "create", "collection": "Task", "data": ["n": .int(Int64(batch * 1000 + $0))]]
+                }
+                #expect(try writer.request(["op": "batch", "ops": .array(operations)]).isOK)
+            }
+            let other = try daemon.connect()
+            _ = try other.request(["op": "hello"])
+            let watcher = try daemon.connect()
+            try watcher.send(["op": "watch", "tag": "w", "after": 0, "collection": "Nothing"])
+            let started = Date()
+            var slowest = 0.0
+            var hellos = 0
+            while Date().timeIntervalSince(started) < 3 {
+                let sent = Date()
+                #expect(try other.request(["op": "hello"]).isOK)
+                slowest = max(slowest, Date().timeIntervalSince(sent))
+                hellos += 1
+            }
+            #expect(slowest < 0.25, "a hello waited \(Int(slowest * 1000)) ms behind the catch-up (\(hellos) hellos)")
+            // The watch caught up and follows the log: the next event of its collection comes.
+            _ = try writer.request(["op": "create", "collection": "Nothing", "data": ["n": 1]])
+            let line = try #require(try watcher.readJSON())
+            #expect(line["tag"] == "w" && line["result"]?["watching"] == true, "\(line)")
+            let event = try #require(try watcher.readJSON())
+            #expect(event["event"]?["seq"] == .int(Int64(batches * 1000 + 1)), "\(event)")
+        }
+    }
+
     @Test func aLaggingWatcherIsCutOffAndResumesWithoutLoss() throws {
         try withRunningDaemon(arguments: ["--watch-buffer", "4096"]) { daemon in
             let slow = try daemon.connect()
