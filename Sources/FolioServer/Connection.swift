@@ -110,6 +110,10 @@ final class Connection: @unchecked Sendable {
     /// Descriptors to pass with answers (`file.read {fd: true}`): each goes with the byte of
     /// `output` at `offset`, the start of its answer's line.
     var outgoingDescriptors: [(offset: Int, fd: Int32)] = []
+    /// Descriptors waiting to be passed at most: past them the connection's next reads wait for it
+    /// to take its answers, so that a client that does not read holds a few of foliod's
+    /// descriptors, not thousands.
+    static let maxOutgoingDescriptors = 16
 
     var watches: [Watch] = []
     /// Live queries by the id `LiveQueries` gave them.

@@ -605,7 +605,7 @@ final class EventLoop: @unchecked Sendable {
             case .plainGet(let get):
                 // The commonest read, answered from the line itself: no `Request`, no `String`.
                 if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
-                    connection.writesInFlight == 0, !connection.isClosed
+                    connection.writesInFlight == 0, !connection.isClosed, !isOutputFull(connection)
                 {
                     answerPlainGet(get, Connection.Arrival(size: size, spec: PlainGet.spec, at: received), connection)
                     return
@@ -617,7 +617,7 @@ final class EventLoop: @unchecked Sendable {
             // A read with nothing before it on the connection starts at once, without a turn in
             // the queue (pipelined gets: the copies into and out of it were a fifth of their cost).
             if connection.pendingHead == connection.pending.count, connection.readsInFlight == 0,
-                connection.writesInFlight == 0, !connection.isClosed,
+                connection.writesInFlight == 0, !connection.isClosed, !isOutputFull(connection),
                 case .success(let request) = decoded, case .read(let operation) = request.operation,
                 request.minSeq == nil
             {
@@ -733,7 +733,11 @@ final class EventLoop: @unchecked Sendable {
                 connection.uploadsStoring += 1
                 runUpload(operation, request, arrival, connection)
             case .read(let request, let operation, let arrival):
-                guard connection.readsInFlight == 0 && connection.writesInFlight == 0 else { return }
+                // A read's answer waits while the client has not taken what waits for it (`flush`
+                // starts it once it has): a chunk of lines each asking for a page of a megabyte
+                // must not become gigabytes of output before the reading stops.
+                guard connection.readsInFlight == 0 && connection.writesInFlight == 0, !isOutputFull(connection)
+                else { return }
                 if let minSeq = request.minSeq {
                     switch awaitSequence(minSeq, connection) {
                     case .ready: startRead(request, operation, arrival, connection)
@@ -797,6 +801,12 @@ final class EventLoop: @unchecked Sendable {
             let path = reads.store.blobs.path(of: file.sha256)
             let descriptor = open(path, O_RDONLY | O_CLOEXEC)
             guard descriptor >= 0 else {
+                if errno == EMFILE || errno == ENFILE {
+                    throw ProtocolError(
+                        .unavailable,
+                        "file.read: no descriptor is free to pass the content of \(name) (\(String(cString: strerror(errno)))); try again later"
+                    )
+                }
                 let reason = errno == ENOENT ? "is missing" : "cannot be opened: \(String(cString: strerror(errno)))"
                 throw StoreError.corrupted("the content of file \(name) (\(file.sha256)) \(reason)")
             }
@@ -1026,6 +1036,13 @@ final class EventLoop: @unchecked Sendable {
             }
             connection.outputSent = 0
         }
+        // Reads that waited for the client to take its output (`dispatchPending`) go on.
+        if connection.pendingHead < connection.pending.count && !isOutputFull(connection) {
+            let waiting = connection.unsentBytes
+            dispatchPending(connection)
+            if connection.isClosed { return }
+            if connection.unsentBytes > waiting { markForFlush(connection) }
+        }
         if connection.closeWhenIdle && connection.isIdle && connection.unsentBytes == 0 {
             close(connection)
             return
@@ -1040,8 +1057,15 @@ final class EventLoop: @unchecked Sendable {
 
     /// Whether to stop reading requests from the connection until it has taken its answers.
     private func isCongested(_ connection: Connection) -> Bool {
-        connection.unsentBytes > Self.outputHighWater || connection.pendingCount > configuration.maxPendingRequests
+        isOutputFull(connection) || connection.pendingCount > configuration.maxPendingRequests
             || connection.requestBytes > max(Self.outputHighWater, 4 * configuration.maxLineBytes)
+    }
+
+    /// Whether so much waits for the client (bytes, or descriptors to pass) that no read of its is
+    /// answered until it takes some.
+    func isOutputFull(_ connection: Connection) -> Bool {
+        connection.unsentBytes > Self.outputHighWater
+            || connection.outgoingDescriptors.count >= Connection.maxOutgoingDescriptors
     }
 
     /// Reads while there is room for more; wants to write while output waits.

@@ -1,3 +1,4 @@
+import FolioClient
 import FolioHarness
 import FolioJSON
 import Foundation
@@ -234,6 +235,90 @@ import Testing
             }
             #expect(try daemon.request(["op": "count", "collection": "T"]).result?["count"] == 1200)
             #expect(try daemon.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? 0 < 1 << 20)
+        }
+    }
+
+    /// Lines read in one chunk that each ask for a page of a megabyte are answered as the client
+    /// takes its answers, not all at once: what waits for the client stays near the high water
+    /// (16 MiB), and every answer comes. (Each line was answered as it was read: 40 pages of 1 MiB
+    /// made 40 MiB of output before anything was sent, and 70 would have passed `max-output`.)
+    @Test func pagesAskedForInOneChunkAreAnsweredAsTheClientReads() throws {
+        try withRunningDaemon { daemon in
+            let writer = try daemon.connect()
+            let text = String(repeating: "x", count: 1000)
+            for batch in 0..<2 {
+                let operations: [JSON] = (0..<500).map {
+                    [
+                        "op": "create", "collection": "Big",
+                        "data": ["n": .int(Int64(batch * 500 + $0)), "text": .string(text)],
+                    ]
+                }
+                #expect(try writer.request(["op": "batch", "ops": .array(operations)]).isOK)
+            }
+            let reader = try daemon.connect()
+            let pages = 40
+            var lines: [UInt8] = []
+            for index in 0..<pages {
+                lines +=
+                    JSON.object(["op": "list", "collection": "Big", "limit": 1000, "tag": .int(Int64(index))])
+                    .serialized() + [0x0A]
+            }
+            try reader.send(bytes: lines)
+            usleep(1_000_000)
+            let held = try daemon.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? 0
+            #expect(held < 24 << 20, "\(held) bytes of answers held for a client that has not read yet")
+            // The answers, counted by their newlines (parsing 40 MiB would take a debug build long).
+            var answered = 0
+            var first: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            while answered < pages {
+                let count = reader.withDescriptor { fd in
+                    chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+                }
+                guard count > 0 else { break }
+                if first.count < 64 { first += chunk[..<min(count, 64 - first.count)] }
+                answered += chunk[..<count].withUnsafeBytes { bytes in
+                    var found = 0
+                    var at = bytes.baseAddress!
+                    let end = at + bytes.count
+                    while let newline = memchr(at, 0x0A, end - at) {
+                        found += 1
+                        at = UnsafeRawPointer(newline) + 1
+                    }
+                    return found
+                }
+            }
+            #expect(answered == pages, "\(answered) answers of \(pages)")
+            #expect(String(decoding: first, as: UTF8.self).hasPrefix("{\"tag\":0,\"ok\":true"), "\(first)")
+        }
+    }
+
+    /// A client that asks for descriptors (`file.read {fd: true}`) and does not read holds at
+    /// most `Connection.maxOutgoingDescriptors` of foliod's; the others are opened as it reads.
+    @Test func aClientThatDoesNotReadHoldsFewDescriptors() throws {
+        try withRunningDaemon { daemon in
+            #expect(try daemon.request(["op": "file.put", "name": "f", "data": "aGVsbG8="]).isOK)
+            let pid = try #require(daemon.pid)
+            let before = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+            let client = try FolioConnection(path: daemon.socketPath, timeout: 30)
+            defer { client.close() }
+            let reads = 300
+            var lines: [UInt8] = []
+            for index in 0..<reads {
+                lines +=
+                    JSON.object(["op": "file.read", "name": "f", "fd": true, "tag": .int(Int64(index))]).serialized()
+                    + [0x0A]
+            }
+            try client.send(bytes: lines)
+            usleep(500_000)
+            let holding = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+            #expect(holding - before <= 20, "foliod holds \(holding - before) more descriptors for one client")
+            for index in 0..<reads {
+                let answer = try #require(try client.readJSON())
+                #expect(answer["tag"] == .int(Int64(index)) && answer.result?["size"] == 5, "\(answer)")
+                let passed = try #require(client.takePassedDescriptor())
+                close(passed)
+            }
         }
     }
 
