@@ -1109,7 +1109,8 @@ final class EventLoop: @unchecked Sendable {
             watchers.remove(connection.watches.count, loop: self)
             connection.watches.removeAll()
         }
-        for subscription in connection.liveQueries.values {
+        let openLiveQueries = Array(connection.liveQueries.values)
+        for subscription in openLiveQueries {
             removeLiveQuery(subscription, connection, tellThread: true)
         }
         // Requests a decoder, a worker or the writer has stay counted until they finish: a client
@@ -1119,6 +1120,12 @@ final class EventLoop: @unchecked Sendable {
         for item in connection.pending[connection.pendingHead...] {
             if case .decoding = item { continue }
             inFlightBytes -= item.arrival.size
+            inFlightCount -= 1
+        }
+        // A live query whose first page has not come: its line is done with here (the page, if it
+        // comes, finds no subscription and frees nothing).
+        for subscription in openLiveQueries where !subscription.started {
+            inFlightBytes -= subscription.arrival.size
             inFlightCount -= 1
         }
         pendingDelta -= connection.requestCount - inFlightCount

@@ -293,6 +293,36 @@ import Testing
         }
     }
 
+    /// A connection closed while its live query's first page is being made (the client left an
+    /// answer unread, so its close resets the connection) frees what the query's line held: the
+    /// memory foliod counts for clients goes back to what it was.
+    @Test func aLiveQueryOfAConnectionResetBeforeItsFirstPageHoldsNothing() throws {
+        try withRunningDaemon { daemon in
+            let writer = try daemon.connect()
+            let operations: [JSON] = (0..<1000).map {
+                ["op": "create", "collection": "Task", "data": ["n": .int(Int64($0))]]
+            }
+            #expect(try writer.request(["op": "batch", "ops": .array(operations)]).isOK)
+            let idle = try daemon.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? -1 as Int64
+            for round in 0..<100 {
+                let client = try daemon.connect()
+                let query: JSON = ["collection": "Task", "sort": ["-n"], "limit": 1000]
+                try client.send(
+                    bytes: Array("{\"op\":\"hello\"}\n".utf8)
+                        + JSON.object(["op": "watch", "tag": .int(Int64(round)), "query": query]).serialized() + [0x0A])
+                usleep(200)
+                client.close()
+            }
+            var held: Int64 = -1
+            let deadline = Date().addingTimeInterval(10)
+            repeat {
+                usleep(100_000)
+                held = try daemon.request(["op": "stats"]).result?["clientMemory"]?.integerValue ?? -1
+            } while held > idle && Date() < deadline
+            #expect(held <= idle, "\(held) bytes held for clients, \(idle) before")
+        }
+    }
+
     /// A client that asks for descriptors (`file.read {fd: true}`) and does not read holds at
     /// most `Connection.maxOutgoingDescriptors` of foliod's; the others are opened as it reads.
     @Test func aClientThatDoesNotReadHoldsFewDescriptors() throws {
