@@ -218,6 +218,9 @@ final class EventLoop: @unchecked Sendable {
                     let ready = Epoll.Events(rawValue: events[slot])
                     if !ready.isDisjoint(with: [.readable, .hangUp, .error]) { readRequests(connection) }
                     if ready.contains(.writable) && !connection.isClosed { markForFlush(connection) }
+                    if ready.contains(.hangUp) && connection.inputFinished && !connection.isClosed {
+                        peerHungUp(connection)
+                    }
                 }
             }
             let now = monotonicMilliseconds()
@@ -350,7 +353,12 @@ final class EventLoop: @unchecked Sendable {
             case .live(let deliveries):
                 deliverLive(deliveries)
             case .adopt(let fd, let origin):
-                if draining { Glibc.close(fd) } else { adopt(fd, origin) }
+                if draining {
+                    Glibc.close(fd)
+                    statistics.connections.subtract(1, ordering: .relaxed)
+                } else {
+                    adopt(fd, origin)
+                }
             case .drain:
                 startDraining()
             case .sequenceApplied:
@@ -392,7 +400,7 @@ final class EventLoop: @unchecked Sendable {
                 tag: nil, error: ProtocolError(.forbidden, "\(who) has no role in foliod's access policy"), to: &line)
             refuse(fd, with: line)
             statistics.connections.subtract(1, ordering: .relaxed)
-            statistics.forbidden.add(1, ordering: .relaxed)
+            statistics.metrics.refused(.forbidden)
             return
         }
         let connection = Connection(
@@ -942,12 +950,11 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Answers `forbidden` in the request's place.
-    private func refuse(_ denial: ProtocolError, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
-        Response.appendFailure(tag: tag, error: denial, to: &connection.output)
-        answered(arrival, .forbidden, connection)
-        statistics.forbidden.add(1, ordering: .relaxed)
-        statistics.metrics.refused(.forbidden)
+    /// Answers `refusal` in the request's place (a denial of the access policy is counted as one).
+    private func refuse(_ refusal: ProtocolError, tag: Tag?, arrival: Connection.Arrival, _ connection: Connection) {
+        Response.appendFailure(tag: tag, error: refusal, to: &connection.output)
+        answered(arrival, refusal.code, connection)
+        if refusal.code == .forbidden { statistics.metrics.refused(.forbidden) }
     }
 
     private func complete(_ outcome: Writer.Outcome) {
@@ -1068,8 +1075,21 @@ final class EventLoop: @unchecked Sendable {
             || connection.outgoingDescriptors.count >= Connection.maxOutgoingDescriptors
     }
 
+    /// The peer closed its end for good (a hang-up: it reads nothing more either), and every line
+    /// it sent is taken. epoll reports a hang-up whatever a descriptor is watched for, so while
+    /// requests of the connection are in flight the loop would wake for it at once, again and
+    /// again: it leaves the epoll set. Its answers, when they come, fail to send and close it.
+    private func peerHungUp(_ connection: Connection) {
+        guard !connection.hungUp else { return }
+        connection.hungUp = true
+        epoll.remove(connection.fd)
+        connection.registered = []
+        markForFlush(connection)
+    }
+
     /// Reads while there is room for more; wants to write while output waits.
     func updateInterest(_ connection: Connection) {
+        guard !connection.hungUp else { return }
         var wanted: Epoll.Events = []
         if !connection.inputFinished && !isCongested(connection) {
             if isOverSharedBound {

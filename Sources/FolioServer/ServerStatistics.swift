@@ -14,8 +14,6 @@ final class ServerStatistics: Sendable {
     let clientMemory = Atomic<Int>(0)
     /// Connections closed because their loop's share of the client memory budget was reached.
     let connectionsShed = Atomic<Int>(0)
-    /// Requests (and connections) refused because the peer's role does not allow them.
-    let forbidden = Atomic<Int>(0)
     /// Connections closed for being idle (`idle-timeout`), or for leaving answers unread (`max-output`).
     let idleClosed = Atomic<Int>(0)
     let stuckReadersClosed = Atomic<Int>(0)

@@ -139,6 +139,9 @@ import Testing
             #expect(
                 future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)"
             )
+            // A read that timed out is no refusal of the access policy.
+            let metrics = try daemon.request(["op": "metrics"]).result?["text"]?.stringValue ?? ""
+            #expect(metrics.contains("folio_refusals_total{cause=\"forbidden\"} 0\n"), "\(metrics)")
             // Writes go without it (a write always runs on the newest state).
             _ = try Self.output(try Self.folio("--min-seq", "99", "create", "Task", "title=y", socket: socket))
             // A single node keeps its log in LMDB: a person creating on it is not told the event.

@@ -323,6 +323,31 @@ import Testing
         }
     }
 
+    /// A client that hangs up while a request of its waits (here a read for an event that does
+    /// not come, until `--min-seq-timeout`) costs its loop nothing meanwhile. (epoll reports a hang
+    /// up whatever a descriptor is watched for, so the loop woke for it again and again and spun.)
+    @Test func aHungUpClientWithARequestInFlightCostsNoCPU() throws {
+        try withRunningDaemon(arguments: ["--threads", "1", "--idle-poll", "0", "--min-seq-timeout", "4"]) { daemon in
+            let pid = try #require(daemon.pid)
+            func cpuTicks() throws -> Int {
+                let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+                let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
+                return Int(fields[11])! + Int(fields[12])!
+            }
+            let client = try daemon.connect()
+            try client.send(["op": "get", "collection": "Task", "id": "x", "minSeq": 1_000_000])
+            client.close()
+            usleep(300_000)
+            let before = try cpuTicks()
+            usleep(2_000_000)
+            let spent = try cpuTicks() - before
+            let hertz = sysconf(Int32(_SC_CLK_TCK))
+            #expect(
+                spent * 10 < hertz * 2, "foliod used \(spent) ticks (\(hertz) a second) in 2 s with one hung-up client")
+            #expect(try daemon.request(["op": "hello"]).isOK)
+        }
+    }
+
     /// A client that asks for descriptors (`file.read {fd: true}`) and does not read holds at
     /// most `Connection.maxOutgoingDescriptors` of foliod's; the others are opened as it reads.
     @Test func aClientThatDoesNotReadHoldsFewDescriptors() throws {
