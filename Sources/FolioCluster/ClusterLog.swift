@@ -273,12 +273,16 @@ public enum ClusterLogError: Error, CustomStringConvertible, Sendable {
     case refused(String)
     /// The log is of another format.
     case incompatible(String)
+    /// The log ends before the node's copy: it lost events the node applied (`folio_append`'s
+    /// SQLSTATE FOL01).
+    case behind(String)
     case unexpected(String)
 
     init(_ error: any Error) {
         switch error {
         case let error as ClusterLogError: self = error
         case PostgresError.unavailable(let reason): self = .unavailable(reason)
+        case PostgresError.server("FOL01", let message, _): self = .behind(message)
         case let error as PostgresError: self = .refused("\(error)")
         default: self = .unexpected("\(error)")
         }
@@ -290,6 +294,7 @@ public enum ClusterLogError: Error, CustomStringConvertible, Sendable {
         case .unavailable(let reason): "PostgreSQL did not answer: \(reason)"
         case .refused(let reason): "PostgreSQL refused a statement of the cluster's log: \(reason)"
         case .incompatible(let reason): reason
+        case .behind(let reason): "the cluster's log lost events: \(reason)"
         case .unexpected(let reason): "the cluster's log answered unexpectedly: \(reason)"
         }
     }

@@ -81,11 +81,18 @@ public enum ClusterSchema {
             v_event record;
             v_canonical bytea;
             v_firsts bigint[] := array_fill(0::bigint, ARRAY[greatest(v_count, 1)]);
+            v_lasts bigint[] := array_fill(0::bigint, ARRAY[greatest(v_count, 1)]);
             v_seqs bigint[] := '{}';
             v_events bytea[] := '{}';
             v_hashes bytea[] := '{}';
         BEGIN
             SELECT * INTO v_head FROM folio_head WHERE one FOR UPDATE;
+            -- A node that applied events the log does not hold (PostgreSQL lost commits) must stop,
+            -- not have writes it executed on them accepted.
+            IF p_snapshot > v_head.seq THEN
+                RAISE EXCEPTION 'a node proposed writes executed after event %, but the log ends at event %',
+                    p_snapshot, v_head.seq USING ERRCODE = 'FOL01';
+            END IF;
             -- A scalar subquery per key read: always an index lookup, whatever the table's size.
             SELECT coalesce(min(stale), v_count + 1) - 1 INTO v_accepted FROM (
                 SELECT w AS stale FROM generate_subscripts(p_all, 1) AS w WHERE p_all[w] AND v_head.seq > p_snapshot
@@ -104,6 +111,7 @@ public enum ClusterSchema {
                     v_firsts[v_write] := v_first;
                 END IF;
                 v_seq := v_seq + 1;
+                v_lasts[v_write] := v_seq;
                 v_canonical := convert_to(
                     '{"seq":' || v_seq || ',"type":"' || v_event.type || '","at":"' || v_at || '"' || v_event.tail
                         || coalesce((v_first + v_event.cause)::text || v_event.rest, ''),
@@ -115,9 +123,10 @@ public enum ClusterSchema {
             END LOOP;
             IF v_seq > v_head.seq THEN
                 INSERT INTO folio_events (seq, canonical, hash) SELECT * FROM unnest(v_seqs, v_events, v_hashes);
-                -- A key changed by several writes of the call takes the last one's first sequence.
+                -- A key takes the last sequence of the (last) write that changed it: a node whose copy
+                -- ends inside that write (its catch-up stops every 1,000 events) has not seen it all.
                 INSERT INTO folio_keys (key, seq)
-                    SELECT c.key, max(v_firsts[c.owner]) FROM unnest(p_keys, p_key_owner) AS c(key, owner)
+                    SELECT c.key, max(v_lasts[c.owner]) FROM unnest(p_keys, p_key_owner) AS c(key, owner)
                     WHERE c.owner <= v_accepted
                     GROUP BY c.key
                     ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq;

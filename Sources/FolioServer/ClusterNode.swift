@@ -446,6 +446,12 @@ final class ClusterNode: @unchecked Sendable {
             if let error = appendFailure {
                 let failure: ProtocolError
                 switch error {
+                case ClusterLogError.behind(let reason):
+                    diverge(ClusterDivergence(sequence: applied, "\(reason): PostgreSQL lost events this node applied"))
+                    failure = ProtocolError(
+                        .unavailable,
+                        "the write was not stored: this node stopped following the log (it lost events this node applied); "
+                            + "send it to another node")
                 case let error as ClusterLogError:
                     noteFailure(error)
                     switch error {

@@ -304,7 +304,7 @@ public struct ClusterDivergence: Error, CustomStringConvertible, Sendable {
     public let sequence: UInt64
     public let reason: String
 
-    init(sequence: UInt64, _ reason: String) {
+    public init(sequence: UInt64, _ reason: String) {
         self.sequence = sequence
         self.reason = reason
     }
