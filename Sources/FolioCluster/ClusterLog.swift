@@ -33,6 +33,8 @@ public final class ClusterLog: @unchecked Sendable {
     private var connection: PostgresConnection?
     private var lastFailure: Double = -1_000_000
     private var lastFailureReason = ""
+    /// A connection was made and the tables checked once in this process.
+    private var prepared = false
 
     public init(conninfo: String, timeout: Double = 2, retryInterval: Double = 0.1) {
         self.conninfo = conninfo
@@ -43,7 +45,7 @@ public final class ClusterLog: @unchecked Sendable {
     /// Creates the tables and the function where missing and checks the log's version. Throws
     /// `ClusterLogError`.
     public func prepare() throws {
-        _ = try connected()
+        _ = try connected(until: now() + timeout)
     }
 
     /// The log's head.
@@ -205,10 +207,13 @@ public final class ClusterLog: @unchecked Sendable {
     private func run(_ sql: String, _ parameters: [PostgresValue?], prepared name: String? = nil) throws
         -> PostgresResult
     {
-        let connection = try connected()
+        // One timeout for the whole call, a reconnection included: a write waits no longer.
+        let deadline = now() + timeout
+        let connection = try connected(until: deadline)
         do {
-            if let name { return try connection.execute(prepared: name, sql, parameters, timeout: timeout) }
-            return try connection.execute(sql, parameters, timeout: timeout)
+            let left = max(0.001, deadline - now())
+            if let name { return try connection.execute(prepared: name, sql, parameters, timeout: left) }
+            return try connection.execute(sql, parameters, timeout: left)
         } catch {
             if connection.isBroken {
                 if case PostgresError.unavailable(let reason) = error { failed(reason) } else { failed("\(error)") }
@@ -217,7 +222,9 @@ public final class ClusterLog: @unchecked Sendable {
         }
     }
 
-    private func connected() throws -> PostgresConnection {
+    /// The connection, made again if it broke, by `deadline` (the first of the process, which
+    /// creates the tables, may take up to 10 s).
+    private func connected(until deadline: Double) throws -> PostgresConnection {
         if let connection, !connection.isBroken { return connection }
         connection?.close()
         connection = nil
@@ -225,10 +232,18 @@ public final class ClusterLog: @unchecked Sendable {
             // Not tried again so soon after a failure: nothing is sent.
             throw ClusterLogError.unreachable(lastFailureReason)
         }
+        let deadline = prepared ? deadline : max(deadline, now() + 10)
+        func left() throws -> Double {
+            let left = deadline - now()
+            guard left > 0 else {
+                throw PostgresError.unavailable("no time left of the \(timeout) s timeout to reconnect")
+            }
+            return left
+        }
         do {
-            let fresh = try PostgresConnection(conninfo, timeout: timeout)
-            try fresh.executeScript(ClusterSchema.script, timeout: max(timeout, 10))
-            let version = try fresh.execute("SELECT version FROM folio_meta WHERE one", [], timeout: timeout)
+            let fresh = try PostgresConnection(conninfo, timeout: min(timeout, try left()))
+            try fresh.executeScript(ClusterSchema.script, timeout: try left())
+            let version = try fresh.execute("SELECT version FROM folio_meta WHERE one", [], timeout: try left())
             guard let stored = version.int64(0, 0), stored == Int64(ClusterSchema.version) else {
                 fresh.close()
                 throw ClusterLogError.incompatible(
@@ -236,6 +251,7 @@ public final class ClusterLog: @unchecked Sendable {
                 )
             }
             connection = fresh
+            prepared = true
             return fresh
         } catch PostgresError.unavailable(let reason) {
             failed(reason)

@@ -1,3 +1,4 @@
+import FolioCluster
 import FolioHarness
 import FolioJSON
 import Foundation
@@ -524,6 +525,36 @@ func checkHistory(_ acknowledged: [AcknowledgedWrite], against events: [JSON]) {
             #expect(moreErrors.isEmpty, "\(moreErrors)")
             try cluster.converge()
             checkHistory(before + after, against: try cluster.events(on: 1))
+        }
+    }
+
+    /// A write on a node whose connection to PostgreSQL broke waits no longer than `--log-timeout`,
+    /// reconnection included, even when PostgreSQL takes connections but the node's set-up blocks
+    /// (another session holds the lock under which nodes create the tables). It waited for the
+    /// connection, then up to 10 s for the set-up, then for the version check and the append, each
+    /// with a timeout of its own.
+    @Test func aWriteWaitsNoLongerThanTheLogTimeoutWhenReconnectingBlocks() throws {
+        try withCluster(nodes: 1, arguments: ["--log-timeout", "1"]) { cluster in
+            let node = try cluster.nodes[0].connect()
+            #expect(try node.request(["op": "create", "collection": "Task", "data": [:]]).isOK)
+            let holder = try PostgresConnection(cluster.postgres.conninfo, timeout: 10)
+            defer { holder.close() }
+            try holder.execute("BEGIN", timeout: 10)
+            try holder.execute("SELECT pg_advisory_xact_lock(7046105)", timeout: 10)
+            _ = try cluster.postgres.psql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                    + "AND datname = current_database() AND query NOT LIKE '%7046105%'")
+            for _ in 0..<3 {
+                let started = Date()
+                let write = try node.request(["op": "create", "collection": "Task", "data": [:]])
+                let waited = Date().timeIntervalSince(started)
+                #expect(write.errorCode == "unavailable", "\(write)")
+                #expect(waited < 2.5, "the write waited \(waited) s with --log-timeout 1")
+                usleep(200_000)
+            }
+            try holder.execute("ROLLBACK", timeout: 10)
+            try cluster.expectWritesToResumeOnEveryNode()
+            try cluster.converge()
         }
     }
 
