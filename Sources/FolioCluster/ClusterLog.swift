@@ -242,14 +242,29 @@ public final class ClusterLog: @unchecked Sendable {
         }
         do {
             let fresh = try PostgresConnection(conninfo, timeout: min(timeout, try left()))
+            /// Refuses a log of another format (nil: no log yet).
+            func checkFormat(_ stored: Int64?) throws {
+                guard let stored, stored != Int64(ClusterSchema.version) else { return }
+                fresh.close()
+                let reason =
+                    "the log in PostgreSQL has format \(stored); this foliod writes format \(ClusterSchema.version)"
+                failed(reason)
+                throw ClusterLogError.incompatible(reason)
+            }
+            // Before the set-up, which replaces the append function the log's other nodes call.
+            if try fresh.execute("SELECT to_regclass('folio_meta') IS NOT NULL", [], timeout: try left()).bool(0, 0)
+                == true
+            {
+                try checkFormat(
+                    try fresh.execute("SELECT version FROM folio_meta WHERE one", [], timeout: try left()).int64(0, 0))
+            }
             try fresh.executeScript(ClusterSchema.script, timeout: try left())
             let version = try fresh.execute("SELECT version FROM folio_meta WHERE one", [], timeout: try left())
-            guard let stored = version.int64(0, 0), stored == Int64(ClusterSchema.version) else {
+            guard let stored = version.int64(0, 0) else {
                 fresh.close()
-                throw ClusterLogError.incompatible(
-                    "the log in PostgreSQL has format \(version.int64(0, 0).map(String.init) ?? "?"); this foliod writes format \(ClusterSchema.version)"
-                )
+                throw ClusterLogError.unexpected("folio_meta has no row")
             }
+            try checkFormat(stored)
             connection = fresh
             prepared = true
             return fresh

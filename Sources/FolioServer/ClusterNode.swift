@@ -465,6 +465,12 @@ final class ClusterNode: @unchecked Sendable {
                             .unavailable,
                             "the write was not stored: PostgreSQL, which holds the cluster's log, cannot be reached (\(reason))"
                         )
+                    case .unexpected:
+                        // Read from the answer of a call that returned: the log may have taken it.
+                        failure = ProtocolError(
+                            .unavailable,
+                            "the cluster's log took the write or not, and its answer could not be read (\(error)); "
+                                + "send it again with the same requestKey to be sure it is stored once")
                     default:
                         failure = ProtocolError(.unavailable, "the write was not stored: \(error)")
                     }

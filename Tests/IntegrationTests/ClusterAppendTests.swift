@@ -66,4 +66,28 @@ struct ClusterAppendTests {
         #expect(try connection.execute("SELECT seq FROM folio_head", timeout: 10).int64(0, 0) == 2)
         #expect(try Self.append(connection, snapshot: 2, events: 1, reads: ["k"]) == "3;3")
     }
+
+    /// A node refuses a log of another format before it touches the append function the log's
+    /// own nodes call (its set-up replaced the function first, and only then read the format).
+    @Test func aLogOfAnotherFormatIsRefusedBeforeItsFunctionIsReplaced() throws {
+        let server = try PostgresServer(settings: ["fsync": "off"])
+        defer { server.remove() }
+        try ClusterLog(conninfo: server.conninfo, timeout: 10).prepare()
+        let connection = try PostgresConnection(server.conninfo, timeout: 10)
+        defer { connection.close() }
+        try connection.execute("UPDATE folio_meta SET version = 99", timeout: 10)
+        let source = "SELECT prosrc FROM pg_proc WHERE proname = 'folio_append'"
+        let before = try connection.execute(source, timeout: 10).string(0, 0)
+        try connection.execute(
+            "UPDATE pg_proc SET prosrc = prosrc || ' ' WHERE proname = 'folio_append'", timeout: 10)
+        let marked = try connection.execute(source, timeout: 10).string(0, 0)
+        #expect(marked != before)
+        do {
+            try ClusterLog(conninfo: server.conninfo, timeout: 10).prepare()
+            Issue.record("a log of format 99 was taken")
+        } catch let error as ClusterLogError {
+            #expect("\(error)".contains("format 99"), "\(error)")
+        }
+        #expect(try connection.execute(source, timeout: 10).string(0, 0) == marked, "the function was replaced")
+    }
 }
