@@ -11,6 +11,7 @@ const uint32_t folio_epoll_out = EPOLLOUT;
 const uint32_t folio_epoll_err = EPOLLERR;
 const uint32_t folio_epoll_hup = EPOLLHUP;
 const uint32_t folio_epoll_rdhup = EPOLLRDHUP;
+const uint32_t folio_epoll_et = EPOLLET;
 
 int folio_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 

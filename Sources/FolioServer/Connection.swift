@@ -94,8 +94,6 @@ final class Connection: @unchecked Sendable {
     var isClosed = false
     /// Listed among the loop's connections to flush at the end of this iteration.
     var needsFlush = false
-    /// The peer hung up with requests in flight: out of the loop's epoll set (`peerHungUp`).
-    var hungUp = false
     /// In the loop's list of connections whose watches catch up in the next iteration.
     var catchUpDeferred = false
     /// The epoll events the loop registered for this connection.

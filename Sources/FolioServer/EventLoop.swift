@@ -218,9 +218,6 @@ final class EventLoop: @unchecked Sendable {
                     let ready = Epoll.Events(rawValue: events[slot])
                     if !ready.isDisjoint(with: [.readable, .hangUp, .error]) { readRequests(connection) }
                     if ready.contains(.writable) && !connection.isClosed { markForFlush(connection) }
-                    if ready.contains(.hangUp) && connection.inputFinished && !connection.isClosed {
-                        peerHungUp(connection)
-                    }
                 }
             }
             let now = monotonicMilliseconds()
@@ -1075,21 +1072,8 @@ final class EventLoop: @unchecked Sendable {
             || connection.outgoingDescriptors.count >= Connection.maxOutgoingDescriptors
     }
 
-    /// The peer closed its end for good (a hang-up: it reads nothing more either), and every line
-    /// it sent is taken. epoll reports a hang-up whatever a descriptor is watched for, so while
-    /// requests of the connection are in flight the loop would wake for it at once, again and
-    /// again: it leaves the epoll set. Its answers, when they come, fail to send and close it.
-    private func peerHungUp(_ connection: Connection) {
-        guard !connection.hungUp else { return }
-        connection.hungUp = true
-        epoll.remove(connection.fd)
-        connection.registered = []
-        markForFlush(connection)
-    }
-
     /// Reads while there is room for more; wants to write while output waits.
     func updateInterest(_ connection: Connection) {
-        guard !connection.hungUp else { return }
         var wanted: Epoll.Events = []
         if !connection.inputFinished && !isCongested(connection) {
             if isOverSharedBound {
@@ -1102,6 +1086,11 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         if connection.unsentBytes > 0 { wanted.insert(.writable) }
+        // Watched for nothing (paused, or its peer done sending while requests of its are in
+        // flight): epoll reports a hang-up or an error whatever a descriptor is watched for, and
+        // would wake the loop for it at every wait, which spun a loop at a full CPU while a client
+        // that had hung up waited for an answer. Edge-triggered, it is reported once.
+        if wanted.isEmpty { wanted = .edgeTriggered }
         guard wanted != connection.registered else { return }
         // A line foliod stopped reading in the middle of gets its time again.
         if wanted.contains(.readable) && !connection.registered.contains(.readable) && connection.partialSince > 0 {

@@ -111,4 +111,25 @@ import Testing
             #expect(try daemon.request(["op": "hello"]).isOK, "the first foliod still serves")
         }
     }
+
+    /// A file at the socket's path that is not a socket (a mistyped `--socket`), or a symbolic link,
+    /// is left as it is and foliod does not start: only a socket file nobody listens on is replaced.
+    /// (Whatever was there was unlinked: `--socket DATA/data.mdb` deleted the store.)
+    @Test func somethingOtherThanAStaleSocketAtTheSocketPathIsLeftAlone() throws {
+        try withTemporaryDirectory { directory in
+            try Binaries.require()
+            let precious = directory + "/precious.mdb"
+            try "keep me".write(toFile: precious, atomically: false, encoding: .utf8)
+            let link = directory + "/link.sock"
+            #expect(symlink(precious, link) == 0)
+            for path in [precious, link] {
+                let run = try CommandRun.run(
+                    Binaries.foliod, ["--data", directory + "/data", "--socket", path], timeout: 30)
+                #expect(run.status != 0, "\(run)")
+                #expect(run.stderr.contains("in the way of the socket"), "\(run)")
+            }
+            #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me")
+            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == precious)
+        }
+    }
 }

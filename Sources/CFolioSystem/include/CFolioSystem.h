@@ -10,6 +10,7 @@ extern const uint32_t folio_epoll_out;
 extern const uint32_t folio_epoll_err;
 extern const uint32_t folio_epoll_hup;
 extern const uint32_t folio_epoll_rdhup;
+extern const uint32_t folio_epoll_et;
 
 /// epoll_create1(EPOLL_CLOEXEC).
 int folio_epoll_create(void);

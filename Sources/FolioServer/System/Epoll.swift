@@ -10,6 +10,8 @@ struct Epoll {
         static let error = Events(rawValue: folio_epoll_err)
         static let hangUp = Events(rawValue: folio_epoll_hup)
         static let peerClosed = Events(rawValue: folio_epoll_rdhup)
+        /// Reported once as the state changes, not at every wait while it holds.
+        static let edgeTriggered = Events(rawValue: folio_epoll_et)
     }
 
     let fd: Int32

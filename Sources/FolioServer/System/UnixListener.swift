@@ -27,13 +27,17 @@ final class UnixListener: @unchecked Sendable {
             try FileManager.default.createDirectory(
                 atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        if FileManager.default.fileExists(atPath: path)
-            || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
-        {
-            if UnixListener.isAnswering(path) {
-                throw ServerError.socketInUse(path)
+        // Only a stale socket file (one nobody listens on) is replaced: anything else at the path
+        // (a mistyped path naming a data file, a symbolic link, a socket foliod may not connect to)
+        // stays, and foliod does not start.
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFSOCK else { throw ServerError.notASocket(path) }
+            switch UnixListener.probe(path) {
+            case 0: throw ServerError.socketInUse(path)
+            case ECONNREFUSED: unlink(path)
+            case let code: throw ServerError.notASocket(path, String(cString: strerror(code)))
             }
-            unlink(path)
         }
         fd = folio_unix_socket(blocking ? 0 : 1)
         if fd < 0 { throw SystemError("socket") }
@@ -56,11 +60,15 @@ final class UnixListener: @unchecked Sendable {
     }
 
     /// Whether a process accepts connections on the socket at `path`.
-    static func isAnswering(_ path: String) -> Bool {
+    static func isAnswering(_ path: String) -> Bool { probe(path) == 0 }
+
+    /// Connects to the socket at `path`: 0 if a process accepts connections on it, else the errno
+    /// (ECONNREFUSED: a socket file nobody listens on).
+    static func probe(_ path: String) -> Int32 {
         let probe = folio_unix_socket(0)
-        guard probe >= 0 else { return false }
+        guard probe >= 0 else { return errno }
         defer { Glibc.close(probe) }
-        return folio_unix_connect(probe, path) == 0
+        return folio_unix_connect(probe, path) == 0 ? 0 : errno
     }
 
     /// The group of the socket file: its members get the default policy's write role.
@@ -102,6 +110,8 @@ public final class DataDirectoryLock {
 /// Why the daemon cannot start or go on.
 public enum ServerError: Error, CustomStringConvertible {
     case socketInUse(String)
+    /// Something at the socket's path that is not a stale socket file: not replaced.
+    case notASocket(String, String = "not a socket")
     case dataDirectoryInUse(String, pid: String)
     case inheritedSockets(String)
     case noReload
@@ -112,6 +122,9 @@ public enum ServerError: Error, CustomStringConvertible {
         switch self {
         case .cluster(let problem): return problem
         case .socketInUse(let path): return "another foliod is listening on \(path)"
+        case .notASocket(let path, let reason):
+            return
+                "\(path) is in the way of the socket (\(reason)): foliod replaces only a socket file nobody listens on"
         case .dataDirectoryInUse(let directory, let pid):
             return "another foliod\(pid.isEmpty ? "" : " (pid \(pid))") is using the data directory \(directory)"
         case .inheritedSockets(let problem): return problem
