@@ -33,6 +33,8 @@ final class Connection: @unchecked Sendable {
         let at: UInt64
         /// The op's position in `Metrics.ops`.
         let opIndex: Int
+        /// The line's number on the connection, from 0 (`linesTaken` when it came).
+        var line = 0
 
         /// A line that names no op (`invalid`).
         init(size: Int, at: UInt64) {
@@ -104,8 +106,14 @@ final class Connection: @unchecked Sendable {
     var pausedForLoad = false
 
     /// Descriptors the peer passed (SCM_RIGHTS) that no `file.put {fd: true}` has taken yet, oldest
-    /// first; at most `maxHeldDescriptors`, more are closed as they arrive.
-    var receivedDescriptors: [Int32] = []
+    /// first, each with the number of the line it came with: the last line with bytes in the read
+    /// that brought it (a read ends with the message that carries descriptors). A put takes only
+    /// its own line's, so that one refused, or sent without a descriptor, shifts nothing onto the
+    /// wrong line. At most `maxHeldDescriptors`; more are closed as they arrive, as are those
+    /// whose line has passed.
+    var receivedDescriptors: [(fd: Int32, line: Int)] = []
+    /// Lines taken from the input so far.
+    var linesTaken = 0
     static let maxHeldDescriptors = 16
     /// Descriptors to pass with answers (`file.read {fd: true}`): each goes with the byte of
     /// `output` at `offset`, the start of its answer's line.

@@ -446,11 +446,6 @@ final class EventLoop: @unchecked Sendable {
                         $0.baseAddress!.assumingMemoryBound(to: Int32.self), 4, &passedCount)
                 }
             }
-            if passedCount > 0 {
-                hold(
-                    withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) },
-                    connection)
-            }
             if count > 0 {
                 total += count
                 // Every line of the chunk arrived when it was read: one clock read for all of them.
@@ -459,6 +454,14 @@ final class EventLoop: @unchecked Sendable {
                 readBuffer.withUnsafeBytes {
                     takeInput(UnsafeRawBufferPointer(rebasing: $0[..<count]), received: received, connection)
                 }
+            }
+            if passedCount > 0 {
+                // The last line with bytes in this read: the one it ended last, or the one it began.
+                hold(
+                    withUnsafeBytes(of: passed) { Array($0.bindMemory(to: Int32.self).prefix(Int(passedCount))) },
+                    line: connection.linesTaken - 1 + (connection.framer.hasPartialLine ? 1 : 0), connection)
+            }
+            if count > 0 {
                 if count < Self.readChunk { break }
             } else if count == 0 {
                 finishInput(connection)
@@ -539,10 +542,10 @@ final class EventLoop: @unchecked Sendable {
 
     /// Keeps descriptors the peer passed for the `file.put {fd: true}` lines that will take them;
     /// beyond `Connection.maxHeldDescriptors`, closes them (the put that wanted one is refused).
-    private func hold(_ descriptors: [Int32], _ connection: Connection) {
+    private func hold(_ descriptors: [Int32], line: Int, _ connection: Connection) {
         for descriptor in descriptors {
             if connection.receivedDescriptors.count < Connection.maxHeldDescriptors && !connection.isClosed {
-                connection.receivedDescriptors.append(descriptor)
+                connection.receivedDescriptors.append((descriptor, line))
             } else {
                 Glibc.close(descriptor)
             }
@@ -601,6 +604,8 @@ final class EventLoop: @unchecked Sendable {
     /// handed to its decoder as it is, not copied. `received`: when its last bytes were read.
     private func takeLine(_ line: UnsafeRawBufferPointer, owned: [UInt8]?, received: UInt64, _ connection: Connection) {
         let size = line.count
+        let number = connection.linesTaken
+        connection.linesTaken += 1
         connection.requestBytes += size
         connection.requestCount += 1
         pendingDelta += 1
@@ -630,12 +635,14 @@ final class EventLoop: @unchecked Sendable {
                     request, operation, Connection.Arrival(size: size, spec: request.spec, at: received), connection)
                 return
             }
-            connection.pending.append(Self.item(for: decoded, size: size, received: received, connection))
+            connection.pending.append(Self.item(for: decoded, size: size, received: received, line: number, connection))
             return
         }
         let id = connection.nextDecodingID
         connection.nextDecodingID += 1
-        connection.pending.append(.decoding(id: id, Connection.Arrival(size: size, at: received)))
+        var decoding = Connection.Arrival(size: size, at: received)
+        decoding.line = number
+        connection.pending.append(.decoding(id: id, decoding))
         // The job takes the line out of its box, so that the decoder holds the only reference and
         // decodes a file piece's base64 in it without a copy.
         let line = LineBox(owned ?? Array(line))
@@ -644,7 +651,7 @@ final class EventLoop: @unchecked Sendable {
         decodesToSubmit.append { [self] _ in
             let item = Self.item(
                 for: RequestDecoder.decode(owning: line.take(), recycle: { [lineBuffers] in lineBuffers.give($0) }),
-                size: size, received: received, connection)
+                size: size, received: received, line: number, connection)
             post(.decoded(connection, id: id, item))
         }
     }
@@ -657,13 +664,17 @@ final class EventLoop: @unchecked Sendable {
 
     /// What a decoded line asks for, as it waits its turn on the connection.
     private static func item(
-        for decoded: Result<Request, RequestDecoder.TaggedError>, size: Int, received: UInt64, _ connection: Connection
+        for decoded: Result<Request, RequestDecoder.TaggedError>, size: Int, received: UInt64, line: Int,
+        _ connection: Connection
     ) -> Connection.Item {
         switch decoded {
         case .failure(let error):
-            return .failure(error, Connection.Arrival(size: size, at: received))
+            var arrival = Connection.Arrival(size: size, at: received)
+            arrival.line = line
+            return .failure(error, arrival)
         case .success(let request):
-            let arrival = Connection.Arrival(size: size, spec: request.spec, at: received)
+            var arrival = Connection.Arrival(size: size, spec: request.spec, at: received)
+            arrival.line = line
             switch request.operation {
             case .write(let write):
                 return .write(
@@ -720,9 +731,11 @@ final class EventLoop: @unchecked Sendable {
                     break
                 }
                 if case .putDescriptor(let plan, _) = operation {
-                    // Uploads start one at a time in line order, and a line's descriptor came with
-                    // its bytes: the oldest descriptor not taken is this line's.
-                    guard !connection.receivedDescriptors.isEmpty else {
+                    // A line's descriptor came with its bytes (those of lines before it were not
+                    // taken by their lines: refused, or not puts).
+                    let line = arrival.line
+                    dropDescriptors(before: line, connection)
+                    guard let taken = connection.receivedDescriptors.firstIndex(where: { $0.line == line }) else {
                         guard connection.writesInFlight == 0 else { return }
                         let error = ProtocolError(
                             .badRequest,
@@ -732,7 +745,7 @@ final class EventLoop: @unchecked Sendable {
                         answered(arrival, error.code, connection)
                         break
                     }
-                    operation = .putDescriptor(plan, descriptor: connection.receivedDescriptors.removeFirst())
+                    operation = .putDescriptor(plan, descriptor: connection.receivedDescriptors.remove(at: taken).fd)
                 }
                 connection.writesInFlight += 1
                 connection.uploadsStoring += 1
@@ -767,7 +780,17 @@ final class EventLoop: @unchecked Sendable {
             case .decoding:
                 return
             }
+            if !connection.receivedDescriptors.isEmpty { dropDescriptors(before: item.arrival.line, connection) }
             connection.popPending()
+        }
+    }
+
+    /// Closes the descriptors no line from `line` on can take: each came with lines before it.
+    private func dropDescriptors(before line: Int, _ connection: Connection) {
+        connection.receivedDescriptors.removeAll { held in
+            guard held.line < line else { return false }
+            Glibc.close(held.fd)
+            return true
         }
     }
 
@@ -1143,7 +1166,7 @@ final class EventLoop: @unchecked Sendable {
         heldBytes -= connection.accountedBytes - inFlightBytes
         statistics.clientMemory.subtract(connection.accountedBytes - inFlightBytes, ordering: .relaxed)
         connection.accountedBytes = 0
-        for descriptor in connection.receivedDescriptors { Glibc.close(descriptor) }
+        for held in connection.receivedDescriptors { Glibc.close(held.fd) }
         for (_, descriptor) in connection.outgoingDescriptors { Glibc.close(descriptor) }
         connection.receivedDescriptors = []
         connection.outgoingDescriptors = []

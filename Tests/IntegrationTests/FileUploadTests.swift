@@ -367,6 +367,40 @@ import Testing
         }
     }
 
+    /// A put takes only the descriptor that came with its own line: a put refused before it took
+    /// one (a bad name), and a put sent without one, shift nothing. (Descriptors were taken in
+    /// arrival order by whichever put came next, so the put after a refused one stored the refused
+    /// one's file under its own name and answered ok.)
+    @Test func aPutTakesOnlyTheDescriptorThatCameWithItsLine() throws {
+        try withRunningDaemon { daemon in
+            var sources: [Int32] = []
+            defer { for fd in sources { close(fd) } }
+            var contents: [[UInt8]] = []
+            for index in 0..<3 {
+                let content = Files.randomBytes(2_000 + index, seed: 60 + UInt64(index))
+                let path = daemon.directory + "/source-\(index).bin"
+                try Data(content).write(to: URL(fileURLWithPath: path))
+                sources.append(open(path, O_RDONLY | O_CLOEXEC))
+                contents.append(content)
+            }
+            let client = try FolioConnection(path: daemon.socketPath, timeout: 30)
+            defer { client.close() }
+            try client.send(["op": "file.put", "name": "bad/../name", "fd": true, "tag": 1], passing: sources[0])
+            try client.send(["op": "file.put", "name": "second", "fd": true, "tag": 2], passing: sources[1])
+            try client.send(["op": "file.put", "name": "without", "fd": true, "tag": 3])
+            try client.send(["op": "file.put", "name": "fourth", "fd": true, "tag": 4], passing: sources[2])
+            var answers: [JSON] = []
+            for _ in 0..<4 { answers.append(try #require(try client.readJSON())) }
+            #expect(answers.map { $0["tag"] } == [1, 2, 3, 4], "\(answers)")
+            #expect(answers[0].errorCode == "bad_request", "\(answers[0])")
+            #expect(answers[1].result?["sha256"] == .string(Files.sha256(contents[1])), "\(answers[1])")
+            #expect(
+                answers[2].errorCode == "bad_request"
+                    && answers[2]["error"]?["message"]?.stringValue?.contains("no descriptor") == true, "\(answers[2])")
+            #expect(answers[3].result?["sha256"] == .string(Files.sha256(contents[2])), "\(answers[3])")
+        }
+    }
+
     /// Descriptors a client passes and no put takes are closed: foliod's own count stays bounded.
     @Test func descriptorsNoPutTakesAreNotKept() throws {
         try withRunningDaemon { daemon in
