@@ -163,7 +163,9 @@ enum AccessControl {
             switch write.command {
             case .create, .update, .delete, .putFile, .deleteFile: return nil  // answered by collection(of:)
             case .defineView(let definition): return [definition.collection]
-            case .dropView(let name): return [viewCollection(name, reader) ?? ""].filter { !$0.isEmpty }
+            // A view not found names no collection: dropping it needs admin on every collection,
+            // as it may be defined on any by the time the writer drops it.
+            case .dropView(let name): return viewCollection(name, reader).map { [$0] }
             case .defineSchema(let schema): return [schema.collection]
             case .dropSchema(let collection): return [collection]
             case .batch(let operations, _):
@@ -193,6 +195,7 @@ enum AccessControl {
         case .stream(.live(let query, _)):
             guard case .view(let name) = query.source else { return nil }
             return viewCollection(name, reader).map { [$0] } ?? []
+        case .stream(.watch(_, let collection?)): return [collection]
         case .upload, .stream: return nil
         }
     }

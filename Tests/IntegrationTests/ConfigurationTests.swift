@@ -188,6 +188,15 @@ import Testing
             _ = try daemon.request(["op": "create", "collection": "Task", "id": "t1", "data": ["title": "mine"]])
             _ = try daemon.request(["op": "create", "collection": "Secret", "id": "s1", "data": ["title": "not mine"]])
             _ = try daemon.request(["op": "view.define", "name": "secrets", "collection": "Secret"])
+            // An event watch of one collection needs read on it too (it was let in, and sent nothing).
+            let events = try folioAs(65534, socket: socket, "watch", "--collection", "Secret")
+            #expect(
+                events.status == 1 && events.stderr.contains("watch needs role read on collection Secret"), "\(events)")
+            // Dropping a view no one has defined needs admin on every collection: by the time the
+            // writer drops it, it may have been defined on any (a reader's drop was let in).
+            let drop = try folioAs(65534, socket: socket, "view", "drop", "notyet")
+            #expect(
+                drop.status == 1 && drop.stderr.contains("view.drop needs role admin on every collection"), "\(drop)")
             for arguments in [["watch", "Secret"], ["watch", "--view", "secrets"]] {
                 let refused = try CommandRun.run(
                     "/usr/bin/setpriv",
