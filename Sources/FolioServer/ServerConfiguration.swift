@@ -123,6 +123,7 @@ extension ServerConfiguration {
         applied.logLevel = fresh.logLevel
         applied.slowRequestMilliseconds = fresh.slowRequestMilliseconds
         applied.backupDirectory = fresh.backupDirectory
+        applied.fileMaxBytes = fresh.fileMaxBytes
         applied.access = fresh.access
         return applied
     }
@@ -141,6 +142,7 @@ extension ServerConfiguration {
         if logLevel != fresh.logLevel { names.append("log-level") }
         if slowRequestMilliseconds != fresh.slowRequestMilliseconds { names.append("slow-request") }
         if backupDirectory != fresh.backupDirectory { names.append("backup-dir") }
+        if fileMaxBytes != fresh.fileMaxBytes { names.append("file-max-size") }
         if access != fresh.access { names.append("access") }
         return names
     }

@@ -34,9 +34,14 @@ public struct SettingError: Error, CustomStringConvertible {
 }
 
 public enum Settings {
+    /// At most 2^48 (256 TiB, or nine million years of seconds): a value foliod multiplies into
+    /// milliseconds or microseconds must not overflow, which would stop the daemon.
+    static let largestInteger = 1 << 48
+
     private static func integer(_ text: String, _ name: String, at minimum: Int = 0) throws(SettingError) -> Int {
-        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= minimum else {
-            throw SettingError("\(name) takes an integer of at least \(minimum), not '\(text)'")
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= minimum, value <= largestInteger
+        else {
+            throw SettingError("\(name) takes an integer from \(minimum) to \(largestInteger), not '\(text)'")
         }
         return value
     }

@@ -32,6 +32,8 @@ import Testing
 
     @Test(arguments: [
         ("max-line = lots", "foliod.conf:2: max-line takes an integer"),
+        // Past 2^48 a value in seconds or milliseconds overflowed when foliod multiplied it.
+        ("slow-request = 20000000000000000", "foliod.conf:2: slow-request takes an integer from 0 to"),
         ("colour = blue", "foliod.conf:2: unknown setting 'colour'"),
         ("just words", "foliod.conf:2: expected 'key = value'"),
         ("access.user.x = fly *", "foliod.conf:2: access.user.x: the value is 'ROLE COLLECTION...'"),
@@ -122,7 +124,7 @@ import Testing
             try daemon.start()
             let connection = try daemon.connect()
             #expect(try connection.request(["op": "hello"]).isOK)
-            try "max-connections = 2\nmax-line = 4096\nlog-level = info\n".write(
+            try "max-connections = 2\nmax-line = 4096\nlog-level = info\nfile-max-size = 4\n".write(
                 toFile: config, atomically: true, encoding: .utf8)
             kill(daemon.pid!, SIGHUP)
             var reloaded = false
@@ -131,7 +133,10 @@ import Testing
                 reloaded = daemon.log.contains("SIGHUP: configuration reloaded")
             }
             #expect(reloaded, "\(daemon.log)")
-            #expect(daemon.log.contains("applied max-connections, log-level"), "\(daemon.log)")
+            #expect(daemon.log.contains("applied max-connections, log-level, file-max-size"), "\(daemon.log)")
+            // file-max-size, marked reloadable, was ignored by a reload: an upload of 5 bytes is too large now.
+            let big = try connection.request(["op": "file.begin", "size": 5])
+            #expect(big["error"]?["message"]?.stringValue?.contains("(4 bytes, --file-max-size)") == true, "\(big)")
             #expect(daemon.log.contains("a restart is needed for max-line"), "\(daemon.log)")
             // The open connection goes on; a third one is refused by the new limit.
             #expect(try connection.request(["op": "hello"]).result?["maxLine"] == 1_048_576)
