@@ -44,6 +44,10 @@ public struct Importer {
         directory: String, requestKeyRetention: Int64 = Store.Options().requestKeyRetention,
         mapSize: Int = Store.Options().mapSize
     ) {
+        // Without trailing slashes: the store is built beside it, at DIRECTORY.importing-PID, which
+        // `DIR/` made a directory inside it, removed with it when the import moved it into place.
+        var directory = directory
+        while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
         self.directory = directory
         self.requestKeyRetention = requestKeyRetention
         self.mapSize = mapSize
