@@ -350,8 +350,15 @@ public final class BlobStore: Sendable {
         return removed
     }
 
+    /// Creates the directory unless it exists, and then flushes its parent, which holds its name:
+    /// `blobs/`, `blobs/tmp/` and each shard are made once, and a blob renamed into a shard is
+    /// only as durable as the names leading to it.
     func makeDirectory(_ path: String) throws {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw failure("mkdir \(path)") }
+        if mkdir(path, 0o700) == 0 {
+            try syncDirectory((path as NSString).deletingLastPathComponent)
+        } else if errno != EEXIST {
+            throw failure("mkdir \(path)")
+        }
     }
 
     func syncDirectory(_ path: String) throws {

@@ -43,7 +43,10 @@ public final class Store: @unchecked Sendable {
     private var lastReaderCheck: UInt64 = 0
 
     public init(directory: String, options: Options = Options()) throws {
-        if let problem = Self.makeDirectories(directory) { throw StoreError.unusable("cannot create \(problem)") }
+        let (created, problem) = Self.makeDirectories(directory)
+        // A new data directory's name is as durable as the store in it.
+        for made in created { try Environment.flushDirectory((made as NSString).deletingLastPathComponent) }
+        if let problem { throw StoreError.unusable("cannot create \(problem)") }
         var environmentOptions = Environment.Options()
         environmentOptions.mapSize = options.mapSize
         // With the journal, commits stop syncing only once its first checkpoint is on disk: until

@@ -43,11 +43,12 @@ extension Store {
             guard ((try? manager.contentsOfDirectory(atPath: directory)) ?? ["?"]).isEmpty else {
                 throw StoreError.invalid("backup directory \(directory) is not empty (or not readable)")
             }
-        } else if let problem = Self.makeDirectories(directory) {
-            throw StoreError.invalid("cannot create backup directory \(problem)")
         } else {
-            // The new directory's own entry, so that the flushed copy can be found after an OS crash.
-            try Environment.flushDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
+            let (created, problem) = Self.makeDirectories(directory)
+            // Each new directory's entry, in its parent, so that the flushed copy can be found after
+            // an OS crash (the parent of every directory made, not only the last one's).
+            for made in created { try Environment.flushDirectory((made as NSString).deletingLastPathComponent) }
+            if let problem { throw StoreError.invalid("cannot create backup directory \(problem)") }
         }
         let copy: Store
         do {
@@ -97,14 +98,18 @@ extension Store {
     }
 
     /// `mkdir -p` with mode 0700; nil when done, else the directory that could not be made and why.
-    static func makeDirectories(_ path: String) -> String? {
+    /// `mkdir -p`: the directories it made, and what stopped it.
+    static func makeDirectories(_ path: String) -> (created: [String], problem: String?) {
         var built = path.hasPrefix("/") ? "" : "."
+        var created: [String] = []
         for component in path.split(separator: "/") {
             built += "/" + component
-            if mkdir(built, 0o700) != 0 && errno != EEXIST {
-                return "\(built): \(String(cString: strerror(errno)))"
+            if mkdir(built, 0o700) == 0 {
+                created.append(built)
+            } else if errno != EEXIST {
+                return (created, "\(built): \(String(cString: strerror(errno)))")
             }
         }
-        return nil
+        return (created, nil)
     }
 }
