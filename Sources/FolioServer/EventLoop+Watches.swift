@@ -168,7 +168,7 @@ extension EventLoop {
                     }
                     for event in events
                     where event.sequence >= watch.next && watch.wants(collection: event.collection)
-                        && connection.access.canRead(event.collection)
+                        && connection.access.canRead(event.readableAs)
                     {
                         watch.lagBytes += event.wire.count
                     }
@@ -178,7 +178,7 @@ extension EventLoop {
                             watch.catchingUp = true
                             break
                         }
-                        if watch.wants(collection: event.collection) && connection.access.canRead(event.collection) {
+                        if watch.wants(collection: event.collection) && connection.access.canRead(event.readableAs) {
                             if congested {
                                 watch.catchingUp = true
                                 watch.fellBehind = true

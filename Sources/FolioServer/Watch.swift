@@ -37,7 +37,11 @@ final class Watch {
 /// Events of one commit, as watches receive them.
 struct CommittedEvent: Sendable {
     let sequence: UInt64
+    /// The object's collection, which a watch of one collection follows.
     let collection: String?
+    /// The collection whose readers may see it (`Snapshot.collection(ofCanonicalEvent:)`: also a view's
+    /// or a schema's), as a watch catching up from the log sees it.
+    let readableAs: String?
     /// The event's wire JSON (canonical bytes with `hash`).
     let wire: [UInt8]
     /// When its commit returned (monotonic µs).

@@ -24,8 +24,10 @@ final class WatchRegistry: Sendable {
         let committedAt = monotonicMicroseconds()
         let events = applied.map { applied in
             CommittedEvent(
-                sequence: applied.event.sequence, collection: applied.event.object?.collection, wire: applied.wireEvent,
-                committedAt: committedAt)
+                sequence: applied.event.sequence, collection: applied.event.object?.collection,
+                readableAs: applied.event.object?.collection
+                    ?? applied.canonicalEvent.withUnsafeBytes { Snapshot.collection(ofCanonicalEvent: $0) },
+                wire: applied.wireEvent, committedAt: committedAt)
         }
         let loops = counts.withLock { $0.values.filter { $0.count > 0 }.map(\.loop) }
         for loop in loops { loop.post(.committed(events)) }

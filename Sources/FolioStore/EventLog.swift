@@ -99,7 +99,11 @@ struct EventLog {
     /// The collection a stored event belongs to, read from the head of its canonical bytes: an
     /// object event's, a view definition's, a schema event's; nil for a dropped view.
     static func collection(ofRecord record: UnsafeRawBufferPointer) -> String? {
-        let bytes = canonicalBytes(of: record)
+        collection(ofCanonical: canonicalBytes(of: record))
+    }
+
+    /// `collection(ofRecord:)` of an event's canonical bytes.
+    static func collection(ofCanonical bytes: UnsafeRawBufferPointer) -> String? {
         let marker = Array("\"collection\":\"".utf8)
         let window = min(bytes.count, 240)
         var start = 0

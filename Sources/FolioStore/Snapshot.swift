@@ -128,6 +128,11 @@ public struct Snapshot {
         EventLog.collection(ofRecord: record)
     }
 
+    /// `collection(ofEventHead:)` of an event's canonical bytes (`StoreWriter.Applied.canonicalEvent`).
+    public static func collection(ofCanonicalEvent bytes: UnsafeRawBufferPointer) -> String? {
+        EventLog.collection(ofCanonical: bytes)
+    }
+
     /// Calls `body` with up to `limit` stored event records after `after`, in order, until it
     /// returns false.
     public func forEachEvent(after: UInt64, limit: Int, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws

@@ -240,6 +240,47 @@ import Testing
         }
     }
 
+    /// A watch shows a peer a view's or a schema's event only if it may read that collection, live
+    /// as in its catch-up from the log. (Live, every reader got every view definition, its `where`
+    /// included, while a watch catching up left out those of collections it may not read.)
+    @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
+    func aWatchShowsViewEventsOnlyOfReadableCollections() throws {
+        try withAccessPolicy("access.uid.65534 = read Task\n") { daemon, directory, _ in
+            let socket = daemon.socketPath
+            _ = try daemon.request(["op": "create", "collection": "Task", "id": "t1", "data": [:]])
+            let outputPath = directory + "/events.out"
+            let output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+            defer { for fd in [output, null] { close(fd) } }
+            let watcher = try ChildProcess(
+                executable: "/usr/bin/setpriv",
+                arguments: [
+                    "--reuid=65534", "--regid=65534", "--clear-groups", Binaries.folio, "--socket", socket, "--json",
+                    "watch", "--after", "1",
+                ],
+                environment: ["HOME": "/"], stdin: null, stdout: output, stderr: null)
+            defer { _ = watcher.killAndWait() }
+            var seen = ""
+            for _ in 0..<500 where !seen.contains("\"t2\"") {
+                // Until the watch is live: each round a new Task, then the definitions.
+                _ = try daemon.request(["op": "create", "collection": "Task", "id": "t2", "data": [:]])
+                usleep(20_000)
+                seen = fileText(outputPath)
+            }
+            _ = try daemon.request([
+                "op": "view.define", "name": "secrets", "collection": "Secret", "where": ["code": "1234"],
+            ])
+            _ = try daemon.request(["op": "view.define", "name": "tasks", "collection": "Task"])
+            _ = try daemon.request(["op": "create", "collection": "Task", "id": "t3", "data": [:]])
+            for _ in 0..<500 where !seen.contains("\"t3\"") {
+                usleep(20_000)
+                seen = fileText(outputPath)
+            }
+            #expect(seen.contains("\"t3\"") && seen.contains("\"tasks\""), "\(seen)")
+            #expect(!seen.contains("secrets") && !seen.contains("1234"), "\(seen)")
+        }
+    }
+
     /// File ops need their role on the pseudo-collection $files.
     @Test(.enabled(if: canSwitchUsers, "needs root and setpriv to run clients as another user"))
     func fileOpsNeedTheirRoleOnFiles() throws {
