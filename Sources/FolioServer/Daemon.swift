@@ -125,11 +125,8 @@ public final class Daemon {
                     liveQueries: liveQueries, digests: digests,
                     uploads: uploads, lineBuffers: lineBuffers, watchdog: watchdog, socketGroupID: listener.groupID))
         }
-        let (maxConnections, descriptorLimit) = connectionLimit()
-        try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
-        writer.start()
-        liveQueries.start()
-        for loop in loops { loop.start() }
+        // Before anything is accepted: a metrics socket that cannot be made stops the start at once,
+        // not a daemon already serving, which then exited without draining.
         let metricsEndpoint = try configuration.metricsSocket.map { path in
             try MetricsEndpoint(
                 path: path, mode: configuration.socketMode, group: configuration.socketGroup,
@@ -137,6 +134,11 @@ public final class Daemon {
                     store: store, configuration: configuration, statistics: statistics, digests: digests), store: store,
                 log: log)
         }
+        let (maxConnections, descriptorLimit) = connectionLimit()
+        try loops[0].acceptConnections(for: loops, maxConnections: maxConnections, descriptorLimit: descriptorLimit)
+        writer.start()
+        liveQueries.start()
+        for loop in loops { loop.start() }
         let flusher =
             configuration.durability == .none || unsynced != nil
             ? PeriodicSync(store: store) { reason in
