@@ -292,7 +292,16 @@ final class ReadHandler: Sendable {
                 (sha256, size, what) = (hash, stored, "content \(hash)")
             }
             let start = min(offset, size)
-            let bytes = try store.blobs.read(sha256, offset: start, length: Int(min(UInt64(length), size - start)))
+            let bytes: [UInt8]
+            do {
+                bytes = try store.blobs.read(sha256, offset: start, length: Int(min(UInt64(length), size - start)))
+            } catch {
+                // Content read by its hash may have been swept since it was found: gone, not damaged.
+                if case .content(let hash) = source, store.blobs.size(of: hash) == nil {
+                    throw StoreError.blobNotFound(hash)
+                }
+                throw error
+            }
             guard bytes.count == Int(min(UInt64(length), size - start)) else {
                 throw StoreError.corrupted("the content of \(what) is shorter than its \(size) bytes")
             }

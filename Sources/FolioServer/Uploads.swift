@@ -215,8 +215,18 @@ final class Uploads: Sendable {
             )
         }
         do {
+            // The file may run past the last piece recorded: a write of a piece that failed part
+            // way (a full disk) left its first bytes there. The blob is the hashed bytes alone.
+            while ftruncate(upload.fd, off_t(size)) != 0 {
+                if errno != EINTR {
+                    throw ProtocolError(
+                        .unavailable,
+                        "file.commit: cannot cut upload \(id) to \(size) bytes: \(String(cString: strerror(errno)))")
+                }
+            }
             try blobs.adopt(fd: upload.fd, path: upload.path, sha256: sha256)
         } catch {
+            unlink(upload.path)
             // adopt removed the upload's file: the upload is over.
             remove(id)
             throw error
