@@ -98,23 +98,18 @@ import Testing
                 guard let error = error as? ImportError else { return false }
                 return error.line == 3 && "\(error)".contains("dated before event 2")
             }
-            _ = try importLines(
+            let firstTwo =
                 Array(lines.prefix(2)) + [
                     JSON.object([
                         "end": true, "lastSeq": 2,
                         "chainHead": .string(ChainHash.genesis.next(events[0].encoded()).next(events[1].encoded()).hex),
                     ]).serialized()
-                ], into: root + "/fine")
+                ]
+            _ = try importLines(firstTwo, into: root + "/fine")
             // A directory named with a trailing slash (as a shell completes it): the store is built
             // beside it, not inside it, and lands in it. (Built inside, it was removed with it.)
             try FileManager.default.createDirectory(atPath: root + "/slashed", withIntermediateDirectories: true)
-            let summary = try importLines(
-                Array(lines.prefix(2)) + [
-                    JSON.object([
-                        "end": true, "lastSeq": 2,
-                        "chainHead": .string(ChainHash.genesis.next(events[0].encoded()).next(events[1].encoded()).hex),
-                    ]).serialized()
-                ], into: root + "/slashed/")
+            let summary = try importLines(firstTwo, into: root + "/slashed/")
             #expect(summary.events == 2)
             #expect(FileManager.default.fileExists(atPath: root + "/slashed/data.mdb"))
         }
