@@ -17,11 +17,48 @@ extension CLI {
         if let after = try arguments.integer("--after") { request["after"] = .int(Int64(after)) }
         if let collection = arguments.value("--collection") { request["collection"] = .string(collection) }
         try finishArguments()
-        let connection = try connect()
-        try connection.send(.object(request))
+        // A lost connection (foliod restarted) resumes after the last event shown, as a live query
+        // does; one that cannot be made again ends the command with an error, never exit 0.
+        var connection = try connect()
+        while true {
+            try connection.send(.object(request))
+            do {
+                try showEvents(from: connection, resumeAt: &request)
+                throw ClientError.closed
+            } catch ClientError.closed {
+                guard request["after"] != nil else { throw ClientError.closed }
+                FileHandle.standardError.write(
+                    Data(
+                        "folio: the connection to foliod ended; watching again after event \(Output.cell(request["after"]))\n"
+                            .utf8))
+                connection = try reconnect()
+            }
+        }
+    }
+
+    /// A connection made again after one was lost: foliod may be restarting, so it is tried for
+    /// up to `reconnectSeconds`, five times a second, before the command ends with the error.
+    func reconnect() throws -> FolioConnection {
+        let deadline = Date().addingTimeInterval(Self.reconnectSeconds)
+        while true {
+            usleep(200_000)
+            do {
+                return try connect()
+            } catch let error as ClientError {
+                guard Date() < deadline else { throw error }
+            }
+        }
+    }
+
+    static let reconnectSeconds = 30.0
+
+    /// Prints the events of a watch until its connection ends, keeping in `request` the `after`
+    /// that resumes it.
+    private func showEvents(from connection: FolioConnection, resumeAt request: inout JSONObject) throws {
         while let line = try connection.readJSON() {
             guard case .object(let object) = line else { continue }
             if let event = object["event"] {
+                if let sequence = event.objectValue?["seq"] { request["after"] = sequence }
                 if output.json {
                     output.jsonLine(event)
                 } else {
@@ -35,10 +72,19 @@ extension CLI {
                     )
                 }
             } else if object["ok"] == .bool(false) {
+                // Cut off for lagging: resumed after the last event shown, as after a lost connection.
+                if object["error"]?.objectValue?["code"] == "lagging", request["after"] != nil { return }
                 _ = try result(of: line)
-            } else if !output.json {
-                output.line(
-                    "watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)")
+            } else {
+                // The answer: where the watch starts, should it have to resume before an event.
+                if request["after"] == nil, let after = object["result"]?.objectValue?["after"] {
+                    request["after"] = after
+                }
+                if !output.json {
+                    output.line(
+                        "watching events after \(Output.cell(object["result"]?.objectValue?["after"])) (Ctrl-C to stop)"
+                    )
+                }
             }
         }
     }
@@ -54,7 +100,7 @@ extension CLI {
         var window = LiveQueryWindow()
         var resumeAfter: UInt64?
         while true {
-            let connection = try connect()
+            let connection = try resumeAfter == nil ? connect() : reconnect()
             var request: JSONObject = ["op": "watch", "tag": "live", "query": .object(query)]
             if let resumeAfter { request["resumeAfter"] = .int(Int64(resumeAfter)) }
             let answer = try connection.request(.object(request))

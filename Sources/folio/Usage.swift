@@ -197,8 +197,10 @@ enum Usage {
         The others keep a live query: the first N objects (default 100) of the collection or
         view, in the order asked, as -w/--where select them, redrawn in place on a terminal as
         commits change them. With --json (or piped) they print the first page's result, then
-        each change line's change as it comes. A watch cut off for lagging, or whose connection
-        is lost, resumes from the last change shown.
+        each change line's change as it comes.
+
+        Either form, cut off for lagging or its connection lost, resumes after the last event or
+        change shown, trying for 30 s to reach foliod again (a restart) before it ends with exit 1.
         """,
         "export": """
         usage: folio export [--after N] [--with-files] > events.jsonl

@@ -39,10 +39,22 @@ final class CLI {
         }
     }
 
+    /// The socket the first connection was made to: every later one of the command goes there
+    /// too, so that a retried write, a page of history or a resumed watch never reaches another
+    /// daemon (the system's, when the user's own has just stopped).
+    private var connectedSocket: String?
+
     func connect() throws -> FolioConnection {
+        if let connectedSocket { return try FolioConnection(path: connectedSocket) }
         var firstError: ClientError?
         for path in socketCandidates {
-            do { return try FolioConnection(path: path) } catch { firstError = firstError ?? error }
+            do {
+                let connection = try FolioConnection(path: path)
+                connectedSocket = path
+                return connection
+            } catch {
+                firstError = firstError ?? error
+            }
         }
         throw firstError ?? ClientError.notRunning(socketCandidates.first ?? "")
     }

@@ -125,6 +125,14 @@ import Testing
             defer { _ = events.killAndWait() }
             let event = try lines(atLeast: 1)[0]
             #expect(event["seq"] == 3 && event["id"] == "t3", "\(event)")
+            // foliod restarted under it: the watch resumes after the last event shown, repeating
+            // none. (It ended with exit status 0 when its connection ended.)
+            #expect(try lines(atLeast: 2)[1]["seq"] == 4)
+            try daemon.restart()
+            _ = try Self.folio("create", "Task", "--id", "t5", "title=e", socket: socket)
+            let resumed = try lines(atLeast: 3)
+            #expect(resumed.map { $0["seq"] } == [3, 4, 5], "\(resumed)")
+            #expect(events.isRunning, "the watch goes on")
         }
     }
 
