@@ -102,7 +102,9 @@ extension CLI {
         let isRegular = fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
         let connection = try connect()
         defer { connection.close() }
-        if isRegular && !inPieces {
+        // Standard input goes in pieces from where it stands (foliod would read a passed file from
+        // its start, whatever the shell had read of it).
+        if isRegular && !inPieces && path != "-" {
             var request = target
             request["op"] = "file.put"
             request["fd"] = true
@@ -110,9 +112,12 @@ extension CLI {
             guard let response = try connection.readJSON() else { throw ClientError.closed }
             return output.object(try result(of: response))
         }
+        // What is left from where the file stands (standard input may have been read from).
+        let position = isRegular ? max(0, lseek(fd, 0, SEEK_CUR)) : 0
         output.object(
-            try putInPieces(fd, size: isRegular ? UInt64(status.st_size) : nil, target: target, connection, label: path)
-        )
+            try putInPieces(
+                fd, size: isRegular ? UInt64(max(0, status.st_size - position)) : nil, target: target, connection,
+                label: path))
     }
 
     /// `file.begin`, `file.write` for each piece (up to 8 in flight), `file.commit`; `file.abort`
@@ -200,10 +205,14 @@ extension CLI {
             defer { close(content) }
             return try copyToStandardOutput(content, label: name)
         }
+        // Every piece of the content the name has now, by its hash: a put replacing the name
+        // meanwhile must not splice two files together.
+        let file = try result(of: try connection.request(["op": "file.get", "name": .string(name)])).objectValue
+        guard let sha256 = file?["sha256"] else { throw ClientError.malformedResponse("file.get without sha256") }
         var offset: Int64 = 0
         while true {
             let piece = try result(
-                of: try connection.request(["op": "file.read", "name": .string(name), "offset": .int(offset)])
+                of: try connection.request(["op": "file.read", "sha256": sha256, "offset": .int(offset)])
             ).objectValue
             guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue,
                 let size = piece?["size"]?.integerValue

@@ -19,6 +19,7 @@ extension CLI {
     /// requests/s by op with p50/p99, connections, commits/s, queues, map use.
     func top() throws {
         let interval = Double(try arguments.integer("--interval") ?? 1)
+        guard (1...3600).contains(interval) else { throw UsageError("--interval takes 1 to 3600 seconds") }
         let count = try arguments.integer("--iterations")
         try finishArguments()
         let connection = try connect()

@@ -303,7 +303,9 @@ final class CLI {
         if let page = try arguments.integer("--page") {
             guard page >= 1 else { throw UsageError("--page counts from 1") }
             if request["offset"] != nil { throw UsageError("--page and --offset cannot be combined") }
-            request["offset"] = .int(Int64((page - 1) * (limit ?? 100)))
+            let (offset, overflow) = (page - 1).multipliedReportingOverflow(by: limit ?? 100)
+            guard !overflow else { throw UsageError("--page \(page) is past any offset a list can start at") }
+            request["offset"] = .int(Int64(offset))
         }
         if let after = arguments.value("--after") { request["after"] = .string(after) }
         if try arguments.flag("--desc") { request["order"] = "desc" }
@@ -394,11 +396,13 @@ final class CLI {
                 // A file's content goes before the first event that binds a name to it.
                 if withFiles, line[event].firstRange(of: #""type":"file.put""#.utf8) != nil,
                     case .object(let put)? = try? JSONParser.parse(Array(line[event])), put["type"] == "file.put",
-                    let sha256 = put["sha256"]?.stringValue, exportedContent.insert(sha256).inserted
+                    let sha256 = put["sha256"]?.stringValue, !exportedContent.contains(sha256)
                 {
                     try lines.withUnsafeBytes { try writeToStandardOutput($0, what: "the export") }
                     lines = []
-                    try exportContent(sha256, connection)
+                    // Counted as exported only once written: content swept now may be put again
+                    // later in the log, and then it must go out before that event.
+                    if try exportContent(sha256, connection) { exportedContent.insert(sha256) }
                 }
                 lines += line[event]
                 lines.append(0x0A)
@@ -423,11 +427,12 @@ final class CLI {
     /// The content lines `{"blob","size","offset","data"}` of one blob, 512 KiB of it per line, read
     /// by its hash. Content no longer stored was swept because no name refers to it any more: the
     /// export's later events unbind its names, so it is left out.
-    private func exportContent(_ sha256: String, _ connection: FolioConnection) throws {
+    /// Returns whether it wrote the content (false: not stored).
+    private func exportContent(_ sha256: String, _ connection: FolioConnection) throws -> Bool {
         var offset: Int64 = 0
         while true {
             let answer = try connection.request(["op": "file.read", "sha256": .string(sha256), "offset": .int(offset)])
-            if offset == 0, answer.objectValue?["error"]?.objectValue?["code"] == "not_found" { return }
+            if offset == 0, answer.objectValue?["error"]?.objectValue?["code"] == "not_found" { return false }
             let piece = try result(of: answer).objectValue
             guard let text = piece?["data"]?.stringValue, let length = piece?["length"]?.integerValue,
                 let size = piece?["size"]?.integerValue
@@ -438,7 +443,7 @@ final class CLI {
                 "blob": .string(sha256), "size": .int(size), "offset": .int(offset), "data": .string(text),
             ])
             offset += length
-            if offset >= size || length == 0 { return }
+            if offset >= size || length == 0 { return true }
         }
     }
 

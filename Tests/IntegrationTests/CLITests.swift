@@ -178,6 +178,14 @@ import Testing
 
             let unknown = try Self.folio("frobnicate", socket: socket)
             #expect(unknown.status == 64 && unknown.stderr.contains("frobnicate"), "\(unknown)")
+
+            // Numbers that overflowed where folio multiplied them (a trap, not a usage error).
+            let farPage = try Self.folio("list", "Task", "--page", "100000000000000000", socket: socket)
+            #expect(farPage.status == 64 && farPage.stderr.contains("--page"), "\(farPage)")
+            for interval in ["0", "5000"] {
+                let top = try Self.folio("top", "--interval", interval, socket: socket)
+                #expect(top.status == 64 && top.stderr.contains("--interval"), "\(top)")
+            }
         }
     }
 

@@ -452,6 +452,17 @@ import Testing
                 "/bin/sh", ["-c", "\"$0\" file get a.bin | wc -c", Binaries.folio], environment: environment)
             #expect(toPipe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1500000", "\(toPipe)")
             #expect(Files.blobs(daemon).count == 1)
+            // Standard input redirected from a file the shell has read part of: what is left of
+            // it, as from a pipe. (It went by descriptor, and foliod read the file from its start.)
+            let headed = daemon.directory + "/headed.txt"
+            try "HEADER\nbody\n".write(toFile: headed, atomically: false, encoding: .utf8)
+            let rest = try CommandRun.run(
+                "/bin/bash",
+                ["-c", "{ read -r _; \"$0\" file put - --name rest.txt; } < \"$1\"", Binaries.folio, headed],
+                environment: environment)
+            #expect(rest.status == 0, "\(rest)")
+            let stored = try CommandRun.run(Binaries.folio, ["file", "get", "rest.txt"], environment: environment)
+            #expect(stored.stdout == "body\n", "\(stored)")
         }
     }
 }
