@@ -67,15 +67,16 @@ class _AsyncConnection:
     async def send(self, requests: List[Tuple[int, bytes, Optional[asyncio.Queue]]]) -> List[asyncio.Future]:
         loop = asyncio.get_running_loop()
         futures = []
-        for tag, _, stream in requests:
-            future = loop.create_future()
-            futures.append(future)
-            try:
-                self.router.register(tag, future, stream)
-            except ConnectionLost as error:
-                future.set_exception(error)
         try:
+            # Registered in the order they are sent: an answer foliod could not tag goes to the oldest.
             async with self._write_lock:
+                for tag, _, stream in requests:
+                    future = loop.create_future()
+                    futures.append(future)
+                    try:
+                        self.router.register(tag, future, stream)
+                    except ConnectionLost as error:
+                        future.set_exception(error)
                 self._writer.write(b"".join(line for _, line, _ in requests))
                 await self._writer.drain()
         except (OSError, RuntimeError) as error:

@@ -66,15 +66,16 @@ class _Connection:
         """Sends the lines in one write; each gets a future of its answer's result. A line with a queue
         starts a stream: its later lines (and its final error) go to the queue."""
         futures = []
-        for tag, _, stream in requests:
-            future: Future = Future()
-            futures.append(future)
-            try:
-                self.router.register(tag, future, stream)
-            except ConnectionLost as error:
-                future.set_exception(error)
         try:
+            # Registered in the order they are sent: an answer foliod could not tag goes to the oldest.
             with self._send:
+                for tag, _, stream in requests:
+                    future: Future = Future()
+                    futures.append(future)
+                    try:
+                        self.router.register(tag, future, stream)
+                    except ConnectionLost as error:
+                        future.set_exception(error)
                 self._sock.sendall(b"".join(line for _, line, _ in requests))
         except OSError as error:
             self.lose(f"sending to {self.path} failed: {error}")

@@ -26,7 +26,8 @@ class Router:
         self._last_error: Optional[FolioError] = None
 
     def register(self, tag: Any, future: Any, stream: Any = None) -> None:
-        """Waits for the answer to `tag`; with a `stream` queue, its later lines and end go there."""
+        """Waits for the answer to `tag`; with a `stream` queue, its later lines and end go there.
+        Call in the order the requests are sent (under the lock their sending takes)."""
         with self._lock:
             if not self.alive:
                 raise ConnectionLost(f"the connection to {self.path} is closed")
@@ -51,9 +52,13 @@ class Router:
                 stream.put_nowait(("line", message))
             return
         ok = message["ok"] is True
-        if tag is None:  # about the connection itself (too_large, idle-timeout, refused): it closes next
+        if tag is None:
+            error = error_from_wire(message.get("error", {}))
+            if not ok and error.code == "bad_request" and self._fail_oldest(error):
+                return
+            # About the connection itself (too_large, idle-timeout, refused): it closes next.
             if not ok:
-                self._last_error = error_from_wire(message.get("error", {}))
+                self._last_error = error
             return
         stream = None
         with self._lock:
@@ -69,6 +74,23 @@ class Router:
                 future.set_exception(error_from_wire(message.get("error", {})))
         elif stream is not None:
             stream.put_nowait(("error", error_from_wire(message.get("error", {}))))
+
+    def _fail_oldest(self, error: FolioError) -> bool:
+        """A line foliod could not read, so not its tag either (a number beyond a double, nesting
+        past 128 levels): answers come in the order of the requests, and requests are registered in
+        the order they are sent, so it answers the oldest request waiting. Without this it waited
+        for good."""
+        with self._lock:
+            oldest = next(iter(self._pending), None)
+            if oldest is None:
+                return False
+            future = self._pending.pop(oldest)
+            stream = self._streams.pop(oldest, None)
+        if not future.done():
+            future.set_exception(error)
+        elif stream is not None:
+            stream.put_nowait(("error", error))
+        return True
 
     def lose(self, reason: str) -> bool:
         """Fails every waiting request and stream; False if it was lost already."""

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 import folio_client
-from folio_client import Conflict, NotFound, Ref, Result, create_op, update_op
+from folio_client import BadRequest, Conflict, NotFound, Ref, Result, create_op, update_op
 from folio_client import aio
 
 
@@ -34,6 +34,15 @@ def test_crud_typed_values_and_errors(foliod):
             assert batch[1]["items"] == [Ref("Cat", "c")]
             assert await c.count("Task") == 0
             assert [v["name"] for v in await c.view.list()] == []
+    run(main())
+
+
+def test_a_request_foliod_cannot_read_fails_instead_of_waiting(foliod):
+    async def main():
+        async with aio.AsyncClient(foliod.socket) as c:
+            with pytest.raises(BadRequest, match="out of range"):
+                await asyncio.wait_for(c.create("Task", {"n": 10**400}), 10)
+            assert (await c.create("Task", {"n": 1}, id="after"))["id"] == "after"
     run(main())
 
 

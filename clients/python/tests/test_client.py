@@ -1,5 +1,6 @@
 """The blocking client against the real foliod."""
 
+import functools
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -79,6 +80,16 @@ def test_errors_carry_their_codes_and_details(client):
         client.create("Task", {"n": 8}, request_key="k1")
     assert reused.value.request_key == "k1"
     assert isinstance(reused.value, folio_client.FolioError)
+
+
+def test_a_request_foliod_cannot_read_fails_instead_of_waiting(client):
+    # A number beyond a double: foliod cannot read the line, so neither its tag; its answer, untagged,
+    # is the oldest request's (answers come in order). It waited for good before.
+    with pytest.raises(BadRequest, match="out of range"):
+        client.create("Task", {"n": 10**400})
+    with pytest.raises(BadRequest):
+        client.create("Task", {"deep": functools.reduce(lambda inner, _: [inner], range(200), 1)})
+    assert client.create("Task", {"n": 1}, id="after")["id"] == "after"
 
 
 def test_cannot_connect_names_the_paths(tmp_path):
