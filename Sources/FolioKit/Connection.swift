@@ -48,6 +48,11 @@ final class Connection: @unchecked Sendable {
     private var bufferStart = 0
     private var chunk = [UInt8](repeating: 0, count: 1 << 16)
     private var untaggedError: FolioError?
+    /// The server's `maxLine` once known (`hello`, asked when the connection is made): a longer
+    /// request is refused here. Sent, foliod would answer `too_large` untagged and close the
+    /// connection, every other request on it lost, and sent again it would do so again. Guarded
+    /// by `lock`.
+    private var maxLine = Int.max
 
     /// Held while a line is written. An `NSLock`, not a `Synchronization.Mutex`: on Linux that one
     /// is a futex ThreadSanitizer does not see, and `make test-tsan` took the reader thread's close
@@ -88,6 +93,14 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    /// Asks the server its `maxLine` (`hello`), so that `send` refuses a longer line.
+    func learnLimits(isolation: isolated (any Actor)? = #isolation) async throws {
+        let answer = try await send(["op": "hello"], tag: makeTag())
+        if let limit = answer["result"]?.objectValue?["maxLine"]?.integerValue {
+            lock.withLock { maxLine = Int(limit) }
+        }
+    }
+
     /// Sends `request` with `tag` and waits for its answer (the whole envelope). With a `stream`,
     /// the lines with the same tag that follow the answer go to it (a watch); `removeStream` ends that.
     func send(
@@ -96,6 +109,10 @@ final class Connection: @unchecked Sendable {
         let line = Self.line(request, tag: tag)
         let leads: Bool = try lock.withLock {
             if let failure { throw failure }
+            if line.count - 1 > maxLine {
+                throw FolioError.tooLarge(
+                    "the request's line would be \(line.count - 1) bytes, over the server's maxLine of \(maxLine)")
+            }
             if let stream { streams[tag] = stream }
             guard reading == .nobody, streams.isEmpty else { return false }
             reading = .leader

@@ -96,6 +96,12 @@ public final class Folio: Sendable {
             if let current, current.isAlive { return current }
             do {
                 let fresh = try Connection(path: socketPath)
+                do {
+                    try await fresh.learnLimits()
+                } catch {
+                    fresh.close()
+                    throw error
+                }
                 let (chosen, closed) = state.withLock { state -> (Connection, Bool) in
                     if state.isClosed { return (fresh, true) }
                     if let other = state.connection, other !== current, other.isAlive { return (other, false) }

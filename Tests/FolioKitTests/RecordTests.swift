@@ -39,6 +39,26 @@ struct RecordTests {
         }
     }
 
+    /// A record whose line would pass the server's maxLine is refused before it is sent, with
+    /// `tooLarge`, and the connection goes on serving. (Sent, foliod closed the connection, and the
+    /// save was sent again and again on new connections for 10 s, ending in `connectionLost`.)
+    @Test func aRecordOverTheServersLineLimitIsTooLargeAndNothingElseSuffers() async throws {
+        try await withDaemon { daemon in
+            let folio = try await Folio.connect(daemon.socketPath)
+            let kept = try await TodoListItem(title: "small").save(on: folio)
+            let started = ContinuousClock.now
+            await #expect {
+                try await TodoListItem(title: "big", description: String(repeating: "x", count: 1_100_000)).save(
+                    on: folio)
+            } throws: { error in
+                guard case FolioError.tooLarge(let message) = error else { return false }
+                return message.contains("maxLine")
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(try await TodoListItem.get(kept.id!, on: folio) == kept)
+        }
+    }
+
     @Test func typedValuesRoundTrip() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)
