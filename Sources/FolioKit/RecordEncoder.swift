@@ -66,7 +66,17 @@ private final class EncodingNode {
     var elementCount: Int { elements?.count ?? 0 }
 }
 
+/// Levels a record may nest: foliod reads 128 in a request line, and the line's own fields (a
+/// batch's op, its data) take a few. A deeper record is refused here: foliod could not read its
+/// line, tag included.
+let maxRecordDepth = 120
+
 private func encodeValue<T: Encodable>(_ value: T, into node: EncodingNode, codingPath: [any CodingKey]) throws {
+    guard codingPath.count <= maxRecordDepth else {
+        throw FolioError.encoding(
+            "a value nested deeper than \(maxRecordDepth) levels at \(codingPath.prefix(8).map(\.stringValue).joined(separator: "."))...; foliod reads 128 in a request"
+        )
+    }
     if let special = try RecordEncoder.specialValue(value) {
         node.set(special)
     } else {

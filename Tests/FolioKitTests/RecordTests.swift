@@ -59,6 +59,22 @@ struct RecordTests {
         }
     }
 
+    /// A record nested deeper than foliod reads a request line is refused before it is sent: foliod
+    /// could not read the line's tag either, and its untagged answer left the save waiting for good.
+    @Test func aRecordNestedTooDeepIsAnEncodingError() async throws {
+        try await withDaemon { daemon in
+            let folio = try await Folio.connect(daemon.socketPath)
+            let fine = try await Nested(nest: .init(depth: 100)).save(on: folio)
+            #expect(fine.version == 1)
+            await #expect {
+                try await Nested(nest: .init(depth: 200)).save(on: folio)
+            } throws: { error in
+                guard case FolioError.encoding(let message) = error else { return false }
+                return message.contains("nested deeper")
+            }
+        }
+    }
+
     @Test func typedValuesRoundTrip() async throws {
         try await withDaemon { daemon in
             let folio = try await Folio.connect(daemon.socketPath)

@@ -64,3 +64,35 @@ struct Diary: FolioRecord {
     var text: String?
     static var fieldNames: [PartialKeyPath<Diary>: String] { [\Diary.mood: "mood"] }
 }
+
+/// A record whose `nest` holds arrays in arrays, as deep as it is built.
+struct Nested: FolioRecord {
+    static let collection = "Nested"
+    var id: String?
+    var version: Int?
+    var nest: Level
+
+    indirect enum Level: Codable {
+        case leaf(Int)
+        case level([Level])
+
+        init(depth: Int) { self = depth == 0 ? .leaf(1) : .level([Level(depth: depth - 1)]) }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .leaf(let value): try container.encode(value)
+            case .level(let levels): try container.encode(levels)
+            }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let value = try? container.decode(Int.self) {
+                self = .leaf(value)
+            } else {
+                self = .level(try container.decode([Level].self))
+            }
+        }
+    }
+}
