@@ -198,7 +198,9 @@ extension CLI {
         let connection = try connect()
         defer { connection.close() }
         if !inPieces {
-            _ = try result(of: try connection.request(["op": "file.read", "name": .string(name), "fd": true]))
+            _ = try result(
+                of: try connection.request(
+                    waitingForMinSeq(["op": "file.read", "name": .string(name), "fd": true])))
             guard let content = connection.takePassedDescriptor() else {
                 throw ClientError.malformedResponse("file.read with fd passed no descriptor")
             }
@@ -207,7 +209,8 @@ extension CLI {
         }
         // Every piece of the content the name has now, by its hash: a put replacing the name
         // meanwhile must not splice two files together.
-        let file = try result(of: try connection.request(["op": "file.get", "name": .string(name)])).objectValue
+        let file = try result(of: try connection.request(waitingForMinSeq(["op": "file.get", "name": .string(name)])))
+            .objectValue
         guard let sha256 = file?["sha256"] else { throw ClientError.malformedResponse("file.get without sha256") }
         var offset: Int64 = 0
         while true {
@@ -271,7 +274,7 @@ extension CLI {
         request["limit"] = 1000
         var items: [JSON] = []
         while true {
-            let page = try result(of: try connection.request(.object(request))).objectValue
+            let page = try result(of: try connection.request(waitingForMinSeq(.object(request)))).objectValue
             if case .array(let more)? = page?["items"] { items += more }
             guard let next = page?["next"]?.stringValue else { return items }
             request["after"] = .string(next)

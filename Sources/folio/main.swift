@@ -63,13 +63,7 @@ final class CLI {
     /// `--min-seq` when given: it waits until the server has applied that event (another node of
     /// a cluster, reading a write made elsewhere).
     func call(_ request: JSON) throws -> JSON {
-        var request = request
-        if let minSeq, case .object(var fields) = request, let op = fields["op"]?.stringValue,
-            OperationTable.spec(named: op)?.kind == .read
-        {
-            fields["minSeq"] = .int(Int64(minSeq))
-            request = .object(fields)
-        }
+        let request = waitingForMinSeq(request)
         let connection = try connect()
         defer { connection.close() }
         let response = try connection.request(request)
@@ -81,6 +75,16 @@ final class CLI {
                 == "postgres"
         }
         return answer
+    }
+
+    /// `request` with `--min-seq` when it is a read: every read a command sends on its own
+    /// connection (export, file get, ls) takes it too, not only those sent by `call`.
+    func waitingForMinSeq(_ request: JSON) -> JSON {
+        guard let minSeq, case .object(var fields) = request, let op = fields["op"]?.stringValue,
+            OperationTable.spec(named: op)?.kind == .read
+        else { return request }
+        fields["minSeq"] = .int(Int64(minSeq))
+        return .object(fields)
     }
 
     /// The last event of the last write answered (its `seq`), to show with its result.
@@ -381,7 +385,7 @@ final class CLI {
         var exported = after
         // Pages end at 1000 events or 8 MiB, and a reader's pages leave out collections it may not
         // read: `next` says where the next page starts, and the log's end is `lastSeq`.
-        try connection.send(["op": "events", "after": .int(Int64(after)), "limit": 1000])
+        try connection.send(waitingForMinSeq(["op": "events", "after": .int(Int64(after)), "limit": 1000]))
         while true {
             // Each event's bytes as they came (`EventPage`); the next page is asked for before
             // this one is written out.

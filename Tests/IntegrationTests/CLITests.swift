@@ -147,6 +147,12 @@ import Testing
             #expect(
                 future.status == 1 && future.stderr.contains("unavailable") && future.stderr.contains("99"), "\(future)"
             )
+            // Reads a command sends on its own connection wait too (they were sent without it).
+            for command in [["export"], ["file", "ls"]] {
+                let waited = try CommandRun.run(
+                    Binaries.folio, ["--min-seq", "99"] + command, environment: ["FOLIO_SOCKET": socket])
+                #expect(waited.status == 1 && waited.stderr.contains("unavailable"), "\(command): \(waited)")
+            }
             // A read that timed out is no refusal of the access policy.
             let metrics = try daemon.request(["op": "metrics"]).result?["text"]?.stringValue ?? ""
             #expect(metrics.contains("folio_refusals_total{cause=\"forbidden\"} 0\n"), "\(metrics)")
