@@ -406,6 +406,12 @@ class _Stream:
                 if attempt == 2 or self._client._closed:
                     raise
                 continue
+            except BaseException:
+                # Given up on (a timeout): the watch may start on the server all the same, and its
+                # lines would pile up in a queue no one reads. Stop routing them, and end it there.
+                if conn.router.end_stream(tag, notify=False) and conn.alive:
+                    self._client._send(conn, [(ops.unwatch(tag).fields, None)])
+                raise
             self._conn, self._tag, self._queue = conn, tag, stream
             try:
                 self._ready.extend(self._state.started(result))

@@ -92,6 +92,21 @@ def test_a_request_foliod_cannot_read_fails_instead_of_waiting(client):
     assert client.create("Task", {"n": 1}, id="after")["id"] == "after"
 
 
+def test_a_watch_given_up_on_while_starting_is_ended(foliod):
+    # A timeout too short for any answer: the watch may start on the server all the same. It is no
+    # longer routed (its lines would pile up in a queue no one reads) and is ended there.
+    with folio_client.connect(foliod.socket, timeout=1e-9) as hasty:
+        with pytest.raises(TimeoutError):
+            hasty.watch(after=0)
+        conn = hasty._conn
+        assert conn is not None and not conn.router._streams
+        deadline = time.monotonic() + 10
+        with folio_client.connect(foliod.socket, timeout=30) as other:
+            while other.stats()["watches"] != 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert other.stats()["watches"] == 0
+
+
 def test_cannot_connect_names_the_paths(tmp_path):
     with pytest.raises(CannotConnect, match="nothing.sock"):
         folio_client.connect(str(tmp_path / "nothing.sock"))
