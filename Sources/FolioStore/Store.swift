@@ -35,6 +35,8 @@ public final class Store: @unchecked Sendable {
     let applier: EventApplier
     /// The contents of files, in `DATA/blobs`.
     public let blobs: BlobStore
+    /// Held while a backup runs (`backup(to:)`).
+    let backups = NSLock()
     /// Set when the store was opened with `Options.journal`.
     public private(set) var journal: Journal?
     /// What opening found of a checkpoint and journal left by an earlier run, if any.

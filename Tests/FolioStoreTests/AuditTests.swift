@@ -2,6 +2,7 @@ import FolioJSON
 import FolioModel
 import Foundation
 import LMDB
+import Synchronization
 import Testing
 
 @testable import FolioStore
@@ -280,6 +281,19 @@ import Testing
             #expect(try restored.read { try $0.digest() } == copy.digest)
             #expect(try restored.verify(scratchDirectory: root + "/scratch").isConsistent)
             #expect(throws: StoreError.self) { try store.backup(to: root + "/backup") }
+
+            // Two backups into one empty directory at once: one is taken, the other finds it taken.
+            try FileManager.default.createDirectory(atPath: root + "/shared", withIntermediateDirectories: true)
+            let outcomes = Mutex<[Result<Store.CopySummary, any Error>]>([])
+            let racers = (0..<2).map { _ in
+                Thread { outcomes.withLock { $0.append(Result { try store.backup(to: root + "/shared") }) } }
+            }
+            for racer in racers { racer.start() }
+            while outcomes.withLock({ $0.count }) < 2 { usleep(10_000) }
+            let taken = outcomes.withLock { $0.compactMap { try? $0.get() } }
+            #expect(taken.count == 1, "\(outcomes.withLock { $0 })")
+            let shared = try Store(directory: root + "/shared")
+            #expect(try shared.read { try $0.digest() } == taken.first?.digest)
         }
     }
 

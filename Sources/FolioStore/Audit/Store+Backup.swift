@@ -28,7 +28,12 @@ extension Store {
     /// disk. Sweeps are held off from before the copy until every blob is in place, so none of the
     /// copy's blobs goes meanwhile. Returns what the copy holds, read back from the copy itself.
     public func backup(to directory: String) throws -> CopySummary {
-        try blobs.holdingSweeps { try backupHoldingSweeps(to: directory) }
+        // One at a time: two into the same empty directory both found it empty, and the second's
+        // copy replaced the first's, which had answered with a digest no longer on disk (and a
+        // failure of the second removed what the first reported done).
+        backups.lock()
+        defer { backups.unlock() }
+        return try blobs.holdingSweeps { try backupHoldingSweeps(to: directory) }
     }
 
     private func backupHoldingSweeps(to directory: String) throws -> CopySummary {
