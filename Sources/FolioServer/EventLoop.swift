@@ -77,8 +77,12 @@ final class EventLoop: @unchecked Sendable {
     let uploads: Uploads
     /// The socket file's group, whose members the default policy lets write.
     private let socketGroupID: UInt32
-    /// Users and their groups as the policy sees them, by uid and gid: looked up once per peer.
-    private var peerCache: [UInt64: Peer] = [:]
+    /// Users and their groups as the policy sees them, by uid and gid, with when they were looked
+    /// up (monotonic ms): a connection reuses a lookup younger than `peerLookupMilliseconds`, so a
+    /// user taken out of a group loses its role on new connections within a minute, not only at
+    /// the next SIGHUP.
+    private var peerCache: [UInt64: (peer: Peer, at: UInt64)] = [:]
+    static let peerLookupMilliseconds: UInt64 = 60_000
     let watchers: WatchRegistry
     let liveQueries: LiveQueries
     /// Set on the loop that accepts: every loop, served in turn.
@@ -386,9 +390,15 @@ final class EventLoop: @unchecked Sendable {
 
     func adopt(_ fd: Int32, _ origin: Origin) {
         let key = UInt64(origin.uid) << 32 | UInt64(origin.gid)
-        let peer =
-            peerCache[key] ?? Peer(uid: origin.uid, gid: origin.gid, daemonUID: geteuid(), socketGID: socketGroupID)
-        peerCache[key] = peer
+        let now = monotonicMilliseconds()
+        let peer: Peer
+        if let cached = peerCache[key], now - cached.at < Self.peerLookupMilliseconds {
+            peer = cached.peer
+        } else {
+            peer = Peer(uid: origin.uid, gid: origin.gid, daemonUID: geteuid(), socketGID: socketGroupID)
+            if peerCache.count >= 4096 { peerCache.removeAll() }
+            peerCache[key] = (peer, now)
+        }
         let access = AccessView(peer: peer, policy: configuration.access)
         guard access.bestRole > .none else {
             var line: [UInt8] = []
