@@ -40,6 +40,15 @@ import Testing
             journal: journal)
     }
 
+    /// A journaled store at `path` with ten creates, checkpointed.
+    static func checkpointedAfterTen(_ path: String) throws -> (Store, TestWriter, Journal) {
+        let store = try journaled(path)
+        let writer = TestWriter(store)
+        for index in 0..<10 { try create(writer, index) }
+        try store.journal!.checkpoint()
+        return (store, writer, store.journal!)
+    }
+
     static let files = ["data.mdb", Journal.journalName, Journal.checkpointName]
 
     /// What the disk would hold if the machine stopped now: `durable` (data.mdb as the last
@@ -190,11 +199,7 @@ import Testing
     @Test func aCancelledRecordIsNotReplayed() throws {
         struct CommitFailed: Error {}
         try withTemporaryDirectory { root in
-            let store = try Self.journaled(root + "/live")
-            let writer = TestWriter(store)
-            let journal = store.journal!
-            for index in 0..<10 { try Self.create(writer, index) }
-            try journal.checkpoint()
+            let (store, writer, journal) = try Self.checkpointedAfterTen(root + "/live")
             for index in 10..<15 { try Self.create(writer, index) }
             let head = try store.read { try $0.head() }
             // Two failed commits in a row, each cancelled, then one that commits with the same
@@ -254,11 +259,7 @@ import Testing
     @Test func aCancelledRecordAcrossTheCheckpointsHeadIsSkipped() throws {
         struct CommitFailed: Error {}
         try withTemporaryDirectory { root in
-            let store = try Self.journaled(root + "/live")
-            let writer = TestWriter(store)
-            let journal = store.journal!
-            for index in 0..<10 { try Self.create(writer, index) }
-            try journal.checkpoint()
+            let (store, writer, journal) = try Self.checkpointedAfterTen(root + "/live")
             let checkpointPath = root + "/live/" + Journal.checkpointName
             let before = try #require(try CheckpointFile.read(checkpointPath))
             // Where the checkpoint below would have started, had it noted it before these writes.

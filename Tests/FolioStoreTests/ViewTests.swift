@@ -37,6 +37,15 @@ import Testing
         }
     }
 
+    /// Defines view `byScore` over `Student`, sorted by `sort`.
+    private func defineByScore(_ sort: JSON, by writer: TestWriter) throws {
+        try writer.execute(
+            .defineView(
+                try ViewDefinition(
+                    name: "byScore", collection: "Student", whereJSON: nil, sort: SortOrder(parsing: sort),
+                    unique: false)))
+    }
+
     private func ids(_ result: QueryResult) throws -> [String] {
         guard case .array(let items) = try JSONParser.parse(Array("[".utf8) + result.items + Array("]".utf8)) else {
             return []
@@ -113,11 +122,7 @@ import Testing
     @Test func pagesAtAnyOffsetMatchTheModel() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(
-                .defineView(
-                    try ViewDefinition(
-                        name: "byScore", collection: "Student", whereJSON: nil,
-                        sort: SortOrder(parsing: ["-score", "name"]), unique: false)))
+            try defineByScore(["-score", "name"], by: writer)
             var random = SeededGenerator(seed: 3)
             try createStudents(0..<3000, in: store, by: writer, scores: &random)
             let model = try expected(
@@ -144,11 +149,7 @@ import Testing
     @Test func aViewOfACollectionTheAskerMayNotReadIsRefusedInItsSnapshot() throws {
         try withTemporaryStore { store in
             let writer = TestWriter(store)
-            try writer.execute(
-                .defineView(
-                    try ViewDefinition(
-                        name: "byScore", collection: "Student", whereJSON: nil,
-                        sort: SortOrder(parsing: ["score"]), unique: false)))
+            try defineByScore(["score"], by: writer)
             var random = SeededGenerator(seed: 5)
             try createStudents(0..<30, in: store, by: writer, scores: &random)
             var query = try Query(source: .view("byScore"), limit: 20)
@@ -199,11 +200,7 @@ import Testing
                 #expect(try allPages(store, part, limit: 7, useCursor: true) == partModel, "\(label): score 7")
             }
             try create(0..<3000)
-            try writer.execute(
-                .defineView(
-                    try ViewDefinition(
-                        name: "byScore", collection: "Student", whereJSON: nil,
-                        sort: SortOrder(parsing: ["score", "name"]), unique: false)))
+            try defineByScore(["score", "name"], by: writer)
             #expect(try pending() == 0)
             try check("no ops pending")
             try create(3000..<3200)
